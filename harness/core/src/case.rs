@@ -1,0 +1,226 @@
+//! The case: op + impl + dtype + shape + params + seed + allocation mode. One JSON object per
+//! line; the same line replays the same inputs bit for bit.
+
+use crate::error::CaseError;
+use crate::op::Registry;
+use crate::params::Params;
+use crate::shape::{fmt_ne, nbytes, Ne};
+use crate::DType;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
+
+/// How each tensor and staging buffer of a case is placed in device memory.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, PartialOrd, Ord,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllocMode {
+    /// Each tensor its own allocation of exactly its bytes: no pool slack absorbs an overrun,
+    /// so compute-sanitizer's bounds are the tensor's bounds.
+    #[default]
+    Exact,
+    /// Driver virtual memory: the tensor's last byte is the last mapped byte before an
+    /// unmapped page, so a read past the end faults natively.
+    Guard,
+    /// As `Guard`, at the front: the tensor's first byte follows an unmapped page.
+    GuardFront,
+    /// Red zones filled with a pattern around each tensor, checked after the run.
+    Canary,
+}
+
+impl AllocMode {
+    pub const ALL: [AllocMode; 4] = [
+        AllocMode::Exact,
+        AllocMode::Guard,
+        AllocMode::GuardFront,
+        AllocMode::Canary,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocMode::Exact => "exact",
+            AllocMode::Guard => "guard",
+            AllocMode::GuardFront => "guard-front",
+            AllocMode::Canary => "canary",
+        }
+    }
+}
+
+impl fmt::Display for AllocMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AllocMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        AllocMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!("unknown allocation mode '{s}' (known: exact, guard, guard-front, canary)")
+            })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub op: String,
+    #[serde(rename = "impl")]
+    pub imp: String,
+    pub dtype: DType,
+    pub ne: Ne,
+    #[serde(default)]
+    pub params: Params,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default)]
+    pub alloc: AllocMode,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+impl Case {
+    pub fn new(op: &str, imp: &str, dtype: DType, ne: Ne) -> Self {
+        Case {
+            op: op.to_string(),
+            imp: imp.to_string(),
+            dtype,
+            ne,
+            params: Params::new(),
+            seed: 1,
+            alloc: AllocMode::Exact,
+        }
+    }
+    pub fn with_param(mut self, name: &str, v: impl Into<serde_json::Value>) -> Self {
+        self.params.insert(name.to_string(), v.into());
+        self
+    }
+    pub fn with_alloc(mut self, alloc: AllocMode) -> Self {
+        self.alloc = alloc;
+        self
+    }
+
+    /// Parse one line of a corpus (1-based `line` for messages).
+    pub fn parse_line(line: usize, text: &str) -> Result<Case, CaseError> {
+        serde_json::from_str(text).map_err(|e| CaseError::MalformedJson {
+            line,
+            msg: e.to_string(),
+        })
+    }
+
+    /// Canonical one-line JSON (params sorted, defaults filled if validated).
+    pub fn to_line(&self) -> String {
+        // Serialization of this plain struct cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A short stable id: the first 12 hex digits of the canonical line's SHA-256.
+    pub fn id(&self) -> String {
+        let digest = Sha256::digest(self.to_line().as_bytes());
+        digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Validate against the registry: known op, impl, dtype and params; shape counts that fit.
+    /// Returns the case with every parameter's default filled in.
+    pub fn validate(&self, reg: &Registry) -> Result<Case, CaseError> {
+        let op = reg.op(&self.op)?;
+        reg.imp(op, &self.imp)?;
+        if !op.dtypes().contains(&self.dtype) {
+            return Err(CaseError::UnsupportedDtype {
+                op: self.op.clone(),
+                dtype: self.dtype,
+                known: op
+                    .dtypes()
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        nbytes(&self.ne, self.dtype)?;
+        let specs = op.params();
+        let mut params = Params::new();
+        for (k, v) in &self.params {
+            let spec =
+                specs
+                    .iter()
+                    .find(|s| s.name == k)
+                    .ok_or_else(|| CaseError::UnknownParam {
+                        op: self.op.clone(),
+                        param: k.clone(),
+                        known: if specs.is_empty() {
+                            "none".to_string()
+                        } else {
+                            specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+                        },
+                    })?;
+            let v = spec.check(v).map_err(|msg| CaseError::BadParam {
+                op: self.op.clone(),
+                param: k.clone(),
+                msg,
+            })?;
+            params.insert(k.clone(), v);
+        }
+        for s in specs {
+            params
+                .entry(s.name.to_string())
+                .or_insert_with(|| s.default_value());
+        }
+        let mut out = self.clone();
+        out.params = params;
+        // Op-specific checks (e.g. tensor byte counts of all tensors, ids in range).
+        op.tensors(&out)?;
+        Ok(out)
+    }
+
+    /// Short human label: `rms_norm/ggml f32 ne=[64,1,65536,1] eps=1e-6 (exact)`.
+    pub fn label(&self) -> String {
+        let mut s = format!(
+            "{}/{} {} ne={}",
+            self.op,
+            self.imp,
+            self.dtype,
+            fmt_ne(&self.ne)
+        );
+        for (k, v) in &self.params {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s.push_str(&format!(" seed={} ({})", self.seed, self.alloc));
+        s
+    }
+}
+
+/// Read a corpus: one case per line; blank lines and `#` comments skipped. The error names
+/// the line.
+pub fn parse_corpus(text: &str) -> Result<Vec<(usize, Case)>, CaseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        // A corpus line may be a bare case or an object with a "case" field (incidents
+        // carry their expected verdict beside the case).
+        let v: serde_json::Value =
+            serde_json::from_str(t).map_err(|e| CaseError::MalformedJson {
+                line: i + 1,
+                msg: e.to_string(),
+            })?;
+        let case_v = match v.get("case") {
+            Some(c) => c.clone(),
+            None => v,
+        };
+        let case: Case = serde_json::from_value(case_v).map_err(|e| CaseError::MalformedJson {
+            line: i + 1,
+            msg: e.to_string(),
+        })?;
+        out.push((i + 1, case));
+    }
+    Ok(out)
+}

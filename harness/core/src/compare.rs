@@ -1,0 +1,228 @@
+//! Layers 1 and 2: compare a device output with the f64 reference (NMSE as test-backend-ops
+//! computes it, plus max-abs / max-rel and the first bad index), and find poisoned elements
+//! that no thread wrote.
+
+use crate::host::{poison_pattern, HostTensor};
+use crate::verdict::{Numbers, Verdict};
+use rayon::prelude::*;
+
+/// Per op and dtype thresholds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    /// Normalized mean squared error bound, test-backend-ops style (1e-7 for f32).
+    pub nmse: f64,
+    /// Element bound used to name the first bad index: |d - r| > abs + rel * |r|.
+    pub elem_abs: f64,
+    pub elem_rel: f64,
+}
+
+impl Tolerance {
+    pub const F32: Tolerance = Tolerance {
+        nmse: 1e-7,
+        elem_abs: 1e-5,
+        elem_rel: 1e-3,
+    };
+    pub const F16: Tolerance = Tolerance {
+        nmse: 1e-5,
+        elem_abs: 1e-3,
+        elem_rel: 1e-2,
+    };
+    pub const BF16: Tolerance = Tolerance {
+        nmse: 1e-4,
+        elem_abs: 1e-2,
+        elem_rel: 2e-2,
+    };
+    pub fn for_dtype(d: crate::DType) -> Tolerance {
+        match d {
+            crate::DType::F16 => Tolerance::F16,
+            crate::DType::Bf16 => Tolerance::BF16,
+            _ => Tolerance::F32,
+        }
+    }
+}
+
+pub struct Comparison {
+    pub verdict: Verdict,
+    pub numbers: Numbers,
+    pub detail: String,
+}
+
+/// Compare one output. `reference` is in the output's logical order.
+pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) -> Comparison {
+    let n = reference.len() as u64;
+    let poison = poison_pattern(out.dtype);
+    struct Acc {
+        err: f64,
+        norm: f64,
+        max_abs: f64,
+        max_rel: f64,
+        first_bad: Option<u64>,
+        first_unwritten: Option<u64>,
+        first_nonfinite: Option<u64>,
+        unwritten: u64,
+        nonfinite: u64,
+    }
+    let zero = || Acc {
+        err: 0.0,
+        norm: 0.0,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        first_bad: None,
+        first_unwritten: None,
+        first_nonfinite: None,
+        unwritten: 0,
+        nonfinite: 0,
+    };
+    let min_opt = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    };
+    let acc = (0..n as usize)
+        .into_par_iter()
+        .map(|i| i as u64)
+        .with_min_len(1 << 14)
+        .fold(zero, |mut a, i| {
+            let r = reference[i as usize];
+            if out.raw_at(i) == poison.as_slice() {
+                a.unwritten += 1;
+                a.first_unwritten.get_or_insert(i);
+                return a;
+            }
+            let d = out_value(out, i);
+            if !d.is_finite() || !r.is_finite() {
+                let same = (d.is_nan() && r.is_nan()) || d == r;
+                if !same {
+                    a.nonfinite += 1;
+                    a.first_nonfinite.get_or_insert(i);
+                }
+                return a;
+            }
+            let e = (d - r).abs();
+            a.err += e * e;
+            a.norm += r * r;
+            a.max_abs = a.max_abs.max(e);
+            if r != 0.0 {
+                a.max_rel = a.max_rel.max(e / r.abs());
+            }
+            if e > tol.elem_abs + tol.elem_rel * r.abs() {
+                a.first_bad.get_or_insert(i);
+            }
+            a
+        })
+        .reduce(zero, |a, b| Acc {
+            err: a.err + b.err,
+            norm: a.norm + b.norm,
+            max_abs: a.max_abs.max(b.max_abs),
+            max_rel: a.max_rel.max(b.max_rel),
+            first_bad: min_opt(a.first_bad, b.first_bad),
+            first_unwritten: min_opt(a.first_unwritten, b.first_unwritten),
+            first_nonfinite: min_opt(a.first_nonfinite, b.first_nonfinite),
+            unwritten: a.unwritten + b.unwritten,
+            nonfinite: a.nonfinite + b.nonfinite,
+        });
+    let nmse = if acc.norm > 0.0 {
+        acc.err / acc.norm
+    } else {
+        acc.err
+    };
+    let mut numbers = Numbers {
+        nmse,
+        max_abs: acc.max_abs,
+        max_rel: acc.max_rel,
+        first_bad: None,
+        unwritten: acc.unwritten,
+        nonfinite: acc.nonfinite,
+        compared: n,
+        threshold_nmse: tol.nmse,
+    };
+    let (verdict, detail) = if acc.unwritten > 0 {
+        numbers.first_bad = acc.first_unwritten;
+        (
+            Verdict::UnwrittenOutput,
+            format!(
+                "{name}: {} of {n} elements still hold the poison pattern (first at flat index {})",
+                acc.unwritten,
+                acc.first_unwritten.unwrap_or(0)
+            ),
+        )
+    } else if acc.nonfinite > 0 {
+        numbers.first_bad = acc.first_nonfinite;
+        (
+            Verdict::Nonfinite,
+            format!(
+                "{name}: {} non-finite values where the reference is finite (first at {})",
+                acc.nonfinite,
+                acc.first_nonfinite.unwrap_or(0)
+            ),
+        )
+    } else if nmse > tol.nmse || nmse.is_nan() {
+        numbers.first_bad = acc.first_bad;
+        (
+            Verdict::WrongValues,
+            format!(
+                "{name}: NMSE {nmse:.3e} > {:.1e}, max abs {:.3e}{}",
+                tol.nmse,
+                acc.max_abs,
+                acc.first_bad
+                    .map(|i| format!(", first bad at flat index {i}"))
+                    .unwrap_or_default()
+            ),
+        )
+    } else {
+        (
+            Verdict::Pass,
+            format!("{name}: NMSE {nmse:.3e} <= {:.1e}", tol.nmse),
+        )
+    };
+    Comparison {
+        verdict,
+        numbers,
+        detail,
+    }
+}
+
+#[inline]
+fn out_value(out: &HostTensor, flat: u64) -> f64 {
+    let raw = out.raw_at(flat);
+    crate::host::read_elem(out.dtype, raw, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn pass_wrong_unwritten_nonfinite() {
+        let r: Vec<f64> = (0..100).map(|i| (i as f64) * 0.5 - 20.0).collect();
+        let good = HostTensor::from_f32(
+            DType::F32,
+            [100, 1, 1, 1],
+            &r.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            compare("dst", &good, &r, Tolerance::F32).verdict,
+            Verdict::Pass
+        );
+
+        let mut bad = good.clone();
+        bad.bytes[40..44].copy_from_slice(&7.0f32.to_le_bytes());
+        let c = compare("dst", &bad, &r, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::WrongValues);
+        assert_eq!(c.numbers.first_bad, Some(10));
+
+        let mut unw = good.clone();
+        unw.bytes[396..400].copy_from_slice(&crate::host::POISON_F32.to_le_bytes());
+        let c = compare("dst", &unw, &r, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::UnwrittenOutput);
+        assert_eq!(c.numbers.first_bad, Some(99));
+
+        let mut nf = good.clone();
+        nf.bytes[0..4].copy_from_slice(&f32::NAN.to_le_bytes());
+        assert_eq!(
+            compare("dst", &nf, &r, Tolerance::F32).verdict,
+            Verdict::Nonfinite
+        );
+    }
+}

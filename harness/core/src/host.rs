@@ -1,0 +1,146 @@
+//! Host-side tensors: raw bytes with a dtype and a ggml layout (`ne`, byte strides `nb`).
+
+use crate::shape::{dense_strides, Ne};
+use crate::DType;
+use half::{bf16, f16};
+
+/// A tensor on the host, laid out exactly as it will be on the device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostTensor {
+    pub dtype: DType,
+    pub ne: Ne,
+    pub nb: [u64; 4],
+    pub bytes: Vec<u8>,
+}
+
+/// The NaN payloads outputs are poisoned with. A kernel that produces a NaN writes the
+/// canonical one, so a surviving payload means "never written".
+pub const POISON_F32: u32 = 0x7FC0_DEAD;
+pub const POISON_F16: u16 = 0x7E5A;
+pub const POISON_BF16: u16 = 0x7FDA;
+pub const POISON_I32: u32 = 0x7EAD_BEEF;
+pub const POISON_U8: u8 = 0xDB;
+
+pub fn poison_pattern(dtype: DType) -> Vec<u8> {
+    match dtype {
+        DType::F32 => POISON_F32.to_le_bytes().to_vec(),
+        DType::F16 => POISON_F16.to_le_bytes().to_vec(),
+        DType::Bf16 => POISON_BF16.to_le_bytes().to_vec(),
+        DType::I32 => POISON_I32.to_le_bytes().to_vec(),
+        DType::U8 => vec![POISON_U8],
+    }
+}
+
+impl HostTensor {
+    /// A dense tensor from f32 values, converted to `dtype` (round to nearest even).
+    pub fn from_f32(dtype: DType, ne: Ne, vals: &[f32]) -> Self {
+        let bytes = match dtype {
+            DType::F32 => bytemuck::cast_slice(vals).to_vec(),
+            DType::F16 => vals
+                .iter()
+                .flat_map(|&x| f16::from_f32(x).to_bits().to_le_bytes())
+                .collect(),
+            DType::Bf16 => vals
+                .iter()
+                .flat_map(|&x| bf16::from_f32(x).to_bits().to_le_bytes())
+                .collect(),
+            DType::I32 => vals
+                .iter()
+                .flat_map(|&x| (x as i32).to_le_bytes())
+                .collect(),
+            DType::U8 => vals.iter().map(|&x| x as u8).collect(),
+        };
+        HostTensor {
+            dtype,
+            ne,
+            nb: dense_strides(&ne, dtype),
+            bytes,
+        }
+    }
+
+    pub fn from_i32(ne: Ne, vals: &[i32]) -> Self {
+        HostTensor {
+            dtype: DType::I32,
+            ne,
+            nb: dense_strides(&ne, DType::I32),
+            bytes: bytemuck::cast_slice(vals).to_vec(),
+        }
+    }
+
+    pub fn from_bytes(dtype: DType, ne: Ne, nb: [u64; 4], bytes: Vec<u8>) -> Self {
+        HostTensor {
+            dtype,
+            ne,
+            nb,
+            bytes,
+        }
+    }
+
+    /// Element at logical index (i0..i3) as f64.
+    #[inline]
+    pub fn get(&self, i0: usize, i1: usize, i2: usize, i3: usize) -> f64 {
+        let off = i0 as u64 * self.nb[0]
+            + i1 as u64 * self.nb[1]
+            + i2 as u64 * self.nb[2]
+            + i3 as u64 * self.nb[3];
+        read_elem(self.dtype, &self.bytes, off as usize)
+    }
+
+    /// All elements in logical (ne0-fastest) order as f64.
+    pub fn to_f64(&self) -> Vec<f64> {
+        let [n0, n1, n2, n3] = self.ne.map(|x| x as usize);
+        let mut out = Vec::with_capacity(n0 * n1 * n2 * n3);
+        for i3 in 0..n3 {
+            for i2 in 0..n2 {
+                for i1 in 0..n1 {
+                    for i0 in 0..n0 {
+                        out.push(self.get(i0, i1, i2, i3));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Raw element bits at a logical index, for poison detection.
+    pub fn raw_at(&self, flat: u64) -> &[u8] {
+        let ne = self.ne.map(|x| x as u64);
+        let i0 = flat % ne[0];
+        let i1 = (flat / ne[0]) % ne[1];
+        let i2 = (flat / (ne[0] * ne[1])) % ne[2];
+        let i3 = flat / (ne[0] * ne[1] * ne[2]);
+        let off = (i0 * self.nb[0] + i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3]) as usize;
+        &self.bytes[off..off + self.dtype.size() as usize]
+    }
+
+    /// Is any element non-zero? Inputs must never be all zeros.
+    pub fn any_nonzero(&self) -> bool {
+        self.bytes.iter().any(|&b| b != 0)
+    }
+}
+
+#[inline]
+pub fn read_elem(dtype: DType, bytes: &[u8], off: usize) -> f64 {
+    match dtype {
+        DType::F32 => {
+            f32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]) as f64
+        }
+        DType::F16 => f16::from_bits(u16::from_le_bytes([bytes[off], bytes[off + 1]])).to_f64(),
+        DType::Bf16 => bf16::from_bits(u16::from_le_bytes([bytes[off], bytes[off + 1]])).to_f64(),
+        DType::I32 => {
+            i32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]) as f64
+        }
+        DType::U8 => bytes[off] as f64,
+    }
+}
+
+/// Round an f64 reference value through the output dtype, as the device stores it.
+pub fn round_to(dtype: DType, x: f64) -> f64 {
+    match dtype {
+        DType::F32 => x as f32 as f64,
+        DType::F16 => f16::from_f64(x).to_f64(),
+        DType::Bf16 => bf16::from_f64(x).to_f64(),
+        DType::I32 => x.round(),
+        DType::U8 => x.round(),
+    }
+}

@@ -1,0 +1,163 @@
+//! The launch contract: an impl states every launch it will issue (kernel, grid, block,
+//! dynamic shared memory) before issuing it, so the plan can be checked against a limits
+//! profile on a machine without a GPU.
+
+use crate::limits::LimitsProfile;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A CUDA source file compiled by NVRTC and one `extern "C"` entry in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel {
+    /// Path of the `.cu` file in the repository (for messages and repros).
+    pub file: &'static str,
+    /// Its text (`include_str!` of the file beside the launcher).
+    pub source: &'static str,
+    pub entry: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchPlan {
+    /// Entry point name.
+    pub kernel: String,
+    pub grid: [u64; 3],
+    pub block: [u64; 3],
+    /// Dynamic shared memory in bytes.
+    pub smem: u64,
+    #[serde(skip)]
+    pub source: Option<Kernel>,
+}
+
+impl LaunchPlan {
+    pub fn new(k: Kernel, grid: [u64; 3], block: [u64; 3], smem: u64) -> Self {
+        LaunchPlan {
+            kernel: k.entry.to_string(),
+            grid,
+            block,
+            smem,
+            source: Some(k),
+        }
+    }
+
+    /// Every way this launch breaks the profile's limits (empty when it is legal).
+    pub fn check(&self, p: &LimitsProfile) -> Vec<LaunchViolation> {
+        let mut v = Vec::new();
+        let axes = ["x", "y", "z"];
+        for i in 0..3 {
+            let lim = p.max_grid[i].value;
+            if self.grid[i] == 0 || self.grid[i] > lim {
+                v.push(self.violation(
+                    format!("grid.{}", axes[i]),
+                    self.grid[i],
+                    lim,
+                    self.grid[i] == 0,
+                ));
+            }
+            let blim = p.max_block[i].value;
+            if self.block[i] == 0 || self.block[i] > blim {
+                v.push(self.violation(
+                    format!("block.{}", axes[i]),
+                    self.block[i],
+                    blim,
+                    self.block[i] == 0,
+                ));
+            }
+        }
+        let threads = self.block.iter().product::<u64>();
+        if threads > p.max_threads_per_block.value {
+            v.push(self.violation(
+                "threads per block".into(),
+                threads,
+                p.max_threads_per_block.value,
+                false,
+            ));
+        }
+        if self.smem > p.shared_per_block_optin.value {
+            v.push(self.violation(
+                "dynamic shared memory".into(),
+                self.smem,
+                p.shared_per_block_optin.value,
+                false,
+            ));
+        }
+        v
+    }
+
+    fn violation(&self, dim: String, value: u64, limit: u64, zero: bool) -> LaunchViolation {
+        LaunchViolation {
+            kernel: self.kernel.clone(),
+            dim,
+            value,
+            limit,
+            zero,
+        }
+    }
+}
+
+impl fmt::Display for LaunchPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} grid=({},{},{}) block=({},{},{}) smem={}",
+            self.kernel,
+            self.grid[0],
+            self.grid[1],
+            self.grid[2],
+            self.block[0],
+            self.block[1],
+            self.block[2],
+            self.smem
+        )
+    }
+}
+
+/// One broken limit: the dimension, the value asked for and the limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchViolation {
+    pub kernel: String,
+    pub dim: String,
+    pub value: u64,
+    pub limit: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub zero: bool,
+}
+
+impl fmt::Display for LaunchViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.zero {
+            write!(f, "{}: {} = 0 (must be at least 1)", self.kernel, self.dim)
+        } else {
+            write!(
+                f,
+                "{}: {} = {} exceeds the limit {}",
+                self.kernel, self.dim, self.value, self.limit
+            )
+        }
+    }
+}
+
+/// What an impl answers when asked to plan a case.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    pub launches: Vec<LaunchPlan>,
+    /// Work the impl does that is not a kernel kedge launches (a cuBLASLt matmul, a plugin):
+    /// named so that `kedge plan` says what it could not check.
+    pub unchecked: Vec<String>,
+}
+
+impl Plan {
+    pub fn kernels(launches: Vec<LaunchPlan>) -> Self {
+        Plan {
+            launches,
+            unchecked: Vec::new(),
+        }
+    }
+    pub fn violations(&self, p: &LimitsProfile) -> Vec<LaunchViolation> {
+        self.launches.iter().flat_map(|l| l.check(p)).collect()
+    }
+}
+
+/// Ceiling division for grid sizes.
+pub const fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}

@@ -1,0 +1,231 @@
+//! A device's limits as data, each value with where it came from. Read from the live device,
+//! or taken from a named built-in profile so `kedge plan` can check launches for a device you
+//! do not have.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sourced {
+    pub value: u64,
+    pub source: String,
+}
+
+fn s(value: u64, source: &str) -> Sourced {
+    Sourced {
+        value,
+        source: source.to_string(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitsProfile {
+    pub name: String,
+    pub device: String,
+    /// Compute capability as major*10+minor (90 for sm_90).
+    pub compute_capability: Sourced,
+    pub sm_count: Sourced,
+    pub max_grid: [Sourced; 3],
+    pub max_block: [Sourced; 3],
+    pub max_threads_per_block: Sourced,
+    /// Static shared memory per block without opt-in (48 KiB on every current part).
+    pub shared_per_block: Sourced,
+    /// Dynamic shared memory per block after `cudaFuncSetAttribute` opt-in.
+    pub shared_per_block_optin: Sourced,
+    /// Largest single allocation the device can back (its memory; the driver has no smaller cap).
+    pub max_alloc_bytes: Sourced,
+    /// Driver virtual-memory granularity (what guard pages are made of).
+    pub vmm_granularity: Sourced,
+}
+
+const GUIDE: &str = "CUDA C++ Programming Guide, compute-capability table";
+
+impl LimitsProfile {
+    pub const BUILTIN: [&'static str; 5] = ["h200", "h100", "gb10", "rtx3090", "ada-12gb"];
+
+    pub fn builtin(name: &str) -> Option<LimitsProfile> {
+        let grid = |src: &str| [s(2_147_483_647, src), s(65_535, src), s(65_535, src)];
+        let block = [s(1024, GUIDE), s(1024, GUIDE), s(64, GUIDE)];
+        let p = match name {
+            "h200" => {
+                let m = "measured on the device machine's H200, 2026-12-02 (shared/device-notes.md)";
+                LimitsProfile {
+                    name: "h200".into(),
+                    device: "NVIDIA H200 (sm_90)".into(),
+                    compute_capability: s(90, m),
+                    sm_count: s(132, m),
+                    max_grid: grid(m),
+                    max_block: block,
+                    max_threads_per_block: s(1024, m),
+                    shared_per_block: s(49_152, GUIDE),
+                    shared_per_block_optin: s(232_448, m),
+                    max_alloc_bytes: s(143_771 * 1024 * 1024, "nvidia-smi on the device machine: 143771 MiB"),
+                    vmm_granularity: s(2_097_152, m),
+                }
+            }
+            "h100" => LimitsProfile {
+                name: "h100".into(),
+                device: "NVIDIA H100 SXM 80GB (sm_90)".into(),
+                compute_capability: s(90, GUIDE),
+                sm_count: s(132, "NVIDIA H100 datasheet (SXM5)"),
+                max_grid: grid(GUIDE),
+                max_block: block,
+                max_threads_per_block: s(1024, GUIDE),
+                shared_per_block: s(49_152, GUIDE),
+                shared_per_block_optin: s(232_448, GUIDE),
+                max_alloc_bytes: s(80 * 1_000_000_000, "NVIDIA H100 datasheet: 80 GB"),
+                vmm_granularity: s(2_097_152, "same as H200 (same chip); not measured on an H100"),
+            },
+            "gb10" => {
+                let inc = "measured in shared/background/ggml-norm-grid-y-limit.txt (GB10, CUDA 13.0)";
+                LimitsProfile {
+                    name: "gb10".into(),
+                    device: "NVIDIA GB10 / DGX Spark (sm_121)".into(),
+                    compute_capability: s(121, inc),
+                    sm_count: s(48, "NVIDIA DGX Spark datasheet (6144 CUDA cores / 128)"),
+                    max_grid: grid(inc),
+                    max_block: block,
+                    max_threads_per_block: s(1024, GUIDE),
+                    shared_per_block: s(49_152, GUIDE),
+                    shared_per_block_optin: s(101_376, GUIDE),
+                    max_alloc_bytes: s(124_616 * 1024 * 1024, "ggml_cuda_init in the incident: Total VRAM 124616 MiB"),
+                    vmm_granularity: s(2_097_152, "assumed (driver default); not measured on a GB10"),
+                }
+            }
+            "rtx3090" => {
+                let inc = "measured in shared/background/ggml-norm-grid-y-limit.txt (RTX 3090, CUDA 13.2)";
+                LimitsProfile {
+                    name: "rtx3090".into(),
+                    device: "NVIDIA GeForce RTX 3090 (sm_86)".into(),
+                    compute_capability: s(86, inc),
+                    sm_count: s(82, "NVIDIA GA102 whitepaper"),
+                    max_grid: grid(inc),
+                    max_block: block,
+                    max_threads_per_block: s(1024, GUIDE),
+                    shared_per_block: s(49_152, GUIDE),
+                    shared_per_block_optin: s(101_376, GUIDE),
+                    max_alloc_bytes: s(24 * 1024 * 1024 * 1024, "RTX 3090: 24 GiB"),
+                    vmm_granularity: s(2_097_152, "assumed (driver default); not measured on an RTX 3090"),
+                }
+            }
+            "ada-12gb" => LimitsProfile {
+                name: "ada-12gb".into(),
+                device: "NVIDIA Ada 12 GB card, e.g. RTX 4070 Ti (sm_89), the FP8 incident's class of card".into(),
+                compute_capability: s(89, GUIDE),
+                sm_count: s(60, "NVIDIA RTX 4070 Ti specifications"),
+                max_grid: grid(GUIDE),
+                max_block: block,
+                max_threads_per_block: s(1024, GUIDE),
+                shared_per_block: s(49_152, GUIDE),
+                shared_per_block_optin: s(101_376, GUIDE),
+                max_alloc_bytes: s(12 * 1024 * 1024 * 1024, "12 GiB card"),
+                vmm_granularity: s(2_097_152, "assumed (driver default); not measured on an Ada card"),
+            },
+            _ => return None,
+        };
+        Some(p)
+    }
+
+    pub fn grid_limit(&self, axis: usize) -> u64 {
+        self.max_grid[axis].value
+    }
+
+    /// Human-readable table, one value per line with its source.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "profile {} — {}", self.name, self.device);
+        let cc = self.compute_capability.value;
+        let rows: Vec<(&str, String, &str)> = vec![
+            (
+                "compute capability",
+                format!("{}.{}", cc / 10, cc % 10),
+                &self.compute_capability.source,
+            ),
+            (
+                "SM count",
+                self.sm_count.value.to_string(),
+                &self.sm_count.source,
+            ),
+            (
+                "max grid.x",
+                self.max_grid[0].value.to_string(),
+                &self.max_grid[0].source,
+            ),
+            (
+                "max grid.y",
+                self.max_grid[1].value.to_string(),
+                &self.max_grid[1].source,
+            ),
+            (
+                "max grid.z",
+                self.max_grid[2].value.to_string(),
+                &self.max_grid[2].source,
+            ),
+            (
+                "max block.x",
+                self.max_block[0].value.to_string(),
+                &self.max_block[0].source,
+            ),
+            (
+                "max block.y",
+                self.max_block[1].value.to_string(),
+                &self.max_block[1].source,
+            ),
+            (
+                "max block.z",
+                self.max_block[2].value.to_string(),
+                &self.max_block[2].source,
+            ),
+            (
+                "max threads/block",
+                self.max_threads_per_block.value.to_string(),
+                &self.max_threads_per_block.source,
+            ),
+            (
+                "shared/block",
+                self.shared_per_block.value.to_string(),
+                &self.shared_per_block.source,
+            ),
+            (
+                "shared/block opt-in",
+                self.shared_per_block_optin.value.to_string(),
+                &self.shared_per_block_optin.source,
+            ),
+            (
+                "max allocation bytes",
+                self.max_alloc_bytes.value.to_string(),
+                &self.max_alloc_bytes.source,
+            ),
+            (
+                "VMM granularity",
+                self.vmm_granularity.value.to_string(),
+                &self.vmm_granularity.source,
+            ),
+        ];
+        for (k, v, src) in rows {
+            let _ = writeln!(out, "  {k:<22} {v:>14}   ({src})");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn every_builtin_exists_and_has_sources() {
+        for name in LimitsProfile::BUILTIN {
+            let p = LimitsProfile::builtin(name).expect(name);
+            assert_eq!(p.name, name);
+            assert_eq!(p.max_grid[1].value, 65_535);
+            assert!(!p.shared_per_block_optin.source.is_empty());
+            assert!(p.render().contains("max grid.y"));
+        }
+        assert!(LimitsProfile::builtin("nope").is_none());
+        // The softmax shared-memory threshold differs across parts.
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let ampere = LimitsProfile::builtin("rtx3090").unwrap();
+        assert!(h200.shared_per_block_optin.value > ampere.shared_per_block_optin.value);
+    }
+}
