@@ -1,1 +1,14 @@
+//! kedge: the engine and CLI around `kedge-core` (the contract) and `kedge-ops` (the ops).
+//!
+//! - `suite`: case generation from the ops' declarations.
+//! - `worker` / `supervisor`: crash-isolated execution (cases never run in the supervisor).
+//! - `corpus`: case files.
+//! - `exit`: the documented exit statuses.
 
+pub mod corpus;
+pub mod exit;
+pub mod results;
+pub mod select;
+pub mod suite;
+pub mod supervisor;
+pub mod worker;

@@ -1,1 +1,460 @@
-fn main() {}
+//! The `kedge` command line. Library errors are typed; here they are reported with the
+//! context a user needs and mapped to the exit statuses in `kedge::exit` (see README).
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use kedge::exit;
+use kedge::select::Select;
+use kedge::suite::Suite;
+use kedge::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
+use kedge_core::{engine, CaseResult, LimitsProfile, Registry, Verdict};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "kedge",
+    version,
+    about = "Kernel conformance and fuzzing harness: finds kernels that break at the edges"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print a device's limits: the live device, or a built-in profile (--profile).
+    Limits {
+        /// Built-in profile: h200, h100, gb10, rtx3090, ada-12gb.
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List ops, impls, params and boundaries.
+    List {
+        #[arg(long, default_value = "h200")]
+        profile: String,
+        #[arg(short = 'o', long = "op")]
+        op: Option<String>,
+    },
+    /// Check the launches impls plan against a limits profile; no GPU needed.
+    Plan {
+        #[command(flatten)]
+        select: Select,
+        /// Suite when no explicit case is given.
+        #[arg(long, default_value = "default")]
+        suite: Suite,
+        #[arg(long, default_value = "h200")]
+        profile: String,
+        /// Only print cases whose plan breaks the profile.
+        #[arg(long)]
+        violations_only: bool,
+    },
+    /// Run cases on the GPU (each in a worker process) and print their verdict lines.
+    Run {
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        exec: Exec,
+        /// Append results to this file as well.
+        #[arg(long)]
+        results: Option<PathBuf>,
+    },
+    /// Run a suite: on a GPU the full checks; without one, the CPU-side checks only.
+    Sweep {
+        /// smoke, boundary, incidents, selftest or default (smoke + boundary).
+        #[arg(default_value = "default")]
+        suite: Suite,
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        exec: Exec,
+        /// Output directory: results.jsonl and worker logs.
+        #[arg(long, default_value = "kedge-out")]
+        out: PathBuf,
+        /// Continue an interrupted sweep: keep results.jsonl, skip finished cases.
+        #[arg(long)]
+        resume: bool,
+        /// Profile for the CPU-side checks when no GPU is present.
+        #[arg(long, default_value = "h200")]
+        profile: String,
+        /// Run only the CPU-side checks even if a GPU is present.
+        #[arg(long)]
+        cpu: bool,
+    },
+    /// (internal) A worker: reads case lines on stdin, writes verdict lines on stdout.
+    #[command(hide = true)]
+    Worker {
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct Exec {
+    /// Seconds a case may run before its worker is killed (verdict `timeout`).
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+fn registry() -> Registry {
+    kedge_ops::registry()
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match dispatch(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kedge: error: {e:#}");
+            classify(&e)
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Map an error to its exit status.
+fn classify(e: &anyhow::Error) -> i32 {
+    for cause in e.chain() {
+        if cause
+            .downcast_ref::<kedge::select::CaseSelectError>()
+            .is_some()
+            || cause.downcast_ref::<kedge_core::CaseError>().is_some()
+        {
+            return exit::BAD_INPUT;
+        }
+        if let Some(s) = cause.downcast_ref::<SupervisorError>() {
+            return match s {
+                SupervisorError::NoGpu(_) => exit::NO_GPU,
+                _ => exit::ENVIRONMENT,
+            };
+        }
+        if cause
+            .downcast_ref::<kedge_core::device::DeviceError>()
+            .is_some()
+        {
+            return exit::NO_GPU;
+        }
+        if cause.downcast_ref::<BadInput>().is_some() {
+            return exit::BAD_INPUT;
+        }
+    }
+    exit::ENVIRONMENT
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadInput(String);
+
+fn profile(name: &str) -> Result<LimitsProfile> {
+    LimitsProfile::builtin(name).ok_or_else(|| {
+        BadInput(format!(
+            "unknown profile '{name}' (built in: {})",
+            LimitsProfile::BUILTIN.join(", ")
+        ))
+        .into()
+    })
+}
+
+fn incidents_path() -> Option<PathBuf> {
+    let candidates = [
+        PathBuf::from("corpora/incidents.jsonl"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpora/incidents.jsonl"),
+    ];
+    candidates.into_iter().find(|p| p.exists())
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.cmd {
+        Cmd::Limits { profile: p, json } => cmd_limits(p, json),
+        Cmd::List { profile: p, op } => cmd_list(&profile(&p)?, op),
+        Cmd::Plan {
+            select,
+            suite,
+            profile: p,
+            violations_only,
+        } => cmd_plan(&select, suite, &profile(&p)?, violations_only),
+        Cmd::Run {
+            select,
+            exec,
+            results,
+        } => cmd_run(&select, &exec, results.as_deref()),
+        Cmd::Sweep {
+            suite,
+            select,
+            exec,
+            out,
+            resume,
+            profile: p,
+            cpu,
+        } => cmd_sweep(suite, &select, &exec, &out, resume, &profile(&p)?, cpu),
+        Cmd::Worker { device } => Ok(kedge::worker::main(&registry(), device)),
+    }
+}
+
+fn cmd_limits(p: Option<String>, json: bool) -> Result<i32> {
+    let prof = match p {
+        Some(name) => profile(&name)?,
+        None => {
+            let dev = kedge_core::device::Device::open(0).context(
+                "reading the live device's limits (use --profile NAME for a built-in profile)",
+            )?;
+            dev.limits.clone()
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&prof)?);
+    } else {
+        print!("{}", prof.render());
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_list(prof: &LimitsProfile, op: Option<String>) -> Result<i32> {
+    let reg = registry();
+    for o in reg.ops() {
+        if let Some(f) = &op {
+            if !f.split(',').any(|x| x == o.name()) {
+                continue;
+            }
+        }
+        println!("{} — {}", o.name(), o.about());
+        println!(
+            "  dtypes: {}",
+            o.dtypes()
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for p in o.params() {
+            println!(
+                "  param {} (default {}): {}",
+                p.name,
+                p.default_value(),
+                p.about
+            );
+        }
+        for i in reg.impls_of(*o) {
+            println!(
+                "  impl {:<24} [{}] {}",
+                i.name(),
+                i.role().name(),
+                i.about()
+            );
+        }
+        for b in o.boundaries(prof) {
+            println!(
+                "  boundary {} at {} (probes {:?}) — reach: {}",
+                b.label,
+                b.at,
+                b.probe_values(),
+                b.reach.0
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_plan(
+    select: &Select,
+    suite: Suite,
+    prof: &LimitsProfile,
+    violations_only: bool,
+) -> Result<i32> {
+    let reg = registry();
+    let cases = select.cases(&reg, suite, prof, incidents_path().as_deref())?;
+    let mut broken = 0;
+    for c in &cases {
+        let r = engine::check_on_cpu(&reg, c, prof, false);
+        let bad = !r.violations.is_empty();
+        broken += bad as usize;
+        if violations_only && !bad {
+            continue;
+        }
+        let (op, imp) = reg.resolve(c)?;
+        let _ = op;
+        println!("{}", c.label());
+        if let Ok(plan) = imp.plan(c, prof) {
+            for l in &plan.launches {
+                println!("  launch {l}");
+            }
+            for u in &plan.unchecked {
+                println!("  not checked: {u}");
+            }
+        }
+        if bad {
+            for v in &r.violations {
+                println!("  VIOLATION {v} (profile {})", prof.name);
+            }
+        } else if r.verdict == Verdict::Unsupported {
+            println!("  unsupported: {}", r.detail);
+        } else {
+            println!("  ok: fits profile {}", prof.name);
+        }
+    }
+    eprintln!(
+        "{} cases planned against {}: {broken} break its limits",
+        cases.len(),
+        prof.name
+    );
+    Ok(if broken > 0 { exit::FAILURES } else { exit::OK })
+}
+
+fn supervisor(exec: &Exec, work_dir: &Path) -> Result<Supervisor> {
+    let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
+    Ok(Supervisor::new(SupervisorConfig {
+        exe,
+        worker_args: vec!["--device".into(), exec.device.to_string()],
+        timeout: Duration::from_secs(exec.timeout),
+        ready_timeout: Duration::from_secs(180),
+        sanitize: None,
+        work_dir: work_dir.to_path_buf(),
+        progress: std::io::stderr().is_terminal(),
+    }))
+}
+
+fn cmd_run(select: &Select, exec: &Exec, results: Option<&Path>) -> Result<i32> {
+    let reg = registry();
+    let cases = select.cases(
+        &reg,
+        Suite::Smoke,
+        &profile("h200")?,
+        incidents_path().as_deref(),
+    )?;
+    if !kedge_core::device::driver_present() {
+        return Err(kedge_core::device::DeviceError::NoDriver)
+            .context("kedge run needs a GPU; `kedge plan` checks launches without one");
+    }
+    let mut writer = match results {
+        Some(p) => Some(
+            kedge::results::ResultsWriter::open(p, true)
+                .with_context(|| format!("opening {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let work = std::env::temp_dir().join(format!("kedge-run-{}", std::process::id()));
+    let mut sup = supervisor(exec, &work)?;
+    let mut failures = 0;
+    sup.run(&cases, &mut |r: CaseResult| {
+        failures += r.verdict.is_failure() as usize;
+        println!("{}", r.to_line());
+        if let Some(w) = writer.as_mut() {
+            w.write(&r)?;
+        }
+        Ok(())
+    })?;
+    Ok(if failures > 0 {
+        exit::FAILURES
+    } else {
+        exit::OK
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_sweep(
+    suite: Suite,
+    select: &Select,
+    exec: &Exec,
+    out: &Path,
+    resume: bool,
+    prof: &LimitsProfile,
+    cpu: bool,
+) -> Result<i32> {
+    let reg = registry();
+    let gpu = !cpu && kedge_core::device::driver_present();
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let results_path = out.join("results.jsonl");
+    if !gpu {
+        // CPU-side checks only.
+        let cases = select.cases(&reg, suite, prof, incidents_path().as_deref())?;
+        eprintln!(
+            "kedge: {}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
+            if cpu { "--cpu given" } else { "no CUDA driver on this machine" },
+            prof.name,
+            cases.len()
+        );
+        let done = if resume {
+            kedge::results::finished_ids(&results_path, "cpu")
+        } else {
+            Default::default()
+        };
+        let mut w = kedge::results::ResultsWriter::open(&results_path, resume)
+            .with_context(|| format!("opening {}", results_path.display()))?;
+        let mut violations = 0;
+        for c in cases.iter().filter(|c| !done.contains(&c.id())) {
+            let with_ref = c.ne.iter().map(|&x| x as u64).product::<u64>() <= CPU_REFERENCE_LIMIT;
+            let mut r = engine::check_on_cpu(&reg, c, prof, with_ref);
+            if !with_ref && r.verdict == Verdict::Skipped {
+                r.detail.push_str(&format!("; reference not computed on the CPU (over {CPU_REFERENCE_LIMIT} elements); device run skipped"));
+            }
+            violations += (r.verdict == Verdict::LaunchError) as usize;
+            w.write(&r)
+                .with_context(|| format!("writing {}", results_path.display()))?;
+        }
+        eprintln!(
+            "kedge: {} cases checked on the CPU: {violations} plans break the {} limits (verdict launch-error, detector launch-contract); results in {}",
+            cases.len(),
+            prof.name,
+            results_path.display()
+        );
+        eprintln!("kedge: GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {})", exit::GPU_SKIPPED);
+        return Ok(exit::GPU_SKIPPED);
+    }
+    // On the GPU: cases are generated for the live device's limits, read by a worker.
+    let mut sup = supervisor(exec, &out.join("workers"))?;
+    let live = probe_limits(&mut sup)?;
+    let cases = select.cases(&reg, suite, &live, incidents_path().as_deref())?;
+    let done = if resume {
+        kedge::results::finished_ids(&results_path, "native")
+    } else {
+        Default::default()
+    };
+    let todo: Vec<_> = cases
+        .into_iter()
+        .filter(|c| !done.contains(&c.id()))
+        .collect();
+    if resume {
+        eprintln!(
+            "kedge: resuming: {} cases already finished, {} to run",
+            done.len(),
+            todo.len()
+        );
+    }
+    let mut w = kedge::results::ResultsWriter::open(&results_path, resume)
+        .with_context(|| format!("opening {}", results_path.display()))?;
+    let mut failures = 0;
+    let summary = sup.run(&todo, &mut |r: CaseResult| {
+        failures += r.verdict.is_failure() as usize;
+        w.write(&r)
+    })?;
+    eprintln!(
+        "kedge: {} cases on {} (driver {}): {failures} failures; {} workers ({} replaced); results in {}",
+        summary.ran,
+        summary.device.unwrap_or_default(),
+        summary.driver_version.unwrap_or_default(),
+        summary.workers_started,
+        summary.workers_replaced,
+        results_path.display()
+    );
+    Ok(if failures > 0 {
+        exit::FAILURES
+    } else {
+        exit::OK
+    })
+}
+
+/// References above this many elements are not computed by a CPU-only sweep (it would need
+/// tens of GiB); the GPU sweep computes them.
+const CPU_REFERENCE_LIMIT: u64 = 1 << 26;
+
+/// Start a worker with no cases, just to read the live limits.
+fn probe_limits(sup: &mut Supervisor) -> Result<LimitsProfile> {
+    let s = sup.probe()?;
+    s.limits.context("the worker reported no limits")
+}

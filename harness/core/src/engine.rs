@@ -18,9 +18,9 @@ pub struct Executed {
 }
 
 /// Plan the case against a profile. Unsupported is answered as a result.
-pub fn plan_case(imp: &dyn Impl, case: &Case, limits: &LimitsProfile) -> Result<Plan, CaseResult> {
+pub fn plan_case(imp: &dyn Impl, case: &Case, limits: &LimitsProfile) -> Result<Plan, Box<CaseResult>> {
     imp.plan(case, limits)
-        .map_err(|why| CaseResult::new(case, Verdict::Unsupported, Detector::Impl, why))
+        .map_err(|why| Box::new(CaseResult::new(case, Verdict::Unsupported, Detector::Impl, why)))
 }
 
 /// The CPU side of a case: the launch contract against `limits` and, if asked, the reference
@@ -39,7 +39,7 @@ pub fn check_on_cpu(
         }
     };
     let mut res = match plan_case(imp, case, limits) {
-        Err(r) => r,
+        Err(r) => *r,
         Ok(plan) => {
             let v = plan.violations(limits);
             if !v.is_empty() {
@@ -152,7 +152,7 @@ fn execute_inner(reg: &Registry, dev: &mut Device, case: &Case) -> Executed {
         Ok(p) => p,
         Err(r) => {
             return Executed {
-                result: r,
+                result: *r,
                 context_dead: false,
             }
         }
