@@ -194,39 +194,53 @@ impl Supervisor {
     /// (cases are generated for them) without opening a context in the supervisor.
     pub fn probe(&mut self) -> Result<RunSummary, SupervisorError> {
         let mut w = self.spawn()?;
-        let mut s = RunSummary {
-            workers_started: 1,
-            ..Default::default()
-        };
-        let res = match w.recv(self.cfg.ready_timeout) {
-            Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
-                Ok(WorkerMsg::Ready {
-                    device,
-                    driver_version,
-                    limits,
-                    ..
-                }) => {
-                    s.device = Some(device);
-                    s.driver_version = Some(driver_version);
-                    s.limits = Some(*limits);
-                    Ok(s)
-                }
-                Ok(WorkerMsg::Fatal { message, .. }) => Err(SupervisorError::NoGpu(message)),
-                _ => Err(SupervisorError::Spawn {
-                    cmd: "kedge worker".into(),
-                    err: std::io::Error::other(format!("unexpected first line: {line}")),
-                }),
-            },
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(SupervisorError::Spawn {
-                cmd: "kedge worker".into(),
-                err: std::io::Error::other("worker ended before it was ready"),
-            }),
-            Err(RecvTimeoutError::Timeout) => {
-                Err(SupervisorError::NotReady(self.cfg.ready_timeout))
-            }
-        };
+        let mut s = RunSummary { workers_started: 1, ..Default::default() };
+        let res = self.wait_ready(&mut w, &mut s).map(|_| s);
         w.finish(Duration::from_secs(30));
         res
+    }
+
+    /// Wait for a worker's `ready` line. Lines that are not worker messages (compute-sanitizer
+    /// prints a banner on stdout) are skipped.
+    fn wait_ready(&self, w: &mut Worker, summary: &mut RunSummary) -> Result<(), SupervisorError> {
+        let deadline = Instant::now() + self.cfg.ready_timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match w.recv(left) {
+                Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
+                    Ok(WorkerMsg::Ready { device, driver_version, limits, .. }) => {
+                        summary.device = Some(device);
+                        summary.driver_version = Some(driver_version);
+                        summary.limits = Some(*limits);
+                        return Ok(());
+                    }
+                    Ok(WorkerMsg::Fatal { message, .. }) => {
+                        w.finish(Duration::from_secs(5));
+                        return Err(SupervisorError::NoGpu(message));
+                    }
+                    Ok(other) => {
+                        w.kill();
+                        return Err(SupervisorError::Spawn { cmd: "kedge worker".into(), err: std::io::Error::other(format!("unexpected message before ready: {other:?}")) });
+                    }
+                    Err(_) => continue,
+                },
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                    let st = w.finish(Duration::from_secs(5));
+                    return Err(SupervisorError::Spawn {
+                        cmd: "kedge worker".into(),
+                        err: std::io::Error::other(format!(
+                            "worker {} before it was ready; see {}",
+                            describe_exit(st),
+                            self.cfg.work_dir.join(format!("worker-{}.log", w.index)).display()
+                        )),
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    w.kill();
+                    return Err(SupervisorError::NotReady(self.cfg.ready_timeout));
+                }
+            }
+        }
     }
 
     /// Run `cases`, calling `sink` with each result as soon as it is final.
@@ -287,49 +301,7 @@ impl Supervisor {
                 summary.workers_replaced += 1;
             }
             // Wait for the worker to open the device.
-            match w.recv(self.cfg.ready_timeout) {
-                Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
-                    Ok(WorkerMsg::Ready {
-                        device,
-                        driver_version,
-                        limits,
-                        ..
-                    }) => {
-                        summary.device = Some(device);
-                        summary.driver_version = Some(driver_version);
-                        summary.limits = Some(*limits);
-                    }
-                    Ok(WorkerMsg::Fatal { message, .. }) => {
-                        w.finish(Duration::from_secs(5));
-                        return Err(SupervisorError::NoGpu(message));
-                    }
-                    _ => {
-                        w.kill();
-                        return Err(SupervisorError::Spawn {
-                            cmd: "kedge worker".into(),
-                            err: std::io::Error::other(format!("unexpected first line: {line}")),
-                        });
-                    }
-                },
-                Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-                    let st = w.finish(Duration::from_secs(5));
-                    return Err(SupervisorError::Spawn {
-                        cmd: "kedge worker".into(),
-                        err: std::io::Error::other(format!(
-                            "worker {} before it was ready; see {}",
-                            describe_exit(st),
-                            self.cfg
-                                .work_dir
-                                .join(format!("worker-{}.log", w.index))
-                                .display()
-                        )),
-                    });
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    w.kill();
-                    return Err(SupervisorError::NotReady(self.cfg.ready_timeout));
-                }
-            }
+            self.wait_ready(&mut w, &mut summary)?;
             let mut held: Vec<CaseResult> = Vec::new();
             let mut started = 0usize;
             let mut worker_gone = false;

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
 # Speaks kedge's worker protocol. seed 666: crash with SIGSEGV; seed 777: hang.
+# compute-sanitizer prints a banner on stdout before the worker speaks: so does this.
+echo "========= COMPUTE-SANITIZER"
 printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
 while IFS= read -r line; do
   case "$line" in
