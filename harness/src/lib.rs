@@ -1,1 +1,4 @@
+//! kedge: the engine and CLI around kedge-core and kedge-ops.
 
+pub mod plugin;
+pub mod source_impl;
