@@ -252,7 +252,9 @@ fn check_name(s: &str) -> Result<(), String> {
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
-        return Err(format!("'{s}' has the character {c:?}; names use [A-Za-z0-9_.-]"));
+        return Err(format!(
+            "'{s}' has the character {c:?}; names use [A-Za-z0-9_.-]"
+        ));
     }
     Ok(())
 }
@@ -310,7 +312,8 @@ impl Plugin {
             return Err(null("the plugin's name".into()));
         }
         // SAFETY: non-null string owned by the plugin (static storage per kedge.h).
-        let name = unsafe { read_str(raw.name) }.map_err(|why| bad_str("the plugin's name", why))?;
+        let name =
+            unsafe { read_str(raw.name) }.map_err(|why| bad_str("the plugin's name", why))?;
         check_name(&name).map_err(|why| bad_str("the plugin's name", why))?;
         let about = if raw.about.is_null() {
             None
@@ -516,7 +519,10 @@ pub enum OpParams {
     Softmax(ParamsSoftmax),
     /// Every other op: the case's params as one JSON object. `raw` points into `text`,
     /// whose heap buffer does not move when the enum does.
-    Json { text: CString, raw: ParamsJson },
+    Json {
+        text: CString,
+        raw: ParamsJson,
+    },
 }
 
 impl OpParams {
@@ -532,7 +538,8 @@ impl OpParams {
                 max_bias: p.f64_or("max_bias", 0.0) as f32,
                 has_mask: specs
                     .iter()
-                    .any(|s| s.role == Role::Input && s.name == "mask") as i32,
+                    .any(|s| s.role == Role::Input && s.name == "mask")
+                    as i32,
             }),
             _ => {
                 // Params is a BTreeMap: keys come out sorted. Its JSON has no NUL byte
@@ -682,7 +689,10 @@ impl PluginImpl {
                 text
             })),
             STATUS_ERROR => Err(EntryError::Failed(if text.is_empty() {
-                format!("plugin {} returned KEDGE_ERROR with no message", self.plugin)
+                format!(
+                    "plugin {} returned KEDGE_ERROR with no message",
+                    self.plugin
+                )
             } else {
                 text
             })),
@@ -750,18 +760,18 @@ impl Impl for PluginImpl {
         let params = OpParams::for_case(self.op.name(), case, &specs);
         // The plugin uses the CUDA runtime, which launches on the thread's current context:
         // make sure that is kedge's.
-        ctx.dev
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| RunError::Driver {
-                call: "cuCtxSetCurrent (before the plugin call)".into(),
-                name: format!("{:?}", e.0),
-                code: e.0 as u32,
-                msg: String::new(),
-                sticky: kedge_core::device::is_sticky(e.0),
-            })?;
-        ctx.launched
-            .push(format!("plugin {} ({})", self.plugin, self.unchecked_note()));
+        ctx.dev.ctx.bind_to_thread().map_err(|e| RunError::Driver {
+            call: "cuCtxSetCurrent (before the plugin call)".into(),
+            name: format!("{:?}", e.0),
+            code: e.0 as u32,
+            msg: String::new(),
+            sticky: kedge_core::device::is_sticky(e.0),
+        })?;
+        ctx.launched.push(format!(
+            "plugin {} ({})",
+            self.plugin,
+            self.unchecked_note()
+        ));
         // SAFETY: descriptors point at this case's allocations (exact spans, current
         // context), params at the op's struct, and the stream is the device's.
         let r = unsafe { self.call_entry(&mut descs, &params, ctx.stream() as *mut c_void) };
@@ -770,10 +780,8 @@ impl Impl for PluginImpl {
             Err(e) => {
                 // A plugin that reports a failure may have faulted the context on the way:
                 // a fault at sync is the more precise answer (guard page, sticky context).
-                ctx.dev.synchronize(&format!(
-                    "plugin {} (which answered: {e})",
-                    self.plugin
-                ))?;
+                ctx.dev
+                    .synchronize(&format!("plugin {} (which answered: {e})", self.plugin))?;
                 Err(self.run_error(e))
             }
         }

@@ -205,7 +205,7 @@ impl SourceImpl {
         if !is_identifier(&spec.entry) {
             return Err(SourceError::BadEntry(spec.entry.clone()));
         }
-        if spec.block == 0 || spec.block % 32 != 0 || spec.block > 1024 {
+        if !(32..=1024).contains(&spec.block) || spec.block & 31 != 0 {
             return Err(SourceError::BadBlock(spec.block));
         }
         let source = std::fs::read_to_string(&spec.file).map_err(|e| SourceError::Read {
@@ -294,7 +294,11 @@ pub fn check_ptx_signature(ptx: &str, file: &str, entry: &str) -> Result<(), Sou
             },
         });
     };
-    if types.iter().map(String::as_str).ne(ROW_ABI_PTX.iter().copied()) {
+    if types
+        .iter()
+        .map(String::as_str)
+        .ne(ROW_ABI_PTX.iter().copied())
+    {
         return Err(SourceError::Signature {
             file: file.to_string(),
             entry: entry.to_string(),

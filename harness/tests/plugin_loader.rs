@@ -49,7 +49,9 @@ fn build(define: Option<&str>) -> Option<Built> {
         .path()
         .join(format!("libtestplug_{}.so", define.unwrap_or("good")));
     let mut cmd = Command::new("gcc");
-    cmd.args(["-std=c99", "-Wall", "-Werror", "-shared", "-fPIC", "-I", INCLUDE]);
+    cmd.args([
+        "-std=c99", "-Wall", "-Werror", "-shared", "-fPIC", "-I", INCLUDE,
+    ]);
     if let Some(d) = define {
         cmd.arg(format!("-D{d}"));
     }
@@ -73,10 +75,7 @@ fn load_err(define: &str) -> Option<PluginError> {
         Ok(p) => panic!("{define}: loaded although it must be refused: {p:?}"),
         Err(e) => {
             // Every refusal names the file.
-            assert!(
-                e.to_string().contains(&b.path.display().to_string()),
-                "{e}"
-            );
+            assert!(e.to_string().contains(&b.path.display().to_string()), "{e}");
             Some(e)
         }
     }
@@ -118,7 +117,9 @@ fn registered_impls_are_external_and_say_the_plan_is_unchecked() {
         ]
     );
     let op = r.op("rms_norm").unwrap();
-    let imp = r.imp(op, "plugin:testplug").expect("impl is in the registry");
+    let imp = r
+        .imp(op, "plugin:testplug")
+        .expect("impl is in the registry");
     assert_eq!(imp.role(), ImplRole::External);
     assert_eq!(imp.role().name(), "external");
     let h200 = LimitsProfile::builtin("h200").unwrap();
@@ -134,7 +135,11 @@ fn registered_impls_are_external_and_say_the_plan_is_unchecked() {
     );
     // The CPU check reports it as skipped, and says what it could not check.
     let res = kedge_core::engine::check_on_cpu(&r, &case, &h200, false);
-    assert!(res.detail.contains("not checked: plugin testplug"), "{}", res.detail);
+    assert!(
+        res.detail.contains("not checked: plugin testplug"),
+        "{}",
+        res.detail
+    );
     // A dtype outside the entry's mask is refused by plan, with the dtypes it has.
     let f16 = Case::new("rms_norm", "plugin:testplug", DType::F16, [64, 1, 1, 1]);
     let why = imp.plan(&f16, &h200).unwrap_err();
@@ -261,7 +266,11 @@ fn duplicate_impl_names_add_nothing() {
         Err(PluginError::NameTaken { name, .. }) => assert_eq!(name, "plugin:testplug"),
         other => panic!("expected NameTaken, got {other:?}"),
     }
-    assert_eq!(r.impls_of(op).len(), before, "a failed registration added impls");
+    assert_eq!(
+        r.impls_of(op).len(),
+        before,
+        "a failed registration added impls"
+    );
 }
 
 #[test]
@@ -327,10 +336,7 @@ fn unsupported_reason_is_passed_through() {
     let r = call(&imp, &case.with_param("eps", 1.0), &mut descs);
     let reason = "testplug: eps 1 is not supported by this plugin".to_string();
     assert_eq!(r, Err(EntryError::Unsupported(reason.clone())));
-    assert_eq!(
-        imp.run_error(r.unwrap_err()),
-        RunError::Unsupported(reason)
-    );
+    assert_eq!(imp.run_error(r.unwrap_err()), RunError::Unsupported(reason));
 }
 
 #[test]
@@ -346,7 +352,10 @@ fn error_message_is_passed_through() {
     // A status kedge does not know is an error that names it and keeps the message.
     match call(&imp, &case.clone().with_param("eps", 3.0), &mut descs) {
         Err(EntryError::Failed(m)) => {
-            assert!(m.contains("status 7") && m.contains("testplug: odd status"), "{m}")
+            assert!(
+                m.contains("status 7") && m.contains("testplug: odd status"),
+                "{m}"
+            )
         }
         other => panic!("expected Failed, got {other:?}"),
     }
