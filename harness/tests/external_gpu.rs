@@ -291,6 +291,13 @@ fn oob_plugin_is_caught_by_guard_page_and_memcheck() {
         return;
     }
     let mc = child(&lib, "exact", Some(&cs));
+    if mc.contains("Device not supported") {
+        // Seen on gVisor machines (KINDS.md): the sanitizer cannot attach there at all.
+        eprintln!(
+            "SKIPPED (memcheck part): compute-sanitizer does not support this device/runtime"
+        );
+        return;
+    }
     assert!(
         mc.contains("Invalid __global__ read of size 4"),
         "memcheck did not report the planted read:\n{mc}"
