@@ -64,6 +64,9 @@ pub enum RunError {
     /// The impl refused the case with a reason (cuBLASLt has no algorithm, say).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// The impl's own code reported an error (a plugin's KEDGE_ERROR, with its message).
+    #[error("impl error: {0}")]
+    Impl(String),
 }
 
 impl RunError {

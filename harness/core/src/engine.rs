@@ -126,6 +126,9 @@ fn fail(case: &Case, e: RunError, alloc: AllocMode) -> Executed {
         RunError::Compile(_) => (Verdict::Unsupported, Detector::Impl),
         RunError::Resource(_) => (Verdict::ResourceLimit, Detector::Driver),
         RunError::Unsupported(_) => (Verdict::Unsupported, Detector::Impl),
+        // A plugin's own error check (cudaGetLastError after its launch) failed: a launch
+        // error seen by the impl rather than by kedge's driver check.
+        RunError::Impl(_) => (Verdict::LaunchError, Detector::Impl),
     };
     let mut r = CaseResult::new(case, verdict, detector, e.to_string());
     if detector == Detector::GuardPage {
