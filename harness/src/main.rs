@@ -39,6 +39,8 @@ enum Cmd {
         profile: String,
         #[arg(short = 'o', long = "op")]
         op: Option<String>,
+        #[command(flatten)]
+        ext: Ext,
     },
     /// Check the launches impls plan against a limits profile; no GPU needed.
     Plan {
@@ -52,6 +54,8 @@ enum Cmd {
         /// Only print cases whose plan breaks the profile.
         #[arg(long)]
         violations_only: bool,
+        #[command(flatten)]
+        ext: Ext,
     },
     /// Run cases on the GPU (each in a worker process) and print their verdict lines.
     Run {
@@ -62,6 +66,8 @@ enum Cmd {
         /// Append results to this file as well.
         #[arg(long)]
         results: Option<PathBuf>,
+        #[command(flatten)]
+        ext: Ext,
     },
     /// Run a suite: on a GPU the full checks; without one, the CPU-side checks only.
     Sweep {
@@ -84,13 +90,106 @@ enum Cmd {
         /// Run only the CPU-side checks even if a GPU is present.
         #[arg(long)]
         cpu: bool,
+        #[command(flatten)]
+        ext: Ext,
     },
     /// (internal) A worker: reads case lines on stdin, writes verdict lines on stdout.
     #[command(hide = true)]
     Worker {
         #[arg(long, default_value_t = 0)]
         device: usize,
+        #[command(flatten)]
+        ext: Ext,
     },
+}
+
+/// Impls from outside kedge: a plugin shared library, or a CUDA source file for NVRTC.
+#[derive(Debug, Clone, Default, clap::Args)]
+struct Ext {
+    /// A shared library implementing kedge.h (repeatable). Its impls are named `plugin:<name>`.
+    #[arg(long = "plugin", value_name = "PATH")]
+    plugins: Vec<PathBuf>,
+    /// A CUDA source file with a kernel following kedge's published row-op ABI (see kedge.h).
+    #[arg(long, value_name = "FILE.cu", requires = "entry")]
+    kernel: Option<PathBuf>,
+    /// The kernel's `extern "C"` entry name.
+    #[arg(long, value_name = "NAME")]
+    entry: Option<String>,
+    /// The op the kernel implements (default: the single -o OP).
+    #[arg(long, value_name = "OP")]
+    kernel_op: Option<String>,
+    /// Grid mapping for the source kernel: ggml (grid = rows, channels, samples) or clamped.
+    #[arg(long, default_value = "clamped")]
+    geometry: String,
+    /// Threads per block for the source kernel.
+    #[arg(long, default_value_t = 256)]
+    block: u32,
+}
+
+impl Ext {
+    /// The same flags, for workers (they build the same registry).
+    fn to_args(&self, op: Option<&str>) -> Vec<String> {
+        let mut v = Vec::new();
+        for p in &self.plugins {
+            v.push("--plugin".into());
+            v.push(p.display().to_string());
+        }
+        if let (Some(k), Some(e)) = (&self.kernel, &self.entry) {
+            v.extend([
+                "--kernel".into(),
+                k.display().to_string(),
+                "--entry".into(),
+                e.clone(),
+            ]);
+            v.extend([
+                "--geometry".into(),
+                self.geometry.clone(),
+                "--block".into(),
+                self.block.to_string(),
+            ]);
+            if let Some(o) = self.kernel_op.as_deref().or(op) {
+                v.extend(["--kernel-op".into(), o.to_string()]);
+            }
+        }
+        v
+    }
+
+    /// The registry: built-in ops plus this invocation's external impls.
+    fn registry(&self, op: Option<&str>) -> Result<Registry> {
+        let mut reg = kedge_ops::registry();
+        for p in &self.plugins {
+            let added = kedge::plugin::register(&mut reg, p, None)
+                .map_err(|e| BadInput(format!("plugin {}: {e}", p.display())))?;
+            for (op, name) in added {
+                eprintln!("kedge: plugin {}: impl {name} of {op} (launch contract not checked: the plugin launches its own kernels)", p.display());
+            }
+        }
+        if let (Some(file), Some(entry)) = (&self.kernel, &self.entry) {
+            let op = self.kernel_op.as_deref().or(op).ok_or_else(|| {
+                BadInput(
+                    "--kernel needs the op it implements: --kernel-op OP or a single -o OP".into(),
+                )
+            })?;
+            let g: kedge::source_impl::Geometry = self.geometry.parse().map_err(BadInput)?;
+            let mut spec = kedge::source_impl::SourceSpec::new(op, file, entry, g);
+            spec.block = self.block;
+            let added = kedge::source_impl::add_source_impl(&mut reg, &spec)
+                .map_err(|e| BadInput(format!("kernel {}: {e}", file.display())))?;
+            eprintln!(
+                "kedge: source kernel {}: impl {} of {}",
+                file.display(),
+                added.name,
+                added.op
+            );
+        }
+        Ok(reg)
+    }
+}
+
+/// The single -o OP, if exactly one was given.
+fn single_op(select: &Select) -> Option<String> {
+    let v = kedge::select::split(&select.op);
+    (v.len() == 1).then(|| v[0].clone())
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -100,10 +199,6 @@ struct Exec {
     timeout: u64,
     #[arg(long, default_value_t = 0)]
     device: usize,
-}
-
-fn registry() -> Registry {
-    kedge_ops::registry()
 }
 
 fn main() {
@@ -172,18 +267,34 @@ fn incidents_path() -> Option<PathBuf> {
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.cmd {
         Cmd::Limits { profile: p, json } => cmd_limits(p, json),
-        Cmd::List { profile: p, op } => cmd_list(&profile(&p)?, op),
+        Cmd::List {
+            profile: p,
+            op,
+            ext,
+        } => {
+            let reg = ext.registry(op.as_deref())?;
+            cmd_list(&reg, &profile(&p)?, op)
+        }
         Cmd::Plan {
             select,
             suite,
             profile: p,
             violations_only,
-        } => cmd_plan(&select, suite, &profile(&p)?, violations_only),
+            ext,
+        } => {
+            let reg = ext.registry(single_op(&select).as_deref())?;
+            cmd_plan(&reg, &select, suite, &profile(&p)?, violations_only)
+        }
         Cmd::Run {
             select,
             exec,
             results,
-        } => cmd_run(&select, &exec, results.as_deref()),
+            ext,
+        } => {
+            let reg = ext.registry(single_op(&select).as_deref())?;
+            let wargs = ext.to_args(single_op(&select).as_deref());
+            cmd_run(&reg, &select, &exec, &wargs, results.as_deref())
+        }
         Cmd::Sweep {
             suite,
             select,
@@ -192,8 +303,34 @@ fn dispatch(cli: Cli) -> Result<i32> {
             resume,
             profile: p,
             cpu,
-        } => cmd_sweep(suite, &select, &exec, &out, resume, &profile(&p)?, cpu),
-        Cmd::Worker { device } => Ok(kedge::worker::main(&registry(), device)),
+            ext,
+        } => {
+            let reg = ext.registry(single_op(&select).as_deref())?;
+            let wargs = ext.to_args(single_op(&select).as_deref());
+            cmd_sweep(
+                &reg,
+                suite,
+                &select,
+                &exec,
+                &wargs,
+                &out,
+                resume,
+                &profile(&p)?,
+                cpu,
+            )
+        }
+        Cmd::Worker { device, ext } => match ext.registry(None) {
+            Ok(reg) => Ok(kedge::worker::main(&reg, device)),
+            Err(e) => {
+                // The supervisor reads stdout: say why this worker cannot start.
+                let msg = kedge::worker::WorkerMsg::Fatal {
+                    message: format!("{e:#}"),
+                    no_driver: false,
+                };
+                println!("{}", serde_json::to_string(&msg)?);
+                Ok(exit::BAD_INPUT)
+            }
+        },
     }
 }
 
@@ -215,8 +352,7 @@ fn cmd_limits(p: Option<String>, json: bool) -> Result<i32> {
     Ok(exit::OK)
 }
 
-fn cmd_list(prof: &LimitsProfile, op: Option<String>) -> Result<i32> {
-    let reg = registry();
+fn cmd_list(reg: &Registry, prof: &LimitsProfile, op: Option<String>) -> Result<i32> {
     for o in reg.ops() {
         if let Some(f) = &op {
             if !f.split(',').any(|x| x == o.name()) {
@@ -262,16 +398,16 @@ fn cmd_list(prof: &LimitsProfile, op: Option<String>) -> Result<i32> {
 }
 
 fn cmd_plan(
+    reg: &Registry,
     select: &Select,
     suite: Suite,
     prof: &LimitsProfile,
     violations_only: bool,
 ) -> Result<i32> {
-    let reg = registry();
-    let cases = select.cases(&reg, suite, prof, incidents_path().as_deref())?;
+    let cases = select.cases(reg, suite, prof, incidents_path().as_deref())?;
     let mut broken = 0;
     for c in &cases {
-        let r = engine::check_on_cpu(&reg, c, prof, false);
+        let r = engine::check_on_cpu(reg, c, prof, false);
         let bad = !r.violations.is_empty();
         broken += bad as usize;
         if violations_only && !bad {
@@ -306,11 +442,13 @@ fn cmd_plan(
     Ok(if broken > 0 { exit::FAILURES } else { exit::OK })
 }
 
-fn supervisor(exec: &Exec, work_dir: &Path) -> Result<Supervisor> {
+fn supervisor(exec: &Exec, ext_args: &[String], work_dir: &Path) -> Result<Supervisor> {
     let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
+    let mut worker_args = vec!["--device".to_string(), exec.device.to_string()];
+    worker_args.extend(ext_args.iter().cloned());
     Ok(Supervisor::new(SupervisorConfig {
         exe,
-        worker_args: vec!["--device".into(), exec.device.to_string()],
+        worker_args,
         timeout: Duration::from_secs(exec.timeout),
         ready_timeout: Duration::from_secs(180),
         sanitize: None,
@@ -319,10 +457,15 @@ fn supervisor(exec: &Exec, work_dir: &Path) -> Result<Supervisor> {
     }))
 }
 
-fn cmd_run(select: &Select, exec: &Exec, results: Option<&Path>) -> Result<i32> {
-    let reg = registry();
+fn cmd_run(
+    reg: &Registry,
+    select: &Select,
+    exec: &Exec,
+    ext_args: &[String],
+    results: Option<&Path>,
+) -> Result<i32> {
     let cases = select.cases(
-        &reg,
+        reg,
         Suite::Smoke,
         &profile("h200")?,
         incidents_path().as_deref(),
@@ -339,7 +482,7 @@ fn cmd_run(select: &Select, exec: &Exec, results: Option<&Path>) -> Result<i32> 
         None => None,
     };
     let work = std::env::temp_dir().join(format!("kedge-run-{}", std::process::id()));
-    let mut sup = supervisor(exec, &work)?;
+    let mut sup = supervisor(exec, ext_args, &work)?;
     let mut failures = 0;
     sup.run(&cases, &mut |r: CaseResult| {
         failures += r.verdict.is_failure() as usize;
@@ -358,21 +501,22 @@ fn cmd_run(select: &Select, exec: &Exec, results: Option<&Path>) -> Result<i32> 
 
 #[allow(clippy::too_many_arguments)]
 fn cmd_sweep(
+    reg: &Registry,
     suite: Suite,
     select: &Select,
     exec: &Exec,
+    ext_args: &[String],
     out: &Path,
     resume: bool,
     prof: &LimitsProfile,
     cpu: bool,
 ) -> Result<i32> {
-    let reg = registry();
     let gpu = !cpu && kedge_core::device::driver_present();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let results_path = out.join("results.jsonl");
     if !gpu {
         // CPU-side checks only.
-        let cases = select.cases(&reg, suite, prof, incidents_path().as_deref())?;
+        let cases = select.cases(reg, suite, prof, incidents_path().as_deref())?;
         eprintln!(
             "kedge: {}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
             if cpu { "--cpu given" } else { "no CUDA driver on this machine" },
@@ -389,7 +533,7 @@ fn cmd_sweep(
         let mut violations = 0;
         for c in cases.iter().filter(|c| !done.contains(&c.id())) {
             let with_ref = c.ne.iter().map(|&x| x as u64).product::<u64>() <= CPU_REFERENCE_LIMIT;
-            let mut r = engine::check_on_cpu(&reg, c, prof, with_ref);
+            let mut r = engine::check_on_cpu(reg, c, prof, with_ref);
             if !with_ref && r.verdict == Verdict::Skipped {
                 r.detail.push_str(&format!("; reference not computed on the CPU (over {CPU_REFERENCE_LIMIT} elements); device run skipped"));
             }
@@ -407,9 +551,9 @@ fn cmd_sweep(
         return Ok(exit::GPU_SKIPPED);
     }
     // On the GPU: cases are generated for the live device's limits, read by a worker.
-    let mut sup = supervisor(exec, &out.join("workers"))?;
+    let mut sup = supervisor(exec, ext_args, &out.join("workers"))?;
     let live = probe_limits(&mut sup)?;
-    let cases = select.cases(&reg, suite, &live, incidents_path().as_deref())?;
+    let cases = select.cases(reg, suite, &live, incidents_path().as_deref())?;
     let done = if resume {
         kedge::results::finished_ids(&results_path, "native")
     } else {

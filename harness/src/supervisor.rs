@@ -194,7 +194,10 @@ impl Supervisor {
     /// (cases are generated for them) without opening a context in the supervisor.
     pub fn probe(&mut self) -> Result<RunSummary, SupervisorError> {
         let mut w = self.spawn()?;
-        let mut s = RunSummary { workers_started: 1, ..Default::default() };
+        let mut s = RunSummary {
+            workers_started: 1,
+            ..Default::default()
+        };
         let res = self.wait_ready(&mut w, &mut s).map(|_| s);
         w.finish(Duration::from_secs(30));
         res
@@ -208,7 +211,12 @@ impl Supervisor {
             let left = deadline.saturating_duration_since(Instant::now());
             match w.recv(left) {
                 Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
-                    Ok(WorkerMsg::Ready { device, driver_version, limits, .. }) => {
+                    Ok(WorkerMsg::Ready {
+                        device,
+                        driver_version,
+                        limits,
+                        ..
+                    }) => {
                         summary.device = Some(device);
                         summary.driver_version = Some(driver_version);
                         summary.limits = Some(*limits);
@@ -220,7 +228,12 @@ impl Supervisor {
                     }
                     Ok(other) => {
                         w.kill();
-                        return Err(SupervisorError::Spawn { cmd: "kedge worker".into(), err: std::io::Error::other(format!("unexpected message before ready: {other:?}")) });
+                        return Err(SupervisorError::Spawn {
+                            cmd: "kedge worker".into(),
+                            err: std::io::Error::other(format!(
+                                "unexpected message before ready: {other:?}"
+                            )),
+                        });
                     }
                     Err(_) => continue,
                 },
@@ -231,7 +244,10 @@ impl Supervisor {
                         err: std::io::Error::other(format!(
                             "worker {} before it was ready; see {}",
                             describe_exit(st),
-                            self.cfg.work_dir.join(format!("worker-{}.log", w.index)).display()
+                            self.cfg
+                                .work_dir
+                                .join(format!("worker-{}.log", w.index))
+                                .display()
                         )),
                     });
                 }
