@@ -1,1 +1,3 @@
+//! kedge: the engine and CLI around `kedge-core` and `kedge-ops`.
 
+pub mod sanitizer;
