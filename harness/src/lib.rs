@@ -10,6 +10,7 @@ pub mod corpus;
 pub mod exit;
 pub mod plugin;
 pub mod results;
+pub mod sanitizer;
 pub mod select;
 pub mod source_impl;
 pub mod suite;
