@@ -194,6 +194,19 @@ fn single_op(select: &Select) -> Option<String> {
 
 #[derive(Debug, Clone, clap::Args)]
 struct Exec {
+    /// Run workers under compute-sanitizer tools, comma separated: memcheck, initcheck,
+    /// racecheck, synccheck. Each tool runs the whole selection once.
+    #[arg(long, value_name = "TOOL[,TOOL]")]
+    sanitize: Option<String>,
+    /// Extra compute-sanitizer options, overriding kedge's defaults: "--padding 0 --print-limit 20".
+    #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
+    sanitizer_args: Option<String>,
+    /// Cases per sanitized worker (its XML is read when it ends).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Leave out cases with more elements than this (huge cases under a sanitizer are slow).
+    #[arg(long)]
+    max_elements: Option<u64>,
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
     #[arg(long, default_value_t = 120)]
     timeout: u64,
@@ -442,7 +455,60 @@ fn cmd_plan(
     Ok(if broken > 0 { exit::FAILURES } else { exit::OK })
 }
 
-fn supervisor(exec: &Exec, ext_args: &[String], work_dir: &Path) -> Result<Supervisor> {
+/// The compute-sanitizer wrapping for one tool: kedge's defaults, the user's overrides, and
+/// the parser that attributes each worker's records to its cases.
+fn sanitize_spec(
+    tool: kedge::sanitizer::Tool,
+    exec: &Exec,
+) -> Result<kedge::supervisor::SanitizeSpec> {
+    use kedge::sanitizer as san;
+    let path = san::find_sanitizer()?;
+    let mut cfg = san::SanitizerConfig::new(tool);
+    if let Some(a) = &exec.sanitizer_args {
+        cfg.apply_args(a).map_err(|e| BadInput(e.to_string()))?;
+    }
+    let mut prefix = vec![path.display().to_string()];
+    prefix.extend(
+        cfg.args(Path::new("{xml}"))
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    prefix.push("--".into());
+    Ok(kedge::supervisor::SanitizeSpec {
+        tool: tool.name().to_string(),
+        prefix,
+        attribute: Box::new(move |xml: &Path, started: usize| {
+            let parsed =
+                san::parse_xml_file(xml).map_err(|e| format!("reading {}: {e}", xml.display()))?;
+            let att = san::attribute(&parsed.records, started);
+            Ok(att
+                .per_case
+                .iter()
+                .map(|recs| san::case_findings(recs, tool))
+                .collect())
+        }),
+        batch: exec.batch.max(1),
+    })
+}
+
+/// The sanitizer tools asked for (`None`: run natively).
+fn tools(exec: &Exec) -> Result<Vec<Option<kedge::sanitizer::Tool>>> {
+    match &exec.sanitize {
+        None => Ok(vec![None]),
+        Some(s) => Ok(kedge::sanitizer::Tool::parse_list(s)
+            .map_err(|e| BadInput(e.to_string()))?
+            .into_iter()
+            .map(Some)
+            .collect()),
+    }
+}
+
+fn supervisor(
+    exec: &Exec,
+    ext_args: &[String],
+    work_dir: &Path,
+    tool: Option<kedge::sanitizer::Tool>,
+) -> Result<Supervisor> {
     let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
     let mut worker_args = vec!["--device".to_string(), exec.device.to_string()];
     worker_args.extend(ext_args.iter().cloned());
@@ -451,7 +517,10 @@ fn supervisor(exec: &Exec, ext_args: &[String], work_dir: &Path) -> Result<Super
         worker_args,
         timeout: Duration::from_secs(exec.timeout),
         ready_timeout: Duration::from_secs(180),
-        sanitize: None,
+        sanitize: match tool {
+            Some(t) => Some(sanitize_spec(t, exec)?),
+            None => None,
+        },
         work_dir: work_dir.to_path_buf(),
         progress: std::io::stderr().is_terminal(),
     }))
@@ -482,16 +551,18 @@ fn cmd_run(
         None => None,
     };
     let work = std::env::temp_dir().join(format!("kedge-run-{}", std::process::id()));
-    let mut sup = supervisor(exec, ext_args, &work)?;
     let mut failures = 0;
-    sup.run(&cases, &mut |r: CaseResult| {
-        failures += r.verdict.is_failure() as usize;
-        println!("{}", r.to_line());
-        if let Some(w) = writer.as_mut() {
-            w.write(&r)?;
-        }
-        Ok(())
-    })?;
+    for tool in tools(exec)? {
+        let mut sup = supervisor(exec, ext_args, &work, tool)?;
+        sup.run(&cases, &mut |r: CaseResult| {
+            failures += r.verdict.is_failure() as usize;
+            println!("{}", r.to_line());
+            if let Some(w) = writer.as_mut() {
+                w.write(&r)?;
+            }
+            Ok(())
+        })?;
+    }
     Ok(if failures > 0 {
         exit::FAILURES
     } else {
@@ -551,41 +622,74 @@ fn cmd_sweep(
         return Ok(exit::GPU_SKIPPED);
     }
     // On the GPU: cases are generated for the live device's limits, read by a worker.
-    let mut sup = supervisor(exec, ext_args, &out.join("workers"))?;
-    let live = probe_limits(&mut sup)?;
-    let cases = select.cases(reg, suite, &live, incidents_path().as_deref())?;
-    let done = if resume {
-        kedge::results::finished_ids(&results_path, "native")
-    } else {
-        Default::default()
-    };
-    let todo: Vec<_> = cases
-        .into_iter()
-        .filter(|c| !done.contains(&c.id()))
-        .collect();
-    if resume {
-        eprintln!(
-            "kedge: resuming: {} cases already finished, {} to run",
-            done.len(),
-            todo.len()
-        );
+    let live = probe_limits(&mut supervisor(exec, ext_args, &out.join("workers"), None)?)?;
+    let mut cases = select.cases(reg, suite, &live, incidents_path().as_deref())?;
+    if let Some(max) = exec.max_elements {
+        let before = cases.len();
+        cases.retain(|c| c.ne.iter().map(|&x| x as u64).product::<u64>() <= max);
+        if cases.len() < before {
+            eprintln!(
+                "kedge: --max-elements {max}: {} larger cases left out",
+                before - cases.len()
+            );
+        }
     }
     let mut w = kedge::results::ResultsWriter::open(&results_path, resume)
         .with_context(|| format!("opening {}", results_path.display()))?;
     let mut failures = 0;
-    let summary = sup.run(&todo, &mut |r: CaseResult| {
-        failures += r.verdict.is_failure() as usize;
-        w.write(&r)
-    })?;
-    eprintln!(
-        "kedge: {} cases on {} (driver {}): {failures} failures; {} workers ({} replaced); results in {}",
-        summary.ran,
-        summary.device.unwrap_or_default(),
-        summary.driver_version.unwrap_or_default(),
-        summary.workers_started,
-        summary.workers_replaced,
-        results_path.display()
-    );
+    let mut runs = Vec::new();
+    for tool in tools(exec)? {
+        let under = tool.map(|t| t.name()).unwrap_or("native");
+        let done = if resume {
+            kedge::results::finished_ids(&results_path, under)
+        } else {
+            Default::default()
+        };
+        let todo: Vec<_> = cases
+            .iter()
+            .filter(|c| !done.contains(&c.id()))
+            .cloned()
+            .collect();
+        if resume {
+            eprintln!(
+                "kedge: resuming {under}: {} cases already finished, {} to run",
+                done.len(),
+                todo.len()
+            );
+        }
+        let mut sup = supervisor(exec, ext_args, &out.join("workers").join(under), tool)?;
+        let t0 = std::time::Instant::now();
+        let mut tool_failures = 0;
+        let summary = sup.run(&todo, &mut |r: CaseResult| {
+            tool_failures += r.verdict.is_failure() as usize;
+            w.write(&r)
+        })?;
+        let wall = t0.elapsed().as_secs_f64();
+        failures += tool_failures;
+        eprintln!(
+            "kedge: {under}: {} cases on {} (driver {}) in {wall:.1} s: {tool_failures} failures; {} workers ({} replaced); results in {}",
+            summary.ran,
+            summary.device.clone().unwrap_or_default(),
+            summary.driver_version.unwrap_or_default(),
+            summary.workers_started,
+            summary.workers_replaced,
+            results_path.display()
+        );
+        runs.push(serde_json::json!({
+            "under": under,
+            "allocs": select.alloc.clone().unwrap_or_else(|| "exact".into()),
+            "suite": format!("{suite:?}").to_lowercase(),
+            "cases": summary.ran,
+            "failures": tool_failures,
+            "wall_s": wall,
+            "workers": summary.workers_started,
+            "device": summary.device,
+            "driver_version": summary.driver_version,
+        }));
+    }
+    let sum_path = out.join("sweep-summary.json");
+    std::fs::write(&sum_path, serde_json::to_string_pretty(&runs)?)
+        .with_context(|| format!("writing {}", sum_path.display()))?;
     Ok(if failures > 0 {
         exit::FAILURES
     } else {

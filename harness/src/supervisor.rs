@@ -35,9 +35,8 @@ pub struct SanitizeSpec {
     /// Parse one worker's XML and attribute findings: `started` cases ran in order; returns
     /// the findings for each of them.
     #[allow(clippy::type_complexity)]
-    pub attribute: Box<
-        dyn Fn(&std::path::Path, usize) -> Result<Vec<Vec<kedge_core::verdict::Finding>>, String>,
-    >,
+    pub attribute:
+        Box<dyn Fn(&std::path::Path, usize) -> Result<Vec<crate::sanitizer::CaseFindings>, String>>,
     /// Cases per worker: the XML is read when a worker ends.
     pub batch: usize,
 }
@@ -439,16 +438,23 @@ fn died(case: &Case, what: &str) -> CaseResult {
 
 /// Fold sanitizer findings into a case's result: the most severe finding names the verdict
 /// and detector; what the worker saw itself is kept in `also`.
-pub fn merge_findings(r: &mut CaseResult, findings: Vec<kedge_core::verdict::Finding>) {
-    if findings.is_empty() {
+pub fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
+    if cf.is_empty() {
         return;
     }
-    let primary = findings
+    // The most severe primary finding (a kernel record, not the API errors that follow a
+    // fault) names the verdict and detector.
+    let findings = cf.all();
+    let primary = cf
+        .primary
         .iter()
+        .filter(|f| f.verdict.is_failure())
         .max_by_key(|f| f.verdict.severity())
         .cloned();
     if let Some(p) = primary {
-        if p.verdict.severity() >= r.verdict.severity() || !r.verdict.is_failure() {
+        // A sanitizer record names the cause: a fault the worker saw after memcheck aborted
+        // the kernel is its consequence, so the record wins and the fault goes to `also`.
+        {
             if r.detector != Detector::None && r.detector != p.tool {
                 r.also.push(r.detector);
             }
@@ -464,8 +470,6 @@ pub fn merge_findings(r: &mut CaseResult, findings: Vec<kedge_core::verdict::Fin
                     .map(|k| format!(" in {k}"))
                     .unwrap_or_default()
             );
-        } else if !r.also.contains(&p.tool) {
-            r.also.push(p.tool);
         }
     }
     r.findings = findings;
