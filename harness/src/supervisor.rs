@@ -451,26 +451,21 @@ pub fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
         .filter(|f| f.verdict.is_failure())
         .max_by_key(|f| f.verdict.severity())
         .cloned();
+    // A sanitizer record names the cause: a fault the worker saw after memcheck aborted the
+    // kernel is its consequence, so the record wins and the fault goes to `also`.
     if let Some(p) = primary {
-        // A sanitizer record names the cause: a fault the worker saw after memcheck aborted
-        // the kernel is its consequence, so the record wins and the fault goes to `also`.
-        {
-            if r.detector != Detector::None && r.detector != p.tool {
-                r.also.push(r.detector);
-            }
-            let before = format!("{} ({})", r.verdict, r.detector);
-            r.verdict = p.verdict;
-            r.detector = p.tool;
-            r.detail = format!(
-                "{}: {}{}; worker saw: {before}",
-                p.tool,
-                p.text,
-                p.kernel
-                    .as_ref()
-                    .map(|k| format!(" in {k}"))
-                    .unwrap_or_default()
-            );
+        if r.detector != Detector::None && r.detector != p.tool {
+            r.also.push(r.detector);
         }
+        let before = format!("{} ({})", r.verdict, r.detector);
+        r.verdict = p.verdict;
+        r.detector = p.tool;
+        let kernel = p
+            .kernel
+            .as_ref()
+            .map(|k| format!(" in {k}"))
+            .unwrap_or_default();
+        r.detail = format!("{}: {}{kernel}; worker saw: {before}", p.tool, p.text);
     }
     r.findings = findings;
 }
