@@ -1,14 +1,17 @@
 //! kedge's ops. Each module holds one op: its f64 reference, its impls (the `.cu` file beside
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
+pub mod cumsum;
 pub mod rms_norm;
 pub mod rows;
+pub mod softmax;
+pub mod tri;
 
 use kedge_core::{Op, Registry};
 
 /// Every op kedge ships, in report order.
 pub fn all_ops() -> Vec<&'static dyn Op> {
-    vec![&rms_norm::OP]
+    vec![&rms_norm::OP, &softmax::OP, &cumsum::OP, &tri::OP]
 }
 
 pub fn registry() -> Registry {
