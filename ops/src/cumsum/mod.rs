@@ -48,6 +48,8 @@ pub const ROWS_PAST_2_31: i64 = 2_097_153;
 
 pub const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify CUMSUM's consumers; ne[2] > 65535 rows of a cumsum is not a shape any known graph builds)";
 
+pub const REACH_2_31: &str = "synthetic: no known model reaches it (one f32 cumsum over more than 2^31 elements, 8 GiB per tensor)";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
     /// Device-wide scan of each row (host loop over rows).
@@ -193,7 +195,7 @@ impl Op for Cumsum {
                 1,
                 ROWS_PAST_2_31,
                 [1024, 0, 1, 1],
-                Reach("synthetic: no known model reaches it (a single f32 cumsum over 2^31 elements, 8 GiB)"),
+                Reach(REACH_2_31),
             )
             .with_values(vec![ROWS_PAST_2_31 - 1, ROWS_PAST_2_31])
             .only(&["int32-index", "clamped"]),
@@ -230,7 +232,9 @@ impl Op for Cumsum {
         })
     }
     fn reach(&self, case: &Case) -> Option<String> {
-        if case.ne[2] > 65_535 || case.ne[3] > 65_535 {
+        if case.ne.iter().product::<i64>() > 1 << 31 {
+            Some(REACH_2_31.into())
+        } else if case.ne[2] > 65_535 || case.ne[3] > 65_535 {
             Some(REACH_GRID.into())
         } else {
             None
@@ -387,7 +391,7 @@ impl Impl for Ggml {
         ImplRole::Upstream
     }
     fn about(&self) -> &'static str {
-        "ggml cumsum.cu as shipped (CUB build): device-wide scan per row, 256-thread block scan with carry from 1024, small block below; grid (ne01, ne02, ne03)"
+        "ggml cumsum.cu as shipped (CUB build): device-wide scan per row (rows stepped by ne00, as upstream does), 256-thread block scan with carry from 1024, small block below; grid (ne01, ne02, ne03)"
     }
     fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
         Ok(row_plan(case, limits, "ggml", false))

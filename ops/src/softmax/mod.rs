@@ -10,6 +10,11 @@
 //! than 65535 heads, which no model has). Block size: the smallest power of two >= ncols, from
 //! 32 up to 1024. The row is kept in dynamic shared memory when `(pad(ncols, 32) + 32) * 4`
 //! bytes fit the device's opt-in shared memory per block; otherwise the row is cached in dst.
+//! Upstream also instantiates the shared-memory body for ncols in {32, 64, ..., 4096} as
+//! compile-time constants; those launch with the same grid, block and shared memory, so kedge
+//! runs one body for all of them. Its cooperative column-parallel path (scale 1, no mask, no
+//! ALiBi, ncols / nrows > 8192, past the threshold) is not modelled: the threshold boundaries
+//! use scale != 1 so upstream would take the row kernel modelled here.
 
 use crate::rows::{cpp_float, cpp_ne, ggml_float, vars_ne};
 use kedge_core::device::{KArg, RunCtx, RunError};
@@ -239,13 +244,12 @@ impl Op for Softmax {
         ];
         let mut p = WARP as i64;
         while p <= MAX_BLOCK as i64 {
-            b.push(Boundary::ne(
-                format!("ne[0] at the block-size step {p} -> {}", (p * 2).min(1024)),
-                0,
-                p,
-                [0, 3, 2, 1],
-                Reach(REACH_BLOCK),
-            ));
+            let label = if p < MAX_BLOCK as i64 {
+                format!("ne[0] at the block-size step {p} -> {} threads", p * 2)
+            } else {
+                format!("ne[0] at the {p}-thread cap ({} loops in-row)", p + 1)
+            };
+            b.push(Boundary::ne(label, 0, p, [0, 3, 2, 1], Reach(REACH_BLOCK)));
             p *= 2;
         }
         b
