@@ -2,12 +2,15 @@
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
 pub mod add_id;
+pub mod cumsum;
 pub mod l2_norm;
 pub mod norm;
 pub mod norm_family;
 pub mod rms_norm;
 pub mod rms_norm_mul_add;
 pub mod rows;
+pub mod softmax;
+pub mod tri;
 
 use kedge_core::{Op, Registry};
 
@@ -18,6 +21,9 @@ pub fn all_ops() -> Vec<&'static dyn Op> {
         &rms_norm_mul_add::OP,
         &norm::OP,
         &l2_norm::OP,
+        &softmax::OP,
+        &cumsum::OP,
+        &tri::OP,
         &add_id::OP,
     ]
 }
