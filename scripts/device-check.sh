@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck selftest incidents fp8 plugin source fixtures attribution
+# Parts: env native guard memcheck int32 selftest incidents fp8 plugin source fixtures attribution
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck selftest incidents fp8 plugin source fixtures attribution} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents fp8 plugin source fixtures attribution} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -37,6 +37,14 @@ want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize 
 for d in native guard memcheck; do
   [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
 done
+
+# Index width: 2^31 elements exactly, and one row more (16 GiB per tensor pair on the device).
+if want int32; then
+  for n in 2097152 2097153; do
+    run cumsum-2e31-$n "$K" run -o cumsum --impl int32-index --ne 1024,$n,1,1 --timeout 900 --results "$W/int32.jsonl"
+    run cumsum-2e31-$n-clamped "$K" run -o cumsum --impl clamped --ne 1024,$n,1,1 --timeout 900 --results "$W/int32.jsonl"
+  done
+fi
 
 if want plugin; then
   ( cd examples/plugin-rmsnorm && \
