@@ -1,3 +1,6 @@
 //! kedge: the engine and CLI around `kedge-core` and `kedge-ops`.
 
+pub mod gate;
+pub mod results;
 pub mod sanitizer;
+pub mod shard;
