@@ -243,7 +243,12 @@ pub fn gate(baseline: &Baseline, results: &[CaseResult]) -> GateOutcome {
             }),
             // Only a pass counts as fixed; a case that was only skipped said nothing.
             (None, Some(e)) if of_case().any(|r| r.verdict == Verdict::Pass) => {
-                out.fixed_known.push(e.clone())
+                let mut e = e.clone();
+                if e.case.is_none() {
+                    // An id-only baseline line: name the case from its result.
+                    e.case = of_case().next().map(|r| r.case.clone());
+                }
+                out.fixed_known.push(e)
             }
             (None, Some(e)) => out.not_run_known.push(e.clone()),
             (None, None) => {}
