@@ -26,6 +26,15 @@ pub struct SanitizedRun {
     pub markers: usize,
 }
 
+impl SanitizedRun {
+    /// Cases ran but no marker was recorded while other records were: the marker frames were
+    /// not symbolized (a stripped worker binary?) or `--report-api-errors` was off, so no
+    /// record can be pinned on a case. Re-run those cases one per worker instead.
+    pub fn markers_missing(&self) -> bool {
+        self.markers == 0 && !self.per_case.is_empty() && !self.preamble.is_empty()
+    }
+}
+
 /// Parse `xml` (saved by `--xml --save`), take allocation hints from `text` (the sanitizer's
 /// printed output) when given, and attribute to the `n_cases_started` cases in the order the
 /// worker ran them.
@@ -193,6 +202,7 @@ mod tests {
         .unwrap();
         assert_eq!(run.markers, 3);
         assert!(!run.truncated);
+        assert!(!run.markers_missing());
         assert!(run.per_case[0].is_empty() && run.per_case[1].is_empty());
         let f = &run.per_case[2];
         assert_eq!(f.verdict(), Some((Verdict::OobRead, Detector::Memcheck)));
