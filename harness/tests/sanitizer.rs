@@ -484,3 +484,22 @@ fn write_direction_gives_oob_write() {
         Some((Verdict::OobWrite, Detector::Memcheck))
     );
 }
+
+#[test]
+fn a_marker_in_a_dead_context_is_still_a_marker() {
+    // After a fault, the marker's cuMemAlloc returns LAUNCH_FAILED instead of INVALID_VALUE;
+    // the frame, not the error, makes it a marker.
+    let m = marker_block()
+        .replace("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_FAILED")
+        .replace("<result>1</result>", "<result>719</result>");
+    let p = parse_xml(&wrap(&m)).unwrap();
+    assert!(p.records[0].is_marker());
+    assert!(case_findings(&p.records, Tool::Memcheck).is_empty());
+    // Without the marker frame the same record is a device fault.
+    let not_marker = m.replace("kedge_case_marker", "some_other_fn");
+    let p = parse_xml(&wrap(&not_marker)).unwrap();
+    assert_eq!(
+        case_findings(&p.records, Tool::Memcheck).verdict(),
+        Some((Verdict::DeviceFault, Detector::Memcheck))
+    );
+}

@@ -265,7 +265,8 @@ pub fn findings_to_verdict(findings: &[Finding]) -> Option<(Verdict, Detector)> 
     best.map(|f| (f.verdict, f.tool))
 }
 
-fn is_kernel_access(v: Verdict) -> bool {
+/// A bad access or hazard inside a kernel (as opposed to an API error).
+pub(crate) fn is_kernel_access(v: Verdict) -> bool {
     matches!(
         v,
         Verdict::OobRead

@@ -90,10 +90,14 @@ impl FromStr for Tool {
 }
 
 /// Options every tool accepts. `--report-api-errors explicit` is what makes the case
-/// markers appear in the XML; `--require-cuda-init no` keeps a worker that ran only CPU-side
-/// checks from failing; `--error-exitcode 1` lets a shell script see "errors found".
-const COMMON_DEFAULTS: [(&str, &str); 3] = [
+/// markers appear in the XML; `--print-limit 0` (no limit) because each marker is itself a
+/// reported error, and once the tool stops reporting (its default limit is 100) later markers
+/// vanish and every later record would be pinned on the wrong case; `--require-cuda-init no`
+/// keeps a worker that ran only CPU-side checks from failing; `--error-exitcode 1` lets a
+/// shell script see "errors found".
+const COMMON_DEFAULTS: [(&str, &str); 4] = [
     ("report-api-errors", "explicit"),
+    ("print-limit", "0"),
     ("require-cuda-init", "no"),
     ("error-exitcode", "1"),
 ];
@@ -314,6 +318,7 @@ mod tests {
         );
         for want in [
             "--report-api-errors explicit",
+            "--print-limit 0",
             "--require-cuda-init no",
             "--error-exitcode 1",
             "--check-device-heap yes",
@@ -346,12 +351,13 @@ mod tests {
     #[test]
     fn user_overrides_replace_and_extend() {
         let mut c = SanitizerConfig::new(Tool::Memcheck);
-        c.apply_args("--padding 0 --print-limit=20").unwrap();
+        c.apply_args("--padding 0 --print-limit=2000").unwrap();
         c.unset("--leak-check").unwrap();
         let a = args_str(&c).join(" ");
         assert!(a.contains("--padding 0"), "{a}");
         assert!(!a.contains("--padding 512"), "{a}");
-        assert!(a.contains("--print-limit 20"), "{a}");
+        assert!(a.contains("--print-limit 2000"), "{a}");
+        assert_eq!(a.matches("--print-limit").count(), 1);
         assert!(!a.contains("--leak-check"), "{a}");
         assert_eq!(a.matches("--padding").count(), 1);
     }

@@ -8,6 +8,7 @@
 
 mod attribute;
 mod command;
+mod run;
 mod text;
 mod xml;
 
@@ -15,7 +16,8 @@ pub use attribute::{
     attribute, case_findings, findings_to_verdict, is_sticky_fault, Attribution, CaseFindings,
     RecordClass,
 };
-pub use command::{find_sanitizer, SanitizerConfig, Tool, SANITIZER_ENV};
+pub use command::{find_sanitizer, find_sanitizer_with, SanitizerConfig, Tool, SANITIZER_ENV};
+pub use run::{analyze_run, finding_detail, merge_into_result, SanitizedRun};
 pub use text::{enrich_from_text, parse_allocation_hint, parse_text, TextRecord};
 pub use xml::{parse_xml, parse_xml_file, ParsedXml};
 
