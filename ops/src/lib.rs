@@ -1,6 +1,7 @@
 //! kedge's ops. Each module holds one op: its f64 reference, its impls (the `.cu` file beside
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
+pub mod fp8_gemm;
 pub mod rms_norm;
 pub mod rows;
 
@@ -8,7 +9,7 @@ use kedge_core::{Op, Registry};
 
 /// Every op kedge ships, in report order.
 pub fn all_ops() -> Vec<&'static dyn Op> {
-    vec![&rms_norm::OP]
+    vec![&rms_norm::OP, &fp8_gemm::OP]
 }
 
 pub fn registry() -> Registry {
