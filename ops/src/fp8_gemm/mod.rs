@@ -565,6 +565,31 @@ fn run_impl(
     // chunk extent): correctly sized in every impl.
     let d_plan = ctx.scratch("fp8_gemm.d_plan_rows", d_rows * n * 2, 256)?;
 
+    // Every chunk's plan (cache lookup or build) and the workspace, before any staging is
+    // allocated: the staging is then the last allocation, so the memory past its end is not
+    // another live allocation of this case (memcheck sees the read as out of bounds).
+    let mut chunk_plans: Vec<(Option<lt::LtPlan>, lt::AlgoInfo, bool)> = Vec::new();
+    for c in &ls {
+        if cached {
+            let (info, hit) = lt::cache().with_plan(n, k, c.plan_rows, |p| Ok(p.info.clone()))?;
+            chunk_plans.push((None, info, hit));
+        } else {
+            let p = lt::LtPlan::build(n, k, c.plan_rows)?;
+            let info = p.info.clone();
+            chunk_plans.push((Some(p), info, false));
+        }
+    }
+    let ws_bytes = chunk_plans
+        .iter()
+        .map(|(_, info, _)| info.workspace_bytes)
+        .max()
+        .unwrap_or(0);
+    let workspace = if ws_bytes > 0 {
+        (ctx.scratch("fp8_gemm.workspace", ws_bytes, 256)?, ws_bytes)
+    } else {
+        (0, 0)
+    };
+
     // Pool: grown first by the earlier layer, then by this layer's largest request (chunk 0:
     // chunks never grow after the first).
     let mut pool: Option<(u64, u64)> = None;
@@ -608,21 +633,21 @@ fn run_impl(
     let w_ptr = ctx.ptr(1);
     let ws_ptr = ctx.ptr(2);
     let out_ptr = ctx.ptr(3);
-    let mut workspace: (u64, u64) = (0, 0);
     let mut algos = Vec::new();
-    let mut staging = 0u64;
     let mut si = 0usize;
     for (i, c) in ls.iter().enumerate() {
-        // The chunk's staging buffer.
-        if let Some((p, _)) = pool {
-            staging = p;
+        let (own_plan, info, hit) = &chunk_plans[i];
+        // The chunk's staging buffer: the last allocation before its GEMM in strict mode.
+        let staging = if let Some((p, _)) = pool {
+            p
         } else {
-            staging = ctx.scratch(&format!("fp8_gemm.staging[{i}]"), c.staging_bytes, 256)?;
+            let p = ctx.scratch(&format!("fp8_gemm.staging[{i}]"), c.staging_bytes, 256)?;
             if let Some(g) = ctx.scratch.last().and_then(|a| a.guard_slack()) {
                 ctx.extra
                     .insert(format!("staging_guard_gap[{i}]"), json!(g));
             }
-        }
+            p
+        };
         if let Some(h) = &heap {
             // Declare this chunk's sub-allocations before any kernel touches the pool.
             h.reset();
@@ -688,23 +713,10 @@ fn run_impl(
             c.plan_rows, c.staged_rows
         );
         ctx.launched.push(what.clone());
-        let own_plan = if cached {
-            None
-        } else {
-            Some(lt::LtPlan::build(n, k, c.plan_rows)?)
-        };
-        let (info, hit) = match &own_plan {
-            None => lt::cache().with_plan(n, k, c.plan_rows, |p| Ok(p.info.clone()))?,
-            Some(p) => (p.info.clone(), false),
-        };
-        if info.workspace_bytes > workspace.1 {
-            let p = ctx.scratch("fp8_gemm.workspace", info.workspace_bytes, 256)?;
-            workspace = (p, info.workspace_bytes);
-        }
         let mut j = info.to_json();
         j["chunk"] = json!(i);
         j["plan_rows"] = json!(c.plan_rows);
-        j["cache_hit"] = json!(hit);
+        j["cache_hit"] = json!(*hit);
         algos.push(j);
         ctx.extra.insert("cublaslt".into(), json!(algos.clone()));
         let run = |p: &lt::LtPlan| {
@@ -718,7 +730,7 @@ fn run_impl(
                 stream,
             )
         };
-        match &own_plan {
+        match own_plan {
             None => {
                 lt::cache().with_plan(n, k, c.plan_rows, run)?;
             }
@@ -737,7 +749,6 @@ fn run_impl(
         })?;
         ctx.dev.synchronize("copy of the caller's rows")?;
     }
-    let _ = staging;
     // Unregister the NVTX heap before the engine frees the pool.
     drop(heap);
     Ok(())
