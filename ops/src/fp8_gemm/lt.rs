@@ -246,7 +246,11 @@ fn set_desc<T>(
 impl LtPlan {
     /// Build the descriptors for an FP8 e4m3 x e4m3 -> BF16 GEMM of N x plan_rows x K and ask
     /// the heuristic for an algorithm. A shape cuBLASLt refuses comes back `Unsupported`.
-    pub fn build(n: u64, k: u64, plan_rows: u64) -> Result<LtPlan, RunError> {
+    ///
+    /// `scales` (two device f32, as for `matmul`) is set as the scale pointers before the
+    /// heuristic runs, as NVIDIA's FP8 sample does, so the algorithm is chosen for a scaled
+    /// GEMM; `matmul` sets the pointers of each call again.
+    pub fn build(n: u64, k: u64, plan_rows: u64, scales: u64) -> Result<LtPlan, RunError> {
         let h = handle()?;
         use sys::cublasLtMatmulDescAttributes_t::*;
         use sys::cudaDataType_t::*;
@@ -264,6 +268,19 @@ impl LtPlan {
         set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, &1i32, &what)?;
         set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, &0i32, &what)?;
         set_desc(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &0i8, &what)?;
+        let (w_scale_ptr, a_scale_ptr) = ((scales + 4) as *const c_void, scales as *const c_void);
+        set_desc(
+            desc,
+            CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+            &w_scale_ptr,
+            &what,
+        )?;
+        set_desc(
+            desc,
+            CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+            &a_scale_ptr,
+            &what,
+        )?;
         let mk = |t,
                   rows: u64,
                   cols: u64,
@@ -427,13 +444,14 @@ impl PlanCache {
         n: u64,
         k: u64,
         plan_rows: u64,
+        scales: u64,
         f: impl FnOnce(&LtPlan) -> Result<R, RunError>,
     ) -> Result<(R, bool), RunError> {
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         let key = (plan_rows, k, n);
         let hit = plans.contains_key(&key);
         if !hit {
-            let p = LtPlan::build(n, k, plan_rows)?;
+            let p = LtPlan::build(n, k, plan_rows, scales)?;
             plans.insert(key, p);
         }
         match plans.get(&key) {
