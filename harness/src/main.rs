@@ -1,1 +1,708 @@
-fn main() {}
+//! The `kedge` command line. Library errors are typed; here they are reported with the
+//! context a user needs and mapped to the exit statuses in `kedge::exit` (see README).
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use kedge::exit;
+use kedge::select::Select;
+use kedge::suite::Suite;
+use kedge::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
+use kedge_core::{engine, CaseResult, LimitsProfile, Registry, Verdict};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "kedge",
+    version,
+    about = "Kernel conformance and fuzzing harness: finds kernels that break at the edges"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print a device's limits: the live device, or a built-in profile (--profile).
+    Limits {
+        /// Built-in profile: h200, h100, gb10, rtx3090, ada-12gb.
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List ops, impls, params and boundaries.
+    List {
+        #[arg(long, default_value = "h200")]
+        profile: String,
+        #[arg(short = 'o', long = "op")]
+        op: Option<String>,
+        #[command(flatten)]
+        ext: Ext,
+    },
+    /// Check the launches impls plan against a limits profile; no GPU needed.
+    Plan {
+        #[command(flatten)]
+        select: Select,
+        /// Suite when no explicit case is given.
+        #[arg(long, default_value = "default")]
+        suite: Suite,
+        #[arg(long, default_value = "h200")]
+        profile: String,
+        /// Only print cases whose plan breaks the profile.
+        #[arg(long)]
+        violations_only: bool,
+        #[command(flatten)]
+        ext: Ext,
+    },
+    /// Run cases on the GPU (each in a worker process) and print their verdict lines.
+    Run {
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        exec: Exec,
+        /// Append results to this file as well.
+        #[arg(long)]
+        results: Option<PathBuf>,
+        #[command(flatten)]
+        ext: Ext,
+    },
+    /// Run a suite: on a GPU the full checks; without one, the CPU-side checks only.
+    Sweep {
+        /// smoke, boundary, incidents, selftest or default (smoke + boundary).
+        #[arg(default_value = "default")]
+        suite: Suite,
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        exec: Exec,
+        /// Output directory: results.jsonl and worker logs.
+        #[arg(long, default_value = "kedge-out")]
+        out: PathBuf,
+        /// Continue an interrupted sweep: keep results.jsonl, skip finished cases.
+        #[arg(long)]
+        resume: bool,
+        /// Profile for the CPU-side checks when no GPU is present.
+        #[arg(long, default_value = "h200")]
+        profile: String,
+        /// Run only the CPU-side checks even if a GPU is present.
+        #[arg(long)]
+        cpu: bool,
+        #[command(flatten)]
+        ext: Ext,
+    },
+    /// (internal) A worker: reads case lines on stdin, writes verdict lines on stdout.
+    #[command(hide = true)]
+    Worker {
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        #[command(flatten)]
+        ext: Ext,
+    },
+}
+
+/// Impls from outside kedge: a plugin shared library, or a CUDA source file for NVRTC.
+#[derive(Debug, Clone, Default, clap::Args)]
+struct Ext {
+    /// A shared library implementing kedge.h (repeatable). Its impls are named `plugin:<name>`.
+    #[arg(long = "plugin", value_name = "PATH")]
+    plugins: Vec<PathBuf>,
+    /// A CUDA source file with a kernel following kedge's published row-op ABI (see kedge.h).
+    #[arg(long, value_name = "FILE.cu", requires = "entry")]
+    kernel: Option<PathBuf>,
+    /// The kernel's `extern "C"` entry name.
+    #[arg(long, value_name = "NAME")]
+    entry: Option<String>,
+    /// The op the kernel implements (default: the single -o OP).
+    #[arg(long, value_name = "OP")]
+    kernel_op: Option<String>,
+    /// Grid mapping for the source kernel: ggml (grid = rows, channels, samples) or clamped.
+    #[arg(long, default_value = "clamped")]
+    geometry: String,
+    /// Threads per block for the source kernel.
+    #[arg(long, default_value_t = 256)]
+    block: u32,
+}
+
+impl Ext {
+    /// The same flags, for workers (they build the same registry).
+    fn to_args(&self, op: Option<&str>) -> Vec<String> {
+        let mut v = Vec::new();
+        for p in &self.plugins {
+            v.push("--plugin".into());
+            v.push(p.display().to_string());
+        }
+        if let (Some(k), Some(e)) = (&self.kernel, &self.entry) {
+            v.extend([
+                "--kernel".into(),
+                k.display().to_string(),
+                "--entry".into(),
+                e.clone(),
+            ]);
+            v.extend([
+                "--geometry".into(),
+                self.geometry.clone(),
+                "--block".into(),
+                self.block.to_string(),
+            ]);
+            if let Some(o) = self.kernel_op.as_deref().or(op) {
+                v.extend(["--kernel-op".into(), o.to_string()]);
+            }
+        }
+        v
+    }
+
+    /// The registry: built-in ops plus this invocation's external impls.
+    fn registry(&self, op: Option<&str>) -> Result<Registry> {
+        let mut reg = kedge_ops::registry();
+        for p in &self.plugins {
+            let added = kedge::plugin::register(&mut reg, p, None)
+                .map_err(|e| BadInput(format!("plugin {}: {e}", p.display())))?;
+            for (op, name) in added {
+                eprintln!("kedge: plugin {}: impl {name} of {op} (launch contract not checked: the plugin launches its own kernels)", p.display());
+            }
+        }
+        if let (Some(file), Some(entry)) = (&self.kernel, &self.entry) {
+            let op = self.kernel_op.as_deref().or(op).ok_or_else(|| {
+                BadInput(
+                    "--kernel needs the op it implements: --kernel-op OP or a single -o OP".into(),
+                )
+            })?;
+            let g: kedge::source_impl::Geometry = self.geometry.parse().map_err(BadInput)?;
+            let mut spec = kedge::source_impl::SourceSpec::new(op, file, entry, g);
+            spec.block = self.block;
+            let added = kedge::source_impl::add_source_impl(&mut reg, &spec)
+                .map_err(|e| BadInput(format!("kernel {}: {e}", file.display())))?;
+            eprintln!(
+                "kedge: source kernel {}: impl {} of {}",
+                file.display(),
+                added.name,
+                added.op
+            );
+        }
+        Ok(reg)
+    }
+}
+
+/// The single -o OP, if exactly one was given.
+fn single_op(select: &Select) -> Option<String> {
+    let v = kedge::select::split(&select.op);
+    (v.len() == 1).then(|| v[0].clone())
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct Exec {
+    /// Run workers under compute-sanitizer tools, comma separated: memcheck, initcheck,
+    /// racecheck, synccheck. Each tool runs the whole selection once.
+    #[arg(long, value_name = "TOOL[,TOOL]")]
+    sanitize: Option<String>,
+    /// Extra compute-sanitizer options, overriding kedge's defaults: "--padding 0 --print-limit 20".
+    #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
+    sanitizer_args: Option<String>,
+    /// Cases per sanitized worker (its XML is read when it ends).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Leave out cases with more elements than this (huge cases under a sanitizer are slow).
+    #[arg(long)]
+    max_elements: Option<u64>,
+    /// Seconds a case may run before its worker is killed (verdict `timeout`).
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match dispatch(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kedge: error: {e:#}");
+            classify(&e)
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Map an error to its exit status.
+fn classify(e: &anyhow::Error) -> i32 {
+    for cause in e.chain() {
+        if cause
+            .downcast_ref::<kedge::select::CaseSelectError>()
+            .is_some()
+            || cause.downcast_ref::<kedge_core::CaseError>().is_some()
+        {
+            return exit::BAD_INPUT;
+        }
+        if let Some(s) = cause.downcast_ref::<SupervisorError>() {
+            return match s {
+                SupervisorError::NoGpu(_) => exit::NO_GPU,
+                _ => exit::ENVIRONMENT,
+            };
+        }
+        if cause
+            .downcast_ref::<kedge_core::device::DeviceError>()
+            .is_some()
+        {
+            return exit::NO_GPU;
+        }
+        if cause.downcast_ref::<BadInput>().is_some() {
+            return exit::BAD_INPUT;
+        }
+    }
+    exit::ENVIRONMENT
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadInput(String);
+
+fn profile(name: &str) -> Result<LimitsProfile> {
+    LimitsProfile::builtin(name).ok_or_else(|| {
+        BadInput(format!(
+            "unknown profile '{name}' (built in: {})",
+            LimitsProfile::BUILTIN.join(", ")
+        ))
+        .into()
+    })
+}
+
+fn incidents_path() -> Option<PathBuf> {
+    let candidates = [
+        PathBuf::from("corpora/incidents.jsonl"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpora/incidents.jsonl"),
+    ];
+    candidates.into_iter().find(|p| p.exists())
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.cmd {
+        Cmd::Limits { profile: p, json } => cmd_limits(p, json),
+        Cmd::List {
+            profile: p,
+            op,
+            ext,
+        } => {
+            let reg = ext.registry(op.as_deref())?;
+            cmd_list(&reg, &profile(&p)?, op)
+        }
+        Cmd::Plan {
+            select,
+            suite,
+            profile: p,
+            violations_only,
+            ext,
+        } => {
+            let reg = ext.registry(single_op(&select).as_deref())?;
+            cmd_plan(&reg, &select, suite, &profile(&p)?, violations_only)
+        }
+        Cmd::Run {
+            select,
+            exec,
+            results,
+            ext,
+        } => {
+            let reg = ext.registry(single_op(&select).as_deref())?;
+            let wargs = ext.to_args(single_op(&select).as_deref());
+            cmd_run(&reg, &select, &exec, &wargs, results.as_deref())
+        }
+        Cmd::Sweep {
+            suite,
+            select,
+            exec,
+            out,
+            resume,
+            profile: p,
+            cpu,
+            ext,
+        } => {
+            let reg = ext.registry(single_op(&select).as_deref())?;
+            let wargs = ext.to_args(single_op(&select).as_deref());
+            cmd_sweep(
+                &reg,
+                suite,
+                &select,
+                &exec,
+                &wargs,
+                &out,
+                resume,
+                &profile(&p)?,
+                cpu,
+            )
+        }
+        Cmd::Worker { device, ext } => match ext.registry(None) {
+            Ok(reg) => Ok(kedge::worker::main(&reg, device)),
+            Err(e) => {
+                // The supervisor reads stdout: say why this worker cannot start.
+                let msg = kedge::worker::WorkerMsg::Fatal {
+                    message: format!("{e:#}"),
+                    no_driver: false,
+                };
+                println!("{}", serde_json::to_string(&msg)?);
+                Ok(exit::BAD_INPUT)
+            }
+        },
+    }
+}
+
+fn cmd_limits(p: Option<String>, json: bool) -> Result<i32> {
+    let prof = match p {
+        Some(name) => profile(&name)?,
+        None => {
+            let dev = kedge_core::device::Device::open(0).context(
+                "reading the live device's limits (use --profile NAME for a built-in profile)",
+            )?;
+            dev.limits.clone()
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&prof)?);
+    } else {
+        print!("{}", prof.render());
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_list(reg: &Registry, prof: &LimitsProfile, op: Option<String>) -> Result<i32> {
+    for o in reg.ops() {
+        if let Some(f) = &op {
+            if !f.split(',').any(|x| x == o.name()) {
+                continue;
+            }
+        }
+        println!("{} — {}", o.name(), o.about());
+        println!(
+            "  dtypes: {}",
+            o.dtypes()
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for p in o.params() {
+            println!(
+                "  param {} (default {}): {}",
+                p.name,
+                p.default_value(),
+                p.about
+            );
+        }
+        for i in reg.impls_of(*o) {
+            println!(
+                "  impl {:<24} [{}] {}",
+                i.name(),
+                i.role().name(),
+                i.about()
+            );
+        }
+        for b in o.boundaries(prof) {
+            println!(
+                "  boundary {} at {} (probes {:?}) — reach: {}",
+                b.label,
+                b.at,
+                b.probe_values(),
+                b.reach.0
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_plan(
+    reg: &Registry,
+    select: &Select,
+    suite: Suite,
+    prof: &LimitsProfile,
+    violations_only: bool,
+) -> Result<i32> {
+    let cases = select.cases(reg, suite, prof, incidents_path().as_deref())?;
+    let mut broken = 0;
+    for c in &cases {
+        let r = engine::check_on_cpu(reg, c, prof, false);
+        let bad = !r.violations.is_empty();
+        broken += bad as usize;
+        if violations_only && !bad {
+            continue;
+        }
+        let (op, imp) = reg.resolve(c)?;
+        let _ = op;
+        println!("{}", c.label());
+        if let Ok(plan) = imp.plan(c, prof) {
+            for l in &plan.launches {
+                println!("  launch {l}");
+            }
+            for u in &plan.unchecked {
+                println!("  not checked: {u}");
+            }
+        }
+        if bad {
+            for v in &r.violations {
+                println!("  VIOLATION {v} (profile {})", prof.name);
+            }
+        } else if r.verdict == Verdict::Unsupported {
+            println!("  unsupported: {}", r.detail);
+        } else {
+            println!("  ok: fits profile {}", prof.name);
+        }
+    }
+    eprintln!(
+        "{} cases planned against {}: {broken} break its limits",
+        cases.len(),
+        prof.name
+    );
+    Ok(if broken > 0 { exit::FAILURES } else { exit::OK })
+}
+
+/// The compute-sanitizer wrapping for one tool: kedge's defaults, the user's overrides, and
+/// the parser that attributes each worker's records to its cases.
+fn sanitize_spec(
+    tool: kedge::sanitizer::Tool,
+    exec: &Exec,
+) -> Result<kedge::supervisor::SanitizeSpec> {
+    use kedge::sanitizer as san;
+    let path = san::find_sanitizer()?;
+    let mut cfg = san::SanitizerConfig::new(tool);
+    if let Some(a) = &exec.sanitizer_args {
+        cfg.apply_args(a).map_err(|e| BadInput(e.to_string()))?;
+    }
+    let mut prefix = vec![path.display().to_string()];
+    prefix.extend(
+        cfg.args(Path::new("{xml}"))
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    prefix.push("--".into());
+    Ok(kedge::supervisor::SanitizeSpec {
+        tool: tool.name().to_string(),
+        prefix,
+        attribute: Box::new(move |xml: &Path, started: usize| {
+            let parsed =
+                san::parse_xml_file(xml).map_err(|e| format!("reading {}: {e}", xml.display()))?;
+            let att = san::attribute(&parsed.records, started);
+            Ok(att
+                .per_case
+                .iter()
+                .map(|recs| san::case_findings(recs, tool))
+                .collect())
+        }),
+        batch: exec.batch.max(1),
+    })
+}
+
+/// The sanitizer tools asked for (`None`: run natively).
+fn tools(exec: &Exec) -> Result<Vec<Option<kedge::sanitizer::Tool>>> {
+    match &exec.sanitize {
+        None => Ok(vec![None]),
+        Some(s) => Ok(kedge::sanitizer::Tool::parse_list(s)
+            .map_err(|e| BadInput(e.to_string()))?
+            .into_iter()
+            .map(Some)
+            .collect()),
+    }
+}
+
+fn supervisor(
+    exec: &Exec,
+    ext_args: &[String],
+    work_dir: &Path,
+    tool: Option<kedge::sanitizer::Tool>,
+) -> Result<Supervisor> {
+    let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
+    let mut worker_args = vec!["--device".to_string(), exec.device.to_string()];
+    worker_args.extend(ext_args.iter().cloned());
+    Ok(Supervisor::new(SupervisorConfig {
+        exe,
+        worker_args,
+        timeout: Duration::from_secs(exec.timeout),
+        ready_timeout: Duration::from_secs(180),
+        sanitize: match tool {
+            Some(t) => Some(sanitize_spec(t, exec)?),
+            None => None,
+        },
+        work_dir: work_dir.to_path_buf(),
+        progress: std::io::stderr().is_terminal(),
+    }))
+}
+
+fn cmd_run(
+    reg: &Registry,
+    select: &Select,
+    exec: &Exec,
+    ext_args: &[String],
+    results: Option<&Path>,
+) -> Result<i32> {
+    let cases = select.cases(
+        reg,
+        Suite::Smoke,
+        &profile("h200")?,
+        incidents_path().as_deref(),
+    )?;
+    if !kedge_core::device::driver_present() {
+        return Err(kedge_core::device::DeviceError::NoDriver)
+            .context("kedge run needs a GPU; `kedge plan` checks launches without one");
+    }
+    let mut writer = match results {
+        Some(p) => Some(
+            kedge::results::ResultsWriter::open(p, true)
+                .with_context(|| format!("opening {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let work = std::env::temp_dir().join(format!("kedge-run-{}", std::process::id()));
+    let mut failures = 0;
+    for tool in tools(exec)? {
+        let mut sup = supervisor(exec, ext_args, &work, tool)?;
+        sup.run(&cases, &mut |r: CaseResult| {
+            failures += r.verdict.is_failure() as usize;
+            println!("{}", r.to_line());
+            if let Some(w) = writer.as_mut() {
+                w.write(&r)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(if failures > 0 {
+        exit::FAILURES
+    } else {
+        exit::OK
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_sweep(
+    reg: &Registry,
+    suite: Suite,
+    select: &Select,
+    exec: &Exec,
+    ext_args: &[String],
+    out: &Path,
+    resume: bool,
+    prof: &LimitsProfile,
+    cpu: bool,
+) -> Result<i32> {
+    let gpu = !cpu && kedge_core::device::driver_present();
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let results_path = out.join("results.jsonl");
+    if !gpu {
+        // CPU-side checks only.
+        let cases = select.cases(reg, suite, prof, incidents_path().as_deref())?;
+        eprintln!(
+            "kedge: {}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
+            if cpu { "--cpu given" } else { "no CUDA driver on this machine" },
+            prof.name,
+            cases.len()
+        );
+        let done = if resume {
+            kedge::results::finished_ids(&results_path, "cpu")
+        } else {
+            Default::default()
+        };
+        let mut w = kedge::results::ResultsWriter::open(&results_path, resume)
+            .with_context(|| format!("opening {}", results_path.display()))?;
+        let mut violations = 0;
+        for c in cases.iter().filter(|c| !done.contains(&c.id())) {
+            let with_ref = c.ne.iter().map(|&x| x as u64).product::<u64>() <= CPU_REFERENCE_LIMIT;
+            let mut r = engine::check_on_cpu(reg, c, prof, with_ref);
+            if !with_ref && r.verdict == Verdict::Skipped {
+                r.detail.push_str(&format!("; reference not computed on the CPU (over {CPU_REFERENCE_LIMIT} elements); device run skipped"));
+            }
+            violations += (r.verdict == Verdict::LaunchError) as usize;
+            w.write(&r)
+                .with_context(|| format!("writing {}", results_path.display()))?;
+        }
+        eprintln!(
+            "kedge: {} cases checked on the CPU: {violations} plans break the {} limits (verdict launch-error, detector launch-contract); results in {}",
+            cases.len(),
+            prof.name,
+            results_path.display()
+        );
+        eprintln!("kedge: GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {})", exit::GPU_SKIPPED);
+        return Ok(exit::GPU_SKIPPED);
+    }
+    // On the GPU: cases are generated for the live device's limits, read by a worker.
+    let live = probe_limits(&mut supervisor(exec, ext_args, &out.join("workers"), None)?)?;
+    let mut cases = select.cases(reg, suite, &live, incidents_path().as_deref())?;
+    if let Some(max) = exec.max_elements {
+        let before = cases.len();
+        cases.retain(|c| c.ne.iter().map(|&x| x as u64).product::<u64>() <= max);
+        if cases.len() < before {
+            eprintln!(
+                "kedge: --max-elements {max}: {} larger cases left out",
+                before - cases.len()
+            );
+        }
+    }
+    let mut w = kedge::results::ResultsWriter::open(&results_path, resume)
+        .with_context(|| format!("opening {}", results_path.display()))?;
+    let mut failures = 0;
+    let mut runs = Vec::new();
+    for tool in tools(exec)? {
+        let under = tool.map(|t| t.name()).unwrap_or("native");
+        let done = if resume {
+            kedge::results::finished_ids(&results_path, under)
+        } else {
+            Default::default()
+        };
+        let todo: Vec<_> = cases
+            .iter()
+            .filter(|c| !done.contains(&c.id()))
+            .cloned()
+            .collect();
+        if resume {
+            eprintln!(
+                "kedge: resuming {under}: {} cases already finished, {} to run",
+                done.len(),
+                todo.len()
+            );
+        }
+        let mut sup = supervisor(exec, ext_args, &out.join("workers").join(under), tool)?;
+        let t0 = std::time::Instant::now();
+        let mut tool_failures = 0;
+        let summary = sup.run(&todo, &mut |r: CaseResult| {
+            tool_failures += r.verdict.is_failure() as usize;
+            w.write(&r)
+        })?;
+        let wall = t0.elapsed().as_secs_f64();
+        failures += tool_failures;
+        eprintln!(
+            "kedge: {under}: {} cases on {} (driver {}) in {wall:.1} s: {tool_failures} failures; {} workers ({} replaced); results in {}",
+            summary.ran,
+            summary.device.clone().unwrap_or_default(),
+            summary.driver_version.unwrap_or_default(),
+            summary.workers_started,
+            summary.workers_replaced,
+            results_path.display()
+        );
+        runs.push(serde_json::json!({
+            "under": under,
+            "allocs": select.alloc.clone().unwrap_or_else(|| "exact".into()),
+            "suite": format!("{suite:?}").to_lowercase(),
+            "cases": summary.ran,
+            "failures": tool_failures,
+            "wall_s": wall,
+            "workers": summary.workers_started,
+            "device": summary.device,
+            "driver_version": summary.driver_version,
+        }));
+    }
+    let sum_path = out.join("sweep-summary.json");
+    std::fs::write(&sum_path, serde_json::to_string_pretty(&runs)?)
+        .with_context(|| format!("writing {}", sum_path.display()))?;
+    Ok(if failures > 0 {
+        exit::FAILURES
+    } else {
+        exit::OK
+    })
+}
+
+/// References above this many elements are not computed by a CPU-only sweep (it would need
+/// tens of GiB); the GPU sweep computes them.
+const CPU_REFERENCE_LIMIT: u64 = 1 << 26;
+
+/// Start a worker with no cases, just to read the live limits.
+fn probe_limits(sup: &mut Supervisor) -> Result<LimitsProfile> {
+    let s = sup.probe()?;
+    s.limits.context("the worker reported no limits")
+}

@@ -64,6 +64,9 @@ pub enum RunError {
     /// The impl refused the case with a reason (cuBLASLt has no algorithm, say).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// The impl's own code reported an error (a plugin's KEDGE_ERROR, with its message).
+    #[error("impl error: {0}")]
+    Impl(String),
 }
 
 impl RunError {
@@ -400,7 +403,7 @@ impl Device {
                     "cuMemsetD8",
                     sys::cuMemsetD8_v2(a.ptr, pattern[0], a.bytes as usize),
                 ),
-                2 if a.ptr % 2 == 0 => driver(
+                2 if a.ptr.is_multiple_of(2) => driver(
                     "cuMemsetD16",
                     sys::cuMemsetD16_v2(
                         a.ptr,
@@ -408,7 +411,7 @@ impl Device {
                         (a.bytes / 2) as usize,
                     ),
                 ),
-                4 if a.ptr % 4 == 0 => driver(
+                4 if a.ptr.is_multiple_of(4) => driver(
                     "cuMemsetD32",
                     sys::cuMemsetD32_v2(
                         a.ptr,
@@ -469,7 +472,7 @@ impl Device {
         self.launch_fn(f, plan, args)
     }
 
-    pub fn launch_fn(
+    fn launch_fn(
         &mut self,
         f: sys::CUfunction,
         plan: &LaunchPlan,
@@ -522,7 +525,7 @@ impl Device {
             });
         }
         // Check after every launch: a fault is attributed to the launch that caused it.
-        self.synchronize(&format!("launch of {}", plan.to_string()))
+        self.synchronize(&format!("launch of {plan}"))
     }
 
     /// A deliberate, harmless API error between cases. compute-sanitizer records it as an

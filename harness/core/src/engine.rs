@@ -18,9 +18,19 @@ pub struct Executed {
 }
 
 /// Plan the case against a profile. Unsupported is answered as a result.
-pub fn plan_case(imp: &dyn Impl, case: &Case, limits: &LimitsProfile) -> Result<Plan, CaseResult> {
-    imp.plan(case, limits)
-        .map_err(|why| CaseResult::new(case, Verdict::Unsupported, Detector::Impl, why))
+pub fn plan_case(
+    imp: &dyn Impl,
+    case: &Case,
+    limits: &LimitsProfile,
+) -> Result<Plan, Box<CaseResult>> {
+    imp.plan(case, limits).map_err(|why| {
+        Box::new(CaseResult::new(
+            case,
+            Verdict::Unsupported,
+            Detector::Impl,
+            why,
+        ))
+    })
 }
 
 /// The CPU side of a case: the launch contract against `limits` and, if asked, the reference
@@ -39,7 +49,7 @@ pub fn check_on_cpu(
         }
     };
     let mut res = match plan_case(imp, case, limits) {
-        Err(r) => r,
+        Err(r) => *r,
         Ok(plan) => {
             let v = plan.violations(limits);
             if !v.is_empty() {
@@ -126,6 +136,9 @@ fn fail(case: &Case, e: RunError, alloc: AllocMode) -> Executed {
         RunError::Compile(_) => (Verdict::Unsupported, Detector::Impl),
         RunError::Resource(_) => (Verdict::ResourceLimit, Detector::Driver),
         RunError::Unsupported(_) => (Verdict::Unsupported, Detector::Impl),
+        // A plugin's own error check (cudaGetLastError after its launch) failed: a launch
+        // error seen by the impl rather than by kedge's driver check.
+        RunError::Impl(_) => (Verdict::LaunchError, Detector::Impl),
     };
     let mut r = CaseResult::new(case, verdict, detector, e.to_string());
     if detector == Detector::GuardPage {
@@ -152,7 +165,7 @@ fn execute_inner(reg: &Registry, dev: &mut Device, case: &Case) -> Executed {
         Ok(p) => p,
         Err(r) => {
             return Executed {
-                result: r,
+                result: *r,
                 context_dead: false,
             }
         }

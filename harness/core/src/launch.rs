@@ -42,12 +42,11 @@ impl LaunchPlan {
     /// Every way this launch breaks the profile's limits (empty when it is legal).
     pub fn check(&self, p: &LimitsProfile) -> Vec<LaunchViolation> {
         let mut v = Vec::new();
-        let axes = ["x", "y", "z"];
-        for i in 0..3 {
+        for (i, axis) in ["x", "y", "z"].into_iter().enumerate() {
             let lim = p.max_grid[i].value;
             if self.grid[i] == 0 || self.grid[i] > lim {
                 v.push(self.violation(
-                    format!("grid.{}", axes[i]),
+                    format!("grid.{axis}"),
                     self.grid[i],
                     lim,
                     self.grid[i] == 0,
@@ -56,7 +55,7 @@ impl LaunchPlan {
             let blim = p.max_block[i].value;
             if self.block[i] == 0 || self.block[i] > blim {
                 v.push(self.violation(
-                    format!("block.{}", axes[i]),
+                    format!("block.{axis}"),
                     self.block[i],
                     blim,
                     self.block[i] == 0,

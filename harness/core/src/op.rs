@@ -73,6 +73,8 @@ pub enum ImplRole {
         bug: &'static str,
         expect: &'static [Detector],
     },
+    /// Not kedge's code: a user's plugin (C ABI) or NVRTC source kernel, added at run time.
+    External,
 }
 
 impl ImplRole {
@@ -81,6 +83,7 @@ impl ImplRole {
             ImplRole::Upstream => "upstream",
             ImplRole::Fixed => "fixed",
             ImplRole::Planted { .. } => "planted",
+            ImplRole::External => "external",
         }
     }
 }

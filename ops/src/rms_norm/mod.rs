@@ -112,12 +112,13 @@ impl Op for RmsNorm {
     }
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         let eps = case.params.f64_or("eps", 1e-6);
-        let v = case.params.i64_or("row_pad", 0) > 0;
+        // A padded case maps to upstream's v=1, which views half of every dimension.
+        let (v, ne) = crate::norm_family::upstream_view(case);
         Some(UpstreamRepro {
             test_case_line: format!(
                 "test_cases.emplace_back(new test_rms_norm({}, {}, {}, {}));",
                 case.dtype.ggml_type(),
-                cpp_ne(&case.ne),
+                cpp_ne(&ne),
                 v,
                 cpp_float(eps)
             ),
@@ -125,7 +126,7 @@ impl Op for RmsNorm {
             vars: format!(
                 "type={},ne={},v={},eps={},inplace=0",
                 case.dtype,
-                vars_ne(&case.ne),
+                vars_ne(&ne),
                 v as i32,
                 ggml_float(eps)
             ),

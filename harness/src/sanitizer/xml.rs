@@ -1,0 +1,421 @@
+//! compute-sanitizer `--xml` output → typed `Record`s. A file cut off mid-way (the worker or
+//! the sanitizer was killed) is not an error: the complete records before the cut come back
+//! with `truncated: true`, so the supervisor can still attribute them.
+
+use super::{text::parse_allocation_hint, ApiError, Direction, Record, RecordKind, SanitizerError};
+use quick_xml::errors::{Error as XmlError, IllFormedError, SyntaxError};
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use std::path::Path;
+
+const ROOT: &str = "ComputeSanitizerOutput";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedXml {
+    /// Complete records, in the order the tool wrote them (chronological).
+    pub records: Vec<Record>,
+    /// The file ended before `</ComputeSanitizerOutput>`; a record cut in half is dropped.
+    pub truncated: bool,
+}
+
+/// Read and parse a saved XML file. Bytes that are not UTF-8 (a multi-byte character cut by
+/// truncation) are replaced, not fatal.
+pub fn parse_xml_file(path: &Path) -> Result<ParsedXml, SanitizerError> {
+    let bytes = std::fs::read(path).map_err(|source| SanitizerError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_xml(&String::from_utf8_lossy(&bytes))
+}
+
+/// A generic element, so the typed record can be read off by path.
+#[derive(Debug, Default)]
+struct Node {
+    name: String,
+    text: String,
+    children: Vec<Node>,
+    start: usize,
+}
+
+impl Node {
+    fn child(&self, name: &str) -> Option<&Node> {
+        self.children.iter().find(|c| c.name == name)
+    }
+    fn path(&self, path: &[&str]) -> Option<&Node> {
+        let mut n = self;
+        for p in path {
+            n = n.child(p)?;
+        }
+        Some(n)
+    }
+    fn text_at(&self, path: &[&str]) -> Option<String> {
+        self.path(path)
+            .map(|n| n.text.trim().to_string())
+            .filter(|t| !t.is_empty())
+    }
+    fn leaves(&self, prefix: &str, out: &mut Vec<(String, String)>) {
+        for c in &self.children {
+            let p = if prefix.is_empty() {
+                c.name.clone()
+            } else {
+                format!("{prefix}/{}", c.name)
+            };
+            if c.children.is_empty() {
+                out.push((p, c.text.trim().to_string()));
+            } else {
+                c.leaves(&p, out);
+            }
+        }
+    }
+}
+
+/// Parse compute-sanitizer XML text.
+pub fn parse_xml(input: &str) -> Result<ParsedXml, SanitizerError> {
+    let mut reader = Reader::from_str(input);
+    // Mismatched end tags are malformed files, not truncation.
+    reader.config_mut().check_end_names = true;
+    let mut records = Vec::new();
+    let mut stack: Vec<Node> = Vec::new();
+    let mut seen_root = false;
+    let malformed = |pos: u64, msg: String| {
+        let (line, column) = line_col(input, pos as usize);
+        SanitizerError::Malformed { line, column, msg }
+    };
+    loop {
+        let before = reader.buffer_position();
+        let ev = match reader.read_event() {
+            Ok(ev) => ev,
+            Err(e) if is_cut_off(&e) => {
+                return Ok(ParsedXml {
+                    records,
+                    truncated: true,
+                })
+            }
+            Err(e) => return Err(malformed(reader.error_position(), e.to_string())),
+        };
+        match ev {
+            Event::Start(s) => {
+                let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
+                if stack.is_empty() {
+                    if seen_root {
+                        return Err(malformed(before, format!("second root element <{name}>")));
+                    }
+                    if name != ROOT {
+                        return Err(malformed(
+                            before,
+                            format!("expected <{ROOT}> as the root element, found <{name}>"),
+                        ));
+                    }
+                    seen_root = true;
+                }
+                stack.push(Node {
+                    name,
+                    start: before as usize,
+                    ..Node::default()
+                });
+            }
+            Event::Empty(s) => {
+                let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
+                if stack.is_empty() {
+                    if name == ROOT && !seen_root {
+                        // `<ComputeSanitizerOutput/>`: a clean run with nothing to report.
+                        seen_root = true;
+                        continue;
+                    }
+                    return Err(malformed(
+                        before,
+                        format!("expected <{ROOT}> as the root element, found <{name}/>"),
+                    ));
+                }
+                if let Some(top) = stack.last_mut() {
+                    top.children.push(Node {
+                        name,
+                        start: before as usize,
+                        ..Node::default()
+                    });
+                }
+            }
+            Event::End(_) => {
+                let node = stack
+                    .pop()
+                    .ok_or_else(|| malformed(before, "end tag without a start tag".to_string()))?;
+                match stack.len() {
+                    0 => {} // the root closed
+                    1 if node.name == "record" => records.push(
+                        to_record(&node, input).map_err(|m| malformed(node.start as u64, m))?,
+                    ),
+                    _ => {
+                        if let Some(parent) = stack.last_mut() {
+                            parent.children.push(node);
+                        }
+                    }
+                }
+            }
+            Event::Text(t) => {
+                let s = t.decode().map_err(|e| malformed(before, e.to_string()))?;
+                match stack.last_mut() {
+                    Some(top) => top.text.push_str(&s),
+                    None if s.trim().is_empty() => {}
+                    None => {
+                        return Err(malformed(
+                            before,
+                            format!(
+                            "text outside the <{ROOT}> element: not compute-sanitizer XML ({:?})",
+                            s.trim().chars().take(40).collect::<String>()
+                        ),
+                        ))
+                    }
+                }
+            }
+            Event::CData(t) => {
+                if let Some(top) = stack.last_mut() {
+                    top.text.push_str(&String::from_utf8_lossy(&t));
+                }
+            }
+            Event::GeneralRef(r) => {
+                // quick-xml 0.38 reports `&quot;` and `&#65;` as their own events.
+                let resolved = if r.is_char_ref() {
+                    r.resolve_char_ref()
+                        .map_err(|e| malformed(before, e.to_string()))?
+                        .map(String::from)
+                } else {
+                    let name = r.decode().map_err(|e| malformed(before, e.to_string()))?;
+                    quick_xml::escape::resolve_predefined_entity(&name).map(String::from)
+                };
+                let resolved = resolved
+                    .ok_or_else(|| malformed(before, "unknown entity reference".to_string()))?;
+                if let Some(top) = stack.last_mut() {
+                    top.text.push_str(&resolved);
+                }
+            }
+            Event::Eof => {
+                // Nothing at all, or an open element: the writer was stopped mid-file.
+                return Ok(ParsedXml {
+                    records,
+                    truncated: !stack.is_empty() || !seen_root,
+                });
+            }
+            Event::Decl(_) | Event::PI(_) | Event::Comment(_) | Event::DocType(_) => {}
+        }
+    }
+}
+
+/// Errors that only arise because the input ended inside markup.
+fn is_cut_off(e: &XmlError) -> bool {
+    match e {
+        XmlError::Syntax(s) => !matches!(s, SyntaxError::InvalidBangMarkup),
+        XmlError::IllFormed(IllFormedError::UnclosedReference)
+        | XmlError::IllFormed(IllFormedError::MissingEndTag(_)) => true,
+        _ => false,
+    }
+}
+
+fn line_col(input: &str, pos: usize) -> (usize, usize) {
+    let pos = pos.min(input.len());
+    let before = &input.as_bytes()[..pos];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = pos
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1)
+        + 1;
+    (line, col)
+}
+
+fn dim3(n: &Node, name: &str) -> Result<Option<[u64; 3]>, String> {
+    let Some(d) = n.child(name) else {
+        return Ok(None);
+    };
+    let mut out = [0u64; 3];
+    for (i, axis) in ["x", "y", "z"].iter().enumerate() {
+        if let Some(t) = d.text_at(&[axis]) {
+            out[i] = t
+                .parse()
+                .map_err(|_| format!("<{name}><{axis}> is not a number: '{t}'"))?;
+        }
+    }
+    Ok(Some(out))
+}
+
+fn to_record(n: &Node, input: &str) -> Result<Record, String> {
+    let kind = RecordKind::parse(&n.text_at(&["kind"]).unwrap_or_default());
+    let text = n.text_at(&["what", "text"]).unwrap_or_default();
+    let size = match n.text_at(&["what", "size"]) {
+        Some(s) => Some(
+            s.parse::<u64>()
+                .map_err(|_| format!("<size> is not a number: '{s}'"))?,
+        ),
+        None => None,
+    };
+    let direction = match n.text_at(&["what", "direction"]).as_deref() {
+        Some("read") | Some("Read") => Some(Direction::Read),
+        Some("write") | Some("Write") => Some(Direction::Write),
+        _ => None,
+    };
+    let who = n.child("who");
+    let (thread, block) = match who {
+        Some(w) => (dim3(w, "threadIdx")?, dim3(w, "blockIdx")?),
+        None => (None, None),
+    };
+    let host_frames = n
+        .child("hostStack")
+        .map(|hs| {
+            hs.children
+                .iter()
+                .filter(|f| f.name == "frame")
+                .filter_map(|f| f.text_at(&["func"]))
+                .collect()
+        })
+        .unwrap_or_default();
+    // `Api` records name the failing call; any record with an `<api>` field is one too.
+    let api_name = n.text_at(&["what", "api"]);
+    let api = if kind == RecordKind::Api || api_name.is_some() {
+        let result = match n.text_at(&["what", "result"]) {
+            Some(r) => Some(
+                r.parse::<i64>()
+                    .map_err(|_| format!("<result> is not a number: '{r}'"))?,
+            ),
+            None => None,
+        };
+        Some(ApiError {
+            api: api_name.unwrap_or_default(),
+            error: n.text_at(&["what", "error"]).unwrap_or_default(),
+            message: n.text_at(&["what", "message"]),
+            result,
+        })
+    } else {
+        None
+    };
+    let mut fields = Vec::new();
+    n.leaves("", &mut fields);
+    // How far past which allocation: memcheck's text output says it; if any field of the
+    // XML record carries the same sentence, use it.
+    let allocation = fields.iter().find_map(|(_, v)| parse_allocation_hint(v));
+    let error = if api.is_some() {
+        None
+    } else {
+        n.text_at(&["what", "error"])
+    };
+    Ok(Record {
+        kind,
+        level: n.text_at(&["level"]),
+        text,
+        space: n.text_at(&["what", "space"]),
+        size,
+        direction,
+        error,
+        address: n
+            .text_at(&["what", "address"])
+            .or_else(|| n.text_at(&["what", "accessAddress"])),
+        kernel: n.text_at(&["where", "func"]),
+        pc: n.text_at(&["where", "pc"]),
+        thread,
+        block,
+        host_frames,
+        api,
+        allocation,
+        fields,
+        line: line_col(input, n.start).0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINI: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<ComputeSanitizerOutput>
+  <record>
+    <kind>Precise</kind>
+    <what><text>Invalid __global__ write of size 2 bytes</text><size>2</size>
+      <direction>write</direction><error>out of bounds</error><address>0x10</address></what>
+    <where><func>k</func></where>
+  </record>
+</ComputeSanitizerOutput>
+"#;
+
+    #[test]
+    fn mini_document_parses() {
+        let p = parse_xml(MINI).unwrap();
+        assert!(!p.truncated);
+        assert_eq!(p.records.len(), 1);
+        let r = &p.records[0];
+        assert_eq!(r.kind, RecordKind::Precise);
+        assert_eq!(r.direction, Some(Direction::Write));
+        assert_eq!(r.size, Some(2));
+        assert_eq!(r.kernel.as_deref(), Some("k"));
+        assert_eq!(r.line, 3);
+        assert_eq!(r.field("what/address"), Some("0x10"));
+    }
+
+    #[test]
+    fn empty_root_is_a_clean_run() {
+        for doc in [
+            "<ComputeSanitizerOutput/>",
+            "<?xml version=\"1.0\"?>\n<ComputeSanitizerOutput>\n</ComputeSanitizerOutput>\n",
+        ] {
+            let p = parse_xml(doc).unwrap();
+            assert!(p.records.is_empty() && !p.truncated, "{doc}");
+        }
+    }
+
+    #[test]
+    fn empty_file_is_truncated_not_malformed() {
+        let p = parse_xml("").unwrap();
+        assert!(p.truncated && p.records.is_empty());
+    }
+
+    #[test]
+    fn mismatched_tags_are_malformed_with_position() {
+        let doc = "<ComputeSanitizerOutput>\n  <record>\n    <kind>Api</wrong>\n";
+        match parse_xml(doc) {
+            Err(SanitizerError::Malformed { line, column, msg }) => {
+                assert_eq!(line, 3, "{msg}");
+                assert!(column > 1, "{column}");
+                assert!(msg.contains("wrong"), "{msg}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn wrong_root_and_plain_text_are_malformed() {
+        let e = parse_xml("<html><body/></html>").unwrap_err().to_string();
+        assert!(
+            e.contains("ComputeSanitizerOutput") && e.contains("html"),
+            "{e}"
+        );
+        let e = parse_xml("========= ERROR SUMMARY: 0 errors\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1"), "{e}");
+        let e = parse_xml("<ComputeSanitizerOutput></ComputeSanitizerOutput><x/>")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("root"), "{e}");
+    }
+
+    #[test]
+    fn bad_number_is_malformed_at_the_record() {
+        let doc = "<ComputeSanitizerOutput>\n<record><kind>Precise</kind><what><size>four</size></what></record>\n</ComputeSanitizerOutput>";
+        match parse_xml(doc) {
+            Err(SanitizerError::Malformed { line, msg, .. }) => {
+                assert_eq!(line, 2);
+                assert!(msg.contains("four"), "{msg}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_cut_of_the_mini_document_is_handled() {
+        for cut in 0..MINI.len() {
+            let p = parse_xml(&MINI[..cut]).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            let closed = MINI[..cut].contains("</ComputeSanitizerOutput>");
+            assert_eq!(p.truncated, !closed, "cut {cut}");
+            let want = usize::from(MINI[..cut].contains("</record>"));
+            assert_eq!(p.records.len(), want, "cut {cut}");
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The supervisor against real subprocesses: a worker that crashes (SIGSEGV) and one that
+//! hangs are killed and replaced, their cases get `device-fault` / `timeout`, and every other
+//! case still gets its verdict. The worker here is a small shell script speaking the worker
+//! protocol, so the test needs no GPU; the real worker is exercised on the device machine.
+
+use kedge::supervisor::{Supervisor, SupervisorConfig};
+use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
+# Speaks kedge's worker protocol. seed 666: crash with SIGSEGV; seed 777: hang.
+# compute-sanitizer prints a banner on stdout before the worker speaks: so does this.
+echo "========= COMPUTE-SANITIZER"
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
+while IFS= read -r line; do
+  case "$line" in
+    *'"seed":666'*) kill -SEGV $$ ;;
+    *'"seed":777'*) sleep 600 ;;
+  esac
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+"#;
+
+fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
+    let limits =
+        serde_json::to_string(&kedge_core::LimitsProfile::builtin("h200").unwrap()).unwrap();
+    let p = dir.join("fake-worker.sh");
+    std::fs::write(dir.join("limits.json"), limits).unwrap();
+    std::fs::write(&p, FAKE_WORKER).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn case(seed: u64) -> Case {
+    let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);
+    c.seed = seed;
+    c
+}
+
+#[test]
+fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_worker(dir.path());
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe,
+        worker_args: vec![],
+        timeout: Duration::from_millis(1500),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: None,
+        work_dir: dir.path().join("w"),
+        progress: false,
+    });
+    let cases = vec![case(1), case(2), case(666), case(3), case(777), case(4)];
+    let mut got: Vec<CaseResult> = Vec::new();
+    let summary = sup.run(&cases, &mut |r| {
+        got.push(r);
+        Ok(())
+    });
+    let summary = summary.unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}",
+            std::fs::read_to_string(dir.path().join("w/worker-0.log")).unwrap_or_default()
+        )
+    });
+    assert_eq!(
+        got.len(),
+        cases.len(),
+        "every case gets exactly one verdict"
+    );
+    for (c, r) in cases.iter().zip(&got) {
+        assert_eq!(&r.case, c, "verdicts come back in order");
+    }
+    let by_seed = |s: u64| got.iter().find(|r| r.case.seed == s).unwrap();
+    assert_eq!(by_seed(666).verdict, Verdict::DeviceFault);
+    assert_eq!(by_seed(666).detector, Detector::Supervisor);
+    assert!(
+        by_seed(666).detail.contains("signal 11"),
+        "{}",
+        by_seed(666).detail
+    );
+    assert_eq!(by_seed(777).verdict, Verdict::Timeout);
+    for s in [1, 2, 3, 4] {
+        assert_eq!(by_seed(s).verdict, Verdict::Pass, "case {s}");
+    }
+    // First worker, one after the crash, one after the hang.
+    assert_eq!(summary.workers_started, 3);
+    assert_eq!(summary.workers_replaced, 2);
+}
+
+#[test]
+fn results_file_resume_skips_finished_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.jsonl");
+    let mut w = kedge::results::ResultsWriter::open(&path, false).unwrap();
+    let r = CaseResult::new(&case(1), Verdict::Pass, Detector::None, "ok");
+    w.write(&r).unwrap();
+    drop(w);
+    // A torn last line (interrupted write) is ignored, not fatal.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"id\":\"tor"))
+        .unwrap();
+    let done = kedge::results::finished_ids(&path, "native");
+    assert!(done.contains(&case(1).id()));
+    assert!(!done.contains(&case(2).id()));
+    let mut w = kedge::results::ResultsWriter::open(&path, true).unwrap();
+    w.write(&CaseResult::new(
+        &case(2),
+        Verdict::Pass,
+        Detector::None,
+        "ok",
+    ))
+    .unwrap();
+    assert_eq!(kedge::results::read(&path).unwrap().len(), 2);
+}

@@ -1,0 +1,361 @@
+//! l2_norm (ggml L2_NORM): `dst = x / max(sqrt(sum x^2), eps)` per row of ne0 elements
+//! (torch.nn.functional.normalize).
+//!
+//! Upstream's CUDA launch (ggml norm.cu, `l2_norm_f32_cuda`) is rms_norm's: `dim3
+//! blocks_num(nrows, nchannels, nsamples)`, so ne[2] lands on grid.y and ne[3] on grid.z, both
+//! capped at 65535; WARP_SIZE (32) threads below ncols 1024, 1024 from there.
+
+use crate::norm_family::{clamped_grid, ggml_grid, pad};
+use crate::rows::{
+    cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD,
+};
+use kedge_core::device::{KArg, RunCtx, RunError};
+use kedge_core::host::HostTensor;
+use kedge_core::params::{Params, ParamsExt};
+use kedge_core::*;
+
+const SRC: &str = include_str!("l2_norm.cu");
+const FILE: &str = "ops/src/l2_norm/l2_norm.cu";
+const fn k(entry: &'static str) -> Kernel {
+    Kernel {
+        file: FILE,
+        source: SRC,
+        entry,
+    }
+}
+
+pub struct L2Norm;
+pub static OP: L2Norm = L2Norm;
+
+/// ggml_l2_norm's usual eps (test-backend-ops' default, RWKV7's value).
+const EPS: f64 = 1e-12;
+
+static PARAMS: &[ParamSpec] = &[
+    ParamSpec::float("eps", EPS, "lower bound on the row's L2 norm"),
+    ROW_PAD,
+];
+
+/// ggml switches from 32 to 1024 threads at ncols 1024 (norm.cu, l2_norm_f32_cuda).
+pub const BLOCK_SWITCH: i64 = 1024;
+
+/// The incident calls L2_NORM unreachable ("ne[2] = 1 in LLMs"); the gated delta-net layers
+/// say otherwise.
+pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens of one sequence through a gated delta-net layer: Qwen3-Next / Qwen3.5 (and qwen4exp's linear-attention layers) l2-normalize q and k as views [head_k_dim, num_k_heads, n_seq_tokens, n_seqs], so n_seq_tokens lands on ne[2] (llama.cpp model code seen in a code search, not run). The incident's 'ne[2] = 1' holds only for a hidden-state L2_NORM";
+
+pub const REACH_NE3: &str = "synthetic: no known model reaches it (ne[3] is n_seqs in the delta-net layers, bounded by the server's sequence count, far below 65535)";
+
+impl Op for L2Norm {
+    fn name(&self) -> &'static str {
+        "l2_norm"
+    }
+    fn about(&self) -> &'static str {
+        "L2 normalization over ne0 (ggml L2_NORM)"
+    }
+    fn dtypes(&self) -> &'static [DType] {
+        crate::rows::F32_ONLY
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn impls(&self) -> Vec<&'static dyn Impl> {
+        vec![&GGML, &CLAMPED]
+    }
+    fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+        row_tensors(case)
+    }
+    fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
+        let eps = case.params.f64_or("eps", EPS);
+        Ok(vec![map_rows(&inputs[0], |x, dst| {
+            l2_norm_row(x, dst, eps)
+        })])
+    }
+    fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
+        let gy = limits.grid_limit(1) as i64;
+        let gz = limits.grid_limit(2) as i64;
+        vec![
+            // Shaped like the delta-net's q: head_k_dim 128, a few heads, tokens on ne[2].
+            Boundary::ne("ne[2] on grid.y", 2, gy, [128, 2, 0, 1], Reach(REACH_NE2)),
+            Boundary::ne(
+                "ne[2] on grid.y, padded rows (the delta-net's q/k are views)",
+                2,
+                gy,
+                [64, 1, 0, 1],
+                Reach(REACH_NE2),
+            )
+            .with_param("row_pad", 64),
+            Boundary::ne("ne[3] on grid.z", 3, gz, [64, 1, 1, 0], Reach(REACH_NE3)),
+            Boundary::ne(
+                "ne[0] at the 32 -> 1024 thread switch",
+                0,
+                BLOCK_SWITCH,
+                [0, 4, 3, 2],
+                Reach("synthetic: no known model l2-normalizes rows of about 1024 (delta-net head_k_dim is 128)"),
+            ),
+            Boundary::ne(
+                "ne[1] rows past 65535 on grid.x",
+                1,
+                65_536,
+                [64, 0, 1, 1],
+                Reach("rows on ne[1]: grid.x holds 2^31-1, so no limit is near"),
+            ),
+        ]
+    }
+    fn smoke(&self) -> Vec<(Ne, Params)> {
+        vec![
+            ([64, 64, 3, 1], Params::new()),
+            ([1, 1, 1, 1], Params::new()),
+            ([31, 7, 3, 2], Params::new()),
+            ([1023, 2, 1, 1], Params::new()),
+            ([1024, 2, 1, 1], Params::new()),
+            ([4096, 3, 2, 1], Params::new()),
+            ([128, 4, 2, 2], pad(128)),
+        ]
+    }
+    /// test_l2_norm(type, ne, eps) has no view flag: a padded case is emitted dense. The
+    /// launch geometry, which is what fails upstream, does not depend on the padding.
+    fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
+        let eps = case.params.f64_or("eps", EPS);
+        Some(UpstreamRepro {
+            test_case_line: format!(
+                "test_cases.emplace_back(new test_l2_norm({}, {}, {}));",
+                case.dtype.ggml_type(),
+                cpp_ne(&case.ne),
+                cpp_float(eps)
+            ),
+            op_name: "L2_NORM".into(),
+            vars: format!(
+                "type={},ne={},eps={}",
+                case.dtype,
+                vars_ne(&case.ne),
+                ggml_float(eps)
+            ),
+        })
+    }
+    fn reach(&self, case: &Case) -> Option<String> {
+        if case.ne[2] > 65_535 {
+            Some(REACH_NE2.into())
+        } else if case.ne[3] > 65_535 {
+            Some(REACH_NE3.into())
+        } else {
+            None
+        }
+    }
+}
+
+pub fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
+    let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let scale = 1.0 / norm.max(eps);
+    for (d, v) in dst.iter_mut().zip(x) {
+        *d = v * scale;
+    }
+}
+
+fn block_for(ncols: i64) -> u64 {
+    if ncols < BLOCK_SWITCH {
+        32
+    } else {
+        1024
+    }
+}
+
+/// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
+pub struct Ggml;
+pub static GGML: Ggml = Ggml;
+
+impl Impl for Ggml {
+    fn name(&self) -> &'static str {
+        "ggml"
+    }
+    fn role(&self) -> ImplRole {
+        ImplRole::Upstream
+    }
+    fn about(&self) -> &'static str {
+        "ggml norm.cu l2_norm as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim"
+    }
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
+        let l = RowLayout::of(case);
+        let bs = block_for(l.ncols);
+        let entry = if bs == 32 {
+            "l2_norm_ggml_32"
+        } else {
+            "l2_norm_ggml_1024"
+        };
+        Ok(Plan::kernels(vec![LaunchPlan::new(
+            k(entry),
+            ggml_grid(&l),
+            [bs, 1, 1],
+            0,
+        )]))
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        let l = RowLayout::of(case);
+        let args = [
+            KArg::Ptr(ctx.ptr(0)),
+            KArg::Ptr(ctx.ptr(1)),
+            KArg::I32(l.ncols as i32),
+            KArg::I64(l.stride_row),
+            KArg::I64(l.stride_channel),
+            KArg::I64(l.stride_sample),
+            KArg::F32(case.params.f64_or("eps", EPS) as f32),
+        ];
+        ctx.launch(&plan.launches[0], &args)
+    }
+}
+
+/// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
+pub struct Clamped;
+pub static CLAMPED: Clamped = Clamped;
+
+impl Impl for Clamped {
+    fn name(&self) -> &'static str {
+        "clamped"
+    }
+    fn role(&self) -> ImplRole {
+        ImplRole::Fixed
+    }
+    fn about(&self) -> &'static str {
+        "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets"
+    }
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
+        let l = RowLayout::of(case);
+        let grid = clamped_grid(&l, limits)?;
+        let bs = block_for(l.ncols);
+        let entry = if bs == 32 {
+            "l2_norm_clamped_32"
+        } else {
+            "l2_norm_clamped_1024"
+        };
+        Ok(Plan::kernels(vec![LaunchPlan::new(
+            k(entry),
+            grid,
+            [bs, 1, 1],
+            0,
+        )]))
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        let l = RowLayout::of(case);
+        let args = [
+            KArg::Ptr(ctx.ptr(0)),
+            KArg::Ptr(ctx.ptr(1)),
+            KArg::I32(l.ncols as i32),
+            KArg::I64(l.nrows),
+            KArg::I64(l.nchannels),
+            KArg::I64(l.nsamples),
+            KArg::I64(l.stride_row),
+            KArg::I64(l.stride_channel),
+            KArg::I64(l.stride_sample),
+            KArg::F32(case.params.f64_or("eps", EPS) as f32),
+        ];
+        ctx.launch(&plan.launches[0], &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(ne: Ne) -> Case {
+        Case::new("l2_norm", "ggml", DType::F32, ne)
+            .with_param("eps", EPS)
+            .with_param("row_pad", 0)
+    }
+
+    fn close(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn reference_by_hand() {
+        // Row [3, 4]: norm 5. Row [0, 0]: norm 0 < eps, so divided by eps: stays 0.
+        let x = HostTensor::from_f32(DType::F32, [2, 2, 1, 1], &[3.0, 4.0, 0.0, 0.0]);
+        let out = OP.reference(&case([2, 2, 1, 1]), &[x]).unwrap();
+        close(&out[0], &[0.6, 0.8, 0.0, 0.0]);
+        // eps bounds the divisor from below: a row of norm 1e-3 under eps 0.5 is divided by 0.5.
+        let x = HostTensor::from_f32(DType::F32, [1, 1, 1, 1], &[1e-3]);
+        let out = OP
+            .reference(&case([1, 1, 1, 1]).with_param("eps", 0.5), &[x])
+            .unwrap();
+        assert!((out[0][0] - (1e-3f32 as f64) / 0.5).abs() < 1e-15);
+        // Padded rows: the padding is not part of the row.
+        let c = case([2, 2, 1, 1]).with_param("row_pad", 1);
+        let specs = OP.tensors(&c).unwrap();
+        let x = HostTensor::from_bytes(
+            DType::F32,
+            [2, 2, 1, 1],
+            specs[0].nb,
+            [6.0f32, 8.0, 99.0, 0.0, -2.0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        );
+        let out = OP.reference(&c, &[x]).unwrap();
+        close(&out[0], &[0.6, 0.8, 0.0, -1.0]);
+    }
+
+    #[test]
+    fn reference_rows_have_unit_norm() {
+        let n = 300;
+        let vals: Vec<f32> = (0..n * 2).map(|i| ((i * 13) % 29) as f32 - 14.0).collect();
+        let x = HostTensor::from_f32(DType::F32, [n as i64, 2, 1, 1], &vals);
+        let out = OP.reference(&case([n as i64, 2, 1, 1]), &[x]).unwrap();
+        for row in out[0].chunks(n) {
+            let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-12, "norm {norm}");
+        }
+    }
+
+    #[test]
+    fn ggml_plan_breaks_grid_y_and_z_exactly_past_65535() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let bad = GGML.plan(&case([128, 2, 65536, 1]), &h200).unwrap();
+        let v = bad.violations(&h200);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].dim, "grid.y");
+        assert_eq!((v[0].value, v[0].limit), (65536, 65535));
+        assert!(GGML
+            .plan(&case([128, 2, 65535, 1]), &h200)
+            .unwrap()
+            .violations(&h200)
+            .is_empty());
+        let v = GGML
+            .plan(&case([64, 1, 1, 65536]), &h200)
+            .unwrap()
+            .violations(&h200);
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].dim.as_str(), v[0].value), ("grid.z", 65536));
+        assert!(GGML
+            .plan(&case([64, 1, 1, 65535]), &h200)
+            .unwrap()
+            .violations(&h200)
+            .is_empty());
+    }
+
+    #[test]
+    fn upstream_line_and_vars() {
+        let r = OP.upstream(&case([64, 1, 65536, 1])).unwrap();
+        assert_eq!(
+            r.test_case_line,
+            "test_cases.emplace_back(new test_l2_norm(GGML_TYPE_F32, {64, 1, 65536, 1}, 1e-12f));"
+        );
+        assert_eq!(r.vars, "type=f32,ne=[64,1,65536,1],eps=0.000000");
+        assert_eq!(r.op_name, "L2_NORM");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clamped_never_plans_a_violation(
+            n0 in 1i64..5000, n1 in 1i64..3_000_000_000, n2 in 1i64..300_000, n3 in 1i64..300_000,
+            prof in 0usize..5,
+        ) {
+            let p = LimitsProfile::builtin(LimitsProfile::BUILTIN[prof]).unwrap();
+            let c = case([n0, n1, n2, n3]);
+            match CLAMPED.plan(&c, &p) {
+                Ok(plan) => proptest::prop_assert!(plan.violations(&p).is_empty(), "{:?}", plan.violations(&p)),
+                Err(_) => proptest::prop_assert!(n1 as u64 > p.grid_limit(0)),
+            }
+        }
+    }
+}
