@@ -121,6 +121,8 @@ pub struct AlgoInfo {
     pub cluster_shape_id: Option<u64>,
     pub workspace_bytes: u64,
     pub waves_count: f32,
+    /// Which of the heuristic's results this is (0: its first choice).
+    pub heuristic_index: usize,
 }
 
 impl AlgoInfo {
@@ -137,6 +139,7 @@ impl AlgoInfo {
             "cluster_shape_id": self.cluster_shape_id,
             "workspace_bytes": self.workspace_bytes,
             "waves_count": self.waves_count,
+            "heuristic_index": self.heuristic_index,
         })
     }
 }
@@ -250,7 +253,13 @@ impl LtPlan {
     /// `scales` (two device f32, as for `matmul`) is set as the scale pointers before the
     /// heuristic runs, as NVIDIA's FP8 sample does, so the algorithm is chosen for a scaled
     /// GEMM; `matmul` sets the pointers of each call again.
-    pub fn build(n: u64, k: u64, plan_rows: u64, scales: u64) -> Result<LtPlan, RunError> {
+    pub fn build(
+        n: u64,
+        k: u64,
+        plan_rows: u64,
+        scales: u64,
+        algo_index: usize,
+    ) -> Result<LtPlan, RunError> {
         let h = handle()?;
         use sys::cublasLtMatmulDescAttributes_t::*;
         use sys::cudaDataType_t::*;
@@ -308,12 +317,25 @@ impl LtPlan {
             )
         };
         check("cublasLtMatmulPreferenceSetAttribute", s, &what)?;
-        // SAFETY: zeroed POD out-structure; count out-pointer valid.
-        let mut heur: sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+        // Ask for algo_index + 1 results and take the last: index 0 is the heuristic's
+        // first choice (what an engine ships); others let a run pick a different kernel.
+        let want = algo_index + 1;
+        // SAFETY: zeroed POD out-structures; the array holds `want` results; count valid.
+        let mut results: Vec<sys::cublasLtMatmulHeuristicResult_t> =
+            (0..want).map(|_| unsafe { std::mem::zeroed() }).collect();
         let mut count = 0i32;
         let s = unsafe {
             sys::cublasLtMatmulAlgoGetHeuristic(
-                h, desc, a_layout, b_layout, d_layout, d_layout, pref, 1, &mut heur, &mut count,
+                h,
+                desc,
+                a_layout,
+                b_layout,
+                d_layout,
+                d_layout,
+                pref,
+                want.min(i32::MAX as usize) as i32,
+                results.as_mut_ptr(),
+                &mut count,
             )
         };
         check("cublasLtMatmulAlgoGetHeuristic", s, &what)?;
@@ -322,6 +344,12 @@ impl LtPlan {
                 "cuBLASLt cublasLtMatmulAlgoGetHeuristic returned no algorithm for {what}"
             )));
         }
+        if (count as usize) <= algo_index {
+            return Err(RunError::Unsupported(format!(
+                "cuBLASLt's heuristic returned {count} algorithm(s) for {what}; algo index {algo_index} asked for"
+            )));
+        }
+        let heur = results[algo_index];
         check(
             "cublasLtMatmulAlgoGetHeuristic (result state)",
             heur.state,
@@ -341,6 +369,7 @@ impl LtPlan {
             cluster_shape_id: algo_attr(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
             workspace_bytes: heur.workspaceSize as u64,
             waves_count: heur.wavesCount,
+            heuristic_index: algo_index,
         };
         // The plan owns the descriptors now; the preference is no longer needed.
         p.layouts.clear();
@@ -422,10 +451,13 @@ impl LtPlan {
     }
 }
 
+/// (plan rows, K, N, heuristic index).
+type PlanKey = (u64, u64, u64, usize);
+
 /// The plan cache of the incident: one plan per (bucket rows, K, N), built on first use and
 /// kept for the process.
 pub struct PlanCache {
-    plans: Mutex<HashMap<(u64, u64, u64), LtPlan>>,
+    plans: Mutex<HashMap<PlanKey, LtPlan>>,
 }
 
 static CACHE: OnceLock<PlanCache> = OnceLock::new();
@@ -437,7 +469,7 @@ pub fn cache() -> &'static PlanCache {
 }
 
 impl PlanCache {
-    /// Run `f` with the plan for `plan_rows` (building it on a miss). Returns f's answer and
+    /// Run `f` with the plan for `plan_rows` (and heuristic result `algo_index`) (building it on a miss). Returns f's answer and
     /// whether the plan came from the cache.
     pub fn with_plan<R>(
         &self,
@@ -445,13 +477,14 @@ impl PlanCache {
         k: u64,
         plan_rows: u64,
         scales: u64,
+        algo_index: usize,
         f: impl FnOnce(&LtPlan) -> Result<R, RunError>,
     ) -> Result<(R, bool), RunError> {
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (plan_rows, k, n);
+        let key = (plan_rows, k, n, algo_index);
         let hit = plans.contains_key(&key);
         if !hit {
-            let p = LtPlan::build(n, k, plan_rows, scales)?;
+            let p = LtPlan::build(n, k, plan_rows, scales, algo_index)?;
             plans.insert(key, p);
         }
         match plans.get(&key) {

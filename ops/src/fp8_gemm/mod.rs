@@ -95,6 +95,13 @@ static PARAMS: &[ParamSpec] = &[
         "pool mode: register the pool and its sub-allocations with the NVTX memory API so compute-sanitizer memcheck checks their bounds",
     ),
     ParamSpec::int(
+        "algo",
+        0,
+        0,
+        31,
+        "which of cuBLASLt's heuristic results to run (0: its first choice, what an engine ships); another index picks another kernel",
+    ),
+    ParamSpec::int(
         "weight_block",
         32,
         1,
@@ -569,14 +576,15 @@ fn run_impl(
     // Every chunk's plan (cache lookup or build) and the workspace, before any staging is
     // allocated: the staging is then the last allocation, so the memory past its end is not
     // another live allocation of this case (memcheck sees the read as out of bounds).
+    let algo = case.params.i64_or("algo", 0).max(0) as usize;
     let mut chunk_plans: Vec<(Option<lt::LtPlan>, lt::AlgoInfo, bool)> = Vec::new();
     for c in &ls {
         if cached {
             let (info, hit) =
-                lt::cache().with_plan(n, k, c.plan_rows, scales, |p| Ok(p.info.clone()))?;
+                lt::cache().with_plan(n, k, c.plan_rows, scales, algo, |p| Ok(p.info.clone()))?;
             chunk_plans.push((None, info, hit));
         } else {
-            let p = lt::LtPlan::build(n, k, c.plan_rows, scales)?;
+            let p = lt::LtPlan::build(n, k, c.plan_rows, scales, algo)?;
             let info = p.info.clone();
             chunk_plans.push((Some(p), info, false));
         }
@@ -734,7 +742,7 @@ fn run_impl(
         };
         match own_plan {
             None => {
-                lt::cache().with_plan(n, k, c.plan_rows, scales, run)?;
+                lt::cache().with_plan(n, k, c.plan_rows, scales, algo, run)?;
             }
             Some(p) => run(p)?,
         }
