@@ -3,6 +3,7 @@
 
 pub mod add_id;
 pub mod cumsum;
+pub mod fp8_gemm;
 pub mod l2_norm;
 pub mod norm;
 pub mod norm_family;
@@ -25,6 +26,7 @@ pub fn all_ops() -> Vec<&'static dyn Op> {
         &cumsum::OP,
         &tri::OP,
         &add_id::OP,
+        &fp8_gemm::OP,
     ]
 }
 

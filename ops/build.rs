@@ -1,0 +1,15 @@
+//! Compiles the NVTX memory-API shim (ops/csrc/nvtx_mem_shim.c) against the vendored NVTX3
+//! headers. NVTX3 is header-only and loads its tool at run time with dlopen, so this needs a
+//! C compiler at build time and nothing from CUDA.
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/nvtx_mem_shim.c");
+    println!("cargo:rerun-if-changed=third_party/nvtx3");
+    cc::Build::new()
+        .file("csrc/nvtx_mem_shim.c")
+        .include("third_party/nvtx3")
+        .warnings(false)
+        .compile("kedge_nvtx_mem");
+    // dlopen/dlsym: in libc from glibc 2.34, in libdl before.
+    println!("cargo:rustc-link-lib=dl");
+}
