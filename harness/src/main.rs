@@ -90,8 +90,29 @@ enum Cmd {
         /// Run only the CPU-side checks even if a GPU is present.
         #[arg(long)]
         cpu: bool,
+        /// Run shard K of N (1-based); `kedge report` merges the shards' results.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<kedge::shard::Shard>,
         #[command(flatten)]
         ext: Ext,
+    },
+    /// Reports from results.jsonl files (shards are merged): report.md, report.json, junit.xml.
+    Report {
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        #[arg(long, default_value = "kedge-out")]
+        out: PathBuf,
+    },
+    /// Exit 0 only when every failure in the results is a known one (in the baseline).
+    Gate {
+        /// Known failures: JSON lines {"id":..,"verdict":..,"case":{..}}.
+        #[arg(long, required_unless_present = "write_baseline")]
+        baseline: Option<PathBuf>,
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// Write the results' failures as a new baseline to this file instead of gating.
+        #[arg(long)]
+        write_baseline: Option<PathBuf>,
     },
     /// (internal) A worker: reads case lines on stdin, writes verdict lines on stdout.
     #[command(hide = true)]
@@ -248,6 +269,19 @@ fn classify(e: &anyhow::Error) -> i32 {
         {
             return exit::NO_GPU;
         }
+        if cause
+            .downcast_ref::<kedge::results::ResultsError>()
+            .is_some()
+            || cause.downcast_ref::<kedge::gate::GateError>().is_some()
+        {
+            return exit::BAD_INPUT;
+        }
+        if cause
+            .downcast_ref::<kedge::sanitizer::SanitizerError>()
+            .is_some()
+        {
+            return exit::ENVIRONMENT;
+        }
         if cause.downcast_ref::<BadInput>().is_some() {
             return exit::BAD_INPUT;
         }
@@ -316,6 +350,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             resume,
             profile: p,
             cpu,
+            shard,
             ext,
         } => {
             let reg = ext.registry(single_op(&select).as_deref())?;
@@ -330,8 +365,15 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 resume,
                 &profile(&p)?,
                 cpu,
+                shard,
             )
         }
+        Cmd::Report { results, out } => cmd_report(&results, &out),
+        Cmd::Gate {
+            baseline,
+            results,
+            write_baseline,
+        } => cmd_gate(baseline.as_deref(), &results, write_baseline.as_deref()),
         Cmd::Worker { device, ext } => match ext.registry(None) {
             Ok(reg) => Ok(kedge::worker::main(&reg, device)),
             Err(e) => {
@@ -345,6 +387,50 @@ fn dispatch(cli: Cli) -> Result<i32> {
             }
         },
     }
+}
+
+fn cmd_report(results: &[PathBuf], out: &Path) -> Result<i32> {
+    let set = kedge::results::ResultSet::load(results)?;
+    write_reports(&set, out)?;
+    Ok(exit::OK)
+}
+
+/// report.md (a person reads it first), report.json (machines), junit.xml (CI systems).
+fn write_reports(set: &kedge::results::ResultSet, out: &Path) -> Result<()> {
+    let r = kedge::report::render_all(set)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, text) in [
+        ("report.md", &r.markdown),
+        ("report.json", &r.json),
+        ("junit.xml", &r.junit),
+    ] {
+        let p = out.join(name);
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    eprintln!(
+        "kedge: {} results -> {}/report.md, report.json, junit.xml",
+        set.results.len(),
+        out.display()
+    );
+    Ok(())
+}
+
+fn cmd_gate(baseline: Option<&Path>, results: &[PathBuf], write: Option<&Path>) -> Result<i32> {
+    let set = kedge::results::ResultSet::load(results)?;
+    if let Some(w) = write {
+        let b = kedge::gate::Baseline::from_results(&set.results);
+        std::fs::write(w, b.to_jsonl()).with_context(|| format!("writing {}", w.display()))?;
+        eprintln!(
+            "kedge: baseline of known failures written to {}",
+            w.display()
+        );
+        return Ok(exit::OK);
+    }
+    let path = baseline.ok_or_else(|| BadInput("--baseline FILE is required".into()))?;
+    let b = kedge::gate::Baseline::load(path)?;
+    let outcome = kedge::gate::gate(&b, &set.results);
+    print!("{}", outcome.render());
+    Ok(outcome.exit_code())
 }
 
 fn cmd_limits(p: Option<String>, json: bool) -> Result<i32> {
@@ -478,14 +564,23 @@ fn sanitize_spec(
         tool: tool.name().to_string(),
         prefix,
         attribute: Box::new(move |xml: &Path, started: usize| {
-            let parsed =
-                san::parse_xml_file(xml).map_err(|e| format!("reading {}: {e}", xml.display()))?;
-            let att = san::attribute(&parsed.records, started);
-            Ok(att
-                .per_case
-                .iter()
-                .map(|recs| san::case_findings(recs, tool))
-                .collect())
+            let mut run = san::analyze_run(xml, tool, started, None)
+                .map_err(|e| format!("reading {}: {e}", xml.display()))?;
+            // No marker at all (a sanitizer set up to hide API errors, say): with one case in
+            // the worker every record is still its own; with more, they cannot be split.
+            if run.markers == 0 && !run.preamble.is_empty() {
+                if started == 1 {
+                    let pre = std::mem::take(&mut run.preamble);
+                    run.per_case[0].primary.extend(pre.primary);
+                    run.per_case[0].secondary.extend(pre.secondary);
+                } else {
+                    return Err(format!(
+                        "{}: no kedge_case_marker records, so its records cannot be attributed to the {started} cases of this worker; rerun with --batch 1",
+                        xml.display()
+                    ));
+                }
+            }
+            Ok(run.per_case)
         }),
         batch: exec.batch.max(1),
     })
@@ -581,13 +676,17 @@ fn cmd_sweep(
     resume: bool,
     prof: &LimitsProfile,
     cpu: bool,
+    shard: Option<kedge::shard::Shard>,
 ) -> Result<i32> {
     let gpu = !cpu && kedge_core::device::driver_present();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let results_path = out.join("results.jsonl");
     if !gpu {
         // CPU-side checks only.
-        let cases = select.cases(reg, suite, prof, incidents_path().as_deref())?;
+        let mut cases = select.cases(reg, suite, prof, incidents_path().as_deref())?;
+        if let Some(sh) = shard {
+            cases = sh.select(cases);
+        }
         eprintln!(
             "kedge: {}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
             if cpu { "--cpu given" } else { "no CUDA driver on this machine" },
@@ -619,11 +718,19 @@ fn cmd_sweep(
             results_path.display()
         );
         eprintln!("kedge: GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {})", exit::GPU_SKIPPED);
+        drop(w);
+        write_reports(
+            &kedge::results::ResultSet::load(std::slice::from_ref(&results_path))?,
+            out,
+        )?;
         return Ok(exit::GPU_SKIPPED);
     }
     // On the GPU: cases are generated for the live device's limits, read by a worker.
     let live = probe_limits(&mut supervisor(exec, ext_args, &out.join("workers"), None)?)?;
     let mut cases = select.cases(reg, suite, &live, incidents_path().as_deref())?;
+    if let Some(sh) = shard {
+        cases = sh.select(cases);
+    }
     if let Some(max) = exec.max_elements {
         let before = cases.len();
         cases.retain(|c| c.ne.iter().map(|&x| x as u64).product::<u64>() <= max);
@@ -690,6 +797,11 @@ fn cmd_sweep(
     let sum_path = out.join("sweep-summary.json");
     std::fs::write(&sum_path, serde_json::to_string_pretty(&runs)?)
         .with_context(|| format!("writing {}", sum_path.display()))?;
+    drop(w);
+    write_reports(
+        &kedge::results::ResultSet::load(std::slice::from_ref(&results_path))?,
+        out,
+    )?;
     Ok(if failures > 0 {
         exit::FAILURES
     } else {

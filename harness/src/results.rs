@@ -124,63 +124,6 @@ pub fn rerun_command(r: &CaseResult) -> String {
     cmd
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kedge_core::{Case, DType, Detector, Verdict};
-
-    fn line(ne2: i64, v: Verdict, under: &str) -> String {
-        let c = Case::new("rms_norm", "ggml", DType::F32, [64, 1, ne2, 1]);
-        let mut r = CaseResult::new(&c, v, Detector::Reference, format!("{v}"));
-        r.under = under.into();
-        r.to_line()
-    }
-
-    #[test]
-    fn merge_keeps_last_per_case_and_run() {
-        let a = format!(
-            "{}\n{}\n",
-            line(1, Verdict::Pass, "native"),
-            line(2, Verdict::WrongValues, "native")
-        );
-        let b = format!(
-            "{}\n{}\n",
-            line(2, Verdict::Pass, "native"),
-            line(2, Verdict::OobRead, "memcheck")
-        );
-        let s = ResultSet::from_texts(&[("a", &a), ("b", &b)]).unwrap();
-        assert_eq!(s.results.len(), 3);
-        assert_eq!(s.replaced, 1);
-        assert_eq!(s.results[1].verdict, Verdict::Pass);
-        assert_eq!(s.results[1].case.ne[2], 2);
-        assert_eq!(s.results[2].under, "memcheck");
-    }
-
-    #[test]
-    fn malformed_line_names_file_and_line_but_cut_tail_is_a_warning() {
-        let good = line(1, Verdict::Pass, "native");
-        let text = format!("{good}\n{{\"id\":1}}\n{good}\n");
-        let e = ResultSet::from_texts(&[("r.jsonl", &text)]).unwrap_err();
-        assert!(e.to_string().starts_with("r.jsonl:2:"), "{e}");
-        let cut = format!("{good}\n{}", &good[..good.len() / 2]);
-        let s = ResultSet::from_texts(&[("r.jsonl", &cut)]).unwrap();
-        assert_eq!(s.results.len(), 1);
-        assert_eq!(s.warnings.len(), 1);
-        assert!(s.warnings[0].contains("r.jsonl:2"), "{:?}", s.warnings);
-    }
-
-    #[test]
-    fn rerun_command_quotes_the_case_line() {
-        let mut c = Case::new("x", "y", DType::F32, [1, 1, 1, 1]);
-        c.params.insert("name".into(), "it's".into());
-        let r = CaseResult::new(&c, Verdict::Pass, Detector::None, "");
-        let cmd = rerun_command(&r);
-        assert!(cmd.starts_with("kedge run --case '{"), "{cmd}");
-        assert!(cmd.contains(r"it'\''s"), "{cmd}");
-        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
-    }
-}
-
 pub struct ResultsWriter {
     file: std::fs::File,
     pub written: usize,
@@ -257,4 +200,61 @@ pub fn finished_ids(path: &Path, under: &str) -> HashSet<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kedge_core::{Case, DType, Detector, Verdict};
+
+    fn line(ne2: i64, v: Verdict, under: &str) -> String {
+        let c = Case::new("rms_norm", "ggml", DType::F32, [64, 1, ne2, 1]);
+        let mut r = CaseResult::new(&c, v, Detector::Reference, format!("{v}"));
+        r.under = under.into();
+        r.to_line()
+    }
+
+    #[test]
+    fn merge_keeps_last_per_case_and_run() {
+        let a = format!(
+            "{}\n{}\n",
+            line(1, Verdict::Pass, "native"),
+            line(2, Verdict::WrongValues, "native")
+        );
+        let b = format!(
+            "{}\n{}\n",
+            line(2, Verdict::Pass, "native"),
+            line(2, Verdict::OobRead, "memcheck")
+        );
+        let s = ResultSet::from_texts(&[("a", &a), ("b", &b)]).unwrap();
+        assert_eq!(s.results.len(), 3);
+        assert_eq!(s.replaced, 1);
+        assert_eq!(s.results[1].verdict, Verdict::Pass);
+        assert_eq!(s.results[1].case.ne[2], 2);
+        assert_eq!(s.results[2].under, "memcheck");
+    }
+
+    #[test]
+    fn malformed_line_names_file_and_line_but_cut_tail_is_a_warning() {
+        let good = line(1, Verdict::Pass, "native");
+        let text = format!("{good}\n{{\"id\":1}}\n{good}\n");
+        let e = ResultSet::from_texts(&[("r.jsonl", &text)]).unwrap_err();
+        assert!(e.to_string().starts_with("r.jsonl:2:"), "{e}");
+        let cut = format!("{good}\n{}", &good[..good.len() / 2]);
+        let s = ResultSet::from_texts(&[("r.jsonl", &cut)]).unwrap();
+        assert_eq!(s.results.len(), 1);
+        assert_eq!(s.warnings.len(), 1);
+        assert!(s.warnings[0].contains("r.jsonl:2"), "{:?}", s.warnings);
+    }
+
+    #[test]
+    fn rerun_command_quotes_the_case_line() {
+        let mut c = Case::new("x", "y", DType::F32, [1, 1, 1, 1]);
+        c.params.insert("name".into(), "it's".into());
+        let r = CaseResult::new(&c, Verdict::Pass, Detector::None, "");
+        let cmd = rerun_command(&r);
+        assert!(cmd.starts_with("kedge run --case '{"), "{cmd}");
+        assert!(cmd.contains(r"it'\''s"), "{cmd}");
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    }
 }

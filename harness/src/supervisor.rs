@@ -436,36 +436,7 @@ fn died(case: &Case, what: &str) -> CaseResult {
     )
 }
 
-/// Fold sanitizer findings into a case's result: the most severe finding names the verdict
-/// and detector; what the worker saw itself is kept in `also`.
+/// Fold a case's sanitizer findings into its result (see `sanitizer::merge_into_result`).
 pub fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
-    if cf.is_empty() {
-        return;
-    }
-    // The most severe primary finding (a kernel record, not the API errors that follow a
-    // fault) names the verdict and detector.
-    let findings = cf.all();
-    let primary = cf
-        .primary
-        .iter()
-        .filter(|f| f.verdict.is_failure())
-        .max_by_key(|f| f.verdict.severity())
-        .cloned();
-    // A sanitizer record names the cause: a fault the worker saw after memcheck aborted the
-    // kernel is its consequence, so the record wins and the fault goes to `also`.
-    if let Some(p) = primary {
-        if r.detector != Detector::None && r.detector != p.tool {
-            r.also.push(r.detector);
-        }
-        let before = format!("{} ({})", r.verdict, r.detector);
-        r.verdict = p.verdict;
-        r.detector = p.tool;
-        let kernel = p
-            .kernel
-            .as_ref()
-            .map(|k| format!(" in {k}"))
-            .unwrap_or_default();
-        r.detail = format!("{}: {}{kernel}; worker saw: {before}", p.tool, p.text);
-    }
-    r.findings = findings;
+    crate::sanitizer::merge_into_result(r, &cf);
 }
