@@ -63,5 +63,18 @@ if want source; then
   done
 fi
 
+# Attribution does not depend on luck: the same cases (clean ones and the calibration read past
+# the end) under memcheck with 16 cases per worker and with one case per worker.
+if want attribution; then
+  SEL=(default -o rms_norm --impl clamped,planted-read-past-end --alloc exact --sanitize memcheck)
+  run attribution-batch16 "$K" sweep "${SEL[@]}" --batch 16 --out "$W/attr-batch16"
+  run attribution-batch1 "$K" sweep "${SEL[@]}" --batch 1 --out "$W/attr-batch1"
+  run attribution-compare python3 scripts/compare-attribution.py "$W/attr-batch16/results.jsonl" "$W/attr-batch1/results.jsonl"
+fi
+
+if want fp8; then
+  KEDGE="$K" run fp8-incident bash scripts/fp8-gemm-incident.sh "$W/fp8"
+fi
+
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null
 say "archive: $(du -h "$OUT/kedge-gpu.tar.gz" | cut -f1)"
