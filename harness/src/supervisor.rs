@@ -322,6 +322,7 @@ impl Supervisor {
             let mut worker_gone = false;
             while i < cases.len() && started < batch && !worker_gone {
                 let case = &cases[i];
+                let mut retiring = false;
                 let sent = match w.stdin.as_mut() {
                     Some(s) => writeln!(s, "{}", case.to_line())
                         .and_then(|_| s.flush())
@@ -342,6 +343,11 @@ impl Supervisor {
                         match w.recv(self.cfg.timeout) {
                             Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
                                 Ok(WorkerMsg::Result(r)) => break *r,
+                                Ok(WorkerMsg::Retiring { .. }) => {
+                                    // Its result follows; then it exits. Send it nothing more.
+                                    retiring = true;
+                                    continue;
+                                }
                                 Ok(WorkerMsg::Error { message }) => {
                                     break CaseResult::new(
                                         case,
@@ -395,6 +401,9 @@ impl Supervisor {
                     emit(r, i)?;
                 }
                 // A worker whose context died exits by itself after writing its verdict.
+                if retiring {
+                    worker_gone = true;
+                }
                 if !worker_gone {
                     if let Ok(Some(st)) = w.child.try_wait() {
                         let _ = st;

@@ -26,6 +26,11 @@ pub enum WorkerMsg {
     Error {
         message: String,
     },
+    /// Sent just before the `result` of a case after which the context is dead: the worker
+    /// exits after that result, so the supervisor must not send it another case.
+    Retiring {
+        reason: String,
+    },
 }
 
 /// Exit code of a worker whose context died after a case (the result was written first).
@@ -86,6 +91,12 @@ pub fn main(reg: &Registry, ordinal: usize) -> i32 {
         dev.case_marker(seq);
         seq += 1;
         let ex = engine::execute(reg, &mut dev, &case);
+        if ex.context_dead {
+            let reason = format!("the CUDA context is dead after: {}", ex.result.detail);
+            if send(&mut out, &WorkerMsg::Retiring { reason }).is_err() {
+                return crate::exit::ENVIRONMENT;
+            }
+        }
         if send(&mut out, &WorkerMsg::Result(Box::new(ex.result))).is_err() {
             return crate::exit::ENVIRONMENT;
         }

@@ -17,6 +17,12 @@ while IFS= read -r line; do
   case "$line" in
     *'"seed":666'*) kill -SEGV $$ ;;
     *'"seed":777'*) sleep 600 ;;
+    *'"seed":555'*)
+      # A sticky fault: announce retirement, give the verdict, linger a moment (as a
+      # sanitizer-wrapped worker does while the tool writes its report), then exit.
+      echo '{"retiring":{"reason":"context dead"}}'
+      echo '{"result":{"id":"x","case":'"$line"',"verdict":"device-fault","detector":"device-sync","detail":"fake fault","under":"native","ms":0.0}}'
+      sleep 0.5; exit 86 ;;
   esac
   echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
 done
@@ -51,7 +57,16 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
         work_dir: dir.path().join("w"),
         progress: false,
     });
-    let cases = vec![case(1), case(2), case(666), case(3), case(777), case(4)];
+    let cases = vec![
+        case(1),
+        case(2),
+        case(666),
+        case(3),
+        case(777),
+        case(4),
+        case(555),
+        case(5),
+    ];
     let mut got: Vec<CaseResult> = Vec::new();
     let summary = sup.run(&cases, &mut |r| {
         got.push(r);
@@ -80,12 +95,21 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
         by_seed(666).detail
     );
     assert_eq!(by_seed(777).verdict, Verdict::Timeout);
-    for s in [1, 2, 3, 4] {
-        assert_eq!(by_seed(s).verdict, Verdict::Pass, "case {s}");
+    // The retiring worker's own verdict is kept; the case after it goes to a new worker
+    // (not to the one that is exiting, which would charge it a death it did not cause).
+    assert_eq!(by_seed(555).verdict, Verdict::DeviceFault);
+    assert_eq!(by_seed(555).detector, Detector::DeviceSync);
+    for s in [1, 2, 3, 4, 5] {
+        assert_eq!(
+            by_seed(s).verdict,
+            Verdict::Pass,
+            "case {s}: {}",
+            by_seed(s).detail
+        );
     }
-    // First worker, one after the crash, one after the hang.
-    assert_eq!(summary.workers_started, 3);
-    assert_eq!(summary.workers_replaced, 2);
+    // First worker, one after the crash, one after the hang, one after the retirement.
+    assert_eq!(summary.workers_started, 4);
+    assert_eq!(summary.workers_replaced, 3);
 }
 
 #[test]
