@@ -3,12 +3,13 @@
 
 pub mod rms_norm;
 pub mod rows;
+pub mod zoo;
 
 use kedge_core::{Op, Registry};
 
 /// Every op kedge ships, in report order.
 pub fn all_ops() -> Vec<&'static dyn Op> {
-    vec![&rms_norm::OP]
+    vec![&rms_norm::OP, &zoo::OP]
 }
 
 pub fn registry() -> Registry {

@@ -18,9 +18,19 @@ pub struct Executed {
 }
 
 /// Plan the case against a profile. Unsupported is answered as a result.
-pub fn plan_case(imp: &dyn Impl, case: &Case, limits: &LimitsProfile) -> Result<Plan, Box<CaseResult>> {
-    imp.plan(case, limits)
-        .map_err(|why| Box::new(CaseResult::new(case, Verdict::Unsupported, Detector::Impl, why)))
+pub fn plan_case(
+    imp: &dyn Impl,
+    case: &Case,
+    limits: &LimitsProfile,
+) -> Result<Plan, Box<CaseResult>> {
+    imp.plan(case, limits).map_err(|why| {
+        Box::new(CaseResult::new(
+            case,
+            Verdict::Unsupported,
+            Detector::Impl,
+            why,
+        ))
+    })
 }
 
 /// The CPU side of a case: the launch contract against `limits` and, if asked, the reference
