@@ -7,6 +7,7 @@
 
 pub mod corpus;
 pub mod exit;
+pub mod minimize;
 pub mod results;
 pub mod select;
 pub mod suite;
