@@ -8,6 +8,7 @@
 pub mod corpus;
 pub mod exit;
 pub mod minimize;
+pub mod repro;
 pub mod results;
 pub mod select;
 pub mod suite;
