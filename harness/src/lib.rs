@@ -11,6 +11,7 @@ pub mod minimize;
 pub mod repro;
 pub mod results;
 pub mod select;
+pub mod selftest;
 pub mod suite;
 pub mod supervisor;
 pub mod worker;
