@@ -7,6 +7,8 @@
 
 pub mod corpus;
 pub mod exit;
+pub mod fuzzcases;
+pub mod fuzzing;
 pub mod minimize;
 pub mod repro;
 pub mod results;
