@@ -306,7 +306,10 @@ fn reference_vs_naive_inner(reg: &Registry, u: &mut Unstructured<'_>) -> AResult
 }
 
 /// The targets `cargo test` replays, by name (`fuzz/seeds/<name>/`).
-pub fn targets() -> Vec<(&'static str, fn(&Registry, &[u8]))> {
+/// A fuzz target's body.
+pub type Target = fn(&Registry, &[u8]);
+
+pub fn targets() -> Vec<(&'static str, Target)> {
     vec![
         ("case_line", case_line),
         ("launch_plan", launch_plan),

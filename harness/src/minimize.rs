@@ -153,7 +153,7 @@ impl fmt::Display for Transition {
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum TransitionFinding {
     /// Both sides were run: pass at N, fail at N+1.
-    Found(Transition),
+    Found(Box<Transition>),
     /// No value below the failing one that was run passed: no transition can be stated.
     NoPassingValue { axis: String, tried: Vec<i64> },
     /// Between the passing and the failing value a third outcome appeared (a different
@@ -553,13 +553,13 @@ where
                 fail_at: hi,
             });
         };
-        Ok(TransitionFinding::Found(Transition {
+        Ok(TransitionFinding::Found(Box::new(Transition {
             axis: name,
             pass_at: lo,
             fail_at: hi,
             pass,
             fail,
-        }))
+        })))
     }
 }
 

@@ -37,7 +37,7 @@ fn committed_seeds_replay_without_a_crash() {
 #[test]
 fn bounded_random_inputs_do_not_crash() {
     let reg = kedge_ops::registry();
-    let mut rng = Rng::new(0x6b65_6467_65);
+    let mut rng = Rng::new(0x006b_6564_6765);
     for (name, f) in kedge::fuzzing::targets() {
         for i in 0..1500 {
             let len = rng.below(192) as usize;

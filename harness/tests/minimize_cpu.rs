@@ -46,7 +46,7 @@ fn rms_norm_incident_minimizes_on_the_cpu_and_finds_the_transition() {
         case: &m.case,
         profile: &h200,
         result: Some(&m.result),
-        transition: Some(t),
+        transition: Some(&**t),
         sources: kedge::repro::SourceMode::Placeholder,
     })
     .unwrap();
