@@ -68,6 +68,8 @@ pub enum CuRepro {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repro {
     pub label: String,
+    /// What kedge saw when it ran the case, when a result was given.
+    pub seen: Option<String>,
     /// `Err(why)` when upstream has no such op.
     pub upstream: Result<UpstreamSection, String>,
     pub kedge_run: String,
@@ -257,6 +259,15 @@ pub fn build(input: &ReproInput<'_>) -> Result<Repro, ReproError> {
     };
     Ok(Repro {
         label: input.case.label(),
+        seen: input.result.map(|r| {
+            format!(
+                "{} ({}) under {}: {}",
+                r.verdict,
+                r.detector,
+                r.under,
+                first_line(&r.detail)
+            )
+        }),
         upstream,
         kedge_run,
         cu,
@@ -267,6 +278,9 @@ pub fn build(input: &ReproInput<'_>) -> Result<Repro, ReproError> {
 pub fn render(r: &Repro) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# kedge repro: {}", r.label);
+    if let Some(seen) = &r.seen {
+        let _ = writeln!(s, "# kedge saw: {seen}");
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,
