@@ -614,6 +614,38 @@ where
     })
 }
 
+/// Shrink `case` with `predicate` (a one-shot `Minimizer`); returns the result and the log.
+pub fn minimize<P, E>(
+    case: &Case,
+    given: Option<Outcome>,
+    cfg: ShrinkConfig,
+    predicate: P,
+) -> Result<(Minimized, Vec<Probe>), MinimizeError<E>>
+where
+    P: FnMut(&Case) -> Result<CaseResult, E>,
+    E: std::error::Error + 'static,
+{
+    let mut m = Minimizer::new(predicate, cfg);
+    let r = m.minimize(case, given)?;
+    Ok((r, m.log))
+}
+
+/// Bisect `axis` of the failing `case` with `predicate` (a one-shot `Minimizer`).
+pub fn transition<P, E>(
+    case: &Case,
+    axis: &Axis,
+    cfg: ShrinkConfig,
+    predicate: P,
+) -> Result<(TransitionFinding, Vec<Probe>), MinimizeError<E>>
+where
+    P: FnMut(&Case) -> Result<CaseResult, E>,
+    E: std::error::Error + 'static,
+{
+    let mut m = Minimizer::new(predicate, cfg);
+    let t = m.transition(case, axis)?;
+    Ok((t, m.log))
+}
+
 /// The probe log as text, one line per run.
 pub fn render_log(probes: &[Probe]) -> String {
     let mut s = String::new();

@@ -549,10 +549,10 @@ pub fn cu_file(
     if specs.iter().any(|t| t.dtype == DType::Bf16) {
         let _ = writeln!(s, "#include <cuda_bf16.h>");
     }
-    let _ = writeln!(s, "#include <cstdint>");
-    let _ = writeln!(s, "#include <cstdio>");
-    let _ = writeln!(s, "#include <cstdlib>");
-    let _ = writeln!(s, "#include <cstring>");
+    let _ = writeln!(s, "#include <stdint.h>");
+    let _ = writeln!(s, "#include <stdio.h>");
+    let _ = writeln!(s, "#include <stdlib.h>");
+    let _ = writeln!(s, "#include <string.h>");
     let _ = writeln!(s);
     for k in &files {
         let _ = writeln!(s, "// ---- kernel source: {} ----", k.file);
@@ -762,7 +762,7 @@ mod tests {
         let c = dir.path().join("rng.c");
         let exe = dir.path().join("rng");
         let prog = format!(
-            "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n{RNG_C}\nint main(void) {{ float f[64]; int32_t i[64]; kedge_fill_f32(f, 64, 7, 0); kedge_fill_i32(i, 64, 7, 3); for (int k = 0; k < 64; k++) printf(\"%08x %d\\n\", *(uint32_t *) &f[k], i[k]); return 0; }}\n"
+            "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n{RNG_C}\nint main(void) {{ float f[64]; int32_t i[64]; kedge_fill_f32(f, 64, 7, 0); kedge_fill_i32(i, 64, 7, 3); for (int k = 0; k < 64; k++) {{ uint32_t b; memcpy(&b, &f[k], 4); printf(\"%08x %d\\n\", b, i[k]); }} return 0; }}\n"
         );
         std::fs::write(&c, prog).unwrap();
         let built = std::process::Command::new(&cc)
