@@ -14,12 +14,17 @@
 
 pub mod corpus;
 pub mod exit;
+pub mod fuzzcases;
+pub mod fuzzing;
 pub mod gate;
+pub mod minimize;
 pub mod plugin;
 pub mod report;
+pub mod repro;
 pub mod results;
 pub mod sanitizer;
 pub mod select;
+pub mod selftest;
 pub mod shard;
 pub mod source_impl;
 pub mod suite;

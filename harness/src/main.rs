@@ -114,6 +114,18 @@ enum Cmd {
         #[arg(long)]
         write_baseline: Option<PathBuf>,
     },
+    /// Shrink a failing case (keeping its verdict and detector), find the transition from
+    /// both sides, and print the repro.
+    Minimize(MinimizeArgs),
+    /// Print a case's repro: test-backend-ops line(s) and command, kedge one-liner, and a
+    /// standalone .cu file with its nvcc command.
+    Repro(ReproArgs),
+    /// Calibration: every planted bug must be found by its detector, every fixed impl must
+    /// pass, every incident must say what it must.
+    Selftest(SelftestArgs),
+    /// Boundary-biased random cases; failures are shrunk and appended to
+    /// corpora/fuzz-finds.jsonl.
+    Fuzz(FuzzArgs),
     /// (internal) A worker: reads case lines on stdin, writes verdict lines on stdout.
     #[command(hide = true)]
     Worker {
@@ -368,6 +380,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 shard,
             )
         }
+        Cmd::Minimize(a) => cmd_minimize(&a),
+        Cmd::Repro(a) => cmd_repro(&a),
+        Cmd::Selftest(a) => cmd_selftest(&a),
+        Cmd::Fuzz(a) => cmd_fuzz(&a),
         Cmd::Report { results, out } => cmd_report(&results, &out),
         Cmd::Gate {
             baseline,
@@ -604,21 +620,12 @@ fn supervisor(
     work_dir: &Path,
     tool: Option<kedge::sanitizer::Tool>,
 ) -> Result<Supervisor> {
-    let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
-    let mut worker_args = vec!["--device".to_string(), exec.device.to_string()];
-    worker_args.extend(ext_args.iter().cloned());
-    Ok(Supervisor::new(SupervisorConfig {
-        exe,
-        worker_args,
-        timeout: Duration::from_secs(exec.timeout),
-        ready_timeout: Duration::from_secs(180),
-        sanitize: match tool {
-            Some(t) => Some(sanitize_spec(t, exec)?),
-            None => None,
-        },
-        work_dir: work_dir.to_path_buf(),
-        progress: std::io::stderr().is_terminal(),
-    }))
+    let mut cfg = supervisor_config(exec, work_dir)?;
+    cfg.worker_args.extend(ext_args.iter().cloned());
+    if let Some(t) = tool {
+        cfg.sanitize = Some(sanitize_spec(t, exec)?);
+    }
+    Ok(Supervisor::new(cfg))
 }
 
 fn cmd_run(
@@ -817,4 +824,613 @@ const CPU_REFERENCE_LIMIT: u64 = 1 << 26;
 fn probe_limits(sup: &mut Supervisor) -> Result<LimitsProfile> {
     let s = sup.probe()?;
     s.limits.context("the worker reported no limits")
+}
+
+// ---- minimize / repro / selftest / fuzz (issue 6) -------------------------------------------
+// Kept together so merges with the other subcommands stay simple.
+
+use kedge_core::Case;
+
+#[derive(Debug, Clone, clap::Args)]
+struct MinimizeArgs {
+    /// A case (JSON line), a verdict line from results.jsonl (its case and outcome), or a file
+    /// whose first line is either.
+    input: String,
+    /// Use the CPU-side checks as the predicate (launch contract against --profile): finds
+    /// launch-limit failures without a GPU.
+    #[arg(long)]
+    cpu: bool,
+    /// Profile for --cpu and for the repro's limit comment.
+    #[arg(long, default_value = "h200")]
+    profile: String,
+    /// Most predicate runs (each is one case run; cached, never repeated).
+    #[arg(long, default_value_t = 400)]
+    budget: usize,
+    #[command(flatten)]
+    exec: Exec,
+    /// Write minimize.json (every probe), repro.txt and repro.cu here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct ReproArgs {
+    /// A case (JSON line), a verdict line (its verdict is named in the comment), or a file
+    /// whose first line is either.
+    input: String,
+    #[arg(long, default_value = "h200")]
+    profile: String,
+    /// Write repro.txt and repro.cu here (the .cu is also printed).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct SelftestArgs {
+    /// Only the CPU part (incident plans and references); no GPU runs.
+    #[arg(long)]
+    cpu: bool,
+    /// Sanitizer tools to run the planned cases under (comma separated).
+    #[arg(long, default_value = "memcheck,initcheck,racecheck")]
+    tools: String,
+    /// Only these ops (comma separated).
+    #[arg(short = 'o', long = "op")]
+    op: Option<String>,
+    /// Profile the boundary cases are generated for without a GPU.
+    #[arg(long, default_value = "h200")]
+    profile: String,
+    #[command(flatten)]
+    exec: Exec,
+    /// results.jsonl and selftest.md go here.
+    #[arg(long, default_value = "kedge-selftest")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct FuzzArgs {
+    /// Op(s), comma separated (default: all).
+    #[arg(short = 'o', long = "op")]
+    op: Option<String>,
+    /// Impl(s), comma separated (default: all, planted calibration impls excluded).
+    #[arg(long = "impl")]
+    imp: Option<String>,
+    /// Allocation modes to draw from.
+    #[arg(long, default_value = "exact,guard")]
+    alloc: String,
+    #[arg(long, default_value_t = 200)]
+    cases: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// CPU-side checks only (launch contract against --profile).
+    #[arg(long)]
+    cpu: bool,
+    #[arg(long, default_value = "h200")]
+    profile: String,
+    /// Predicate runs per failure when shrinking it.
+    #[arg(long, default_value_t = 200)]
+    budget: usize,
+    /// Shrink at most this many failures (the rest are listed, not shrunk).
+    #[arg(long, default_value_t = 20)]
+    max_shrinks: usize,
+    #[command(flatten)]
+    exec: Exec,
+    /// Where finds are appended.
+    #[arg(long, default_value = "corpora/fuzz-finds.jsonl")]
+    finds: PathBuf,
+}
+
+/// A case, or a verdict line's case and result, from an argument or the first line of a file.
+fn read_case_or_result(input: &str, reg: &Registry) -> Result<(Case, Option<CaseResult>)> {
+    let text = if Path::new(input).is_file() {
+        let t = std::fs::read_to_string(input).with_context(|| format!("reading {input}"))?;
+        t.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .ok_or_else(|| BadInput(format!("{input} has no case line")))?
+            .to_string()
+    } else {
+        input.to_string()
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| BadInput(format!("not a JSON case or verdict line: {e}")))?;
+    let (case, result) = if v.get("verdict").is_some() && v.get("case").is_some() {
+        let r: CaseResult =
+            serde_json::from_value(v).map_err(|e| BadInput(format!("not a verdict line: {e}")))?;
+        (r.case.clone(), Some(r))
+    } else if let Some(c) = v.get("case") {
+        // An incident or fuzz-find line.
+        let c: Case =
+            serde_json::from_value(c.clone()).map_err(|e| BadInput(format!("bad case: {e}")))?;
+        (c, None)
+    } else {
+        (Case::parse_line(1, &text)?, None)
+    };
+    Ok((case.validate(reg)?, result))
+}
+
+/// The compute-sanitizer wrapping for a tool named by its detector (selftest, minimize).
+fn sanitize_spec_for(
+    d: kedge_core::Detector,
+    exec: &Exec,
+) -> Result<kedge::supervisor::SanitizeSpec> {
+    let tool = kedge::sanitizer::Tool::parse_list(d.name()).map_err(|e| BadInput(e.to_string()))?;
+    let tool = tool
+        .into_iter()
+        .next()
+        .ok_or_else(|| BadInput(format!("{d} is not a sanitizer tool")))?;
+    sanitize_spec(tool, exec)
+}
+
+/// A supervisor-backed predicate: each probe runs one case in a fresh worker (natively, or
+/// under `tool`). Invalid candidates are answered `unsupported` without running.
+fn gpu_predicate<'a>(
+    reg: &'a Registry,
+    sup: &'a mut Supervisor,
+) -> impl FnMut(&Case) -> std::result::Result<CaseResult, SupervisorError> + 'a {
+    move |c: &Case| {
+        let c = match c.validate(reg) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(CaseResult::new(
+                    c,
+                    Verdict::Unsupported,
+                    kedge_core::Detector::Impl,
+                    format!("bad input: {e}"),
+                ))
+            }
+        };
+        let mut got = None;
+        sup.run(std::slice::from_ref(&c), &mut |r| {
+            got = Some(r);
+            Ok(())
+        })?;
+        got.ok_or_else(|| SupervisorError::Sanitizer("the worker returned no verdict".into()))
+    }
+}
+
+fn cpu_predicate<'a>(
+    reg: &'a Registry,
+    prof: &'a LimitsProfile,
+) -> impl FnMut(&Case) -> std::result::Result<CaseResult, std::convert::Infallible> + 'a {
+    move |c: &Case| {
+        Ok(match c.validate(reg) {
+            Ok(c) => engine::check_on_cpu(reg, &c, prof, false),
+            Err(e) => CaseResult::new(
+                c,
+                Verdict::Unsupported,
+                kedge_core::Detector::Impl,
+                format!("bad input: {e}"),
+            ),
+        })
+    }
+}
+
+fn param_defaults(op: &dyn kedge_core::Op) -> kedge_core::Params {
+    op.params()
+        .iter()
+        .map(|p| (p.name.to_string(), p.default_value()))
+        .collect()
+}
+
+fn write_out(dir: &Path, name: &str, text: &str) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let p = dir.join(name);
+    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+    eprintln!("kedge: wrote {}", p.display());
+    Ok(())
+}
+
+fn print_repro(
+    reg: &Registry,
+    case: &Case,
+    prof: &LimitsProfile,
+    result: Option<&CaseResult>,
+    transition: Option<&kedge::minimize::Transition>,
+    out: Option<&Path>,
+) -> Result<()> {
+    use kedge::repro::{self, ReproInput, SourceMode};
+    let r = repro::build(&ReproInput {
+        reg,
+        case,
+        profile: prof,
+        result,
+        transition,
+        sources: SourceMode::Embed,
+    })?;
+    let text = repro::render(&r);
+    print!("{text}");
+    if let Some(dir) = out {
+        write_out(dir, "repro.txt", &text)?;
+        if let repro::CuRepro::Available { source, .. } = &r.cu {
+            write_out(dir, "repro.cu", source)?;
+        }
+    }
+    Ok(())
+}
+
+fn cmd_minimize(a: &MinimizeArgs) -> Result<i32> {
+    use kedge::minimize::{minimize_and_transition, render_log, Outcome, ShrinkConfig};
+    let reg = kedge_ops::registry();
+    let prof = profile(&a.profile)?;
+    let (case, given) = read_case_or_result(&a.input, &reg)?;
+    let op = reg.op(&case.op)?;
+    let cfg = ShrinkConfig {
+        param_defaults: param_defaults(op),
+        max_probes: a.budget,
+        ..ShrinkConfig::default()
+    };
+    let boundaries = op.boundaries(&prof);
+    let report = if a.cpu {
+        // A GPU result's outcome (driver) differs from the CPU's (launch-contract): only the
+        // case is taken from it.
+        if let Some(r) = &given {
+            eprintln!(
+                "kedge: --cpu: shrinking on the launch contract; the given result ({} / {}) is not compared",
+                r.verdict, r.detector
+            );
+        }
+        minimize_and_transition(&case, None, &boundaries, cfg, cpu_predicate(&reg, &prof))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+    } else {
+        if !kedge_core::device::driver_present() {
+            return Err(kedge_core::device::DeviceError::NoDriver).context(
+                "kedge minimize needs a GPU; --cpu shrinks launch-limit failures without one",
+            );
+        }
+        let under = given
+            .as_ref()
+            .map(|r| r.under.clone())
+            .unwrap_or_else(|| "native".into());
+        let tool = kedge::selftest::TOOLS
+            .iter()
+            .copied()
+            .find(|d| d.name() == under);
+        let work = std::env::temp_dir().join(format!("kedge-minimize-{}", std::process::id()));
+        let mut sup_cfg = supervisor_config(&a.exec, &work)?;
+        if let Some(t) = tool {
+            sup_cfg.sanitize = Some(sanitize_spec_for(t, &a.exec)?);
+        }
+        let mut sup = Supervisor::new(sup_cfg);
+        let given_outcome = given.as_ref().map(Outcome::of);
+        minimize_and_transition(
+            &case,
+            given_outcome,
+            &boundaries,
+            cfg,
+            gpu_predicate(&reg, &mut sup),
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+    };
+    println!("# probes ({} runs)", report.probes.len());
+    print!("{}", render_log(&report.probes));
+    let m = &report.minimized;
+    println!();
+    println!(
+        "# minimized: {} -> {}",
+        kedge_core::shape::fmt_ne(&m.original.ne),
+        kedge_core::shape::fmt_ne(&m.case.ne)
+    );
+    println!("{}", m.case.to_line());
+    println!(
+        "outcome: {}{}",
+        m.outcome,
+        if m.budget_exhausted {
+            " (probe budget ran out: may shrink further)"
+        } else {
+            ""
+        }
+    );
+    let transition = match &report.transition {
+        Some(t) => {
+            println!("{t}");
+            match t {
+                kedge::minimize::TransitionFinding::Found(t) => Some(&**t),
+                _ => None,
+            }
+        }
+        None => {
+            println!("no transition: no dimension was blocked by a changed outcome");
+            None
+        }
+    };
+    println!();
+    if let Some(dir) = &a.out {
+        write_out(
+            dir,
+            "minimize.json",
+            &serde_json::to_string_pretty(&report)?,
+        )?;
+    }
+    print_repro(
+        &reg,
+        &m.case,
+        &prof,
+        Some(&m.result),
+        transition,
+        a.out.as_deref(),
+    )?;
+    Ok(exit::OK)
+}
+
+fn cmd_repro(a: &ReproArgs) -> Result<i32> {
+    let reg = kedge_ops::registry();
+    let prof = profile(&a.profile)?;
+    let (case, result) = read_case_or_result(&a.input, &reg)?;
+    print_repro(&reg, &case, &prof, result.as_ref(), None, a.out.as_deref())?;
+    Ok(exit::OK)
+}
+
+fn supervisor_config(exec: &Exec, work_dir: &Path) -> Result<SupervisorConfig> {
+    let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
+    Ok(SupervisorConfig {
+        exe,
+        worker_args: vec!["--device".into(), exec.device.to_string()],
+        timeout: Duration::from_secs(exec.timeout),
+        ready_timeout: Duration::from_secs(180),
+        sanitize: None,
+        work_dir: work_dir.to_path_buf(),
+        progress: std::io::stderr().is_terminal(),
+    })
+}
+
+fn cmd_selftest(a: &SelftestArgs) -> Result<i32> {
+    use kedge::selftest::{judge, render, PlanOptions, SelftestPlan, Under};
+    let reg = kedge_ops::registry();
+    let tools: Vec<kedge_core::Detector> = kedge::select::split(&Some(a.tools.clone()))
+        .iter()
+        .map(|t| {
+            kedge::selftest::TOOLS
+                .iter()
+                .copied()
+                .find(|d| d.name() == t)
+                .ok_or_else(|| BadInput(format!("unknown sanitizer tool '{t}' (known: memcheck, initcheck, racecheck, synccheck)")))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let incidents = match incidents_path() {
+        Some(p) => kedge::corpus::read_expectations(&p)?,
+        None => Vec::new(),
+    };
+    let gpu = !a.cpu && kedge_core::device::driver_present();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut sup = if gpu {
+        Some(supervisor(&a.exec, &[], &a.out.join("workers"), None)?)
+    } else {
+        None
+    };
+    let limits = match sup.as_mut() {
+        Some(s) => probe_limits(s)?,
+        None => profile(&a.profile)?,
+    };
+    let opts = PlanOptions {
+        fixed_tools: tools.clone(),
+        ops: kedge::select::split(&a.op),
+        seed: 1,
+    };
+    let plan = SelftestPlan::build(&reg, &limits, &incidents, &opts);
+    for r in &plan.rejected {
+        eprintln!("kedge: selftest: an op declared a case it rejects: {r}");
+    }
+    let results_path = a.out.join("results.jsonl");
+    let mut w = kedge::results::ResultsWriter::open(&results_path, false)
+        .with_context(|| format!("opening {}", results_path.display()))?;
+    let mut results: Vec<CaseResult> = Vec::new();
+    let mut not_run: Vec<String> = Vec::new();
+    for (under, cases) in plan.groups() {
+        match under {
+            Under::Cpu => {
+                for c in &cases {
+                    let r = engine::check_on_cpu(&reg, c, &limits, true);
+                    w.write(&r)?;
+                    results.push(r);
+                }
+            }
+            Under::Native => match sup.as_mut() {
+                Some(s) => {
+                    s.run(&cases, &mut |r| {
+                        w.write(&r)?;
+                        results.push(r);
+                        Ok(())
+                    })?;
+                }
+                None => not_run.push(format!("{} native cases (no GPU)", cases.len())),
+            },
+            Under::Tool(t) => match (gpu, sanitize_spec_for(t, &a.exec).ok()) {
+                (true, Some(spec)) => {
+                    let mut s = Supervisor::new(SupervisorConfig {
+                        sanitize: Some(spec),
+                        ..supervisor_config(&a.exec, &a.out.join(format!("workers-{}", t.name())))?
+                    });
+                    s.run(&cases, &mut |r| {
+                        w.write(&r)?;
+                        results.push(r);
+                        Ok(())
+                    })?;
+                }
+                (false, _) => not_run.push(format!("{} {} cases (no GPU)", cases.len(), t.name())),
+                (true, None) => not_run.push(format!(
+                    "{} {} cases (compute-sanitizer not found)",
+                    cases.len(),
+                    t.name()
+                )),
+            },
+        }
+    }
+    let table = judge(&plan, &results);
+    let text = format!(
+        "# kedge selftest\n\ndevice: {}{}\nruns: {} results ({} planned case runs)\n{}\n{}",
+        limits.device,
+        if gpu {
+            String::new()
+        } else {
+            format!(" (profile {}; no GPU used)", limits.name)
+        },
+        results.len(),
+        plan.runs.len(),
+        if not_run.is_empty() {
+            String::new()
+        } else {
+            format!("not run: {}\n", not_run.join("; "))
+        },
+        render(&table)
+    );
+    print!("{text}");
+    write_out(&a.out, "selftest.md", &text)?;
+    Ok(if !table.ok() {
+        exit::FAILURES
+    } else if !table.complete() {
+        exit::GPU_SKIPPED
+    } else {
+        exit::OK
+    })
+}
+
+fn cmd_fuzz(a: &FuzzArgs) -> Result<i32> {
+    use kedge::fuzzcases::{generate, known_finds, FuzzFind, FuzzSpec};
+    use kedge::minimize::{minimize_and_transition, ShrinkConfig};
+    let reg = kedge_ops::registry();
+    let ops: Vec<&'static dyn kedge_core::Op> = match &a.op {
+        None => reg.ops().to_vec(),
+        Some(_) => kedge::select::split(&a.op)
+            .iter()
+            .map(|o| reg.op(o))
+            .collect::<std::result::Result<_, _>>()?,
+    };
+    let mut impls = kedge::select::split(&a.imp);
+    if impls.is_empty() {
+        // Planted calibration impls would only refind their planted bugs.
+        for op in &ops {
+            for i in reg.impls_of(*op) {
+                if !matches!(i.role(), kedge_core::ImplRole::Planted { .. }) {
+                    impls.push(i.name().to_string());
+                }
+            }
+        }
+    }
+    let allocs = kedge::select::parse_allocs(&Some(a.alloc.clone()))?;
+    let gpu = !a.cpu && kedge_core::device::driver_present();
+    if !a.cpu && !gpu {
+        return Err(kedge_core::device::DeviceError::NoDriver)
+            .context("kedge fuzz needs a GPU; --cpu fuzzes the launch contract without one");
+    }
+    let work = std::env::temp_dir().join(format!("kedge-fuzz-{}", std::process::id()));
+    let mut sup = if gpu {
+        Some(supervisor(&a.exec, &[], &work, None)?)
+    } else {
+        None
+    };
+    let limits = match sup.as_mut() {
+        Some(s) => probe_limits(s)?,
+        None => profile(&a.profile)?,
+    };
+    let spec = FuzzSpec {
+        impls,
+        allocs,
+        // Generated cases stay small unless --max-elements says otherwise.
+        max_elements: a.exec.max_elements.unwrap_or(1 << 26),
+    };
+    let cases = generate(&reg, &limits, &ops, &spec, a.cases, a.seed);
+    eprintln!("kedge: fuzz: {} cases (seed {})", cases.len(), a.seed);
+    let mut results = Vec::new();
+    match sup.as_mut() {
+        Some(s) => {
+            s.run(&cases, &mut |r| {
+                results.push(r);
+                Ok(())
+            })?;
+        }
+        None => {
+            for c in &cases {
+                results.push(engine::check_on_cpu(&reg, c, &limits, false));
+            }
+        }
+    }
+    let mut known = known_finds(&a.finds);
+    let mut new_finds = 0;
+    let failures: Vec<&CaseResult> = results.iter().filter(|r| r.verdict.is_failure()).collect();
+    eprintln!("kedge: fuzz: {} failures", failures.len());
+    for (k, r) in failures.into_iter().enumerate() {
+        if k >= a.max_shrinks {
+            println!(
+                "not shrunk (--max-shrinks {}): {}",
+                a.max_shrinks,
+                r.to_line()
+            );
+            continue;
+        }
+        let op = reg.op(&r.case.op)?;
+        let cfg = ShrinkConfig {
+            param_defaults: param_defaults(op),
+            max_probes: a.budget,
+            ..ShrinkConfig::default()
+        };
+        let given = Some(kedge::minimize::Outcome::of(r));
+        let report = match sup.as_mut() {
+            Some(s) => minimize_and_transition(
+                &r.case,
+                given,
+                &op.boundaries(&limits),
+                cfg,
+                gpu_predicate(&reg, s),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}")),
+            None => minimize_and_transition(
+                &r.case,
+                given,
+                &op.boundaries(&limits),
+                cfg,
+                cpu_predicate(&reg, &limits),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}")),
+        };
+        let report = match report {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("kedge: fuzz: could not shrink {}: {e}", r.case.label());
+                continue;
+            }
+        };
+        let find = FuzzFind::new(
+            &r.case,
+            &report.minimized.case,
+            report.minimized.outcome,
+            &r.under,
+            report.transition.as_ref(),
+            &report.minimized.result.detail,
+        );
+        if !known.insert(find.key()) {
+            continue;
+        }
+        if let Some(dir) = a.finds.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir)?;
+            }
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&a.finds)
+            .with_context(|| format!("opening {}", a.finds.display()))?;
+        use std::io::Write as _;
+        writeln!(f, "{}", serde_json::to_string(&find)?)?;
+        new_finds += 1;
+        println!(
+            "find: {} {} ({}){}",
+            find.case.label(),
+            find.verdict,
+            find.detector,
+            find.transition
+                .as_ref()
+                .map(|t| format!("; {t}"))
+                .unwrap_or_default()
+        );
+    }
+    eprintln!(
+        "kedge: fuzz: {new_finds} new finds appended to {}",
+        a.finds.display()
+    );
+    Ok(if new_finds > 0 {
+        exit::FAILURES
+    } else {
+        exit::OK
+    })
 }

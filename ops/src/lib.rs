@@ -12,6 +12,7 @@ pub mod rms_norm_mul_add;
 pub mod rows;
 pub mod softmax;
 pub mod tri;
+pub mod zoo;
 
 use kedge_core::{Op, Registry};
 
@@ -27,6 +28,7 @@ pub fn all_ops() -> Vec<&'static dyn Op> {
         &tri::OP,
         &add_id::OP,
         &fp8_gemm::OP,
+        &zoo::OP,
     ]
 }
 

@@ -49,6 +49,20 @@ impl RowLayout {
 
 /// Input `x` (padded rows if `row_pad` > 0) and dense output `dst`, both of the case's dtype.
 pub fn row_tensors(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+    // The padded strides must fit in i64 before RowLayout computes them (found by the
+    // `case_line` fuzz target: ne = [1, 2^31, 2^30, 1] with row_pad 4096 overflowed).
+    let overflow = || CaseError::ByteCountOverflow {
+        ne: case.ne,
+        dtype: case.dtype,
+    };
+    let pad = case.params.i64_or("row_pad", 0);
+    case.ne[0]
+        .checked_add(pad)
+        .and_then(|sr| sr.checked_mul(case.ne[1]))
+        .and_then(|v| v.checked_mul(case.ne[2]))
+        .and_then(|v| v.checked_mul(case.ne[3]))
+        .and_then(|v| v.checked_mul(case.dtype.size() as i64))
+        .ok_or_else(overflow)?;
     let l = RowLayout::of(case);
     let es = case.dtype.size();
     let mut nb = dense_strides(&case.ne, case.dtype);

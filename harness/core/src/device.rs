@@ -5,7 +5,7 @@
 //! first and answers `DeviceError::NoDriver`.
 
 use crate::case::AllocMode;
-use crate::launch::{Kernel, LaunchPlan};
+use crate::launch::{Kernel, LaunchPlan, ReproArg};
 use crate::limits::{LimitsProfile, Sourced};
 use crate::nvrtc::{self, NvrtcError};
 use cudarc::driver::sys;
@@ -685,6 +685,33 @@ impl<'a> RunCtx<'a> {
     }
     pub fn stream(&self) -> sys::CUstream {
         self.dev.cu_stream()
+    }
+    /// Turn symbolic arguments (the ones `Impl::args_for_repro` returns) into kernel
+    /// arguments: tensors by index, scratch allocated now in the case's mode.
+    pub fn resolve_args(&mut self, args: &[ReproArg]) -> Result<Vec<KArg>, RunError> {
+        args.iter()
+            .map(|a| {
+                Ok(match a {
+                    ReproArg::Tensor(i) => match self.tensors.get(*i) {
+                        Some(t) => KArg::Ptr(t.ptr),
+                        None => {
+                            return Err(RunError::Unsupported(format!(
+                                "argument names tensor {i} but the case has {}",
+                                self.tensors.len()
+                            )))
+                        }
+                    },
+                    ReproArg::Scratch { name, bytes } => {
+                        KArg::Ptr(self.scratch(name, *bytes, 256)?)
+                    }
+                    ReproArg::I32(x) => KArg::I32(*x),
+                    ReproArg::U32(x) => KArg::U32(*x),
+                    ReproArg::I64(x) => KArg::I64(*x),
+                    ReproArg::U64(x) => KArg::U64(*x),
+                    ReproArg::F32(x) => KArg::F32(*x),
+                })
+            })
+            .collect()
     }
 }
 

@@ -160,3 +160,24 @@ impl Plan {
 pub const fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
+
+/// One kernel argument as data, so a launch can be written out as C (`kedge repro`'s
+/// standalone `.cu`) as well as issued by kedge. Impls that build their argument lists from
+/// these (see `RunCtx::resolve_args`) launch exactly what the repro file launches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReproArg {
+    /// Device pointer to the case's tensor `i` (index into `Op::tensors`, inputs first).
+    Tensor(usize),
+    /// Device pointer to a scratch buffer of exactly `bytes`, allocated for the case and
+    /// never written by kedge (`RunCtx::scratch`).
+    Scratch {
+        name: String,
+        bytes: u64,
+    },
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    U64(u64),
+    F32(f32),
+}

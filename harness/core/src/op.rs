@@ -6,7 +6,7 @@ use crate::compare::Tolerance;
 use crate::device::{RunCtx, RunError};
 use crate::error::CaseError;
 use crate::host::HostTensor;
-use crate::launch::Plan;
+use crate::launch::{Plan, ReproArg};
 use crate::limits::LimitsProfile;
 use crate::params::{ParamSpec, Params};
 use crate::rng::Rng;
@@ -99,6 +99,13 @@ pub trait Impl: Send + Sync {
     /// Issue the plan on the device. Tensors are allocated, inputs uploaded and outputs
     /// poisoned by the engine; the impl launches through `ctx` so every launch is checked.
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError>;
+    /// The argument list of each planned launch (same order as `plan.launches`), as data, so
+    /// `kedge repro` can write a standalone `.cu` that launches exactly what `run` launches.
+    /// `None` (the default): this impl cannot be reproduced outside kedge (a library call, a
+    /// plugin), and the repro says so.
+    fn args_for_repro(&self, _case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        None
+    }
 }
 
 /// Which real workload puts a boundary value there, or that none is known.

@@ -424,6 +424,18 @@ impl Impl for Clamped {
                 limits.grid_limit(0)
             ));
         }
+        // The device-wide scan puts a row's tiles on grid.x (found by the launch_plan fuzz
+        // target: a row of 2.5e15 elements planned 2.4e12 blocks).
+        let tiles = (l.ncols as u64).div_ceil(TILE as u64);
+        if matches!(strategy(l.ncols, l.total_rows()), Strategy::DeviceScan)
+            && tiles > limits.grid_limit(0)
+        {
+            return Err(format!(
+                "a row of {} elements needs {tiles} tiles of {TILE}, more than grid.x {}",
+                l.ncols,
+                limits.grid_limit(0)
+            ));
+        }
         Ok(row_plan(case, limits, "clamped", true))
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {

@@ -9,7 +9,7 @@
 use crate::rows::{
     cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD,
 };
-use kedge_core::device::{KArg, RunCtx, RunError};
+use kedge_core::device::{RunCtx, RunError};
 use kedge_core::host::HostTensor;
 use kedge_core::params::{Params, ParamsExt};
 use kedge_core::*;
@@ -189,19 +189,26 @@ impl Impl for Ggml {
         )]))
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let eps = case.params.f64_or("eps", 1e-6) as f32;
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(eps),
-        ];
+        let args = ctx.resolve_args(&ggml_args(case))?;
         ctx.launch(&plan.launches[0], &args)
     }
+    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        Some(vec![ggml_args(case)])
+    }
+}
+
+/// The ggml kernel's arguments; `run` and the standalone repro both use this list.
+fn ggml_args(case: &Case) -> Vec<ReproArg> {
+    let l = RowLayout::of(case);
+    vec![
+        ReproArg::Tensor(0),
+        ReproArg::Tensor(1),
+        ReproArg::I32(l.ncols as i32),
+        ReproArg::I64(l.stride_row),
+        ReproArg::I64(l.stride_channel),
+        ReproArg::I64(l.stride_sample),
+        ReproArg::F32(case.params.f64_or("eps", 1e-6) as f32),
+    ]
 }
 
 /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
@@ -248,19 +255,20 @@ fn clamped_plan(
     )]))
 }
 
-fn clamped_args(ctx: &RunCtx<'_>, case: &Case) -> Vec<KArg> {
+/// The clamped kernels' arguments; `run` and the standalone repro both use this list.
+fn clamped_args(case: &Case) -> Vec<ReproArg> {
     let l = RowLayout::of(case);
     vec![
-        KArg::Ptr(ctx.ptr(0)),
-        KArg::Ptr(ctx.ptr(1)),
-        KArg::I32(l.ncols as i32),
-        KArg::I64(l.nrows),
-        KArg::I64(l.nchannels),
-        KArg::I64(l.nsamples),
-        KArg::I64(l.stride_row),
-        KArg::I64(l.stride_channel),
-        KArg::I64(l.stride_sample),
-        KArg::F32(case.params.f64_or("eps", 1e-6) as f32),
+        ReproArg::Tensor(0),
+        ReproArg::Tensor(1),
+        ReproArg::I32(l.ncols as i32),
+        ReproArg::I64(l.nrows),
+        ReproArg::I64(l.nchannels),
+        ReproArg::I64(l.nsamples),
+        ReproArg::I64(l.stride_row),
+        ReproArg::I64(l.stride_channel),
+        ReproArg::I64(l.stride_sample),
+        ReproArg::F32(case.params.f64_or("eps", 1e-6) as f32),
     ]
 }
 
@@ -278,8 +286,11 @@ impl Impl for Clamped {
         clamped_plan(case, limits, None)
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = clamped_args(ctx, case);
+        let args = ctx.resolve_args(&clamped_args(case))?;
         ctx.launch(&plan.launches[0], &args)
+    }
+    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        Some(vec![clamped_args(case)])
     }
 }
 
@@ -304,8 +315,11 @@ impl Impl for PlantedReadPastEnd {
         clamped_plan(case, limits, Some("rms_norm_planted_read_past_end"))
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = clamped_args(ctx, case);
+        let args = ctx.resolve_args(&clamped_args(case))?;
         ctx.launch(&plan.launches[0], &args)
+    }
+    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        Some(vec![clamped_args(case)])
     }
 }
 
