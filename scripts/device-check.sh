@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck int32 selftest incidents fp8 plugin source fixtures attribution
+# Parts: env native guard memcheck int32 selftest incidents zoo fp8 plugin source attribution fuzz
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck int32 selftest incidents fp8 plugin source fixtures attribution} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 plugin source attribution fuzz} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -31,9 +31,11 @@ if want env; then
 fi
 
 # The default suite (smoke + boundary) of every op, natively, in guard mode, under memcheck.
-want native && run sweep-native "$K" sweep default --alloc exact --out "$W/native"
-want guard && run sweep-guard "$K" sweep default --alloc guard --out "$W/guard"
-want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements 268435456 --out "$W/memcheck"
+# The same suite three ways (the >2^31-element cases are left out here: see the int32 part).
+MAXE=268435456
+want native && run sweep-native "$K" sweep default --alloc exact --max-elements $MAXE --out "$W/native"
+want guard && run sweep-guard "$K" sweep default --alloc guard --max-elements $MAXE --out "$W/guard"
+want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements $MAXE --out "$W/memcheck"
 for d in native guard memcheck; do
   [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
 done
@@ -63,6 +65,48 @@ if want source; then
   done
 fi
 
+# Calibration: every planted bug against the detector it is planted for, natively and under
+# memcheck, initcheck and racecheck; fixed impls must pass.
+if want selftest; then
+  # Planted bugs live in rms_norm, cumsum (2^31 elements) and the zoo; the other ops' fixed
+  # impls are covered by the sweeps above.
+  run selftest "$K" selftest -o rms_norm,cumsum,zoo_rows --tools memcheck,initcheck,racecheck --max-elements 268435456 --out "$W/selftest"
+  cp "$W/selftest.log" "$OUT/selftest.txt" 2>/dev/null
+fi
+
+# The incidents: shrink each to its minimal case and transition, then the repro for upstream,
+# and the standalone .cu built with nvcc and run on both sides.
+if want incidents; then
+  run sweep-incidents "$K" sweep incidents --out "$W/incidents"
+  for inc in \
+    'rms_norm {"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}' \
+    'add_id {"op":"add_id","impl":"ggml","dtype":"f32","ne":[64,4,65536,1],"params":{"n_experts":8}}'; do
+    name=${inc%% *}; line=${inc#* }
+    run minimize-$name "$K" minimize "$line" --out "$W/minimize-$name"
+    run repro-$name "$K" repro "$line" --out "$W/repro-$name"
+    if [ -f "$W/repro-$name/repro.cu" ]; then
+      ( cd "$W/repro-$name" && nvcc -arch=sm_90 -o repro repro.cu > nvcc.log 2>&1 && ./repro > run.out 2>&1; echo "repro.cu rc=$?" >> run.out )
+      say "    $name repro.cu: $(tail -1 "$W/repro-$name/run.out")"
+    fi
+  done
+fi
+
+# The zoo's planted kernels through their standalone repro.cu under the tool each is planted
+# for (checks the kernels independently of kedge's sanitizer driver).
+if want zoo; then
+  zoo() { local imp=$1 tool=$2; shift 2; local d="$W/zoo/$imp-$tool"; mkdir -p "$d"
+    "$K" repro "{\"op\":\"zoo_rows\",\"impl\":\"$imp\",\"dtype\":\"f32\",\"ne\":[1000,3,1,1]}" --out "$d" > /dev/null 2>&1
+    ( cd "$d" && nvcc -arch=sm_90 -o repro repro.cu > nvcc.log 2>&1 && compute-sanitizer --tool "$tool" "$@" --error-exitcode 99 ./repro > san.out 2>&1; echo "rc=$?" >> san.out )
+    say "$(printf '    zoo %-40s %-9s %s; %s' "$imp" "$tool" "$(tail -1 "$d/san.out")" "$(grep -m1 -E 'ERROR SUMMARY' "$d/san.out")")"; }
+  for imp in clean planted-read-past-row-end-last-block planted-read-before-start planted-write-past-end; do zoo $imp memcheck --padding 512; done
+  for imp in clean planted-uninit-global-read; do zoo $imp initcheck; done
+  for imp in clean planted-missing-syncthreads; do zoo $imp racecheck; done
+fi
+
+if want fuzz; then
+  run fuzz "$K" fuzz --cases 60 --finds "$W/fuzz-finds.jsonl"
+fi
+
 # Attribution does not depend on luck: the same cases (clean ones and the calibration read past
 # the end) under memcheck with 16 cases per worker and with one case per worker.
 if want attribution; then
@@ -73,6 +117,10 @@ if want attribution; then
 fi
 
 if want fp8; then
+  # cuBLASLt's own account of one incident GEMM, and a standalone probe of the same call.
+  CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$W/cublaslt-%i.log" run fp8-one "$K" run -o fp8_gemm --impl bucketed --ne 3072,300,3072,1 --dtype bf16 --alloc exact
+  ( nvcc -O2 -arch=sm_90 scripts/fp8-lt-probe.cu -lcublasLt -o "$W/fp8-lt-probe" && "$W/fp8-lt-probe" ) > "$W/fp8-lt-probe.txt" 2>&1
+  cat "$W/fp8-lt-probe.txt" | tee -a "$SUM"
   KEDGE="$K" run fp8-incident bash scripts/fp8-gemm-incident.sh "$W/fp8"
 fi
 

@@ -1205,6 +1205,7 @@ fn cmd_selftest(a: &SelftestArgs) -> Result<i32> {
         fixed_tools: tools.clone(),
         ops: kedge::select::split(&a.op),
         seed: 1,
+        max_fixed_elements: a.exec.max_elements,
     };
     let plan = SelftestPlan::build(&reg, &limits, &incidents, &opts);
     for r in &plan.rejected {

@@ -112,6 +112,9 @@ pub struct PlanOptions {
     /// Only these ops (empty: all).
     pub ops: Vec<String>,
     pub seed: u64,
+    /// Fixed impls' cases with more elements than this are left out (the sweeps run them);
+    /// planted impls keep theirs, since some bugs live only past a size (2^31 elements).
+    pub max_fixed_elements: Option<u64>,
 }
 
 impl Default for PlanOptions {
@@ -120,6 +123,7 @@ impl Default for PlanOptions {
             fixed_tools: vec![Detector::Memcheck],
             ops: Vec::new(),
             seed: 1,
+            max_fixed_elements: None,
         }
     }
 }
@@ -127,6 +131,8 @@ impl Default for PlanOptions {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SelftestPlan {
     pub runs: Vec<PlannedRun>,
+    #[serde(skip)]
+    max_fixed_elements: Option<u64>,
     /// Incidents whose op is not in the registry (a row each, never run).
     pub missing_ops: Vec<(String, String)>,
     /// Cases an op declared that it then rejects (a broken declaration; reported).
@@ -142,7 +148,10 @@ impl SelftestPlan {
         incidents: &[Expectation],
         opts: &PlanOptions,
     ) -> SelftestPlan {
-        let mut plan = SelftestPlan::default();
+        let mut plan = SelftestPlan {
+            max_fixed_elements: opts.max_fixed_elements,
+            ..Default::default()
+        };
         let op_ok = |name: &str| opts.ops.is_empty() || opts.ops.iter().any(|o| o == name);
         for op in reg.ops() {
             if !op_ok(op.name()) {
@@ -158,7 +167,26 @@ impl SelftestPlan {
             for imp in reg.impls_of(*op) {
                 match imp.role() {
                     ImplRole::Planted { bug, expect } => {
-                        for (ne, params) in op.smoke() {
+                        // Smoke shapes, plus the boundaries declared for this impl alone (a
+                        // bug planted past a size shows only there).
+                        let mut shapes = op.smoke();
+                        for b in op.boundaries(limits) {
+                            if !b.impls.contains(&imp.name()) {
+                                continue;
+                            }
+                            for v in b.probe_values().into_iter().filter(|&v| v >= 1) {
+                                let mut ne = b.base;
+                                let mut params = b.params.clone();
+                                match b.axis {
+                                    Axis::Ne(d) => ne[d] = v,
+                                    Axis::Param(p) => {
+                                        params.insert(p.to_string(), v.into());
+                                    }
+                                }
+                                shapes.push((ne, params));
+                            }
+                        }
+                        for (ne, params) in shapes {
                             for &d in expect {
                                 for (under, alloc) in runs_for_detector(d) {
                                     plan.push(
@@ -261,6 +289,11 @@ impl SelftestPlan {
     }
 
     fn push(&mut self, reg: &Registry, under: Under, case: Case, purpose: Purpose) {
+        if let (Some(max), Purpose::Fixed { .. }) = (self.max_fixed_elements, &purpose) {
+            if case.ne.iter().map(|&x| x.max(0) as u64).product::<u64>() > max {
+                return;
+            }
+        }
         match case.validate(reg) {
             Ok(case) => self.runs.push(PlannedRun {
                 under,

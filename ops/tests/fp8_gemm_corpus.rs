@@ -1,17 +1,18 @@
-//! The fp8_gemm incident corpus parses, every case validates, and its numbers are the blog's.
+//! The fp8_gemm lines of the incident corpus parse, every case validates, and its numbers are the blog's.
 
 use kedge_core::case::parse_corpus;
 use kedge_ops::fp8_gemm::plan_cache::{layouts, Sizing};
 
 #[test]
 fn incident_corpus_cases_validate_and_carry_the_incident_numbers() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../corpora/fp8_gemm_incident.jsonl"
-    );
-    let text = std::fs::read_to_string(path).expect("corpora/fp8_gemm_incident.jsonl");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpora/incidents.jsonl");
+    let text = std::fs::read_to_string(path).expect("corpora/incidents.jsonl");
     let reg = kedge_ops::registry();
-    let cases = parse_corpus(&text).expect("corpus parses");
+    let cases: Vec<_> = parse_corpus(&text)
+        .expect("corpus parses")
+        .into_iter()
+        .filter(|(_, c)| c.op == "fp8_gemm")
+        .collect();
     assert!(cases.len() >= 6);
     let mut short = 0;
     for (line, c) in cases {
