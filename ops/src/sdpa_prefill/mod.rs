@@ -276,6 +276,16 @@ impl Op for SdpaPrefill {
 }
 
 /// f64 causal attention: q, k, v in logical order (element (d, i, h) at (h·L + i)·D + d).
+///
+/// The op keeps the default f32 tolerance (NMSE 1e-7). The kernels compute each score with a
+/// D-term f32 dot product (relative error ~D·eps at worst), subtract the row max before expf
+/// (every exponent <= 0, so nothing overflows and the largest weight is exactly 1), and form
+/// each output as a ratio of two f32 sums of at most L non-negative terms: the error bound
+/// grows like (D + L)·eps ≈ 770 · 6e-8 ≈ 5e-5 relative at the largest probed shape (D = 256,
+/// L = 513), and random rounding makes the typical error far smaller, so the NMSE is expected
+/// near 1e-10, three orders under the threshold. A wrong mask is not hidden by it: dropping
+/// one key from every row moves each output by ~|v|/L while the output itself, an average of
+/// L random values, is only ~|v|/sqrt(L), so the NMSE is ~1/L (2e-3 at L = 513).
 pub fn causal_attention(q: &[f64], k: &[f64], v: &[f64], d: usize, l: usize, h: usize) -> Vec<f64> {
     use rayon::prelude::*;
     let scale = 1.0 / (d as f64).sqrt();
