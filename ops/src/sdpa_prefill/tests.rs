@@ -264,3 +264,65 @@ fn tensors_are_q_k_v_out_of_one_shape() {
     assert_eq!(specs[3].role, Role::Output);
     assert!(OP.tensors(&case("fused", [64, 7, 2, 2])).is_err());
 }
+
+/// The default f32 tolerance tells a right answer from a mask off by one key either way.
+#[test]
+fn the_tolerance_catches_a_mask_off_by_one() {
+    use kedge_core::compare::{compare, Tolerance};
+    use kedge_core::verdict::Verdict;
+    let c = case("chunked", [64, 128, 4, 1]);
+    let specs = OP.tensors(&c).unwrap();
+    let inputs = OP.inputs(&c, &specs).unwrap();
+    let want = OP.reference(&c, &inputs).unwrap().remove(0);
+    let (d, l, h) = (64usize, 128usize, 4usize);
+    let [q, k, v] = [0, 1, 2].map(|i| inputs[i].to_f64());
+    // Keys [lo(i), hi(i)] instead of [0, i].
+    let attend = |lo: &dyn Fn(usize) -> usize, hi: &dyn Fn(usize) -> usize| -> Vec<f64> {
+        let mut out = vec![0.0; d * l * h];
+        for head in 0..h {
+            let b = head * l * d;
+            for i in 0..l {
+                let s: Vec<f64> = (lo(i)..=hi(i))
+                    .map(|j| {
+                        (0..d)
+                            .map(|x| q[b + i * d + x] * k[b + j * d + x])
+                            .sum::<f64>()
+                            / (d as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let sum: f64 = p.iter().sum();
+                for x in 0..d {
+                    out[b + i * d + x] = (lo(i)..=hi(i))
+                        .zip(&p)
+                        .map(|(j, w)| w * v[b + j * d + x])
+                        .sum::<f64>()
+                        / sum;
+                }
+            }
+        }
+        out
+    };
+    let as_f32 = |x: &[f64]| {
+        HostTensor::from_f32(
+            DType::F32,
+            c.ne,
+            &x.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+        )
+    };
+    let tol = OP.tolerance(&c);
+    assert_eq!(tol, Tolerance::F32);
+    let same = attend(&|_| 0, &|i| i);
+    assert_eq!(
+        compare("out", &as_f32(&same), &want, tol).verdict,
+        Verdict::Pass
+    );
+    // Row i misses key 0 (rows past 0), or also sees key i + 1 (rows before the last).
+    let skips_first = attend(&|i| usize::from(i > 0), &|i| i);
+    let peeks = attend(&|_| 0, &|i| (i + 1).min(l - 1));
+    for wrong in [skips_first, peeks] {
+        let r = compare("out", &as_f32(&wrong), &want, tol);
+        assert_eq!(r.verdict, Verdict::WrongValues, "{}", r.detail);
+    }
+}
