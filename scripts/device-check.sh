@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck int32 selftest incidents zoo fp8 plugin source attribution fuzz
+# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution fuzz
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 plugin source attribution fuzz} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution fuzz} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -70,7 +70,7 @@ fi
 if want selftest; then
   # Planted bugs live in rms_norm, cumsum (2^31 elements) and the zoo; the other ops' fixed
   # impls are covered by the sweeps above.
-  run selftest "$K" selftest -o rms_norm,cumsum,zoo_rows --tools memcheck,initcheck,racecheck --max-elements 268435456 --out "$W/selftest"
+  run selftest "$K" selftest -o ${SELFTEST_OPS:-rms_norm,cumsum,zoo_rows} --tools memcheck,initcheck,racecheck --max-elements 268435456 --out "$W/selftest"
   cp "$W/selftest.log" "$OUT/selftest.txt" 2>/dev/null
 fi
 
@@ -116,12 +116,24 @@ if want attribution; then
   run attribution-compare python3 scripts/compare-attribution.py "$W/attr-batch16/results.jsonl" "$W/attr-batch1/results.jsonl"
 fi
 
-if want fp8; then
+if want fp8 || want fp8probe; then
   # cuBLASLt's own account of one incident GEMM, and a standalone probe of the same call.
   CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$W/cublaslt-%i.log" run fp8-one "$K" run -o fp8_gemm --impl bucketed --ne 3072,300,3072,1 --dtype bf16 --alloc exact
   ( nvcc -O2 -arch=sm_90 scripts/fp8-lt-probe.cu -lcublasLt -o "$W/fp8-lt-probe" && "$W/fp8-lt-probe" ) > "$W/fp8-lt-probe.txt" 2>&1
   cat "$W/fp8-lt-probe.txt" | tee -a "$SUM"
-  KEDGE="$K" run fp8-incident bash scripts/fp8-gemm-incident.sh "$W/fp8"
+  grep -h -i -E "error|not supported|fail" "$W"/cublaslt-*.log 2>/dev/null | head -20 | tee -a "$SUM"
+  want fp8 && KEDGE="$K" run fp8-incident bash scripts/fp8-gemm-incident.sh "$W/fp8"
+fi
+
+# The third incident: a resource limit as a boundary; a silent success is a failure.
+if want sdpa; then
+  L='-p max_buffer_bytes=16777216'
+  for imp in unfused-fallback unfused-checked chunked fused; do
+    for n in 512 513; do
+      run sdpa-$imp-$n "$K" run -o sdpa_prefill --impl $imp --ne 256,$n,16,1 $L --results "$W/sdpa-incident.jsonl"
+    done
+  done
+  run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --out "$W/sdpa"
 fi
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null

@@ -10,6 +10,7 @@ pub mod norm_family;
 pub mod rms_norm;
 pub mod rms_norm_mul_add;
 pub mod rows;
+pub mod sdpa_prefill;
 pub mod softmax;
 pub mod tri;
 pub mod zoo;
@@ -29,6 +30,7 @@ pub fn all_ops() -> Vec<&'static dyn Op> {
         &add_id::OP,
         &fp8_gemm::OP,
         &zoo::OP,
+        &sdpa_prefill::OP,
     ]
 }
 

@@ -136,7 +136,18 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
         compared: n,
         threshold_nmse: tol.nmse,
     };
-    let (verdict, detail) = if acc.unwritten > 0 {
+    let (verdict, detail) = if n > 0 && acc.unwritten == n {
+        // Not one element written: the op did no work at all. Reported apart from a partly
+        // unwritten output because that is how the sdpa_prefill incident looked: a request that
+        // "succeeded" with nothing in it (shared/background/sdpa-prefill-quadratic-buffer.txt).
+        numbers.first_bad = acc.first_unwritten;
+        (
+            Verdict::SilentFailure,
+            format!(
+                "{name}: no error, but no work done: all {n} elements still hold the poison pattern"
+            ),
+        )
+    } else if acc.unwritten > 0 {
         numbers.first_bad = acc.first_unwritten;
         (
             Verdict::UnwrittenOutput,
@@ -217,6 +228,23 @@ mod tests {
         let c = compare("dst", &unw, &r, Tolerance::F32);
         assert_eq!(c.verdict, Verdict::UnwrittenOutput);
         assert_eq!(c.numbers.first_bad, Some(99));
+
+        // Every element still poisoned: no error was raised, but nothing was written.
+        let mut none = good.clone();
+        for c in none.bytes.chunks_mut(4) {
+            c.copy_from_slice(&crate::host::POISON_F32.to_le_bytes());
+        }
+        let c = compare("dst", &none, &r, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::SilentFailure);
+        assert_eq!((c.numbers.unwritten, c.numbers.compared), (100, 100));
+        assert_eq!(c.numbers.first_bad, Some(0));
+        assert!(c.detail.contains("no work done"), "{}", c.detail);
+        // All but one element poisoned is still a partly written output.
+        let mut one = none.clone();
+        one.bytes[0..4].copy_from_slice(&(r[0] as f32).to_le_bytes());
+        let c = compare("dst", &one, &r, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::UnwrittenOutput);
+        assert_eq!(c.numbers.first_bad, Some(1));
 
         let mut nf = good.clone();
         nf.bytes[0..4].copy_from_slice(&f32::NAN.to_le_bytes());

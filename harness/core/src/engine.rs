@@ -323,7 +323,8 @@ fn execute_inner(reg: &Registry, dev: &mut Device, case: &Case) -> Executed {
     };
     let detector = match cmp.verdict {
         Verdict::Pass => Detector::None,
-        Verdict::UnwrittenOutput => Detector::Poison,
+        // Both are seen by the poison: elements no thread wrote.
+        Verdict::UnwrittenOutput | Verdict::SilentFailure => Detector::Poison,
         _ => Detector::Reference,
     };
     let mut r = if !canary_hits.is_empty() {

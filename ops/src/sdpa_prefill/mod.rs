@@ -1,0 +1,639 @@
+//! sdpa_prefill: causal prefill attention, f32. q, k, v, out: ne = [head_dim, L, n_head, 1];
+//! `out_i = sum_{j <= i} softmax_j(q_i . k_j / sqrt(head_dim)) v_j` per head.
+//!
+//! The incident (shared/background/sdpa-prefill-quadratic-buffer.txt): MLX's fused causal
+//! SDPA supports head_dim 64, 80 and 128 only. Qwen3.6-35B-A3B has head_dim 256 and 16 heads,
+//! so its prefill fell back to an unfused matmul that materializes a [B, 16, L, L] fp32 score
+//! buffer: 16 · L² · 4 bytes, 41.74 GB at L = 25,540 and 41.94 GB at L = 25,600, against the
+//! M4 Max's Metal maxBufferLength of 41.75 GB. Past it the request still "succeeded": HTTP 200,
+//! the whole prompt consumed, then one end-of-sequence token. The fix (sanctum-rs 5731769)
+//! runs the query axis in blocks of 2048 rows, so the buffer is [B, 16, 2048, L]: linear in L.
+//!
+//! The device's largest buffer is a case parameter (`max_buffer_bytes`), so kedge can probe the
+//! same transition at a size it can compute: with the limit scaled to 16 MiB, 16 heads reach it
+//! at L = 512 instead of 25,541.
+
+use crate::rows::F32_ONLY;
+use kedge_core::device::{KArg, RunCtx, RunError};
+use kedge_core::host::HostTensor;
+use kedge_core::params::{Params, ParamsExt};
+use kedge_core::*;
+
+const SRC: &str = include_str!("sdpa_prefill.cu");
+const FILE: &str = "ops/src/sdpa_prefill/sdpa_prefill.cu";
+const fn k(entry: &'static str) -> Kernel {
+    Kernel {
+        file: FILE,
+        source: SRC,
+        entry,
+    }
+}
+
+pub struct SdpaPrefill;
+pub static OP: SdpaPrefill = SdpaPrefill;
+
+/// The M4 Max's Metal maxBufferLength in the incident (41.75 GB).
+pub const INCIDENT_MAX_BUFFER_BYTES: i64 = 41_750_000_000;
+/// The fix's query block (sanctum-rs 5731769).
+pub const INCIDENT_Q_CHUNK: i64 = 2048;
+/// The limit scaled down so the transition is computable: 16 heads reach it at L = 512.
+pub const MODELLED_MAX_BUFFER_BYTES: i64 = 16 << 20;
+/// Qwen3.6-35B-A3B's attention geometry.
+pub const INCIDENT_N_HEAD: i64 = 16;
+pub const INCIDENT_HEAD_DIM: i64 = 256;
+/// MLX's fused causal SDPA support matrix.
+pub const FUSED_HEAD_DIMS: [i64; 3] = [64, 80, 128];
+
+static PARAMS: &[ParamSpec] = &[
+    ParamSpec::int(
+        "max_buffer_bytes",
+        INCIDENT_MAX_BUFFER_BYTES,
+        1,
+        i64::MAX,
+        "the device's largest single buffer (the resource limit); default: the M4 Max's Metal maxBufferLength, 41.75 GB",
+    ),
+    ParamSpec::int(
+        "q_chunk",
+        INCIDENT_Q_CHUNK,
+        1,
+        i32::MAX as i64,
+        "query rows per block in the chunked fix (sanctum-rs 5731769 uses 2048)",
+    ),
+];
+
+pub const REACH_LIMIT: &str = "the incident: Qwen3.6-35B-A3B (head_dim 256, 16 heads) on an M4 Max (Metal maxBufferLength 41.75 GB): L = 25,541 is the last fitting prompt; kedge probes the same transition with the limit scaled to 16 MiB (L* = 512)";
+
+pub const REACH_HEAD_DIM: &str = "Qwen3.6-35B-A3B has head_dim 256: MLX has no fused causal SDPA for it, so its prefill takes the unfused fallback (64, 80 and 128 have one)";
+
+pub const REACH_CHUNK: &str = "the fix's own ceiling: 16 heads, q_chunk 2048 and 41.75 GB make the [16, 2048, L] block stop fitting past L = 318,527, above Qwen3.6's 262,144-token context, so no served prompt reaches it; here the limit is scaled to 16 MiB with q_chunk 256 (L = 1024)";
+
+const FUSED_THREADS: u64 = 128;
+const UNFUSED_THREADS: u64 = 256;
+/// The scores kernel keeps the query row in shared memory (D floats).
+const MAX_UNFUSED_HEAD_DIM: i64 = 48 * 1024 / 4;
+/// More query blocks than this is a plan nobody wants to issue one launch at a time.
+const MAX_CHUNKS: i64 = 1 << 16;
+
+fn bad(msg: String) -> CaseError {
+    CaseError::BadInput {
+        op: "sdpa_prefill".into(),
+        msg,
+    }
+}
+
+/// (head_dim, L, n_head) of a case.
+pub fn geometry(case: &Case) -> (i64, i64, i64) {
+    (case.ne[0], case.ne[1], case.ne[2])
+}
+
+fn max_buffer_bytes(case: &Case) -> u64 {
+    case.params
+        .i64_or("max_buffer_bytes", INCIDENT_MAX_BUFFER_BYTES)
+        .max(1) as u64
+}
+
+fn q_chunk(case: &Case) -> i64 {
+    case.params.i64_or("q_chunk", INCIDENT_Q_CHUNK).max(1)
+}
+
+/// Bytes of an f32 score block [n_head, rows, L]; `None` when it does not fit in 64 bits.
+pub fn score_bytes(n_head: i64, rows: i64, l: i64) -> Option<u64> {
+    (n_head as u64)
+        .checked_mul(rows as u64)?
+        .checked_mul(l as u64)?
+        .checked_mul(4)
+}
+
+/// The unfused path's buffer: [n_head, L, L] f32 (the incident's 16 · L² · 4 bytes).
+pub fn unfused_scratch_bytes(case: &Case) -> Option<u64> {
+    let (_, l, h) = geometry(case);
+    score_bytes(h, l, l)
+}
+
+/// Does the unfused path's score buffer fit the case's `max_buffer_bytes`?
+pub fn unfused_fits(case: &Case) -> bool {
+    unfused_scratch_bytes(case).is_some_and(|b| b <= max_buffer_bytes(case))
+}
+
+/// The longest prompt whose [n_head, L, L] f32 score buffer fits `max_buffer_bytes`:
+/// the largest L with n_head · L² · 4 <= max_buffer_bytes.
+pub fn last_fitting_len(max_buffer_bytes: u64, n_head: u64) -> u64 {
+    (max_buffer_bytes / (4 * n_head)).isqrt()
+}
+
+/// The chunked fix's query block: q_chunk rows (at most L), fewer when even that block would
+/// pass `max_buffer_bytes` (so the fix cannot re-create the bug at a longer L). `None` when
+/// not one query row's scores fit.
+pub fn chunk_rows(case: &Case) -> Option<i64> {
+    let (_, l, h) = geometry(case);
+    let per_row = score_bytes(h, 1, l)?;
+    let fit = (max_buffer_bytes(case) / per_row).min(i64::MAX as u64) as i64;
+    let rows = q_chunk(case).min(l).min(fit);
+    (rows >= 1).then_some(rows)
+}
+
+/// The chunked fix's buffer: [n_head, rows, L] f32, linear in L.
+pub fn chunked_scratch_bytes(case: &Case) -> Option<u64> {
+    let (_, l, h) = geometry(case);
+    score_bytes(h, chunk_rows(case)?, l)
+}
+
+/// The query blocks of the chunked fix as (first row, rows).
+pub fn chunks(case: &Case) -> Option<Vec<(i64, i64)>> {
+    let (_, l, _) = geometry(case);
+    let rows = chunk_rows(case)?;
+    Some(
+        (0..(l as u64).div_ceil(rows as u64) as i64)
+            .map(|c| (c * rows, rows.min(l - c * rows)))
+            .collect(),
+    )
+}
+
+fn scale(case: &Case) -> f32 {
+    (1.0 / (case.ne[0] as f64).sqrt()) as f32
+}
+
+impl Op for SdpaPrefill {
+    fn name(&self) -> &'static str {
+        "sdpa_prefill"
+    }
+    fn about(&self) -> &'static str {
+        "causal prefill attention softmax(q k^T / sqrt(d)) v per head (MLX scaled_dot_product_attention, causal)"
+    }
+    fn dtypes(&self) -> &'static [DType] {
+        F32_ONLY
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn impls(&self) -> Vec<&'static dyn Impl> {
+        vec![&FUSED, &UNFUSED_FALLBACK, &UNFUSED_CHECKED, &CHUNKED]
+    }
+    /// q, k, v, then out, all [head_dim, L, n_head, 1].
+    fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+        if case.ne[3] != 1 {
+            return Err(bad(format!(
+                "ne = [head_dim, L, n_head, 1]: ne[3] is {}, must be 1",
+                case.ne[3]
+            )));
+        }
+        Ok(vec![
+            TensorSpec::dense("q", Role::Input, case.dtype, case.ne)?,
+            TensorSpec::dense("k", Role::Input, case.dtype, case.ne)?,
+            TensorSpec::dense("v", Role::Input, case.dtype, case.ne)?,
+            TensorSpec::dense("out", Role::Output, case.dtype, case.ne)?,
+        ])
+    }
+    fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
+        let [q, k, v] = inputs else {
+            return Err(bad(format!(
+                "expected 3 inputs (q, k, v), got {}",
+                inputs.len()
+            )));
+        };
+        for (name, t) in [("q", q), ("k", k), ("v", v)] {
+            if t.ne != case.ne {
+                return Err(bad(format!(
+                    "{name} has ne {:?}; q, k and v must all be {:?}",
+                    t.ne, case.ne
+                )));
+            }
+        }
+        let (d, l, h) = geometry(case);
+        Ok(vec![causal_attention(
+            &q.to_f64(),
+            &k.to_f64(),
+            &v.to_f64(),
+            d as usize,
+            l as usize,
+            h as usize,
+        )])
+    }
+    fn boundaries(&self, _limits: &LimitsProfile) -> Vec<Boundary> {
+        let l_star =
+            last_fitting_len(MODELLED_MAX_BUFFER_BYTES as u64, INCIDENT_N_HEAD as u64) as i64;
+        vec![
+            Boundary::ne(
+                "L where the [n_head, L, L] f32 score buffer passes max_buffer_bytes (16 MiB, modelled)",
+                1,
+                l_star,
+                [INCIDENT_HEAD_DIM, 0, INCIDENT_N_HEAD, 1],
+                Reach(REACH_LIMIT),
+            )
+            .with_param("max_buffer_bytes", MODELLED_MAX_BUFFER_BYTES),
+            Boundary::ne(
+                "head_dim at the fused kernel's support matrix {64, 80, 128}",
+                0,
+                128,
+                [0, 33, 4, 1],
+                Reach(REACH_HEAD_DIM),
+            )
+            .with_values(vec![64, 80, 96, 128, 256]),
+            Boundary::ne(
+                "L where the chunked fix's q_chunk block stops fitting and shrinks",
+                1,
+                MODELLED_MAX_BUFFER_BYTES / (INCIDENT_N_HEAD * 256 * 4),
+                [64, 0, INCIDENT_N_HEAD, 1],
+                Reach(REACH_CHUNK),
+            )
+            .with_param("max_buffer_bytes", MODELLED_MAX_BUFFER_BYTES)
+            .with_param("q_chunk", 256)
+            .only(&["chunked"]),
+        ]
+    }
+    fn smoke(&self) -> Vec<(Ne, Params)> {
+        let chunk = |c: i64| {
+            let mut m = Params::new();
+            m.insert("q_chunk".into(), c.into());
+            m
+        };
+        vec![
+            ([64, 7, 2, 1], Params::new()),
+            ([64, 1, 1, 1], Params::new()),
+            ([80, 19, 3, 1], Params::new()),
+            ([128, 33, 4, 1], Params::new()),
+            ([128, 300, 2, 1], Params::new()),
+            ([96, 5, 2, 1], Params::new()),
+            ([256, 17, 16, 1], Params::new()),
+            // Several query blocks: an uneven last block and an even split.
+            ([128, 100, 2, 1], chunk(16)),
+            ([64, 64, 2, 1], chunk(32)),
+        ]
+    }
+    /// MLX's SDPA has no test in ggml's test-backend-ops.
+    fn upstream(&self, _case: &Case) -> Option<UpstreamRepro> {
+        None
+    }
+    fn reach(&self, case: &Case) -> Option<String> {
+        if !unfused_fits(case) {
+            Some(REACH_LIMIT.into())
+        } else if !FUSED_HEAD_DIMS.contains(&case.ne[0]) {
+            Some(REACH_HEAD_DIM.into())
+        } else {
+            None
+        }
+    }
+}
+
+/// f64 causal attention: q, k, v in logical order (element (d, i, h) at (h·L + i)·D + d).
+///
+/// The op keeps the default f32 tolerance (NMSE 1e-7). The kernels compute each score with a
+/// D-term f32 dot product (relative error ~D·eps at worst), subtract the row max before expf
+/// (every exponent <= 0, so nothing overflows and the largest weight is exactly 1), and form
+/// each output as a ratio of two f32 sums of at most L non-negative terms: the error bound
+/// grows like (D + L)·eps ≈ 770 · 6e-8 ≈ 5e-5 relative at the largest probed shape (D = 256,
+/// L = 513), and random rounding makes the typical error far smaller, so the NMSE is expected
+/// near 1e-10, three orders under the threshold. A wrong mask is not hidden by it: dropping
+/// one key from every row moves each output by ~|v|/L while the output itself, an average of
+/// L random values, is only ~|v|/sqrt(L), so the NMSE is ~1/L (2e-3 at L = 513).
+pub fn causal_attention(q: &[f64], k: &[f64], v: &[f64], d: usize, l: usize, h: usize) -> Vec<f64> {
+    use rayon::prelude::*;
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut out = vec![0.0f64; d * l * h];
+    out.par_chunks_mut(d).enumerate().for_each_init(
+        || vec![0.0f64; l],
+        |w, (r, o)| {
+            let (head, i) = (r / l, r % l);
+            let base = head * l * d;
+            let qi = &q[base + i * d..][..d];
+            let mut m = f64::NEG_INFINITY;
+            for (j, s) in w.iter_mut().enumerate().take(i + 1) {
+                let kj = &k[base + j * d..][..d];
+                *s = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>();
+                m = m.max(*s);
+            }
+            let mut sum = 0.0;
+            for p in w.iter_mut().take(i + 1) {
+                *p = (*p - m).exp();
+                sum += *p;
+            }
+            o.fill(0.0);
+            for (j, p) in w.iter().enumerate().take(i + 1) {
+                let vj = &v[base + j * d..][..d];
+                for (x, y) in o.iter_mut().zip(vj) {
+                    *x += p * y;
+                }
+            }
+            for x in o.iter_mut() {
+                *x /= sum;
+            }
+        },
+    );
+    out
+}
+
+/// Tensor arguments shared by the launches: q, k, v, out.
+const Q: usize = 0;
+const K: usize = 1;
+const V: usize = 2;
+const OUT: usize = 3;
+
+/// Turn symbolic arguments into kernel arguments, with every `Scratch` bound to the one score
+/// buffer `scores` (`RunCtx::resolve_args` would allocate a fresh one per launch).
+fn bind(ctx: &mut RunCtx<'_>, args: &[ReproArg], scores: u64) -> Result<Vec<KArg>, RunError> {
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        match a {
+            ReproArg::Scratch { .. } => out.push(KArg::Ptr(scores)),
+            other => out.extend(ctx.resolve_args(std::slice::from_ref(other))?),
+        }
+    }
+    Ok(out)
+}
+
+/// The flash-style fused kernel, built (like MLX's) for head_dim 64, 80 and 128 only.
+pub struct Fused;
+pub static FUSED: Fused = Fused;
+
+fn fused_args(case: &Case) -> Vec<ReproArg> {
+    let (d, l, _) = geometry(case);
+    vec![
+        ReproArg::Tensor(Q),
+        ReproArg::Tensor(K),
+        ReproArg::Tensor(V),
+        ReproArg::Tensor(OUT),
+        ReproArg::I32(d as i32),
+        ReproArg::I64(l),
+        ReproArg::F32(scale(case)),
+    ]
+}
+
+impl Impl for Fused {
+    fn name(&self) -> &'static str {
+        "fused"
+    }
+    fn role(&self) -> ImplRole {
+        ImplRole::Fixed
+    }
+    fn about(&self) -> &'static str {
+        "flash-style fused causal SDPA: one block per (query row, head), online softmax, no score buffer; head_dim 64, 80, 128 only (MLX's support matrix)"
+    }
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
+        let (d, l, h) = geometry(case);
+        if !FUSED_HEAD_DIMS.contains(&d) {
+            return Err(format!(
+                "fused causal SDPA supports head_dim 64, 80, 128; got {d}"
+            ));
+        }
+        Ok(Plan::kernels(vec![LaunchPlan::new(
+            k("sdpa_fused_causal"),
+            [l as u64, h as u64, 1],
+            [FUSED_THREADS, 1, 1],
+            0,
+        )]))
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        let args = ctx.resolve_args(&fused_args(case))?;
+        ctx.launch(&plan.launches[0], &args)
+    }
+    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        Some(vec![fused_args(case)])
+    }
+}
+
+/// The two unfused launches over query rows [row0, row0 + rows), scores in a [n_head, rows, L]
+/// buffer.
+fn block_launches(case: &Case, rows: i64) -> [LaunchPlan; 2] {
+    let (d, _, h) = geometry(case);
+    [
+        LaunchPlan::new(
+            k("sdpa_scores"),
+            [rows as u64, h as u64, 1],
+            [UNFUSED_THREADS, 1, 1],
+            d as u64 * 4,
+        ),
+        LaunchPlan::new(
+            k("sdpa_softmax_pv"),
+            [rows as u64, h as u64, 1],
+            [UNFUSED_THREADS, 1, 1],
+            0,
+        ),
+    ]
+}
+
+fn block_args(case: &Case, row0: i64, rows: i64, scratch_bytes: u64) -> [Vec<ReproArg>; 2] {
+    let (d, l, _) = geometry(case);
+    let scores = || ReproArg::Scratch {
+        name: "scores".into(),
+        bytes: scratch_bytes,
+    };
+    [
+        vec![
+            ReproArg::Tensor(Q),
+            ReproArg::Tensor(K),
+            scores(),
+            ReproArg::I32(d as i32),
+            ReproArg::I64(l),
+            ReproArg::I64(row0),
+            ReproArg::I64(rows),
+            ReproArg::F32(scale(case)),
+        ],
+        vec![
+            scores(),
+            ReproArg::Tensor(V),
+            ReproArg::Tensor(OUT),
+            ReproArg::I32(d as i32),
+            ReproArg::I64(l),
+            ReproArg::I64(row0),
+            ReproArg::I64(rows),
+        ],
+    ]
+}
+
+fn check_unfused_head_dim(case: &Case) -> Result<(), String> {
+    let d = case.ne[0];
+    if d > MAX_UNFUSED_HEAD_DIM {
+        return Err(format!(
+            "head_dim {d} does not fit the scores kernel's shared-memory query row (at most {MAX_UNFUSED_HEAD_DIM})"
+        ));
+    }
+    Ok(())
+}
+
+/// What the unfused path does when its score buffer passes `max_buffer_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OverLimit {
+    /// As shipped: nothing is computed and no error reaches the caller.
+    Silent,
+    /// The allocation failure is reported.
+    Loud,
+}
+
+/// The unfused fallback: all L query rows in one block, an [n_head, L, L] f32 score buffer.
+pub struct Unfused {
+    name: &'static str,
+    about: &'static str,
+    over_limit: OverLimit,
+}
+
+/// What MLX shipped: past the buffer limit, it returns without doing any work and without an
+/// error.
+pub static UNFUSED_FALLBACK: Unfused = Unfused {
+    name: "unfused-fallback",
+    about: "MLX's unfused fallback as shipped: scores [n_head, L, L] f32 in one buffer, then softmax and PV; past max_buffer_bytes it returns with no work done and no error",
+    over_limit: OverLimit::Silent,
+};
+
+/// The same path with the allocation failure reported: a loud failure instead of a silent one.
+pub static UNFUSED_CHECKED: Unfused = Unfused {
+    name: "unfused-checked",
+    about: "the unfused fallback with its allocation failure reported (resource-limit): the loud failure the incident should have been",
+    over_limit: OverLimit::Loud,
+};
+
+impl Impl for Unfused {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn role(&self) -> ImplRole {
+        // Both launch what MLX ships; they differ only in how the failed allocation surfaces.
+        ImplRole::Upstream
+    }
+    fn about(&self) -> &'static str {
+        self.about
+    }
+    /// Past the limit the silent fallback launches nothing, so its plan is empty (and a
+    /// `kedge repro` of it launches nothing either); the checked one states the launches it
+    /// would issue and refuses in `run` before the first.
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
+        check_unfused_head_dim(case)?;
+        if self.over_limit == OverLimit::Silent && !unfused_fits(case) {
+            return Ok(Plan::kernels(Vec::new()));
+        }
+        let (_, l, _) = geometry(case);
+        Ok(Plan::kernels(block_launches(case, l).to_vec()))
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        let (_, l, h) = geometry(case);
+        let limit = max_buffer_bytes(case);
+        let bytes = unfused_scratch_bytes(case);
+        ctx.extra
+            .insert("max_buffer_bytes".into(), serde_json::Value::from(limit));
+        if let Some(b) = bytes {
+            ctx.extra
+                .insert("score_buffer_bytes".into(), serde_json::Value::from(b));
+        }
+        let fits = bytes.is_some_and(|b| b <= limit);
+        if !fits {
+            let what = format!(
+                "score buffer [{h}, {l}, {l}] f32 ({}) exceeds max_buffer_bytes {limit}",
+                bytes.map_or("more than 2^64 bytes".to_string(), |b| format!("{b} bytes"))
+            );
+            match self.over_limit {
+                // The incident: MLX's unfused fallback asked for a [B, 16, L, L] fp32 buffer
+                // (41.94 GB at L = 25,600) past Metal's 41.75 GB maxBufferLength; the
+                // allocation failed, the prefill never ran, and no error reached the caller:
+                // "The request did not error. The server logged a 200." Returning Ok here with
+                // the output untouched is that behaviour; kedge must see it from the output
+                // alone (every element still poisoned: silent-failure).
+                OverLimit::Silent => return Ok(()),
+                OverLimit::Loud => return Err(RunError::Resource(what)),
+            }
+        }
+        let (Some(bytes), [scores_plan, softmax_plan]) = (bytes, plan.launches.as_slice()) else {
+            return Err(RunError::Unsupported(format!(
+                "the plan has {} launches, the unfused path issues 2",
+                plan.launches.len()
+            )));
+        };
+        let scores = ctx.scratch("scores", bytes, 256)?;
+        let [a0, a1] = block_args(case, 0, l, bytes);
+        let a0 = bind(ctx, &a0, scores)?;
+        let a1 = bind(ctx, &a1, scores)?;
+        ctx.launch(scores_plan, &a0)?;
+        ctx.launch(softmax_plan, &a1)
+    }
+    fn args_for_repro(&self, case: &Case, plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        if plan.launches.is_empty() {
+            return Some(Vec::new());
+        }
+        // The checked path refuses past the limit before launching: no standalone file
+        // launches what it does.
+        if !unfused_fits(case) {
+            return None;
+        }
+        let (_, l, _) = geometry(case);
+        let bytes = unfused_scratch_bytes(case)?;
+        Some(block_args(case, 0, l, bytes).to_vec())
+    }
+}
+
+/// The incident's fix: the query axis in blocks, each with its own causal-mask offset.
+pub struct Chunked;
+pub static CHUNKED: Chunked = Chunked;
+
+impl Impl for Chunked {
+    fn name(&self) -> &'static str {
+        "chunked"
+    }
+    fn role(&self) -> ImplRole {
+        ImplRole::Fixed
+    }
+    fn about(&self) -> &'static str {
+        "the incident's fix (sanctum-rs 5731769): query rows in blocks of q_chunk (fewer if the block would pass max_buffer_bytes), scores [n_head, block, L]: linear in L; same kernels as unfused, so bit-identical"
+    }
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
+        check_unfused_head_dim(case)?;
+        let (_, l, h) = geometry(case);
+        let Some(blocks) = chunks(case) else {
+            return Err(format!(
+                "not even one query row's scores [{h}, 1, {l}] f32 fit max_buffer_bytes {}",
+                max_buffer_bytes(case)
+            ));
+        };
+        if blocks.len() as i64 > MAX_CHUNKS {
+            return Err(format!(
+                "{} query blocks (more than {MAX_CHUNKS}): raise q_chunk",
+                blocks.len()
+            ));
+        }
+        Ok(Plan::kernels(
+            blocks
+                .iter()
+                .flat_map(|&(_, rows)| block_launches(case, rows))
+                .collect(),
+        ))
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        let (Some(blocks), Some(bytes)) = (chunks(case), chunked_scratch_bytes(case)) else {
+            return Err(RunError::Unsupported(
+                "no query block fits max_buffer_bytes".into(),
+            ));
+        };
+        if plan.launches.len() != 2 * blocks.len() {
+            return Err(RunError::Unsupported(format!(
+                "the plan has {} launches for {} query blocks",
+                plan.launches.len(),
+                blocks.len()
+            )));
+        }
+        ctx.extra
+            .insert("score_buffer_bytes".into(), serde_json::Value::from(bytes));
+        ctx.extra.insert(
+            "query_blocks".into(),
+            serde_json::Value::from(blocks.len() as u64),
+        );
+        // One buffer, reused by every block.
+        let scores = ctx.scratch("scores", bytes, 256)?;
+        for (&(row0, rows), pair) in blocks.iter().zip(plan.launches.chunks(2)) {
+            let [a0, a1] = block_args(case, row0, rows, bytes);
+            let a0 = bind(ctx, &a0, scores)?;
+            let a1 = bind(ctx, &a1, scores)?;
+            ctx.launch(&pair[0], &a0)?;
+            ctx.launch(&pair[1], &a1)?;
+        }
+        Ok(())
+    }
+    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        let bytes = chunked_scratch_bytes(case)?;
+        Some(
+            chunks(case)?
+                .iter()
+                .flat_map(|&(row0, rows)| block_args(case, row0, rows, bytes))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+use super::*;
+
+fn case(imp: &str, ne: Ne) -> Case {
+    Case::new("sdpa_prefill", imp, DType::F32, ne)
+        .with_param("max_buffer_bytes", INCIDENT_MAX_BUFFER_BYTES)
+        .with_param("q_chunk", INCIDENT_Q_CHUNK)
+}
+
+fn modelled(imp: &str, ne: Ne) -> Case {
+    case(imp, ne).with_param("max_buffer_bytes", MODELLED_MAX_BUFFER_BYTES)
+}
+
+fn h200() -> LimitsProfile {
+    LimitsProfile::builtin("h200").unwrap()
+}
+
+fn t(ne: Ne, vals: &[f32]) -> HostTensor {
+    HostTensor::from_f32(DType::F32, ne, vals)
+}
+
+#[test]
+fn reference_by_hand_l2_d1() {
+    // D = 1, so scale = 1. Row 0 sees only key 0: out0 = v0. Row 1 sees keys 0 and 1 with
+    // scores q1·k0 = 0.5·1 and q1·k1 = 0.5·(-2).
+    let ne = [1, 2, 1, 1];
+    let q = t(ne, &[3.0, 0.5]);
+    let k = t(ne, &[1.0, -2.0]);
+    let v = t(ne, &[0.25, 4.0]);
+    let out = OP.reference(&case("fused", ne), &[q, k, v]).unwrap();
+    let (e0, e1) = (0.5f64.exp(), (-1.0f64).exp());
+    let want1 = (e0 * 0.25 + e1 * 4.0) / (e0 + e1);
+    assert_eq!(out[0].len(), 2);
+    assert!((out[0][0] - 0.25).abs() < 1e-15, "{}", out[0][0]);
+    assert!(
+        (out[0][1] - want1).abs() < 1e-14,
+        "{} vs {want1}",
+        out[0][1]
+    );
+}
+
+#[test]
+fn reference_is_causal_and_a_convex_combination() {
+    let (d, l, h) = (4usize, 6usize, 2usize);
+    let n = d * l * h;
+    let vals = |seed: u64| -> Vec<f64> {
+        let mut r = kedge_core::rng::Rng::stream(seed, 0);
+        (0..n).map(|_| r.uniform(-1.0, 1.0) as f64).collect()
+    };
+    let (q, k, mut v) = (vals(1), vals(2), vals(3));
+    let out = causal_attention(&q, &k, &v, d, l, h);
+    for head in 0..h {
+        // Row 0 attends to key 0 alone.
+        let b = head * l * d;
+        assert_eq!(&out[b..b + d], &v[b..b + d]);
+        // Every output lies within the range of the values it averages (weights >= 0, sum 1).
+        for i in 0..l {
+            for dd in 0..d {
+                let seen = (0..=i).map(|j| v[b + j * d + dd]);
+                let lo = seen.clone().fold(f64::INFINITY, f64::min);
+                let hi = seen.fold(f64::NEG_INFINITY, f64::max);
+                let o = out[b + i * d + dd];
+                assert!(
+                    o >= lo - 1e-12 && o <= hi + 1e-12,
+                    "{o} not in [{lo}, {hi}]"
+                );
+            }
+        }
+    }
+    // A constant v comes back unchanged: the weights sum to one on every row.
+    let ones = vec![0.75; n];
+    for o in causal_attention(&q, &k, &ones, d, l, h) {
+        assert!((o - 0.75).abs() < 1e-14, "{o}");
+    }
+    // Changing the last key and value of head 0 changes only its last row.
+    let mut k2 = k.clone();
+    let last = (l - 1) * d;
+    k2[last] += 3.0;
+    v[last] -= 2.0;
+    let out2 = causal_attention(&q, &k2, &v, d, l, h);
+    assert_eq!(&out2[..last], &out[..last]);
+    assert_ne!(&out2[last..last + d], &out[last..last + d]);
+    assert_eq!(&out2[l * d..], &out[l * d..]);
+}
+
+#[test]
+fn unfused_scratch_is_16_l_squared_4_bytes_the_incident_table() {
+    let s = |l: i64| unfused_scratch_bytes(&case("unfused-fallback", [256, l, 16, 1])).unwrap();
+    // The incident's table: 17.18 GB, 36.86 GB, 41.74 GB, 41.94 GB, 68.72 GB.
+    assert_eq!(s(16_384), 17_179_869_184);
+    assert_eq!(s(24_000), 36_864_000_000);
+    assert_eq!(s(25_540), 41_746_662_400);
+    assert_eq!(s(25_600), 41_943_040_000);
+    assert_eq!(s(32_768), 68_719_476_736);
+    for l in [1, 7, 513, 25_541] {
+        assert_eq!(s(l), 16 * (l as u64) * (l as u64) * 4);
+    }
+}
+
+#[test]
+fn the_default_limit_puts_the_boundary_at_25541() {
+    let limit = INCIDENT_MAX_BUFFER_BYTES as u64;
+    assert_eq!(last_fitting_len(limit, 16), 25_541);
+    let fits = |l: i64| unfused_fits(&case("unfused-fallback", [256, l, 16, 1]));
+    assert!(fits(25_540));
+    assert!(fits(25_541));
+    assert!(!fits(25_542));
+    assert!(!fits(25_600));
+    // And the modelled limit: 512 fits exactly (16 · 512² · 4 = 16 MiB), 513 does not.
+    assert_eq!(last_fitting_len(MODELLED_MAX_BUFFER_BYTES as u64, 16), 512);
+    assert_eq!(
+        score_bytes(16, 512, 512),
+        Some(MODELLED_MAX_BUFFER_BYTES as u64)
+    );
+    let m = |l: i64| unfused_fits(&modelled("unfused-fallback", [256, l, 16, 1]));
+    assert!(m(511) && m(512) && !m(513));
+}
+
+#[test]
+fn the_limit_boundary_probes_both_sides_of_512() {
+    let b = OP.boundaries(&h200());
+    let lim = b
+        .iter()
+        .find(|b| b.label.contains("score buffer"))
+        .expect("the score-buffer boundary");
+    assert_eq!(lim.axis, kedge_core::op::Axis::Ne(1));
+    assert_eq!(lim.probe_values(), vec![511, 512, 513]);
+    assert_eq!(lim.base, [256, 0, 16, 1]);
+    assert_eq!(
+        lim.params.get("max_buffer_bytes"),
+        Some(&serde_json::Value::from(16i64 << 20))
+    );
+    assert!(lim.reach.0.contains("25,541") && lim.reach.0.contains("L* = 512"));
+    let hd = b
+        .iter()
+        .find(|b| b.label.contains("head_dim"))
+        .expect("the head_dim boundary");
+    assert_eq!(hd.probe_values(), vec![64, 80, 96, 128, 256]);
+}
+
+#[test]
+fn the_silent_fallback_plans_nothing_past_the_limit() {
+    let p = h200();
+    let at = UNFUSED_FALLBACK
+        .plan(&modelled("unfused-fallback", [256, 512, 16, 1]), &p)
+        .unwrap();
+    let names: Vec<_> = at.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(names, ["sdpa_scores", "sdpa_softmax_pv"]);
+    assert_eq!(at.launches[0].grid, [512, 16, 1]);
+    assert!(at.violations(&p).is_empty());
+    let past = UNFUSED_FALLBACK
+        .plan(&modelled("unfused-fallback", [256, 513, 16, 1]), &p)
+        .unwrap();
+    assert!(past.launches.is_empty(), "{:?}", past.launches);
+    // The checked variant states what it would launch and refuses at run time.
+    let checked = UNFUSED_CHECKED
+        .plan(&modelled("unfused-checked", [256, 513, 16, 1]), &p)
+        .unwrap();
+    assert_eq!(checked.launches.len(), 2);
+    assert!(UNFUSED_CHECKED
+        .args_for_repro(&modelled("unfused-checked", [256, 513, 16, 1]), &checked)
+        .is_none());
+    // The scores buffer passed to both launches is the one [16, 512, 512] buffer.
+    let c = modelled("unfused-fallback", [256, 512, 16, 1]);
+    let args = UNFUSED_FALLBACK.args_for_repro(&c, &at).unwrap();
+    let scratch: Vec<_> = args
+        .iter()
+        .flatten()
+        .filter_map(|a| match a {
+            ReproArg::Scratch { name, bytes } => Some((name.clone(), *bytes)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        scratch,
+        vec![
+            ("scores".to_string(), 16u64 << 20),
+            ("scores".to_string(), 16u64 << 20)
+        ]
+    );
+}
+
+#[test]
+fn chunked_buffer_is_linear_in_l() {
+    let b = |l: i64| chunked_scratch_bytes(&case("chunked", [256, l, 16, 1])).unwrap();
+    // [16, 2048, L] f32 once L passes one block.
+    assert_eq!(b(4096), 16 * 2048 * 4096 * 4);
+    assert_eq!(b(8192), 2 * b(4096));
+    assert_eq!(b(262_144), 2 * b(131_072));
+    // The model's full context fits: 34.36 GB < 41.75 GB.
+    assert_eq!(b(262_144), 34_359_738_368);
+    // Below one block it is the unfused buffer.
+    assert_eq!(b(1000), 16 * 1000 * 1000 * 4);
+    // The fix's own ceiling: the 2048-row block fits up to L = 318,527, then shrinks.
+    let rows = |l: i64| chunk_rows(&case("chunked", [256, l, 16, 1])).unwrap();
+    assert_eq!(rows(318_527), 2048);
+    assert_eq!(rows(318_528), 2047);
+    assert!(b(318_528) <= INCIDENT_MAX_BUFFER_BYTES as u64);
+}
+
+#[test]
+fn chunked_offsets_the_mask_per_block_and_covers_every_row() {
+    let p = h200();
+    // The modelled limit at L = 513: the 2048-row block does not fit, 511 rows do.
+    let c = modelled("chunked", [256, 513, 16, 1]);
+    assert_eq!(chunks(&c).unwrap(), vec![(0, 511), (511, 2)]);
+    assert!(chunked_scratch_bytes(&c).unwrap() <= MODELLED_MAX_BUFFER_BYTES as u64);
+    let plan = CHUNKED.plan(&c, &p).unwrap();
+    assert_eq!(plan.launches.len(), 4);
+    assert_eq!(plan.launches[2].grid, [2, 16, 1]);
+    let args = CHUNKED.args_for_repro(&c, &plan).unwrap();
+    // row0 (argument 5 of both kernels) is each block's first query row.
+    let row0: Vec<_> = args.iter().map(|a| a[5].clone()).collect();
+    assert_eq!(
+        row0,
+        vec![
+            ReproArg::I64(0),
+            ReproArg::I64(0),
+            ReproArg::I64(511),
+            ReproArg::I64(511)
+        ]
+    );
+    // q_chunk 16 over 100 rows: six full blocks and one of 4.
+    let c = case("chunked", [128, 100, 2, 1]).with_param("q_chunk", 16);
+    let blocks = chunks(&c).unwrap();
+    assert_eq!(blocks.len(), 7);
+    assert_eq!(blocks[6], (96, 4));
+    assert_eq!(blocks.iter().map(|b| b.1).sum::<i64>(), 100);
+    // Unfused is chunked with one block of L rows: the same kernels, the same launches.
+    let one = case("chunked", [128, 100, 2, 1]);
+    let un = case("unfused-fallback", [128, 100, 2, 1]);
+    assert_eq!(
+        CHUNKED.plan(&one, &p).unwrap().launches,
+        UNFUSED_FALLBACK.plan(&un, &p).unwrap().launches
+    );
+    assert_eq!(
+        CHUNKED.args_for_repro(&one, &CHUNKED.plan(&one, &p).unwrap()),
+        UNFUSED_FALLBACK.args_for_repro(&un, &UNFUSED_FALLBACK.plan(&un, &p).unwrap())
+    );
+}
+
+#[test]
+fn fused_supports_64_80_128_only() {
+    let p = h200();
+    for d in FUSED_HEAD_DIMS {
+        let plan = FUSED.plan(&case("fused", [d, 33, 4, 1]), &p).unwrap();
+        assert_eq!(plan.launches[0].grid, [33, 4, 1]);
+        assert!(plan.violations(&p).is_empty());
+    }
+    assert_eq!(
+        FUSED.plan(&case("fused", [256, 513, 16, 1]), &p),
+        Err("fused causal SDPA supports head_dim 64, 80, 128; got 256".to_string())
+    );
+    assert!(FUSED.plan(&case("fused", [96, 5, 2, 1]), &p).is_err());
+    assert!(FUSED.plan(&case("fused", [32, 5, 2, 1]), &p).is_err());
+}
+
+#[test]
+fn tensors_are_q_k_v_out_of_one_shape() {
+    let c = case("fused", [64, 7, 2, 1]);
+    let specs = OP.tensors(&c).unwrap();
+    let names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["q", "k", "v", "out"]);
+    assert!(specs.iter().all(|s| s.ne == [64, 7, 2, 1]));
+    assert_eq!(specs[3].role, Role::Output);
+    assert!(OP.tensors(&case("fused", [64, 7, 2, 2])).is_err());
+}
+
+/// The default f32 tolerance tells a right answer from a mask off by one key either way.
+#[test]
+fn the_tolerance_catches_a_mask_off_by_one() {
+    use kedge_core::compare::{compare, Tolerance};
+    use kedge_core::verdict::Verdict;
+    let c = case("chunked", [64, 128, 4, 1]);
+    let specs = OP.tensors(&c).unwrap();
+    let inputs = OP.inputs(&c, &specs).unwrap();
+    let want = OP.reference(&c, &inputs).unwrap().remove(0);
+    let (d, l, h) = (64usize, 128usize, 4usize);
+    let [q, k, v] = [0, 1, 2].map(|i| inputs[i].to_f64());
+    // Keys [lo(i), hi(i)] instead of [0, i].
+    let attend = |lo: &dyn Fn(usize) -> usize, hi: &dyn Fn(usize) -> usize| -> Vec<f64> {
+        let mut out = vec![0.0; d * l * h];
+        for head in 0..h {
+            let b = head * l * d;
+            for i in 0..l {
+                let s: Vec<f64> = (lo(i)..=hi(i))
+                    .map(|j| {
+                        (0..d)
+                            .map(|x| q[b + i * d + x] * k[b + j * d + x])
+                            .sum::<f64>()
+                            / (d as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let sum: f64 = p.iter().sum();
+                for x in 0..d {
+                    out[b + i * d + x] = (lo(i)..=hi(i))
+                        .zip(&p)
+                        .map(|(j, w)| w * v[b + j * d + x])
+                        .sum::<f64>()
+                        / sum;
+                }
+            }
+        }
+        out
+    };
+    let as_f32 = |x: &[f64]| {
+        HostTensor::from_f32(
+            DType::F32,
+            c.ne,
+            &x.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+        )
+    };
+    let tol = OP.tolerance(&c);
+    assert_eq!(tol, Tolerance::F32);
+    let same = attend(&|_| 0, &|i| i);
+    assert_eq!(
+        compare("out", &as_f32(&same), &want, tol).verdict,
+        Verdict::Pass
+    );
+    // Row i misses key 0 (rows past 0), or also sees key i + 1 (rows before the last).
+    let skips_first = attend(&|i| usize::from(i > 0), &|i| i);
+    let peeks = attend(&|_| 0, &|i| (i + 1).min(l - 1));
+    for wrong in [skips_first, peeks] {
+        let r = compare("out", &as_f32(&wrong), &want, tol);
+        assert_eq!(r.verdict, Verdict::WrongValues, "{}", r.detail);
+    }
+}
