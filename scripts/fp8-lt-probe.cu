@@ -8,13 +8,14 @@
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
 
+static int g_scale_off = 1;
 static int run(const char* name, int m, int n, int k, bool scales, bool fast_accum_attr, cudaDataType_t dtype, bool separate_c) {
   cublasLtHandle_t h; cublasLtCreate(&h);
   void *a, *b, *c, *d, *ws; float* sc;
   size_t wsz = 32u << 20;
   CK(cudaMalloc(&a, (size_t)m * k)); CK(cudaMalloc(&b, (size_t)n * k));
   CK(cudaMalloc(&c, (size_t)m * n * 4)); CK(cudaMalloc(&d, (size_t)m * n * 4)); CK(cudaMalloc(&ws, wsz));
-  CK(cudaMalloc(&sc, 8)); float one[2] = {1.f, 1.f}; CK(cudaMemcpy(sc, one, 8, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&sc, 64)); float one[2] = {1.f, 1.f}; CK(cudaMemcpy(sc, one, 8, cudaMemcpyHostToDevice));
   CK(cudaMemset(a, 0x38, (size_t)m * k)); CK(cudaMemset(b, 0x38, (size_t)n * k));
   cublasLtMatmulDesc_t desc; cublasStatus_t s = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -22,7 +23,7 @@ static int run(const char* name, int m, int n, int k, bool scales, bool fast_acc
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (fast_accum_attr) { int8_t fa = 0; cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fa, sizeof fa); }
   if (scales) {
-    const void* pa = sc + 1; const void* pb = sc;
+    const void* pa = sc + g_scale_off; const void* pb = sc;
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
   }
@@ -53,5 +54,7 @@ int main() {
   run("fp16 D", 3072, 512, 3072, true, true, CUDA_R_16F, false);
   run("fp32 D", 3072, 512, 3072, true, true, CUDA_R_32F, false);
   run("small 256x16x3072", 256, 16, 3072, true, true, CUDA_R_16BF, false);
+  g_scale_off = 4;
+  run("A scale pointer 16 bytes in", 3072, 512, 3072, true, true, CUDA_R_16BF, false);
   return 0;
 }

@@ -277,7 +277,7 @@ impl LtPlan {
         set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, &1i32, &what)?;
         set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, &0i32, &what)?;
         set_desc(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &0i8, &what)?;
-        let (w_scale_ptr, a_scale_ptr) = ((scales + 4) as *const c_void, scales as *const c_void);
+        let (w_scale_ptr, a_scale_ptr) = ((scales + 16) as *const c_void, scales as *const c_void);
         set_desc(
             desc,
             CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
@@ -408,7 +408,7 @@ impl LtPlan {
             self.n, self.plan_rows, self.k
         );
         // Scale pointers are per call (the case's scratch), set under the cache's lock.
-        let w_scale_ptr = (scales + 4) as *const c_void;
+        let w_scale_ptr = (scales + 16) as *const c_void;
         let a_scale_ptr = scales as *const c_void;
         set_desc(
             self.desc,
