@@ -126,6 +126,11 @@ enum Cmd {
     /// Boundary-biased random cases; failures are shrunk and appended to
     /// corpora/fuzz-finds.jsonl.
     Fuzz(FuzzArgs),
+    /// Wall time of sweeps side by side (from their sweep-summary.json files), as Markdown.
+    Perf {
+        #[arg(required = true)]
+        summaries: Vec<PathBuf>,
+    },
     /// (internal) A worker: reads case lines on stdin, writes verdict lines on stdout.
     #[command(hide = true)]
     Worker {
@@ -385,6 +390,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Cmd::Selftest(a) => cmd_selftest(&a),
         Cmd::Fuzz(a) => cmd_fuzz(&a),
         Cmd::Report { results, out } => cmd_report(&results, &out),
+        Cmd::Perf { summaries } => cmd_perf(&summaries),
         Cmd::Gate {
             baseline,
             results,
@@ -403,6 +409,39 @@ fn dispatch(cli: Cli) -> Result<i32> {
             }
         },
     }
+}
+
+/// Speed belongs in reports, not in timed tests: this renders what sweeps measured.
+fn cmd_perf(summaries: &[PathBuf]) -> Result<i32> {
+    println!(
+        "| run | allocation | suite | cases | wall | per case | failures | workers | device |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|---|");
+    for p in summaries {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let runs: Vec<serde_json::Value> = serde_json::from_str(&text)
+            .map_err(|e| BadInput(format!("{}: not a sweep-summary.json: {e}", p.display())))?;
+        for r in runs {
+            let cases = r["cases"].as_u64().unwrap_or(0);
+            let wall = r["wall_s"].as_f64().unwrap_or(0.0);
+            let per = if cases > 0 {
+                wall * 1e3 / cases as f64
+            } else {
+                0.0
+            };
+            println!(
+                "| {} | {} | {} | {cases} | {wall:.1} s | {per:.0} ms | {} | {} | {} |",
+                r["under"].as_str().unwrap_or("?"),
+                r["allocs"].as_str().unwrap_or("?"),
+                r["suite"].as_str().unwrap_or("?"),
+                r["failures"].as_u64().unwrap_or(0),
+                r["workers"].as_u64().unwrap_or(0),
+                r["device"].as_str().unwrap_or("?"),
+            );
+        }
+    }
+    Ok(exit::OK)
 }
 
 fn cmd_report(results: &[PathBuf], out: &Path) -> Result<i32> {
