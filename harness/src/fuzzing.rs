@@ -305,14 +305,26 @@ fn reference_vs_naive_inner(reg: &Registry, u: &mut Unstructured<'_>) -> AResult
     Ok(())
 }
 
-/// The targets `cargo test` replays, by name (`fuzz/seeds/<name>/`).
+/// compute-sanitizer XML: the parser returns records or a typed error, never panics, and a
+/// file cut anywhere still parses (a worker killed mid-run leaves one).
+pub fn sanitizer_xml(_reg: &Registry, data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(parsed) = crate::sanitizer::parse_xml(&text) {
+        let n = parsed.records.len();
+        let att = crate::sanitizer::attribute(&parsed.records, n.max(1));
+        assert_eq!(att.per_case.len(), n.max(1));
+    }
+}
+
 /// A fuzz target's body.
 pub type Target = fn(&Registry, &[u8]);
 
+/// The targets `cargo test` replays, by name (`fuzz/seeds/<name>/`).
 pub fn targets() -> Vec<(&'static str, Target)> {
     vec![
         ("case_line", case_line),
         ("launch_plan", launch_plan),
         ("reference_vs_naive", reference_vs_naive),
+        ("sanitizer_xml", sanitizer_xml),
     ]
 }
