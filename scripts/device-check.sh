@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution fuzz
+# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz
+# What the 2026-12-02 session could not run (device time ran out): env fp8 plugin incidents synccheck
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution fuzz} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -80,7 +81,8 @@ if want incidents; then
   run sweep-incidents "$K" sweep incidents --out "$W/incidents"
   for inc in \
     'rms_norm {"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}' \
-    'add_id {"op":"add_id","impl":"ggml","dtype":"f32","ne":[64,4,65536,1],"params":{"n_experts":8}}'; do
+    'add_id {"op":"add_id","impl":"ggml","dtype":"f32","ne":[64,4,65536,1],"params":{"n_experts":8}}' \
+    'fp8_gemm {"op":"fp8_gemm","impl":"bucketed-short","dtype":"bf16","ne":[3072,300,3072,1],"params":{"scratch":"strict"},"alloc":"guard"}'; do
     name=${inc%% *}; line=${inc#* }
     run minimize-$name "$K" minimize "$line" --out "$W/minimize-$name"
     run repro-$name "$K" repro "$line" --out "$W/repro-$name"
@@ -101,6 +103,12 @@ if want zoo; then
   for imp in clean planted-read-past-row-end-last-block planted-read-before-start planted-write-past-end; do zoo $imp memcheck --padding 512; done
   for imp in clean planted-uninit-global-read; do zoo $imp initcheck; done
   for imp in clean planted-missing-syncthreads; do zoo $imp racecheck; done
+fi
+
+# synccheck over the smoke suite of the block-reducing ops: no planted synccheck bug (a
+# divergent barrier can hang the GPU), so this captures clean real XML for the parser tests.
+if want synccheck; then
+  run synccheck "$K" sweep smoke -o rms_norm,softmax,cumsum,zoo_rows --sanitize synccheck --out "$W/synccheck"
 fi
 
 if want fuzz; then

@@ -24,6 +24,14 @@ use std::sync::{Mutex, OnceLock};
 /// Largest workspace the heuristic may ask for.
 pub const MAX_WORKSPACE: u64 = 32 << 20;
 
+/// Byte offset of the weight scale in the scales buffer (the activation scale is at 0; the
+/// quantize kernel writes `scales[W_SCALE_OFFSET / 4]`). cuBLASLt 13.1 on the H200 refused
+/// (`CUBLAS_STATUS_NOT_SUPPORTED` at `cublasLtMatmul`) an FP8 GEMM whose A scale pointer sat
+/// 4 bytes into the buffer, and ran the same GEMM without scale pointers
+/// (reports/h200-2026-12-02-run5-selftest-sdpa): 16-byte alignment is the working hypothesis,
+/// not yet confirmed on the device.
+pub const W_SCALE_OFFSET: u64 = 16;
+
 struct Handle(sys::cublasLtHandle_t);
 // SAFETY: a cuBLASLt handle may be used from any thread (calls are serialized by the worker).
 unsafe impl Send for Handle {}
@@ -277,7 +285,10 @@ impl LtPlan {
         set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, &1i32, &what)?;
         set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, &0i32, &what)?;
         set_desc(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &0i8, &what)?;
-        let (w_scale_ptr, a_scale_ptr) = ((scales + 16) as *const c_void, scales as *const c_void);
+        let (w_scale_ptr, a_scale_ptr) = (
+            (scales + W_SCALE_OFFSET) as *const c_void,
+            scales as *const c_void,
+        );
         set_desc(
             desc,
             CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
@@ -408,7 +419,7 @@ impl LtPlan {
             self.n, self.plan_rows, self.k
         );
         // Scale pointers are per call (the case's scratch), set under the cache's lock.
-        let w_scale_ptr = (scales + 16) as *const c_void;
+        let w_scale_ptr = (scales + W_SCALE_OFFSET) as *const c_void;
         let a_scale_ptr = scales as *const c_void;
         set_desc(
             self.desc,
