@@ -242,7 +242,9 @@ struct Exec {
     /// Cases per sanitized worker (its XML is read when it ends).
     #[arg(long, default_value_t = 16)]
     batch: usize,
-    /// Leave out cases with more elements than this (huge cases under a sanitizer are slow).
+    /// Leave out cases with more elements than this. `sweep` defaults to 2^28: the 2^31-element
+    /// index-width cases need 16 GiB of device memory and about 40 GiB of host memory; give
+    /// `--max-elements 0` to run everything.
     #[arg(long)]
     max_elements: Option<u64>,
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
@@ -784,12 +786,13 @@ fn cmd_sweep(
     if let Some(sh) = shard {
         cases = sh.select(cases);
     }
-    if let Some(max) = exec.max_elements {
+    let max = exec.max_elements.unwrap_or(SWEEP_MAX_ELEMENTS);
+    if max > 0 {
         let before = cases.len();
         cases.retain(|c| c.ne.iter().map(|&x| x as u64).product::<u64>() <= max);
         if cases.len() < before {
             eprintln!(
-                "kedge: --max-elements {max}: {} larger cases left out",
+                "kedge: {} cases over {max} elements left out (--max-elements 0 runs them)",
                 before - cases.len()
             );
         }
@@ -861,6 +864,9 @@ fn cmd_sweep(
         exit::OK
     })
 }
+
+/// Largest case a GPU sweep runs unless told otherwise (`--max-elements`).
+const SWEEP_MAX_ELEMENTS: u64 = 1 << 28;
 
 /// References above this many elements are not computed by a CPU-only sweep (it would need
 /// tens of GiB); the GPU sweep computes them.
