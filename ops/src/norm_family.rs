@@ -79,3 +79,93 @@ pub fn pad(p: i64) -> Params {
     m.insert("row_pad".into(), p.into());
     m
 }
+
+/// The two launches of a row normalization whose only parameter is `eps` (norm, l2_norm): the
+/// upstream one and the fix differ only in grid and argument list, and the ops only in their
+/// kernels, so one impl type serves both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowNormGeometry {
+    /// ggml: grid (nrows, nchannels, nsamples), extents read from gridDim.
+    Ggml,
+    /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
+    Clamped,
+}
+
+/// ggml switches to 1024 threads at ncols 1024 (norm.cu).
+pub const ROW_NORM_BLOCK_SWITCH: i64 = 1024;
+
+pub struct RowNormImpl {
+    pub geometry: RowNormGeometry,
+    pub about: &'static str,
+    /// Threads per block below ncols 1024 (32 for norm and l2_norm, as upstream launches them).
+    pub small_block: u64,
+    /// Entries for the small block and for 1024 threads.
+    pub entries: [kedge_core::Kernel; 2],
+    pub default_eps: f64,
+}
+
+impl kedge_core::Impl for RowNormImpl {
+    fn name(&self) -> &'static str {
+        match self.geometry {
+            RowNormGeometry::Ggml => "ggml",
+            RowNormGeometry::Clamped => "clamped",
+        }
+    }
+    fn role(&self) -> kedge_core::ImplRole {
+        match self.geometry {
+            RowNormGeometry::Ggml => kedge_core::ImplRole::Upstream,
+            RowNormGeometry::Clamped => kedge_core::ImplRole::Fixed,
+        }
+    }
+    fn about(&self) -> &'static str {
+        self.about
+    }
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<kedge_core::Plan, String> {
+        let l = RowLayout::of(case);
+        let grid = match self.geometry {
+            RowNormGeometry::Ggml => ggml_grid(&l),
+            RowNormGeometry::Clamped => clamped_grid(&l, limits)?,
+        };
+        let (bs, entry) = if l.ncols < ROW_NORM_BLOCK_SWITCH {
+            (self.small_block, self.entries[0])
+        } else {
+            (1024, self.entries[1])
+        };
+        Ok(kedge_core::Plan::kernels(vec![
+            kedge_core::LaunchPlan::new(entry, grid, [bs, 1, 1], 0),
+        ]))
+    }
+    fn run(
+        &self,
+        ctx: &mut kedge_core::device::RunCtx<'_>,
+        case: &Case,
+        plan: &kedge_core::Plan,
+    ) -> Result<(), kedge_core::device::RunError> {
+        let args = self.args(case, ctx.ptr(0), ctx.ptr(1));
+        ctx.launch(&plan.launches[0], &args)
+    }
+}
+
+impl RowNormImpl {
+    /// The kernel's arguments: x, dst, ncols, [the true extents, clamped only], the input's
+    /// strides in elements, eps.
+    pub fn args(&self, case: &Case, x: u64, dst: u64) -> Vec<kedge_core::device::KArg> {
+        use kedge_core::device::KArg;
+        let l = RowLayout::of(case);
+        let mut args = vec![KArg::Ptr(x), KArg::Ptr(dst), KArg::I32(l.ncols as i32)];
+        if self.geometry == RowNormGeometry::Clamped {
+            args.extend([
+                KArg::I64(l.nrows),
+                KArg::I64(l.nchannels),
+                KArg::I64(l.nsamples),
+            ]);
+        }
+        args.extend([
+            KArg::I64(l.stride_row),
+            KArg::I64(l.stride_channel),
+            KArg::I64(l.stride_sample),
+            KArg::F32(case.params.f64_or("eps", self.default_eps) as f32),
+        ]);
+        args
+    }
+}

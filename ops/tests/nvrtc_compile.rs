@@ -68,3 +68,60 @@ fn every_kernel_compiles_for_compute_90() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The shared norm/l2_norm impls pass exactly as many arguments, of the sizes, that each
+/// kernel entry declares (read from its PTX): a drift between launcher and kernel fails here,
+/// not on a GPU.
+#[test]
+fn row_norm_impls_pass_what_their_kernels_declare() {
+    use kedge_core::device::KArg;
+    if !nvrtc::present() {
+        assert!(
+            !required(),
+            "NVRTC is required here but libnvrtc was not found"
+        );
+        eprintln!("SKIPPED: libnvrtc not found");
+        return;
+    }
+    let impls: [(&str, &kedge_ops::norm_family::RowNormImpl); 4] = [
+        ("norm", &kedge_ops::norm::GGML),
+        ("norm", &kedge_ops::norm::CLAMPED),
+        ("l2_norm", &kedge_ops::l2_norm::GGML),
+        ("l2_norm", &kedge_ops::l2_norm::CLAMPED),
+    ];
+    for (op, imp) in impls {
+        let case = Case::new(op, "x", kedge_core::DType::F32, [64, 2, 3, 1]);
+        let sizes: Vec<u32> = imp
+            .args(&case, 0, 0)
+            .iter()
+            .map(|a| match a {
+                KArg::Ptr(_) | KArg::I64(_) | KArg::U64(_) => 8,
+                KArg::I32(_) | KArg::U32(_) | KArg::F32(_) => 4,
+            })
+            .collect();
+        for k in imp.entries {
+            let ptx = nvrtc::compile(&k, "compute_90", &[]).expect("compiles");
+            let ptx = String::from_utf8_lossy(&ptx.image).into_owned();
+            let start = ptx
+                .find(&format!(".entry {}(", k.entry))
+                .expect("entry in PTX");
+            let params = &ptx[start..start + ptx[start..].find(')').unwrap()];
+            let declared: Vec<u32> = params
+                .lines()
+                .filter(|l| l.contains(".param"))
+                .map(|l| {
+                    if l.contains(".u64") || l.contains(".b64") {
+                        8
+                    } else {
+                        4
+                    }
+                })
+                .collect();
+            assert_eq!(
+                declared, sizes,
+                "{} ({op}): PTX params vs launcher args",
+                k.entry
+            );
+        }
+    }
+}

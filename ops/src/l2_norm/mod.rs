@@ -5,11 +5,8 @@
 //! blocks_num(nrows, nchannels, nsamples)`, so ne[2] lands on grid.y and ne[3] on grid.z, both
 //! capped at 65535; WARP_SIZE (32) threads below ncols 1024, 1024 from there.
 
-use crate::norm_family::{clamped_grid, ggml_grid, pad};
-use crate::rows::{
-    cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD,
-};
-use kedge_core::device::{KArg, RunCtx, RunError};
+use crate::norm_family::{pad, RowNormGeometry, RowNormImpl};
+use crate::rows::{cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, ROW_PAD};
 use kedge_core::host::HostTensor;
 use kedge_core::params::{Params, ParamsExt};
 use kedge_core::*;
@@ -36,7 +33,7 @@ static PARAMS: &[ParamSpec] = &[
 ];
 
 /// ggml switches from 32 to 1024 threads at ncols 1024 (norm.cu, l2_norm_f32_cuda).
-pub const BLOCK_SWITCH: i64 = 1024;
+pub const BLOCK_SWITCH: i64 = crate::norm_family::ROW_NORM_BLOCK_SWITCH;
 
 /// The incident calls L2_NORM unreachable ("ne[2] = 1 in LLMs"); the gated delta-net layers
 /// say otherwise.
@@ -150,105 +147,23 @@ pub fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-fn block_for(ncols: i64) -> u64 {
-    if ncols < BLOCK_SWITCH {
-        32
-    } else {
-        1024
-    }
-}
-
 /// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml norm.cu l2_norm as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let bs = block_for(l.ncols);
-        let entry = if bs == 32 {
-            "l2_norm_ggml_32"
-        } else {
-            "l2_norm_ggml_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            ggml_grid(&l),
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(case.params.f64_or("eps", EPS) as f32),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
-}
+pub static GGML: RowNormImpl = RowNormImpl {
+    geometry: RowNormGeometry::Ggml,
+    about: "ggml norm.cu l2_norm as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
+    small_block: 32,
+    entries: [k("l2_norm_ggml_32"), k("l2_norm_ggml_1024")],
+    default_eps: EPS,
+};
 
 /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let grid = clamped_grid(&l, limits)?;
-        let bs = block_for(l.ncols);
-        let entry = if bs == 32 {
-            "l2_norm_clamped_32"
-        } else {
-            "l2_norm_clamped_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            grid,
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.nrows),
-            KArg::I64(l.nchannels),
-            KArg::I64(l.nsamples),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(case.params.f64_or("eps", EPS) as f32),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
-}
+pub static CLAMPED: RowNormImpl = RowNormImpl {
+    geometry: RowNormGeometry::Clamped,
+    about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets",
+    small_block: 32,
+    entries: [k("l2_norm_clamped_32"), k("l2_norm_clamped_1024")],
+    default_eps: EPS,
+};
 
 #[cfg(test)]
 mod tests {

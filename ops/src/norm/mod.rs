@@ -7,11 +7,8 @@
 //! Unlike rms_norm, norm still launches WARP_SIZE (32) threads below ncols 1024 (upstream's
 //! rms_norm moved to 256); the switch to 1024 threads is at the same ncols.
 
-use crate::norm_family::{clamped_grid, ggml_grid, pad, upstream_view};
-use crate::rows::{
-    cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD,
-};
-use kedge_core::device::{KArg, RunCtx, RunError};
+use crate::norm_family::{pad, upstream_view, RowNormGeometry, RowNormImpl};
+use crate::rows::{cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, ROW_PAD};
 use kedge_core::host::HostTensor;
 use kedge_core::params::{Params, ParamsExt};
 use kedge_core::*;
@@ -37,7 +34,7 @@ static PARAMS: &[ParamSpec] = &[
 ];
 
 /// ggml switches from 32 to 1024 threads at ncols 1024 (norm.cu, norm_f32_cuda).
-pub const BLOCK_SWITCH: i64 = 1024;
+pub const BLOCK_SWITCH: i64 = crate::norm_family::ROW_NORM_BLOCK_SWITCH;
 
 /// NORM with n_tokens on ne[2]: a LayerNorm applied per head after the head reshape.
 pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens through a per-head LayerNorm: StableLM's (and Command-R's) q/k norm is build_norm(Qcur, attn_q_norm, NULL, LLM_NORM) on Qcur = [n_embd_head, n_head, n_tokens], so n_tokens lands on ne[2] (llama.cpp model code as quoted in a code search, not run). The hidden-state NORM runs on [n_embd, n_tokens] (ne[2] = 1) and never gets there";
@@ -151,105 +148,23 @@ pub fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-fn block_for(ncols: i64) -> u64 {
-    if ncols < BLOCK_SWITCH {
-        32
-    } else {
-        1024
-    }
-}
-
 /// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml norm.cu as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let bs = block_for(l.ncols);
-        let entry = if bs == 32 {
-            "norm_ggml_32"
-        } else {
-            "norm_ggml_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            ggml_grid(&l),
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(case.params.f64_or("eps", EPS) as f32),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
-}
+pub static GGML: RowNormImpl = RowNormImpl {
+    geometry: RowNormGeometry::Ggml,
+    about: "ggml norm.cu as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
+    small_block: 32,
+    entries: [k("norm_ggml_32"), k("norm_ggml_1024")],
+    default_eps: EPS,
+};
 
 /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let grid = clamped_grid(&l, limits)?;
-        let bs = block_for(l.ncols);
-        let entry = if bs == 32 {
-            "norm_clamped_32"
-        } else {
-            "norm_clamped_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            grid,
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.nrows),
-            KArg::I64(l.nchannels),
-            KArg::I64(l.nsamples),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(case.params.f64_or("eps", EPS) as f32),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
-}
+pub static CLAMPED: RowNormImpl = RowNormImpl {
+    geometry: RowNormGeometry::Clamped,
+    about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets",
+    small_block: 32,
+    entries: [k("norm_clamped_32"), k("norm_clamped_1024")],
+    default_eps: EPS,
+};
 
 #[cfg(test)]
 mod tests {
