@@ -63,8 +63,9 @@ extern "C" __global__ void fp8_gemm_upcast_w(const unsigned char * w, const unsi
 
 // Activation scale of one chunk: amax(|a|) / 448 over rows x k BF16 values, one block of
 // 1024 threads (deterministic: no atomics). Writes scales[0] = activation scale (1 for an
-// all-zero chunk) and scales[1] = 1, the per-tensor weight scale (block scales are folded
-// into the e4m3 weights by the upcast).
+// all-zero chunk) and scales[64] = 1, the per-tensor weight scale (block scales are folded
+// into the e4m3 weights by the upcast). The weight scale sits 256 bytes in so that each scale
+// pointer cuBLASLt gets is as aligned as a cudaMalloc'd one (lt.rs, W_SCALE_OFFSET).
 extern "C" __global__ void fp8_gemm_act_scale(const unsigned short * a, const long long n, float * scales) {
     __shared__ float s_max[32];
     float m = 0.0f;
@@ -90,7 +91,7 @@ extern "C" __global__ void fp8_gemm_act_scale(const unsigned short * a, const lo
         if (lane == 0) {
             const float s = m / 448.0f;
             scales[0] = (s > 0.0f && s < 3.4e38f) ? s : 1.0f;
-            scales[4] = 1.0f; // 16 bytes in: cuBLASLt refused a scale pointer 4 bytes in (H200, 13.1)
+            scales[64] = 1.0f; // W_SCALE_OFFSET (256 bytes) in: see lt.rs
         }
     }
 }

@@ -25,12 +25,15 @@ use std::sync::{Mutex, OnceLock};
 pub const MAX_WORKSPACE: u64 = 32 << 20;
 
 /// Byte offset of the weight scale in the scales buffer (the activation scale is at 0; the
-/// quantize kernel writes `scales[W_SCALE_OFFSET / 4]`). cuBLASLt 13.1 on the H200 refused
+/// act-scale kernel writes `scales[W_SCALE_OFFSET / 4]`). cuBLASLt 13.1 on the H200 refused
 /// (`CUBLAS_STATUS_NOT_SUPPORTED` at `cublasLtMatmul`) an FP8 GEMM whose A scale pointer sat
 /// 4 bytes into the buffer, and ran the same GEMM without scale pointers
-/// (reports/h200-2026-12-02-run5-selftest-sdpa): 16-byte alignment is the working hypothesis,
-/// not yet confirmed on the device.
-pub const W_SCALE_OFFSET: u64 = 16;
+/// (reports/h200-2026-12-02-run5-selftest-sdpa). Each scale therefore gets its own 256-byte
+/// boundary, the alignment of a `cudaMalloc`'d scale as in NVIDIA's FP8 sample; the probe
+/// (scripts/fp8-lt-probe.cu) measures which offsets cuBLASLt accepts.
+pub const W_SCALE_OFFSET: u64 = 256;
+/// Bytes of the scales scratch: the activation scale at 0, the weight scale at W_SCALE_OFFSET.
+pub const SCALES_BYTES: u64 = W_SCALE_OFFSET * 2;
 
 struct Handle(sys::cublasLtHandle_t);
 // SAFETY: a cuBLASLt handle may be used from any thread (calls are serialized by the worker).

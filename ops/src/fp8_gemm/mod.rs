@@ -567,7 +567,7 @@ fn run_impl(
         ),
     );
 
-    let scales = ctx.scratch("fp8_gemm.scales", 32, 256)?;
+    let scales = ctx.scratch("fp8_gemm.scales", lt::SCALES_BYTES, 256)?;
     let d_rows = ls.iter().map(|c| c.plan_rows).max().unwrap_or(1);
     // The GEMM's BF16 output at the plan's rows (as Mila's real tensors were allocated at the
     // chunk extent): correctly sized in every impl.

@@ -198,3 +198,20 @@ fn every_case_validates_against_the_registry() {
         assert_eq!(v.params["chunk"], json!(512));
     }
 }
+
+#[test]
+fn the_act_scale_kernel_writes_the_weight_scale_where_cublaslt_reads_it() {
+    // lt.rs hands cuBLASLt `scales + W_SCALE_OFFSET` as the A (weight) scale pointer; the
+    // kernel must write exactly that float, inside the scratch kedge allocates.
+    let idx = lt::W_SCALE_OFFSET / 4;
+    assert!(
+        SRC.contains(&format!("scales[{idx}] = 1.0f;")),
+        "kernel does not write scales[{idx}]"
+    );
+    assert_eq!(
+        lt::W_SCALE_OFFSET % 256,
+        0,
+        "each scale on its own 256-byte boundary"
+    );
+    assert!(lt::W_SCALE_OFFSET + 4 <= lt::SCALES_BYTES);
+}
