@@ -2,7 +2,6 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz
-# What the 2026-12-02 session could not run (device time ran out): env fp8 plugin incidents synccheck
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
@@ -26,7 +25,8 @@ run() { # run NAME CMD...: time it, keep its output, note its exit status
 if want env; then
   { echo "commit: $(cat .bin/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"; date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    compute-sanitizer --version | tail -1; nvcc --version | tail -1; } > "$W/env.txt" 2>&1
+    compute-sanitizer --version | tail -1; nvcc --version | tail -1
+    for t in nsys ncu; do echo "$t: $(command -v $t || echo absent)"; done; } > "$W/env.txt" 2>&1
   cat "$W/env.txt" | tee -a "$SUM"
   run limits "$K" limits
 fi

@@ -789,7 +789,7 @@ fn cmd_sweep(
     let max = exec.max_elements.unwrap_or(SWEEP_MAX_ELEMENTS);
     if max > 0 {
         let before = cases.len();
-        cases.retain(|c| c.ne.iter().map(|&x| x as u64).product::<u64>() <= max);
+        cases.retain(|c| largest_tensor_elements(reg, c) <= max);
         if cases.len() < before {
             eprintln!(
                 "kedge: {} cases over {max} elements left out (--max-elements 0 runs them)",
@@ -867,6 +867,30 @@ fn cmd_sweep(
 
 /// Largest case a GPU sweep runs unless told otherwise (`--max-elements`).
 const SWEEP_MAX_ELEMENTS: u64 = 1 << 28;
+
+/// Elements of a case's largest tensor: what `--max-elements` bounds. (The product of `ne` is
+/// not a size for every op: fp8_gemm's ne = [K, M, N] multiplies to the GEMM's work, 2.8e9
+/// at the incident's shape, whose largest tensor holds 4.7e6 elements.) A case whose tensors
+/// cannot be described counts as the product of its `ne`.
+fn largest_tensor_elements(reg: &Registry, c: &kedge_core::Case) -> u64 {
+    let product = || {
+        c.ne.iter()
+            .map(|&x| x.max(0) as u64)
+            .fold(1u64, u64::saturating_mul)
+    };
+    match reg.op(&c.op).and_then(|op| op.tensors(c)) {
+        Ok(specs) => specs
+            .iter()
+            .map(|t| {
+                t.ne.iter()
+                    .map(|&x| x.max(0) as u64)
+                    .fold(1u64, u64::saturating_mul)
+            })
+            .max()
+            .unwrap_or_else(product),
+        Err(_) => product(),
+    }
+}
 
 /// References above this many elements are not computed by a CPU-only sweep (it would need
 /// tens of GiB); the GPU sweep computes them.

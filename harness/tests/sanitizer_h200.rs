@@ -86,3 +86,52 @@ fn initcheck_and_racecheck_records_give_their_verdicts() {
     };
     assert_eq!(all.verdict(), Some((Verdict::Race, Detector::Racecheck)));
 }
+
+/// A memcheck worker of the fp8_gemm boundary sweep (commit dd2acc6): 12 cases passed, the
+/// 13th (`bucketed-short`, M = 257 in bucket 512, 783,360 bytes read past its staging) made
+/// cuBLASLt's Hopper GEMM kernel fault. memcheck reports no precise out-of-bounds access for
+/// it, only `Imprecise` records (hardware exception "Warp illegal address"); 1,216 of them in
+/// the original file, 3 kept here.
+#[test]
+fn memcheck_names_the_cublaslt_kernel_of_an_imprecise_fault() {
+    let run = analyze_run(
+        &fixture("h200-memcheck-cublaslt-imprecise.xml"),
+        Tool::Memcheck,
+        13,
+        None,
+    )
+    .unwrap();
+    assert_eq!(run.markers, 13);
+    for (i, cf) in run.per_case.iter().enumerate().take(12) {
+        assert_eq!(cf.verdict(), None, "case {i} was clean");
+    }
+    let last = &run.per_case[12];
+    assert_eq!(
+        last.verdict(),
+        Some((Verdict::DeviceFault, Detector::Memcheck))
+    );
+    let f = &last.primary[0];
+    assert_eq!(
+        f.kernel.as_deref(),
+        Some("nvjet_sm90_qqtst_64x24_128x16_2x4_h_bz_algo2_TNT")
+    );
+    assert!(f.text.contains("Warp illegal address"), "{}", f.text);
+    assert_eq!(f.count, 3, "the three records are one finding");
+    assert_eq!(f.address, None, "imprecise: memcheck has no address");
+}
+
+/// A synccheck worker of the smoke suite (rms_norm, softmax, cumsum, zoo_rows): clean, so the
+/// file is the empty root element, which must parse as no records rather than an error.
+#[test]
+fn a_clean_synccheck_run_is_no_records() {
+    let run = analyze_run(
+        &fixture("h200-synccheck-clean.xml"),
+        Tool::Synccheck,
+        1,
+        None,
+    )
+    .unwrap();
+    assert!(run.per_case.iter().all(|c| c.is_empty()));
+    assert!(run.preamble.is_empty());
+    assert!(!run.truncated);
+}

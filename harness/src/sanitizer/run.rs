@@ -78,8 +78,9 @@ pub fn finding_detail(f: &Finding) -> String {
 /// The findings are attached (primary then secondary). The sanitizer's verdict replaces the
 /// result's when it is more severe, and also when it names a bad access and the result is
 /// the `device-fault` that access caused (memcheck aborts the kernel, so the worker only saw
-/// a dead context); the displaced detector goes to `also`. Otherwise the sanitizer's tool
-/// goes to `also`.
+/// a dead context), or when it names the kernel whose hardware exception the worker saw as
+/// a `device-fault` at its next sync; the displaced detector goes to `also`. Otherwise the
+/// sanitizer's tool goes to `also`.
 pub fn merge_into_result(result: &mut CaseResult, findings: &CaseFindings) {
     result.findings.extend(findings.all());
     let Some((verdict, tool)) = findings.verdict() else {
@@ -93,7 +94,14 @@ pub fn merge_into_result(result: &mut CaseResult, findings: &CaseFindings) {
     else {
         return;
     };
-    let explains_fault = is_kernel_access(verdict) && result.verdict == Verdict::DeviceFault;
+    // A hardware exception memcheck pinned on a kernel (an `Imprecise` record) says where the
+    // fault the worker only saw at its next sync happened: the sanitizer becomes the detector.
+    let names_faulting_kernel = verdict == Verdict::DeviceFault
+        && decider.kernel.is_some()
+        && result.verdict == Verdict::DeviceFault
+        && result.detector == Detector::DeviceSync;
+    let explains_fault = (is_kernel_access(verdict) && result.verdict == Verdict::DeviceFault)
+        || names_faulting_kernel;
     let worse = verdict.severity() > result.verdict.severity();
     if explains_fault || worse || !result.verdict.is_failure() {
         let old = result.detector;
@@ -146,6 +154,47 @@ mod tests {
         assert_eq!(r.also, vec![Detector::DeviceSync]);
         assert_eq!(r.findings.len(), 2);
         assert_eq!(r.detail, "memcheck: oob-read record in k (3 records)");
+    }
+
+    #[test]
+    fn an_imprecise_exception_in_a_named_kernel_takes_over_the_workers_device_fault() {
+        let mut r = result(Verdict::DeviceFault, Detector::DeviceSync);
+        let f = CaseFindings {
+            primary: vec![finding(
+                Verdict::DeviceFault,
+                Detector::Memcheck,
+                Some("nvjet"),
+            )],
+            secondary: vec![],
+        };
+        merge_into_result(&mut r, &f);
+        assert_eq!(
+            (r.verdict, r.detector),
+            (Verdict::DeviceFault, Detector::Memcheck)
+        );
+        assert_eq!(r.also, vec![Detector::DeviceSync]);
+        assert!(r.detail.contains("in nvjet"), "{}", r.detail);
+        // Without a kernel name the sanitizer adds nothing the worker did not know.
+        let mut r = result(Verdict::DeviceFault, Detector::DeviceSync);
+        let f = CaseFindings {
+            primary: vec![finding(Verdict::DeviceFault, Detector::Memcheck, None)],
+            secondary: vec![],
+        };
+        merge_into_result(&mut r, &f);
+        assert_eq!(r.detector, Detector::DeviceSync);
+        assert_eq!(r.also, vec![Detector::Memcheck]);
+        // A guard page is the more specific account of the same fault: it stays.
+        let mut r = result(Verdict::DeviceFault, Detector::GuardPage);
+        let f = CaseFindings {
+            primary: vec![finding(
+                Verdict::DeviceFault,
+                Detector::Memcheck,
+                Some("nvjet"),
+            )],
+            secondary: vec![],
+        };
+        merge_into_result(&mut r, &f);
+        assert_eq!(r.detector, Detector::GuardPage);
     }
 
     #[test]

@@ -240,7 +240,16 @@ fn dim3(n: &Node, name: &str) -> Result<Option<[u64; 3]>, String> {
 
 fn to_record(n: &Node, input: &str) -> Result<Record, String> {
     let kind = RecordKind::parse(&n.text_at(&["kind"]).unwrap_or_default());
-    let text = n.text_at(&["what", "text"]).unwrap_or_default();
+    // An `Imprecise` record has no sentence, only the hardware exception the GPU raised
+    // ("Warp illegal address"): that is what the user needs to read.
+    let text = match (
+        n.text_at(&["what", "text"]),
+        n.text_at(&["what", "exception"]),
+    ) {
+        (Some(t), _) if !t.is_empty() => t,
+        (_, Some(e)) => format!("hardware exception: {e} (imprecise: no faulting address)"),
+        _ => String::new(),
+    };
     let size = match n.text_at(&["what", "size"]) {
         Some(s) => Some(
             s.parse::<u64>()

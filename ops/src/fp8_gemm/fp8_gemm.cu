@@ -112,3 +112,49 @@ extern "C" __global__ void fp8_gemm_quantize_a(const unsigned short * a, const f
     }
     q[i] = f32_to_e4m3_rn_satfinite(bf16_bits_to_f32(a[i]) / scales[0]);
 }
+
+// ---- kedge's own SIMT FP8 GEMM (param gemm=simt): a calibration path, not what an engine ships.
+// Reads exactly what the cuBLASLt plan reads (plan_rows rows of the activation region, N rows
+// of the weight region) but through plain global loads, which compute-sanitizer memcheck
+// instruments, so a read past the staging (or past an NVTX sub-allocation) is a precise
+// record. D[row][col] = sa * sw * sum_k e4m3(a8[row][k]) * e4m3(w8[col][k]), f32 accumulation
+// in k order (every product of two e4m3 values is exact in f32), rounded to BF16 (RNE).
+__device__ __forceinline__ float e4m3_to_f32(unsigned char b) {
+    const float sign = (b & 0x80) ? -1.0f : 1.0f;
+    const int e = (b >> 3) & 0xF;
+    const int m = b & 0x7;
+    if (e == 0xF && m == 0x7) {
+        return __int_as_float(0x7fc00000);
+    }
+    if (e == 0) {
+        return sign * ldexpf((float)m, -9);
+    }
+    return sign * ldexpf((float)(8 + m), e - 10);
+}
+
+__device__ __forceinline__ unsigned short f32_to_bf16_rn(float x) {
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return 0x7fc0;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+// grid = (ceil(n / blockDim.x), plan_rows), one thread per output element.
+extern "C" __global__ void fp8_gemm_simt(const unsigned char * w8, const unsigned char * a8,
+                                         const float * scales, unsigned short * d,
+                                         const long long n, const long long k) {
+    const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long row = blockIdx.y;
+    if (col >= n) {
+        return;
+    }
+    const unsigned char * a = a8 + row * k;
+    const unsigned char * w = w8 + col * k;
+    float acc = 0.0f;
+    for (long long i = 0; i < k; i++) {
+        acc += e4m3_to_f32(a[i]) * e4m3_to_f32(w[i]);
+    }
+    d[row * n + col] = f32_to_bf16_rn(acc * scales[0] * scales[64]);
+}

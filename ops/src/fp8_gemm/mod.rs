@@ -62,6 +62,7 @@ const fn k(entry: &'static str) -> Kernel {
 const K_UPCAST: Kernel = k("fp8_gemm_upcast_w");
 const K_SCALE: Kernel = k("fp8_gemm_act_scale");
 const K_QUANT: Kernel = k("fp8_gemm_quantize_a");
+const K_SIMT: Kernel = k("fp8_gemm_simt");
 const BLOCK: u64 = 256;
 const SCALE_THREADS: u64 = 1024;
 
@@ -93,6 +94,12 @@ static PARAMS: &[ParamSpec] = &[
         "nvtx",
         false,
         "pool mode: register the pool and its sub-allocations with the NVTX memory API so compute-sanitizer memcheck checks their bounds",
+    ),
+    ParamSpec::choice(
+        "gemm",
+        "cublaslt",
+        &["cublaslt", "simt"],
+        "cublaslt: the real cuBLASLt FP8 matmul (what the engine ships); simt: kedge's own kernel reading exactly what the plan reads through plain loads, a calibration for the detectors (memcheck instruments plain loads; it reported no precise access for cuBLASLt's Hopper kernels on the H200)",
     ),
     ParamSpec::int(
         "algo",
@@ -264,6 +271,19 @@ impl Op for Fp8Gemm {
             )
             .with_values(vec![257, 299, 300, 301, 400]),
         );
+        // The same plans through kedge's SIMT GEMM: plain loads, so memcheck (and NVTX
+        // sub-allocation bounds in pool mode) can see the read past the staging.
+        v.push(
+            Boundary::ne(
+                "M inside bucket 512, read through kedge's SIMT GEMM (calibration)",
+                1,
+                300,
+                [3072, 0, 256, 1],
+                Reach("calibration: the incident's plan read through plain loads; cuBLASLt's own kernels gave memcheck no precise record on the H200"),
+            )
+            .with_param("gemm", "simt")
+            .with_values(vec![2, 299, 300, 301]),
+        );
         v.push(
             Boundary::ne(
                 "M across the prefill chunk (512)",
@@ -432,9 +452,23 @@ pub fn reference(d: &Dims, a: &HostTensor, w: &HostTensor, ws: &HostTensor) -> V
 /// One step of an impl's run, in launch order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
-    Upcast { chunk: usize },
-    Scale { chunk: usize },
-    Quant { chunk: usize },
+    Upcast {
+        chunk: usize,
+    },
+    Scale {
+        chunk: usize,
+    },
+    Quant {
+        chunk: usize,
+    },
+    /// `gemm = simt` only: kedge's own GEMM over the plan's rows.
+    Simt {
+        chunk: usize,
+    },
+}
+
+fn is_simt(case: &Case) -> bool {
+    case.params.str_or("gemm", "cublaslt") == "simt"
 }
 
 fn sizing_plan(sizing: Sizing, case: &Case) -> Result<(Dims, Vec<ChunkLayout>), String> {
@@ -473,6 +507,17 @@ fn steps(case: &Case, ls: &[ChunkLayout], d: &Dims) -> Vec<(Step, LaunchPlan)> {
                 0,
             ),
         ));
+        if is_simt(case) {
+            v.push((
+                Step::Simt { chunk: i },
+                LaunchPlan::new(
+                    K_SIMT,
+                    [d.n.div_ceil(BLOCK), c.plan_rows, 1],
+                    [BLOCK, 1, 1],
+                    0,
+                ),
+            ));
+        }
     }
     v
 }
@@ -482,10 +527,14 @@ fn plan_for(sizing: Sizing, case: &Case) -> Result<Plan, String> {
     let launches = steps(case, &ls, &d).into_iter().map(|(_, l)| l).collect();
     let mut unchecked = Vec::new();
     for (i, c) in ls.iter().enumerate() {
-        unchecked.push(format!(
-            "chunk {i}: cublasLtMatmul FP8 e4m3 TN m={} n={} k={} (plan rows {}, staged rows {}; cuBLASLt picks its own launch) + cuMemcpyDtoD of {} rows",
-            d.n, c.plan_rows, d.k, c.plan_rows, c.staged_rows, c.rows
-        ));
+        unchecked.push(if is_simt(case) {
+            format!("chunk {i}: cuMemcpyDtoD of {} rows", c.rows)
+        } else {
+            format!(
+                "chunk {i}: cublasLtMatmul FP8 e4m3 TN m={} n={} k={} (plan rows {}, staged rows {}; cuBLASLt picks its own launch) + cuMemcpyDtoD of {} rows",
+                d.n, c.plan_rows, d.k, c.plan_rows, c.staged_rows, c.rows
+            )
+        });
     }
     Ok(Plan {
         launches,
@@ -577,8 +626,17 @@ fn run_impl(
     // allocated: the staging is then the last allocation, so the memory past its end is not
     // another live allocation of this case (memcheck sees the read as out of bounds).
     let algo = case.params.i64_or("algo", 0).max(0) as usize;
+    let simt = is_simt(case);
+    ctx.extra.insert(
+        "gemm".into(),
+        json!(if simt {
+            "simt (kedge's calibration kernel: plain loads of the plan's rows)"
+        } else {
+            "cublaslt"
+        }),
+    );
     let mut chunk_plans: Vec<(Option<lt::LtPlan>, lt::AlgoInfo, bool)> = Vec::new();
-    for c in &ls {
+    for c in ls.iter().filter(|_| !simt) {
         if cached {
             let (info, hit) =
                 lt::cache().with_plan(n, k, c.plan_rows, scales, algo, |p| Ok(p.info.clone()))?;
@@ -646,7 +704,6 @@ fn run_impl(
     let mut algos = Vec::new();
     let mut si = 0usize;
     for (i, c) in ls.iter().enumerate() {
-        let (own_plan, info, hit) = &chunk_plans[i];
         // The chunk's staging buffer: the last allocation before its GEMM in strict mode.
         let staging = if let Some((p, _)) = pool {
             p
@@ -712,41 +769,64 @@ fn run_impl(
                         ],
                     )?;
                 }
+                Step::Simt { chunk } if chunk == i => {
+                    ctx.launch(
+                        &launch,
+                        &[
+                            KArg::Ptr(staging),
+                            KArg::Ptr(a8),
+                            KArg::Ptr(scales),
+                            KArg::Ptr(d_plan),
+                            KArg::I64(n as i64),
+                            KArg::I64(k as i64),
+                        ],
+                    )?;
+                }
                 _ => break,
             }
             si += 1;
         }
-        // The GEMM, through the plan cache (or a plan of its own for exact-plan).
-        let stream = ctx.stream();
-        let what = format!(
-            "cublasLtMatmul chunk {i} (FP8 TN m={n} n={} k={k}, staged rows {})",
-            c.plan_rows, c.staged_rows
-        );
-        ctx.launched.push(what.clone());
-        let mut j = info.to_json();
-        j["chunk"] = json!(i);
-        j["plan_rows"] = json!(c.plan_rows);
-        j["cache_hit"] = json!(*hit);
-        algos.push(j);
-        ctx.extra.insert("cublaslt".into(), json!(algos.clone()));
-        let run = |p: &lt::LtPlan| {
-            p.matmul(
-                staging,
-                a8,
-                d_plan,
-                scales,
-                workspace.0,
-                workspace.1,
-                stream,
-            )
-        };
-        match own_plan {
-            None => {
-                lt::cache().with_plan(n, k, c.plan_rows, scales, algo, run)?;
+        // The GEMM, through the plan cache (or a plan of its own for exact-plan); with
+        // gemm = simt it was the last launch above.
+        if simt {
+            ctx.dev.synchronize("fp8_gemm_simt")?;
+        } else {
+            let Some((own_plan, info, hit)) = chunk_plans.get(i) else {
+                return Err(RunError::Unsupported(format!(
+                    "no cuBLASLt plan for chunk {i}"
+                )));
+            };
+            let stream = ctx.stream();
+            let what = format!(
+                "cublasLtMatmul chunk {i} (FP8 TN m={n} n={} k={k}, staged rows {})",
+                c.plan_rows, c.staged_rows
+            );
+            ctx.launched.push(what.clone());
+            let mut j = info.to_json();
+            j["chunk"] = json!(i);
+            j["plan_rows"] = json!(c.plan_rows);
+            j["cache_hit"] = json!(*hit);
+            algos.push(j);
+            ctx.extra.insert("cublaslt".into(), json!(algos.clone()));
+            let run = |p: &lt::LtPlan| {
+                p.matmul(
+                    staging,
+                    a8,
+                    d_plan,
+                    scales,
+                    workspace.0,
+                    workspace.1,
+                    stream,
+                )
+            };
+            match own_plan {
+                None => {
+                    lt::cache().with_plan(n, k, c.plan_rows, scales, algo, run)?;
+                }
+                Some(p) => run(p)?,
             }
-            Some(p) => run(p)?,
+            ctx.dev.synchronize(&what)?;
         }
-        ctx.dev.synchronize(&what)?;
         // The caller's rows into d.
         // SAFETY: both ranges lie inside live allocations: d_plan holds plan_rows >= rows
         // rows of N, d holds M rows of N from row0.

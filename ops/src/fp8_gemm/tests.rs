@@ -215,3 +215,24 @@ fn the_act_scale_kernel_writes_the_weight_scale_where_cublaslt_reads_it() {
     );
     assert!(lt::W_SCALE_OFFSET + 4 <= lt::SCALES_BYTES);
 }
+
+#[test]
+fn simt_gemm_reads_the_plans_rows_through_a_kernel_kedge_launches() {
+    let mut c = case("bucketed-short", [3072, 300, 3072, 1]);
+    c.params.insert("gemm".into(), json!("simt"));
+    let p = BUCKETED_SHORT
+        .plan(&c, &LimitsProfile::builtin("h200").unwrap())
+        .unwrap();
+    let simt = p.launches.last().unwrap();
+    assert_eq!(simt.kernel, "fp8_gemm_simt");
+    // One row of threads per plan row: the bucket (512), not the caller's 300.
+    assert_eq!(simt.grid, [3072u64.div_ceil(256), 512, 1]);
+    assert!(p.unchecked.iter().all(|u| !u.contains("cublasLt")));
+    // The default stays the real cuBLASLt matmul.
+    let c = case("bucketed-short", [3072, 300, 3072, 1]);
+    let p = BUCKETED_SHORT
+        .plan(&c, &LimitsProfile::builtin("h200").unwrap())
+        .unwrap();
+    assert!(p.launches.iter().all(|l| l.kernel != "fp8_gemm_simt"));
+    assert!(p.unchecked.iter().any(|u| u.contains("cublasLtMatmul")));
+}
