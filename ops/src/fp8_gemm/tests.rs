@@ -209,7 +209,7 @@ fn the_act_scale_kernel_writes_the_weight_scale_where_cublaslt_reads_it() {
         "kernel does not write scales[{idx}]"
     );
     // Each scale on its own 256-byte boundary, inside the scratch.
-    const { assert!(lt::W_SCALE_OFFSET % 256 == 0) };
+    const { assert!(lt::W_SCALE_OFFSET.is_multiple_of(256)) };
     const { assert!(lt::W_SCALE_OFFSET + 4 <= lt::SCALES_BYTES) };
 }
 
