@@ -10,6 +10,8 @@ K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
 SUM="$OUT/summary.txt"; : > "$SUM"
+# Whatever ran comes back, even when the caller's time limit stops this script part-way.
+trap 'tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null' EXIT
 say() { echo "$*" | tee -a "$SUM"; }
 want() { [[ "$PARTS" == *" $1 "* ]]; }
 run() { # run NAME CMD...: time it, keep its output, note its exit status
@@ -145,4 +147,5 @@ if want sdpa; then
 fi
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null
+trap - EXIT
 say "archive: $(du -h "$OUT/kedge-gpu.tar.gz" | cut -f1)"
