@@ -387,7 +387,7 @@ impl Op for Fp8Gemm {
                 "scratch=pool: the staging is sub-allocated from a grow-only pool an earlier layer of {prior} rows grew; a read past the staging region that stays inside the pool's slack is invisible to guard pages and to memcheck's allocation bounds: THIS MODE CAN HIDE OVERRUNS"
             );
             if nvtx {
-                s.push_str("; nvtx=true: the pool is an NVTX sub-allocator heap and the W and A regions are registered sub-allocations, so under compute-sanitizer memcheck reads past a region are reported (natively the overrun stays hidden)");
+                s.push_str("; nvtx=true: the pool is an NVTX sub-allocator heap and the W and A regions are registered sub-allocations, so under compute-sanitizer memcheck a plain load past a region is reported (gemm=simt: seen on the H200); cuBLASLt's own GEMM kernel gave memcheck no precise record there, so with gemm=cublaslt the overrun stayed hidden even so");
             } else {
                 s.push_str("; nvtx=false: no sub-allocation bounds are declared, so memcheck cannot see it either");
             }
