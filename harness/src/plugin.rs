@@ -745,6 +745,7 @@ impl Impl for PluginImpl {
             ));
         }
         Ok(Plan {
+            buffers: Vec::new(),
             launches: vec![],
             unchecked: vec![self.unchecked_note()],
         })

@@ -67,7 +67,7 @@ pub fn runs_for_detector(d: Detector) -> Vec<(Under, AllocMode)> {
         Detector::Memcheck | Detector::Initcheck | Detector::Racecheck | Detector::Synccheck => {
             vec![(Under::Tool(d), AllocMode::Exact)]
         }
-        Detector::LaunchContract => vec![(Under::Cpu, AllocMode::Exact)],
+        Detector::LaunchContract | Detector::AllocContract => vec![(Under::Cpu, AllocMode::Exact)],
         Detector::Reference
         | Detector::Poison
         | Detector::Driver

@@ -772,6 +772,10 @@ fn read_limits(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<LimitsProfile, 
         shared_per_block_optin: v(a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?),
         max_alloc_bytes: Sourced {
             value: total,
+            source: "cuDeviceTotalMem (CUDA has no smaller cap on one allocation)".into(),
+        },
+        device_memory_bytes: Sourced {
+            value: total,
             source: "cuDeviceTotalMem".into(),
         },
         vmm_granularity: Sourced {

@@ -52,7 +52,29 @@ pub fn check_on_cpu(
         Err(r) => *r,
         Ok(plan) => {
             let v = plan.violations(limits);
-            if !v.is_empty() {
+            let tensor_bytes = op
+                .tensors(case)
+                .map(|ts| ts.iter().fold(0u64, |a, t| a.saturating_add(t.bytes)))
+                .unwrap_or(0);
+            let bv = plan.buffer_violations(limits, tensor_bytes);
+            if v.is_empty() && !bv.is_empty() {
+                let mut r = CaseResult::new(
+                    case,
+                    Verdict::ResourceLimit,
+                    Detector::AllocContract,
+                    format!(
+                        "plan breaks profile {}: {} {}",
+                        limits.name,
+                        case.imp,
+                        bv.iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                );
+                r.buffer_violations = bv;
+                r
+            } else if !v.is_empty() {
                 let mut r = CaseResult::new(
                     case,
                     Verdict::LaunchError,
@@ -74,6 +96,17 @@ pub fn check_on_cpu(
                     limits.name,
                     plan.launches.len()
                 );
+                if !plan.buffers.is_empty() {
+                    msg.push_str(&format!(
+                        "; buffers: {} (largest allowed {})",
+                        plan.buffers
+                            .iter()
+                            .map(|b| format!("{} {}", b.name, crate::launch::human_bytes(b.bytes)))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        crate::launch::human_bytes(limits.max_alloc_bytes.value)
+                    ));
+                }
                 if !plan.unchecked.is_empty() {
                     msg.push_str(&format!("; not checked: {}", plan.unchecked.join(", ")));
                 }

@@ -135,6 +135,53 @@ impl fmt::Display for LaunchViolation {
     }
 }
 
+/// A buffer an impl allocates besides the case's tensors (a score matrix, a staging area):
+/// the allocation half of the contract, checked like a launch against the profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BufferPlan {
+    /// What it holds, with its shape: "scores [16 heads, 25600, 25600] f32".
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// A planned buffer the profile cannot hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BufferViolation {
+    pub buffer: String,
+    pub bytes: u64,
+    /// "largest single buffer" or "device memory".
+    pub limit_name: String,
+    pub limit: u64,
+    pub profile: String,
+}
+
+/// Bytes as a person reads them: decimal GB/MB with two decimals (41.94 GB), as the
+/// incidents and the vendors quote them.
+pub fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else {
+        format!("{} bytes", b as u64)
+    }
+}
+
+impl fmt::Display for BufferViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "needs a {} buffer ({}); profile {} allows {} ({})",
+            human_bytes(self.bytes),
+            self.buffer,
+            self.profile,
+            human_bytes(self.limit),
+            self.limit_name
+        )
+    }
+}
+
 /// What an impl answers when asked to plan a case.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
@@ -142,6 +189,8 @@ pub struct Plan {
     /// Work the impl does that is not a kernel kedge launches (a cuBLASLt matmul, a plugin):
     /// named so that `kedge plan` says what it could not check.
     pub unchecked: Vec<String>,
+    /// Buffers the impl allocates besides the case's tensors, largest first is not required.
+    pub buffers: Vec<BufferPlan>,
 }
 
 impl Plan {
@@ -149,10 +198,48 @@ impl Plan {
         Plan {
             launches,
             unchecked: Vec::new(),
+            buffers: Vec::new(),
         }
+    }
+    pub fn with_buffers(mut self, buffers: Vec<BufferPlan>) -> Self {
+        self.buffers = buffers;
+        self
     }
     pub fn violations(&self, p: &LimitsProfile) -> Vec<LaunchViolation> {
         self.launches.iter().flat_map(|l| l.check(p)).collect()
+    }
+    /// Each buffer against the profile's largest single buffer, and all of them together
+    /// (plus `tensor_bytes`, the case's own tensors) against the device's memory.
+    pub fn buffer_violations(&self, p: &LimitsProfile, tensor_bytes: u64) -> Vec<BufferViolation> {
+        let mut v: Vec<BufferViolation> = self
+            .buffers
+            .iter()
+            .filter(|b| b.bytes > p.max_alloc_bytes.value)
+            .map(|b| BufferViolation {
+                buffer: b.name.clone(),
+                bytes: b.bytes,
+                limit_name: format!("largest single buffer: {}", p.max_alloc_bytes.source),
+                limit: p.max_alloc_bytes.value,
+                profile: p.name.clone(),
+            })
+            .collect();
+        let total = self
+            .buffers
+            .iter()
+            .fold(tensor_bytes, |a, b| a.saturating_add(b.bytes));
+        if v.is_empty() && total > p.device_memory_bytes.value {
+            v.push(BufferViolation {
+                buffer: format!(
+                    "{} planned buffers and the case's tensors together",
+                    self.buffers.len()
+                ),
+                bytes: total,
+                limit_name: format!("device memory: {}", p.device_memory_bytes.source),
+                limit: p.device_memory_bytes.value,
+                profile: p.name.clone(),
+            });
+        }
+        v
     }
 }
 

@@ -25,7 +25,7 @@ pub mod verdict;
 pub use case::{AllocMode, Case};
 pub use dtype::DType;
 pub use error::CaseError;
-pub use launch::{Kernel, LaunchPlan, Plan, ReproArg};
+pub use launch::{BufferPlan, BufferViolation, Kernel, LaunchPlan, Plan, ReproArg};
 pub use limits::LimitsProfile;
 pub use op::{Boundary, Impl, ImplRole, Op, Reach, Registry, Role, TensorSpec, UpstreamRepro};
 pub use params::{ParamSpec, Params, ParamsExt};

@@ -33,8 +33,11 @@ pub struct LimitsProfile {
     pub shared_per_block: Sourced,
     /// Dynamic shared memory per block after `cudaFuncSetAttribute` opt-in.
     pub shared_per_block_optin: Sourced,
-    /// Largest single allocation the device can back (its memory; the driver has no smaller cap).
+    /// Largest single buffer the device can back. CUDA has no cap below the device's memory;
+    /// Metal has `maxBufferLength` (41.75 GB on the SDPA incident's M4 Max).
     pub max_alloc_bytes: Sourced,
+    /// The device's memory: all of a case's buffers together must fit in it.
+    pub device_memory_bytes: Sourced,
     /// Driver virtual-memory granularity (what guard pages are made of).
     pub vmm_granularity: Sourced,
 }
@@ -42,7 +45,8 @@ pub struct LimitsProfile {
 const GUIDE: &str = "CUDA C++ Programming Guide, compute-capability table";
 
 impl LimitsProfile {
-    pub const BUILTIN: [&'static str; 5] = ["h200", "h100", "gb10", "rtx3090", "ada-12gb"];
+    pub const BUILTIN: [&'static str; 6] =
+        ["h200", "h100", "gb10", "rtx3090", "ada-12gb", "m4-max"];
 
     pub fn builtin(name: &str) -> Option<LimitsProfile> {
         let grid = |src: &str| [s(2_147_483_647, src), s(65_535, src), s(65_535, src)];
@@ -61,6 +65,7 @@ impl LimitsProfile {
                     shared_per_block: s(49_152, GUIDE),
                     shared_per_block_optin: s(232_448, m),
                     max_alloc_bytes: s(143_771 * 1024 * 1024, "nvidia-smi on the device machine: 143771 MiB"),
+                    device_memory_bytes: s(143_771 * 1024 * 1024, "nvidia-smi on the device machine: 143771 MiB (cuDeviceTotalMem: 150,109,880,320 bytes)"),
                     vmm_granularity: s(2_097_152, m),
                 }
             }
@@ -75,6 +80,7 @@ impl LimitsProfile {
                 shared_per_block: s(49_152, GUIDE),
                 shared_per_block_optin: s(232_448, GUIDE),
                 max_alloc_bytes: s(80 * 1_000_000_000, "NVIDIA H100 datasheet: 80 GB"),
+                device_memory_bytes: s(80 * 1_000_000_000, "NVIDIA H100 datasheet: 80 GB"),
                 vmm_granularity: s(2_097_152, "same as H200 (same chip); not measured on an H100"),
             },
             "gb10" => {
@@ -90,6 +96,7 @@ impl LimitsProfile {
                     shared_per_block: s(49_152, GUIDE),
                     shared_per_block_optin: s(101_376, GUIDE),
                     max_alloc_bytes: s(124_616 * 1024 * 1024, "ggml_cuda_init in the incident: Total VRAM 124616 MiB"),
+                    device_memory_bytes: s(124_616 * 1024 * 1024, "ggml_cuda_init in the incident: Total VRAM 124616 MiB"),
                     vmm_granularity: s(2_097_152, "assumed (driver default); not measured on a GB10"),
                 }
             }
@@ -106,6 +113,7 @@ impl LimitsProfile {
                     shared_per_block: s(49_152, GUIDE),
                     shared_per_block_optin: s(101_376, GUIDE),
                     max_alloc_bytes: s(24 * 1024 * 1024 * 1024, "RTX 3090: 24 GiB"),
+                    device_memory_bytes: s(24 * 1024 * 1024 * 1024, "RTX 3090: 24 GiB"),
                     vmm_granularity: s(2_097_152, "assumed (driver default); not measured on an RTX 3090"),
                 }
             }
@@ -120,8 +128,34 @@ impl LimitsProfile {
                 shared_per_block: s(49_152, GUIDE),
                 shared_per_block_optin: s(101_376, GUIDE),
                 max_alloc_bytes: s(12 * 1024 * 1024 * 1024, "12 GiB card"),
+                device_memory_bytes: s(12 * 1024 * 1024 * 1024, "12 GiB card"),
                 vmm_granularity: s(2_097_152, "assumed (driver default); not measured on an Ada card"),
             },
+            "m4-max" => {
+                // Not a CUDA device: kedge runs nothing on it. The profile exists for the
+                // allocation contract (the SDPA incident's buffer limit); its launch limits
+                // are the H200's so that only the buffer limits differ from a device kedge ran.
+                let na = "not a CUDA device: the H200's value, so only the buffer limits differ";
+                let mut p = LimitsProfile::builtin("h200")?;
+                p.name = "m4-max".into();
+                p.device = "Apple M4 Max (Metal), the SDPA prefill incident's machine".into();
+                for v in [&mut p.compute_capability, &mut p.sm_count, &mut p.max_threads_per_block,
+                          &mut p.shared_per_block, &mut p.shared_per_block_optin, &mut p.vmm_granularity] {
+                    v.source = na.into();
+                }
+                for v in p.max_grid.iter_mut().chain(p.max_block.iter_mut()) {
+                    v.source = na.into();
+                }
+                p.max_alloc_bytes = s(
+                    41_750_000_000,
+                    "Metal maxBufferLength on the incident's M4 Max: 41.75 GB (shared/background/sdpa-prefill-quadratic-buffer.txt)",
+                );
+                p.device_memory_bytes = s(
+                    128_000_000_000,
+                    "assumed: the M4 Max's largest configuration, 128 GB unified memory (the incident does not say which)",
+                );
+                p
+            }
             _ => return None,
         };
         Some(p)
@@ -193,9 +227,14 @@ impl LimitsProfile {
                 &self.shared_per_block_optin.source,
             ),
             (
-                "max allocation bytes",
+                "largest buffer bytes",
                 self.max_alloc_bytes.value.to_string(),
                 &self.max_alloc_bytes.source,
+            ),
+            (
+                "device memory bytes",
+                self.device_memory_bytes.value.to_string(),
+                &self.device_memory_bytes.source,
             ),
             (
                 "VMM granularity",

@@ -117,6 +117,9 @@ pub enum Detector {
     Poison,
     /// Layer 3, CPU side: the plan broke the limits profile.
     LaunchContract,
+    /// Layer 3, CPU side: a buffer the plan allocates is larger than the profile's largest
+    /// single buffer (or than the device's memory).
+    AllocContract,
     /// Layer 3, GPU side: the driver refused the launch.
     Driver,
     /// A fault seen at synchronization with no guard page involved.
@@ -144,6 +147,7 @@ impl Detector {
             Detector::Reference => "reference",
             Detector::Poison => "poison",
             Detector::LaunchContract => "launch-contract",
+            Detector::AllocContract => "alloc-contract",
             Detector::Driver => "driver",
             Detector::DeviceSync => "device-sync",
             Detector::GuardPage => "guard-page",
@@ -214,6 +218,10 @@ pub struct CaseResult {
     pub detail: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<LaunchViolation>,
+    /// Buffers the plan allocates that the profile cannot hold (verdict `resource-limit`,
+    /// detector `alloc-contract`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buffer_violations: Vec<crate::launch::BufferViolation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numbers: Option<Numbers>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -249,6 +257,7 @@ impl CaseResult {
             detector,
             detail: detail.into(),
             violations: Vec::new(),
+            buffer_violations: Vec::new(),
             numbers: None,
             findings: Vec::new(),
             also: Vec::new(),

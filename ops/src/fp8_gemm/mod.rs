@@ -536,9 +536,44 @@ fn plan_for(sizing: Sizing, case: &Case) -> Result<Plan, String> {
             )
         });
     }
+    // The allocation contract: the staging (one per chunk in strict mode, the pool in pool
+    // mode) and the GEMM's output at the plan's rows. (cuBLASLt's workspace is chosen by its
+    // heuristic at run time: the record names it.)
+    let mut buffers = Vec::new();
+    if is_pool(case) {
+        let prior = prior_pool_bytes(
+            case.params.i64_or("pool_prior_rows", 512).max(0) as u64,
+            d.k,
+            d.n,
+        );
+        let need = ls.iter().map(|c| c.staging_bytes).max().unwrap_or(0);
+        buffers.push(BufferPlan {
+            name: format!(
+                "grow-only scratch pool (W e4m3 [{}, {}] + A e4m3 staging)",
+                d.n, d.k
+            ),
+            bytes: prior.max(need),
+        });
+    } else {
+        for (i, c) in ls.iter().enumerate() {
+            buffers.push(BufferPlan {
+                name: format!(
+                    "staging[{i}] (W e4m3 [{}, {}] + A e4m3 [{}, {}])",
+                    d.n, d.k, c.staged_rows, d.k
+                ),
+                bytes: c.staging_bytes,
+            });
+        }
+    }
+    let d_rows = ls.iter().map(|c| c.plan_rows).max().unwrap_or(1);
+    buffers.push(BufferPlan {
+        name: format!("GEMM output bf16 [{d_rows}, {}] (plan rows)", d.n),
+        bytes: d_rows * d.n * 2,
+    });
     Ok(Plan {
         launches,
         unchecked,
+        buffers,
     })
 }
 
