@@ -757,17 +757,22 @@ fn cmd_sweep(
             .with_context(|| format!("opening {}", results_path.display()))?;
         let mut violations = 0;
         for c in cases.iter().filter(|c| !done.contains(&c.id())) {
-            let with_ref = c.ne.iter().map(|&x| x as u64).product::<u64>() <= CPU_REFERENCE_LIMIT;
+            let with_ref = reg
+                .op(&c.op)
+                .map(|op| op.reference_work(c))
+                .unwrap_or(u64::MAX)
+                <= CPU_REFERENCE_LIMIT;
             let mut r = engine::check_on_cpu(reg, c, prof, with_ref);
             if !with_ref && r.verdict == Verdict::Skipped {
-                r.detail.push_str(&format!("; reference not computed on the CPU (over {CPU_REFERENCE_LIMIT} elements); device run skipped"));
+                r.detail.push_str(&format!("; reference not computed on the CPU (over {CPU_REFERENCE_LIMIT} multiply-adds); device run skipped"));
             }
-            violations += (r.verdict == Verdict::LaunchError) as usize;
+            violations +=
+                matches!(r.verdict, Verdict::LaunchError | Verdict::ResourceLimit) as usize;
             w.write(&r)
                 .with_context(|| format!("writing {}", results_path.display()))?;
         }
         eprintln!(
-            "kedge: {} cases checked on the CPU: {violations} plans break the {} limits (verdict launch-error, detector launch-contract); results in {}",
+            "kedge: {} cases checked on the CPU: {violations} plans break the {} limits (launch-error by the launch contract, resource-limit by the allocation contract); results in {}",
             cases.len(),
             prof.name,
             results_path.display()

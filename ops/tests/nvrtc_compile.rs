@@ -125,3 +125,95 @@ fn row_norm_impls_pass_what_their_kernels_declare() {
         }
     }
 }
+
+/// Every impl that describes its kernel arguments (`Impl::args_for_repro`, what its launcher
+/// and its standalone repro both pass) passes exactly as many arguments, of the sizes, that the
+/// kernel entry declares in its PTX, on every smoke and boundary case of every dtype: a
+/// parameter added to a kernel but not to its launcher (or the other way) fails here.
+#[test]
+fn described_launch_arguments_match_every_kernels_ptx_params() {
+    use kedge_core::ReproArg;
+    if !nvrtc::present() {
+        assert!(
+            !required(),
+            "NVRTC is required here but libnvrtc was not found"
+        );
+        eprintln!("SKIPPED: libnvrtc not found");
+        return;
+    }
+    let h200 = LimitsProfile::builtin("h200").expect("h200 profile");
+    let mut declared: BTreeMap<(&'static str, &'static str), Vec<u32>> = BTreeMap::new();
+    let mut checked = 0;
+    for op in kedge_ops::all_ops() {
+        for imp in op.impls() {
+            let mut cases = Vec::new();
+            for (ne, params) in op.smoke() {
+                let mut c = Case::new(op.name(), imp.name(), op.dtypes()[0], ne);
+                c.params = params;
+                cases.push(c);
+            }
+            for b in op.boundaries(&h200) {
+                let mut c = Case::new(
+                    op.name(),
+                    imp.name(),
+                    b.dtype.unwrap_or(op.dtypes()[0]),
+                    b.base,
+                );
+                c.params = b.params.clone();
+                match b.axis {
+                    kedge_core::op::Axis::Ne(d) => c.ne[d] = b.probe_values()[0],
+                    kedge_core::op::Axis::Param(p) => {
+                        c.params.insert(p.to_string(), b.probe_values()[0].into());
+                    }
+                }
+                cases.push(c);
+            }
+            for c in cases {
+                let Ok(plan) = imp.plan(&c, &h200) else {
+                    continue;
+                };
+                let Some(args) = imp.args_for_repro(&c, &plan) else {
+                    continue;
+                };
+                for (l, a) in plan.launches.iter().zip(&args) {
+                    let Some(k) = l.source else { continue };
+                    let want = declared.entry((k.file, k.entry)).or_insert_with(|| {
+                        let ptx = nvrtc::compile(&k, "compute_90", &[]).expect("compiles");
+                        let ptx = String::from_utf8_lossy(&ptx.image).into_owned();
+                        let start = ptx
+                            .find(&format!(".entry {}(", k.entry))
+                            .unwrap_or_else(|| panic!("{} in PTX", k.entry));
+                        let end = start + ptx[start..].find(')').expect("param list ends");
+                        ptx[start..end]
+                            .lines()
+                            .filter(|l| l.contains(".param"))
+                            .map(|l| {
+                                if l.contains(".u64") || l.contains(".b64") {
+                                    8
+                                } else {
+                                    4
+                                }
+                            })
+                            .collect()
+                    });
+                    let got: Vec<u32> = a
+                        .iter()
+                        .map(|x| match x {
+                            ReproArg::Tensor(_) | ReproArg::Scratch { .. } => 8,
+                            ReproArg::I64(_) | ReproArg::U64(_) => 8,
+                            ReproArg::I32(_) | ReproArg::U32(_) | ReproArg::F32(_) => 4,
+                        })
+                        .collect();
+                    assert_eq!(
+                        &got, want,
+                        "{} ({}/{} {}): PTX params vs described args",
+                        k.entry, c.op, c.imp, c.dtype
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "no impl described its launch arguments");
+    assert!(declared.keys().any(|(_, e)| *e == "sdpa_scores_bf16"));
+}

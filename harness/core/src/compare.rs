@@ -47,6 +47,34 @@ pub struct Comparison {
     pub detail: String,
 }
 
+/// Elements of `out` (in logical order) that still hold the poison pattern, and how many
+/// elements it has. When they are equal no thread wrote anything, which needs no reference to
+/// judge.
+pub fn poisoned_elements(out: &HostTensor) -> (u64, u64) {
+    let n = out
+        .ne
+        .iter()
+        .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64));
+    let poison = poison_pattern(out.dtype);
+    let hit = (0..n as usize)
+        .into_par_iter()
+        .with_min_len(1 << 14)
+        .filter(|&i| out.raw_at(i as u64) == poison.as_slice())
+        .count() as u64;
+    (hit, n)
+}
+
+/// A 64-bit FNV-1a digest of an output's bytes: equal digests for two impls on one case say
+/// their outputs are bit-identical (the SDPA fix's claim, tested rather than trusted).
+pub fn digest(out: &HostTensor) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in &out.bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 /// Compare one output. `reference` is in the output's logical order.
 pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) -> Comparison {
     let n = reference.len() as u64;

@@ -168,15 +168,30 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// 41753200896 -> "41,753,200,896".
+pub fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 impl fmt::Display for BufferViolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "needs a {} buffer ({}); profile {} allows {} ({})",
+            "needs a {} buffer ({} bytes: {}); profile {} allows {} ({} bytes, {})",
             human_bytes(self.bytes),
+            grouped(self.bytes),
             self.buffer,
             self.profile,
             human_bytes(self.limit),
+            grouped(self.limit),
             self.limit_name
         )
     }

@@ -230,6 +230,14 @@ pub trait Op: Send + Sync {
     fn alloc_note(&self, _case: &Case) -> Option<String> {
         None
     }
+    /// Rough multiply-adds of the f64 reference, so a CPU-only sweep can leave out the
+    /// references it could not finish (attention is quadratic in L, a GEMM is K·M·N).
+    /// Default: the product of `ne`.
+    fn reference_work(&self, case: &Case) -> u64 {
+        case.ne
+            .iter()
+            .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64))
+    }
 }
 
 /// Uniform [-1, 1) floats (never all zero), per tensor from its own stream. Integer tensors

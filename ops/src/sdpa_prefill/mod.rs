@@ -1,5 +1,6 @@
-//! sdpa_prefill: causal prefill attention, f32. q, k, v, out: ne = [head_dim, L, n_head, 1];
-//! `out_i = sum_{j <= i} softmax_j(q_i . k_j / sqrt(head_dim)) v_j` per head.
+//! sdpa_prefill: causal prefill attention, f32 or bf16. q, out: ne = [head_dim, L, n_head, 1];
+//! k, v: [head_dim, L, n_kv_head, 1] (GQA: query head h reads kv head h / (n_head /
+//! n_kv_head)); `out_i = sum_{j <= i} softmax_j(q_i . k_j / sqrt(head_dim)) v_j` per head.
 //!
 //! The incident (shared/background/sdpa-prefill-quadratic-buffer.txt): MLX's fused causal
 //! SDPA supports head_dim 64, 80 and 128 only. Qwen3.6-35B-A3B has head_dim 256 and 16 heads,
@@ -13,11 +14,12 @@
 //! same transition at a size it can compute: with the limit scaled to 16 MiB, 16 heads reach it
 //! at L = 512 instead of 25,541.
 
-use crate::rows::F32_ONLY;
 use kedge_core::device::{KArg, RunCtx, RunError};
 use kedge_core::host::HostTensor;
+use kedge_core::launch::human_bytes;
 use kedge_core::params::{Params, ParamsExt};
 use kedge_core::*;
+use serde_json::json;
 
 const SRC: &str = include_str!("sdpa_prefill.cu");
 const FILE: &str = "ops/src/sdpa_prefill/sdpa_prefill.cu";
@@ -27,6 +29,17 @@ const fn k(entry: &'static str) -> Kernel {
         source: SRC,
         entry,
     }
+}
+
+/// The kernel for the case's dtype: f32 entries, or their `_bf16` twins (same template).
+fn kern(case: &Case, f32_entry: &'static str) -> Kernel {
+    let bf16 = case.dtype == DType::Bf16;
+    k(match (f32_entry, bf16) {
+        ("sdpa_fused_causal", true) => "sdpa_fused_causal_bf16",
+        ("sdpa_scores", true) => "sdpa_scores_bf16",
+        ("sdpa_softmax_pv", true) => "sdpa_softmax_pv_bf16",
+        (e, _) => e,
+    })
 }
 
 pub struct SdpaPrefill;
@@ -47,10 +60,17 @@ pub const FUSED_HEAD_DIMS: [i64; 3] = [64, 80, 128];
 static PARAMS: &[ParamSpec] = &[
     ParamSpec::int(
         "max_buffer_bytes",
-        INCIDENT_MAX_BUFFER_BYTES,
-        1,
+        0,
+        0,
         i64::MAX,
-        "the device's largest single buffer (the resource limit); default: the M4 Max's Metal maxBufferLength, 41.75 GB",
+        "a modelled largest single buffer, so a smaller device's limit can be probed at a size kedge computes (the incident's M4 Max: 41750000000). 0: the device decides (its allocator on the GPU; the profile's largest buffer in `kedge plan`)",
+    ),
+    ParamSpec::int(
+        "n_kv_head",
+        0,
+        0,
+        1 << 20,
+        "KV heads (GQA): k and v are [head_dim, L, n_kv_head]; n_head must be a multiple. 0: n_head (plain multi-head attention)",
     ),
     ParamSpec::int(
         "q_chunk",
@@ -64,6 +84,10 @@ static PARAMS: &[ParamSpec] = &[
 pub const REACH_LIMIT: &str = "the incident: Qwen3.6-35B-A3B (head_dim 256, 16 heads) on an M4 Max (Metal maxBufferLength 41.75 GB): L = 25,541 is the last fitting prompt; kedge probes the same transition with the limit scaled to 16 MiB (L* = 512)";
 
 pub const REACH_HEAD_DIM: &str = "Qwen3.6-35B-A3B has head_dim 256: MLX has no fused causal SDPA for it, so its prefill takes the unfused fallback (64, 80 and 128 have one)";
+
+pub const REACH_CHUNK_EDGE: &str = "a prompt one token either side of the fix's 2048-row query block: one block, exactly one, or a full block and a 1-row remainder whose causal mask starts at row 2048";
+
+pub const REACH_GQA: &str = "Qwen3 and Llama 3 attention is GQA (Qwen3.6-35B-A3B: 16 query heads over 2 KV heads): each query head must read its own group's K and V";
 
 pub const REACH_CHUNK: &str = "the fix's own ceiling: 16 heads, q_chunk 2048 and 41.75 GB make the [16, 2048, L] block stop fitting past L = 318,527, above Qwen3.6's 262,144-token context, so no served prompt reaches it; here the limit is scaled to 16 MiB with q_chunk 256 (L = 1024)";
 
@@ -86,10 +110,23 @@ pub fn geometry(case: &Case) -> (i64, i64, i64) {
     (case.ne[0], case.ne[1], case.ne[2])
 }
 
-fn max_buffer_bytes(case: &Case) -> u64 {
-    case.params
-        .i64_or("max_buffer_bytes", INCIDENT_MAX_BUFFER_BYTES)
-        .max(1) as u64
+/// The modelled buffer limit, if the case sets one.
+fn max_buffer_bytes(case: &Case) -> Option<u64> {
+    let m = case.params.i64_or("max_buffer_bytes", 0);
+    (m > 0).then_some(m as u64)
+}
+
+/// KV heads: the `n_kv_head` parameter, or n_head.
+pub fn n_kv_head(case: &Case) -> i64 {
+    match case.params.i64_or("n_kv_head", 0) {
+        0 => case.ne[2],
+        n => n,
+    }
+}
+
+/// Query heads per KV head.
+fn group(case: &Case) -> i32 {
+    (case.ne[2] / n_kv_head(case).max(1)).clamp(1, i32::MAX as i64) as i32
 }
 
 fn q_chunk(case: &Case) -> i64 {
@@ -110,9 +147,10 @@ pub fn unfused_scratch_bytes(case: &Case) -> Option<u64> {
     score_bytes(h, l, l)
 }
 
-/// Does the unfused path's score buffer fit the case's `max_buffer_bytes`?
+/// Does the unfused path's score buffer fit the case's modelled `max_buffer_bytes` (always,
+/// when the case models none: then the device decides)?
 pub fn unfused_fits(case: &Case) -> bool {
-    unfused_scratch_bytes(case).is_some_and(|b| b <= max_buffer_bytes(case))
+    unfused_scratch_bytes(case).is_some_and(|b| max_buffer_bytes(case).is_none_or(|m| b <= m))
 }
 
 /// The longest prompt whose [n_head, L, L] f32 score buffer fits `max_buffer_bytes`:
@@ -127,7 +165,8 @@ pub fn last_fitting_len(max_buffer_bytes: u64, n_head: u64) -> u64 {
 pub fn chunk_rows(case: &Case) -> Option<i64> {
     let (_, l, h) = geometry(case);
     let per_row = score_bytes(h, 1, l)?;
-    let fit = (max_buffer_bytes(case) / per_row).min(i64::MAX as u64) as i64;
+    let fit =
+        max_buffer_bytes(case).map_or(i64::MAX, |m| (m / per_row).min(i64::MAX as u64) as i64);
     let rows = q_chunk(case).min(l).min(fit);
     (rows >= 1).then_some(rows)
 }
@@ -161,15 +200,21 @@ impl Op for SdpaPrefill {
         "causal prefill attention softmax(q k^T / sqrt(d)) v per head (MLX scaled_dot_product_attention, causal)"
     }
     fn dtypes(&self) -> &'static [DType] {
-        F32_ONLY
+        &[DType::F32, DType::Bf16]
     }
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
-        vec![&FUSED, &UNFUSED_FALLBACK, &UNFUSED_CHECKED, &CHUNKED]
+        vec![
+            &FUSED,
+            &UNFUSED_FALLBACK,
+            &UNFUSED_CHECKED,
+            &CHUNKED,
+            &MLX_DISPATCH,
+        ]
     }
-    /// q, k, v, then out, all [head_dim, L, n_head, 1].
+    /// q [head_dim, L, n_head, 1], k and v [head_dim, L, n_kv_head, 1], then out like q.
     fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
         if case.ne[3] != 1 {
             return Err(bad(format!(
@@ -177,12 +222,28 @@ impl Op for SdpaPrefill {
                 case.ne[3]
             )));
         }
+        let kv = n_kv_head(case);
+        if kv < 1 || case.ne[2] % kv != 0 {
+            return Err(bad(format!(
+                "n_kv_head {kv} must divide n_head {} (GQA groups whole query heads)",
+                case.ne[2]
+            )));
+        }
+        let kv_ne = [case.ne[0], case.ne[1], kv, 1];
         Ok(vec![
             TensorSpec::dense("q", Role::Input, case.dtype, case.ne)?,
-            TensorSpec::dense("k", Role::Input, case.dtype, case.ne)?,
-            TensorSpec::dense("v", Role::Input, case.dtype, case.ne)?,
+            TensorSpec::dense("k", Role::Input, case.dtype, kv_ne)?,
+            TensorSpec::dense("v", Role::Input, case.dtype, kv_ne)?,
             TensorSpec::dense("out", Role::Output, case.dtype, case.ne)?,
         ])
+    }
+    /// Multiply-adds of the reference: two D-term dot products per (head, row, key <= row).
+    fn reference_work(&self, case: &Case) -> u64 {
+        let (d, l, h) = geometry(case);
+        let (d, l, h) = (d.max(0) as u64, l.max(0) as u64, h.max(0) as u64);
+        (l.saturating_mul(l + 1) / 2)
+            .saturating_mul(h)
+            .saturating_mul(2 * d)
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
         let [q, k, v] = inputs else {
@@ -191,12 +252,10 @@ impl Op for SdpaPrefill {
                 inputs.len()
             )));
         };
-        for (name, t) in [("q", q), ("k", k), ("v", v)] {
-            if t.ne != case.ne {
-                return Err(bad(format!(
-                    "{name} has ne {:?}; q, k and v must all be {:?}",
-                    t.ne, case.ne
-                )));
+        let kv_ne = [case.ne[0], case.ne[1], n_kv_head(case), 1];
+        for (name, t, want) in [("q", q, case.ne), ("k", k, kv_ne), ("v", v, kv_ne)] {
+            if t.ne != want {
+                return Err(bad(format!("{name} has ne {:?}; expected {want:?}", t.ne)));
             }
         }
         let (d, l, h) = geometry(case);
@@ -207,12 +266,59 @@ impl Op for SdpaPrefill {
             d as usize,
             l as usize,
             h as usize,
+            group(case) as usize,
         )])
     }
-    fn boundaries(&self, _limits: &LimitsProfile) -> Vec<Boundary> {
+    fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         let l_star =
             last_fitting_len(MODELLED_MAX_BUFFER_BYTES as u64, INCIDENT_N_HEAD as u64) as i64;
+        // The profile's own largest buffer: on the incident's M4 Max (41.75 GB) L* = 25,541;
+        // on the H200 (150 GB, no cap below the device's memory) L* = 48,430.
+        let l_profile =
+            last_fitting_len(limits.max_alloc_bytes.value, INCIDENT_N_HEAD as u64) as i64;
         vec![
+            Boundary::ne(
+                format!(
+                    "L where the [16, L, L] f32 scores pass the profile's largest buffer ({})",
+                    human_bytes(limits.max_alloc_bytes.value)
+                ),
+                1,
+                l_profile,
+                [INCIDENT_HEAD_DIM, 0, INCIDENT_N_HEAD, 1],
+                Reach(REACH_LIMIT),
+            )
+            .with_values(vec![l_profile, l_profile + 1])
+            // The fix and the fused kernel have no such buffer (and their f64 references at
+            // this L would take hours on a CPU).
+            .only(&["unfused-fallback", "unfused-checked", "mlx-dispatch"]),
+            Boundary::ne(
+                "L across the fix's query block (q_chunk 2048)",
+                1,
+                INCIDENT_Q_CHUNK,
+                [64, 0, 2, 1],
+                Reach(REACH_CHUNK_EDGE),
+            )
+            .with_param("q_chunk", INCIDENT_Q_CHUNK),
+            // bf16 in and out (scores still f32): the fused head dims and the fallback's 256.
+            Boundary {
+                dtype: Some(DType::Bf16),
+                ..Boundary::ne(
+                    "bf16 q, k, v and out at the fused kernel's head dims and the fallback's 256",
+                    0,
+                    128,
+                    [0, 33, 4, 1],
+                    Reach(REACH_HEAD_DIM),
+                )
+                .with_values(vec![64, 128, 256])
+            },
+            Boundary::param(
+                "n_head / n_kv_head (GQA groups of 8, 4, 2, 1 query heads per KV head)",
+                "n_kv_head",
+                2,
+                [128, 33, 8, 1],
+                Reach(REACH_GQA),
+            )
+            .with_values(vec![1, 2, 4, 8]),
             Boundary::ne(
                 "L where the [n_head, L, L] f32 score buffer passes max_buffer_bytes (16 MiB, modelled)",
                 1,
@@ -264,6 +370,9 @@ impl Op for SdpaPrefill {
     fn upstream(&self, _case: &Case) -> Option<UpstreamRepro> {
         None
     }
+    fn alloc_note(&self, case: &Case) -> Option<String> {
+        (case.imp == "mlx-dispatch" && !takes_fused(case)).then(|| fallback_note(case))
+    }
     fn reach(&self, case: &Case) -> Option<String> {
         if !unfused_fits(case) {
             Some(REACH_LIMIT.into())
@@ -286,16 +395,44 @@ impl Op for SdpaPrefill {
 /// near 1e-10, three orders under the threshold. A wrong mask is not hidden by it: dropping
 /// one key from every row moves each output by ~|v|/L while the output itself, an average of
 /// L random values, is only ~|v|/sqrt(L), so the NMSE is ~1/L (2e-3 at L = 513).
-pub fn causal_attention(q: &[f64], k: &[f64], v: &[f64], d: usize, l: usize, h: usize) -> Vec<f64> {
+///
+/// `group` query heads share one k/v head (GQA; 1 for plain multi-head attention): query head
+/// `h` reads kv head `h / group`.
+pub fn causal_attention(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d: usize,
+    l: usize,
+    h: usize,
+    group: usize,
+) -> Vec<f64> {
+    causal_attention_rows(q, k, v, d, l, h, group, 0, l)
+}
+
+/// Query rows [row0, row0 + rows) of every head, as the fix computes them one block at a
+/// time (output [h, rows, d]); row i still attends to keys 0..=i.
+#[allow(clippy::too_many_arguments)]
+pub fn causal_attention_rows(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d: usize,
+    l: usize,
+    h: usize,
+    group: usize,
+    row0: usize,
+    rows: usize,
+) -> Vec<f64> {
     use rayon::prelude::*;
     let scale = 1.0 / (d as f64).sqrt();
-    let mut out = vec![0.0f64; d * l * h];
+    let mut out = vec![0.0f64; d * rows * h];
     out.par_chunks_mut(d).enumerate().for_each_init(
         || vec![0.0f64; l],
         |w, (r, o)| {
-            let (head, i) = (r / l, r % l);
-            let base = head * l * d;
-            let qi = &q[base + i * d..][..d];
+            let (head, i) = (r / rows, row0 + r % rows);
+            let qi = &q[head * l * d + i * d..][..d];
+            let base = (head / group.max(1)) * l * d;
             let mut m = f64::NEG_INFINITY;
             for (j, s) in w.iter_mut().enumerate().take(i + 1) {
                 let kj = &k[base + j * d..][..d];
@@ -355,6 +492,7 @@ fn fused_args(case: &Case) -> Vec<ReproArg> {
         ReproArg::I32(d as i32),
         ReproArg::I64(l),
         ReproArg::F32(scale(case)),
+        ReproArg::I32(group(case)),
     ]
 }
 
@@ -376,7 +514,7 @@ impl Impl for Fused {
             ));
         }
         Ok(Plan::kernels(vec![LaunchPlan::new(
-            k("sdpa_fused_causal"),
+            kern(case, "sdpa_fused_causal"),
             [l as u64, h as u64, 1],
             [FUSED_THREADS, 1, 1],
             0,
@@ -397,13 +535,13 @@ fn block_launches(case: &Case, rows: i64) -> [LaunchPlan; 2] {
     let (d, _, h) = geometry(case);
     [
         LaunchPlan::new(
-            k("sdpa_scores"),
+            kern(case, "sdpa_scores"),
             [rows as u64, h as u64, 1],
             [UNFUSED_THREADS, 1, 1],
             d as u64 * 4,
         ),
         LaunchPlan::new(
-            k("sdpa_softmax_pv"),
+            kern(case, "sdpa_softmax_pv"),
             [rows as u64, h as u64, 1],
             [UNFUSED_THREADS, 1, 1],
             0,
@@ -427,6 +565,7 @@ fn block_args(case: &Case, row0: i64, rows: i64, scratch_bytes: u64) -> [Vec<Rep
             ReproArg::I64(row0),
             ReproArg::I64(rows),
             ReproArg::F32(scale(case)),
+            ReproArg::I32(group(case)),
         ],
         vec![
             scores(),
@@ -436,6 +575,7 @@ fn block_args(case: &Case, row0: i64, rows: i64, scratch_bytes: u64) -> [Vec<Rep
             ReproArg::I64(l),
             ReproArg::I64(row0),
             ReproArg::I64(rows),
+            ReproArg::I32(group(case)),
         ],
     ]
 }
@@ -448,6 +588,15 @@ fn check_unfused_head_dim(case: &Case) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The unfused path's one buffer, for the allocation contract.
+fn unfused_buffers(case: &Case) -> Vec<BufferPlan> {
+    let (_, l, h) = geometry(case);
+    vec![BufferPlan {
+        name: format!("scores [{h} heads, L = {l}, L = {l}] f32"),
+        bytes: unfused_scratch_bytes(case).unwrap_or(u64::MAX),
+    }]
 }
 
 /// What the unfused path does when its score buffer passes `max_buffer_bytes`.
@@ -495,29 +644,35 @@ impl Impl for Unfused {
     /// Past the limit the silent fallback launches nothing, so its plan is empty (and a
     /// `kedge repro` of it launches nothing either); the checked one states the launches it
     /// would issue and refuses in `run` before the first.
+    ///
+    /// Either way the plan names the score buffer it asks for: the allocation contract
+    /// (`kedge plan` checks it against the profile's largest buffer).
     fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
         check_unfused_head_dim(case)?;
+        let buffers = unfused_buffers(case);
         if self.over_limit == OverLimit::Silent && !unfused_fits(case) {
-            return Ok(Plan::kernels(Vec::new()));
+            return Ok(Plan::kernels(Vec::new()).with_buffers(buffers));
         }
         let (_, l, _) = geometry(case);
-        Ok(Plan::kernels(block_launches(case, l).to_vec()))
+        Ok(Plan::kernels(block_launches(case, l).to_vec()).with_buffers(buffers))
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
         let (_, l, h) = geometry(case);
         let limit = max_buffer_bytes(case);
         let bytes = unfused_scratch_bytes(case);
-        ctx.extra
-            .insert("max_buffer_bytes".into(), serde_json::Value::from(limit));
+        ctx.extra.insert(
+            "max_buffer_bytes".into(),
+            limit.map_or(json!("the device's (its allocator decides)"), |m| json!(m)),
+        );
         if let Some(b) = bytes {
             ctx.extra
                 .insert("score_buffer_bytes".into(), serde_json::Value::from(b));
         }
-        let fits = bytes.is_some_and(|b| b <= limit);
-        if !fits {
+        if !unfused_fits(case) {
             let what = format!(
-                "score buffer [{h}, {l}, {l}] f32 ({}) exceeds max_buffer_bytes {limit}",
-                bytes.map_or("more than 2^64 bytes".to_string(), |b| format!("{b} bytes"))
+                "score buffer [{h}, {l}, {l}] f32 ({}) exceeds max_buffer_bytes {}",
+                bytes.map_or("more than 2^64 bytes".to_string(), |b| format!("{b} bytes")),
+                limit.unwrap_or(0)
             );
             match self.over_limit {
                 // The incident: MLX's unfused fallback asked for a [B, 16, L, L] fp32 buffer
@@ -536,7 +691,22 @@ impl Impl for Unfused {
                 plan.launches.len()
             )));
         };
-        let scores = ctx.scratch("scores", bytes, 256)?;
+        // No modelled limit: the device's allocator is the limit. The same two outcomes as
+        // past a modelled one: the shipped fallback swallows the refusal, the checked one
+        // reports it with the bytes it asked for.
+        let scores = match ctx.scratch("scores", bytes, 256) {
+            Ok(p) => p,
+            Err(RunError::Resource(m)) => {
+                let what = format!("score buffer [{h}, {l}, {l}] f32 ({bytes} bytes): {m}");
+                ctx.extra
+                    .insert("allocation_refused".into(), json!(what.clone()));
+                return match self.over_limit {
+                    OverLimit::Silent => Ok(()),
+                    OverLimit::Loud => Err(RunError::Resource(what)),
+                };
+            }
+            Err(e) => return Err(e),
+        };
         let [a0, a1] = block_args(case, 0, l, bytes);
         let a0 = bind(ctx, &a0, scores)?;
         let a1 = bind(ctx, &a1, scores)?;
@@ -578,7 +748,7 @@ impl Impl for Chunked {
         let Some(blocks) = chunks(case) else {
             return Err(format!(
                 "not even one query row's scores [{h}, 1, {l}] f32 fit max_buffer_bytes {}",
-                max_buffer_bytes(case)
+                max_buffer_bytes(case).unwrap_or(0)
             ));
         };
         if blocks.len() as i64 > MAX_CHUNKS {
@@ -587,12 +757,17 @@ impl Impl for Chunked {
                 blocks.len()
             ));
         }
+        let rows = blocks.first().map_or(0, |b| b.1);
         Ok(Plan::kernels(
             blocks
                 .iter()
                 .flat_map(|&(_, rows)| block_launches(case, rows))
                 .collect(),
-        ))
+        )
+        .with_buffers(vec![BufferPlan {
+            name: format!("scores [{h} heads, {rows} query rows, L = {l}] f32, reused per block"),
+            bytes: score_bytes(h, rows, l).unwrap_or(u64::MAX),
+        }]))
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
         let (Some(blocks), Some(bytes)) = (chunks(case), chunked_scratch_bytes(case)) else {
@@ -632,6 +807,60 @@ impl Impl for Chunked {
                 .flat_map(|&(row0, rows)| block_args(case, row0, rows, bytes))
                 .collect(),
         )
+    }
+}
+
+/// MLX's dispatch as the incident met it: the fused kernel where one exists (head_dim 64, 80,
+/// 128), otherwise the unfused fallback as shipped (silent past the buffer limit). The record
+/// says which path ran (`extra.path`, and the report's case note).
+pub struct MlxDispatch;
+pub static MLX_DISPATCH: MlxDispatch = MlxDispatch;
+
+fn takes_fused(case: &Case) -> bool {
+    FUSED_HEAD_DIMS.contains(&case.ne[0])
+}
+
+/// The note the report prints for a dispatch that took the fallback.
+pub fn fallback_note(case: &Case) -> String {
+    format!(
+        "mlx-dispatch at head_dim {}: no fused causal SDPA for it (MLX builds 64, 80, 128), so the unfused fallback ran, materializing a score buffer quadratic in L",
+        case.ne[0]
+    )
+}
+
+impl Impl for MlxDispatch {
+    fn name(&self) -> &'static str {
+        "mlx-dispatch"
+    }
+    fn role(&self) -> ImplRole {
+        // What shipped: it contains the silent fallback.
+        ImplRole::Upstream
+    }
+    fn about(&self) -> &'static str {
+        "MLX's causal SDPA dispatch: fused for head_dim 64, 80, 128, the unfused fallback (silent past the buffer limit) for every other head_dim"
+    }
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
+        if takes_fused(case) {
+            FUSED.plan(case, limits)
+        } else {
+            UNFUSED_FALLBACK.plan(case, limits)
+        }
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        if takes_fused(case) {
+            ctx.extra.insert("path".into(), json!("fused"));
+            FUSED.run(ctx, case, plan)
+        } else {
+            ctx.extra.insert("path".into(), json!(fallback_note(case)));
+            UNFUSED_FALLBACK.run(ctx, case, plan)
+        }
+    }
+    fn args_for_repro(&self, case: &Case, plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
+        if takes_fused(case) {
+            FUSED.args_for_repro(case, plan)
+        } else {
+            UNFUSED_FALLBACK.args_for_repro(case, plan)
+        }
     }
 }
 

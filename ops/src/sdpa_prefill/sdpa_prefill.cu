@@ -1,5 +1,7 @@
-// Causal prefill attention kernels, f32. q, k, v, out: ne = [head_dim, L, n_head, 1], so
-// element (d, i, h) is at (h*L + i)*D + d. Row i attends to keys j <= i with weights
+// Causal prefill attention kernels, f32 or bf16 in and out (scores and accumulation in f32;
+// `_bf16` entries). q, out: ne = [head_dim, L, n_head, 1], so element (d, i, h) is at
+// (h*L + i)*D + d; k, v: ne = [head_dim, L, n_kv_head, 1] (GQA: query head h reads kv head
+// h / group, group = n_head / n_kv_head). Row i attends to keys j <= i with weights
 // softmax_j(scale * q_i . k_j), scale = 1/sqrt(D).
 //
 // `sdpa_fused_causal`: flash-style, one block per (query row, head), online softmax over the
@@ -21,6 +23,22 @@
 #define SDPA_UNFUSED_THREADS 256
 // -inf without <cmath> (NVRTC compiles these files with no headers).
 #define SDPA_NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float sdpa_ld(const float * p, long long i) { return p[i]; }
+__device__ __forceinline__ float sdpa_ld(const unsigned short * p, long long i) {
+    return __uint_as_float(((unsigned int)p[i]) << 16);
+}
+__device__ __forceinline__ void sdpa_st(float * p, long long i, float x) { p[i] = x; }
+// f32 -> bf16, round to nearest even (NaN stays NaN).
+__device__ __forceinline__ void sdpa_st(unsigned short * p, long long i, float x) {
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        p[i] = 0x7fc0;
+        return;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    p[i] = (unsigned short)(u >> 16);
+}
 
 __device__ __forceinline__ float sdpa_warp_sum(float x) {
 #pragma unroll
@@ -69,33 +87,34 @@ __device__ float sdpa_block_max(float x, float * s) {
 // grid (L, n_head), block SDPA_FUSED_THREADS. Each warp walks keys j = warp, warp + 4, ...
 // <= i with its own online softmax (max m, sum l, unnormalized output acc); lanes split the
 // head_dim (d = lane + 32 t). The four warps' states are merged at the end.
-extern "C" __global__ void sdpa_fused_causal(const float * q, const float * k, const float * v, float * out,
-                                             const int D, const long long L, const float scale) {
+template <typename T>
+__device__ void sdpa_fused_causal_t(const T * q, const T * k, const T * v, T * out,
+                                    const int D, const long long L, const float scale, const int group) {
     const long long i = blockIdx.x;
     const long long h = blockIdx.y;
+    const long long hk = h / group;
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
 
-    const float * qrow = q + (h*L + i)*D;
+    const long long qrow = (h*L + i)*D;
     float qr[SDPA_FUSED_PER_LANE];
     float acc[SDPA_FUSED_PER_LANE];
 #pragma unroll
     for (int t = 0; t < SDPA_FUSED_PER_LANE; t++) {
         const int d = lane + 32*t;
-        qr[t] = d < D ? qrow[d] : 0.0f;
+        qr[t] = d < D ? sdpa_ld(q, qrow + d) : 0.0f;
         acc[t] = 0.0f;
     }
     float m = SDPA_NEG_INF;
     float l = 0.0f;
     for (long long j = warp; j <= i; j += SDPA_FUSED_WARPS) {
-        const float * krow = k + (h*L + j)*D;
-        const float * vrow = v + (h*L + j)*D;
+        const long long krow = (hk*L + j)*D;
         float dot = 0.0f;
 #pragma unroll
         for (int t = 0; t < SDPA_FUSED_PER_LANE; t++) {
             const int d = lane + 32*t;
             if (d < D) {
-                dot += qr[t]*krow[d];
+                dot += qr[t]*sdpa_ld(k, krow + d);
             }
         }
         const float s = sdpa_warp_sum(dot)*scale;
@@ -107,7 +126,7 @@ extern "C" __global__ void sdpa_fused_causal(const float * q, const float * k, c
         for (int t = 0; t < SDPA_FUSED_PER_LANE; t++) {
             const int d = lane + 32*t;
             if (d < D) {
-                acc[t] = acc[t]*corr + p*vrow[d];
+                acc[t] = acc[t]*corr + p*sdpa_ld(v, krow + d);
             }
         }
         m = m_new;
@@ -139,29 +158,40 @@ extern "C" __global__ void sdpa_fused_causal(const float * q, const float * k, c
     for (int w = 0; w < SDPA_FUSED_WARPS; w++) {
         l_all += s_l[w]*expf(s_m[w] - m_all);
     }
-    float * orow = out + (h*L + i)*D;
+    const long long orow = (h*L + i)*D;
     for (int d = threadIdx.x; d < D; d += SDPA_FUSED_THREADS) {
         float o = 0.0f;
         for (int w = 0; w < SDPA_FUSED_WARPS; w++) {
             o += s_acc[w][d]*expf(s_m[w] - m_all);
         }
-        orow[d] = o / l_all;
+        sdpa_st(out, orow + d, o / l_all);
     }
+}
+
+extern "C" __global__ void sdpa_fused_causal(const float * q, const float * k, const float * v, float * out,
+                                             const int D, const long long L, const float scale, const int group) {
+    sdpa_fused_causal_t(q, k, v, out, D, L, scale, group);
+}
+extern "C" __global__ void sdpa_fused_causal_bf16(const unsigned short * q, const unsigned short * k,
+                                                  const unsigned short * v, unsigned short * out,
+                                                  const int D, const long long L, const float scale, const int group) {
+    sdpa_fused_causal_t(q, k, v, out, D, L, scale, group);
 }
 
 // grid (rows, n_head), block SDPA_UNFUSED_THREADS, dynamic shared memory D floats (the query
 // row). Block (r, h) fills row r of head h's score block: S[(h*rows + r)*L + j] for all L keys,
 // scale * q_{row0 + r} . k_j where j <= row0 + r and -inf (the causal mask) elsewhere.
-extern "C" __global__ void sdpa_scores(const float * q, const float * k, float * S, const int D,
-                                       const long long L, const long long row0, const long long rows,
-                                       const float scale) {
+template <typename T>
+__device__ void sdpa_scores_t(const T * q, const T * k, float * S, const int D, const long long L,
+                              const long long row0, const long long rows, const float scale, const int group) {
     extern __shared__ float s_q[];
     const long long r = blockIdx.x;
     const long long h = blockIdx.y;
+    const long long hk = h / group;
     const long long i = row0 + r;
-    const float * qrow = q + (h*L + i)*D;
+    const long long qrow = (h*L + i)*D;
     for (int d = threadIdx.x; d < D; d += SDPA_UNFUSED_THREADS) {
-        s_q[d] = qrow[d];
+        s_q[d] = sdpa_ld(q, qrow + d);
     }
     __syncthreads();
     float * srow = S + (h*rows + r)*L;
@@ -170,23 +200,36 @@ extern "C" __global__ void sdpa_scores(const float * q, const float * k, float *
             srow[j] = SDPA_NEG_INF;
             continue;
         }
-        const float * krow = k + (h*L + j)*D;
+        const long long krow = (hk*L + j)*D;
         float dot = 0.0f;
         for (int d = 0; d < D; d++) {
-            dot += s_q[d]*krow[d];
+            dot += s_q[d]*sdpa_ld(k, krow + d);
         }
         srow[j] = dot*scale;
     }
 }
 
+extern "C" __global__ void sdpa_scores(const float * q, const float * k, float * S, const int D,
+                                       const long long L, const long long row0, const long long rows,
+                                       const float scale, const int group) {
+    sdpa_scores_t(q, k, S, D, L, row0, rows, scale, group);
+}
+extern "C" __global__ void sdpa_scores_bf16(const unsigned short * q, const unsigned short * k, float * S,
+                                            const int D, const long long L, const long long row0,
+                                            const long long rows, const float scale, const int group) {
+    sdpa_scores_t(q, k, S, D, L, row0, rows, scale, group);
+}
+
 // grid (rows, n_head), block SDPA_UNFUSED_THREADS. Block (r, h) turns its row of S into
 // exp(s - max) in place over the causal prefix j <= i (the masked tail is -inf and would add
 // exact zeros), then writes out_i = sum_j p_j v_j / sum_j p_j.
-extern "C" __global__ void sdpa_softmax_pv(float * S, const float * v, float * out, const int D,
-                                           const long long L, const long long row0, const long long rows) {
+template <typename T>
+__device__ void sdpa_softmax_pv_t(float * S, const T * v, T * out, const int D, const long long L,
+                                  const long long row0, const long long rows, const int group) {
     __shared__ float s_red[SDPA_UNFUSED_THREADS / 32];
     const long long r = blockIdx.x;
     const long long h = blockIdx.y;
+    const long long hk = h / group;
     const long long i = row0 + r;
     const long long nkeys = i + 1;
     float * srow = S + (h*rows + r)*L;
@@ -207,12 +250,23 @@ extern "C" __global__ void sdpa_softmax_pv(float * S, const float * v, float * o
     // The probabilities written above are read by other threads of the block below.
     __syncthreads();
 
-    float * orow = out + (h*L + i)*D;
+    const long long orow = (h*L + i)*D;
     for (int d = threadIdx.x; d < D; d += SDPA_UNFUSED_THREADS) {
         float acc = 0.0f;
         for (long long j = 0; j < nkeys; j++) {
-            acc += srow[j]*v[(h*L + j)*D + d];
+            acc += srow[j]*sdpa_ld(v, (hk*L + j)*D + d);
         }
-        orow[d] = acc / sum;
+        sdpa_st(out, orow + d, acc / sum);
     }
+}
+
+extern "C" __global__ void sdpa_softmax_pv(float * S, const float * v, float * out, const int D,
+                                           const long long L, const long long row0, const long long rows,
+                                           const int group) {
+    sdpa_softmax_pv_t(S, v, out, D, L, row0, rows, group);
+}
+extern "C" __global__ void sdpa_softmax_pv_bf16(float * S, const unsigned short * v, unsigned short * out,
+                                                const int D, const long long L, const long long row0,
+                                                const long long rows, const int group) {
+    sdpa_softmax_pv_t(S, v, out, D, L, row0, rows, group);
 }

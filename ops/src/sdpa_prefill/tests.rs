@@ -47,7 +47,7 @@ fn reference_is_causal_and_a_convex_combination() {
         (0..n).map(|_| r.uniform(-1.0, 1.0) as f64).collect()
     };
     let (q, k, mut v) = (vals(1), vals(2), vals(3));
-    let out = causal_attention(&q, &k, &v, d, l, h);
+    let out = causal_attention(&q, &k, &v, d, l, h, 1);
     for head in 0..h {
         // Row 0 attends to key 0 alone.
         let b = head * l * d;
@@ -68,7 +68,7 @@ fn reference_is_causal_and_a_convex_combination() {
     }
     // A constant v comes back unchanged: the weights sum to one on every row.
     let ones = vec![0.75; n];
-    for o in causal_attention(&q, &k, &ones, d, l, h) {
+    for o in causal_attention(&q, &k, &ones, d, l, h, 1) {
         assert!((o - 0.75).abs() < 1e-14, "{o}");
     }
     // Changing the last key and value of head 0 changes only its last row.
@@ -76,7 +76,7 @@ fn reference_is_causal_and_a_convex_combination() {
     let last = (l - 1) * d;
     k2[last] += 3.0;
     v[last] -= 2.0;
-    let out2 = causal_attention(&q, &k2, &v, d, l, h);
+    let out2 = causal_attention(&q, &k2, &v, d, l, h, 1);
     assert_eq!(&out2[..last], &out[..last]);
     assert_ne!(&out2[last..last + d], &out[last..last + d]);
     assert_eq!(&out2[l * d..], &out[l * d..]);
@@ -324,5 +324,176 @@ fn the_tolerance_catches_a_mask_off_by_one() {
     for wrong in [skips_first, peeks] {
         let r = compare("out", &as_f32(&wrong), &want, tol);
         assert_eq!(r.verdict, Verdict::WrongValues, "{}", r.detail);
+    }
+}
+
+#[test]
+fn the_m4_max_profile_puts_the_plan_transition_at_25541() {
+    use kedge_core::engine::check_on_cpu;
+    use kedge_core::verdict::Verdict;
+    let reg = crate::registry();
+    let m4 = LimitsProfile::builtin("m4-max").unwrap();
+    // The boundary the suite generates for this profile probes both sides of L*.
+    let b = OP.boundaries(&m4);
+    let lim = b
+        .iter()
+        .find(|b| b.label.contains("profile's largest buffer"))
+        .expect("the profile-limit boundary");
+    assert_eq!(lim.probe_values(), vec![25_541, 25_542]);
+    let plan = |l: i64| {
+        // No modelled limit: the profile's largest buffer decides.
+        let c = Case::new(
+            "sdpa_prefill",
+            "unfused-fallback",
+            DType::F32,
+            [256, l, 16, 1],
+        );
+        check_on_cpu(&reg, &c, &m4, false)
+    };
+    let fits = plan(25_541);
+    assert_eq!(fits.verdict, Verdict::Skipped, "{}", fits.detail);
+    assert!(fits.detail.contains("41.75 GB"), "{}", fits.detail);
+    for l in [25_542, 25_600] {
+        let r = plan(l);
+        assert_eq!(
+            (r.verdict, r.detector),
+            (Verdict::ResourceLimit, Detector::AllocContract),
+            "{}",
+            r.detail
+        );
+        assert_eq!(r.buffer_violations.len(), 1);
+    }
+    let r = plan(25_600);
+    assert!(
+        r.detail.contains("unfused-fallback needs a 41.94 GB buffer (41,943,040,000 bytes: scores [16 heads, L = 25600, L = 25600] f32); profile m4-max allows 41.75 GB (41,750,000,000 bytes"),
+        "{}",
+        r.detail
+    );
+    // The fix plans a [16, 2048, L] block: it fits at the model's whole context.
+    let c = Case::new("sdpa_prefill", "chunked", DType::F32, [256, 262_144, 16, 1]);
+    assert_eq!(check_on_cpu(&reg, &c, &m4, false).verdict, Verdict::Skipped);
+    // And the H200 (150 GB, the device's memory) holds the incident's buffer.
+    let h = LimitsProfile::builtin("h200").unwrap();
+    let c = Case::new(
+        "sdpa_prefill",
+        "unfused-fallback",
+        DType::F32,
+        [256, 25_600, 16, 1],
+    );
+    assert_eq!(check_on_cpu(&reg, &c, &h, false).verdict, Verdict::Skipped);
+}
+
+#[test]
+fn mlx_dispatch_takes_the_fallback_for_head_dim_256_and_says_so() {
+    let p = h200();
+    for d in FUSED_HEAD_DIMS {
+        let c = case("mlx-dispatch", [d, 33, 4, 1]);
+        let plan = MLX_DISPATCH.plan(&c, &p).unwrap();
+        assert_eq!(plan.launches[0].kernel, "sdpa_fused_causal");
+        assert!(plan.buffers.is_empty());
+        assert_eq!(OP.alloc_note(&c), None);
+    }
+    let c = case("mlx-dispatch", [256, 33, 4, 1]);
+    let plan = MLX_DISPATCH.plan(&c, &p).unwrap();
+    let names: Vec<_> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(names, ["sdpa_scores", "sdpa_softmax_pv"]);
+    assert_eq!(plan.buffers.len(), 1);
+    assert_eq!(plan.buffers[0].bytes, 4 * 33 * 33 * 4);
+    let note = OP.alloc_note(&c).unwrap();
+    assert!(
+        note.contains("head_dim 256") && note.contains("unfused fallback"),
+        "{note}"
+    );
+}
+
+#[test]
+fn gqa_reads_each_query_heads_own_kv_group() {
+    // Reference: group g over n_kv heads equals plain attention over K/V repeated per head.
+    let (d, l, h, kv) = (8usize, 9usize, 8usize, 2usize);
+    let g = h / kv;
+    let vals = |seed: u64, n: usize| -> Vec<f64> {
+        let mut r = kedge_core::rng::Rng::stream(seed, 0);
+        (0..n).map(|_| r.uniform(-1.0, 1.0) as f64).collect()
+    };
+    let q = vals(1, d * l * h);
+    let (k, v) = (vals(2, d * l * kv), vals(3, d * l * kv));
+    let expand = |t: &[f64]| -> Vec<f64> {
+        (0..h)
+            .flat_map(|head| t[(head / g) * l * d..][..l * d].to_vec())
+            .collect()
+    };
+    assert_eq!(
+        causal_attention(&q, &k, &v, d, l, h, g),
+        causal_attention(&q, &expand(&k), &expand(&v), d, l, h, 1)
+    );
+    // The case: k and v are [D, L, n_kv_head]; every kernel gets the group.
+    let c = case("chunked", [64, 33, 8, 1]).with_param("n_kv_head", 2);
+    let specs = OP.tensors(&c).unwrap();
+    assert_eq!(specs[1].ne, [64, 33, 2, 1]);
+    assert_eq!(specs[2].ne, [64, 33, 2, 1]);
+    assert_eq!(specs[3].ne, [64, 33, 8, 1]);
+    let plan = CHUNKED.plan(&c, &h200()).unwrap();
+    for args in CHUNKED.args_for_repro(&c, &plan).unwrap() {
+        assert_eq!(args.last(), Some(&ReproArg::I32(4)));
+    }
+    // n_kv_head must divide n_head.
+    assert!(OP
+        .tensors(&case("chunked", [64, 33, 8, 1]).with_param("n_kv_head", 3))
+        .is_err());
+}
+
+#[test]
+fn bf16_cases_launch_the_bf16_kernels() {
+    let p = h200();
+    let mut c = case("chunked", [128, 40, 2, 1]);
+    c.dtype = DType::Bf16;
+    let names: Vec<_> = CHUNKED
+        .plan(&c, &p)
+        .unwrap()
+        .launches
+        .iter()
+        .map(|l| l.kernel.clone())
+        .collect();
+    assert_eq!(names, ["sdpa_scores_bf16", "sdpa_softmax_pv_bf16"]);
+    let mut f = case("fused", [128, 40, 2, 1]);
+    f.dtype = DType::Bf16;
+    assert_eq!(
+        FUSED.plan(&f, &p).unwrap().launches[0].kernel,
+        "sdpa_fused_causal_bf16"
+    );
+    assert!(SRC.contains("extern \"C\" __global__ void sdpa_scores_bf16("));
+}
+
+/// The fix's claim on the CPU path of the reference: computing the query axis in blocks with
+/// the mask offset per block gives the same f64 bits as computing it whole.
+#[test]
+fn the_reference_in_query_blocks_is_bit_identical_to_the_whole() {
+    let (d, l, h) = (16usize, 37usize, 3usize);
+    let vals = |seed: u64| -> Vec<f64> {
+        let mut r = kedge_core::rng::Rng::stream(seed, 0);
+        (0..d * l * h)
+            .map(|_| r.uniform(-1.0, 1.0) as f64)
+            .collect()
+    };
+    let (q, k, v) = (vals(4), vals(5), vals(6));
+    let whole = causal_attention(&q, &k, &v, d, l, h, 1);
+    for block in [1usize, 5, 16, 36, 37] {
+        let mut got = vec![f64::NAN; d * l * h];
+        for row0 in (0..l).step_by(block) {
+            let rows = block.min(l - row0);
+            let part = causal_attention_rows(&q, &k, &v, d, l, h, 1, row0, rows);
+            for head in 0..h {
+                for r in 0..rows {
+                    let dst = (head * l + row0 + r) * d;
+                    let src = (head * rows + r) * d;
+                    got[dst..dst + d].copy_from_slice(&part[src..src + d]);
+                }
+            }
+        }
+        let same = whole
+            .iter()
+            .zip(&got)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "block {block}");
     }
 }
