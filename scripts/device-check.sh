@@ -137,12 +137,29 @@ fi
 
 # The third incident: a resource limit as a boundary; a silent success is a failure.
 if want sdpa; then
+  # The limit scaled to 16 MiB (L* = 512), every impl on both sides.
   L='-p max_buffer_bytes=16777216'
-  for imp in unfused-fallback unfused-checked chunked fused; do
+  for imp in unfused-fallback unfused-checked chunked fused mlx-dispatch; do
     for n in 512 513; do
       run sdpa-$imp-$n "$K" run -o sdpa_prefill --impl $imp --ne 256,$n,16,1 $L --results "$W/sdpa-incident.jsonl"
     done
   done
+  # Past the H200's own limit, no modelled one: 16 x 49152^2 x 4 = 154.6 GB of scores
+  # against 150.1 GB of device memory. The device's allocator refuses.
+  for imp in unfused-checked unfused-fallback mlx-dispatch; do
+    run sdpa-h200-limit-$imp "$K" run -o sdpa_prefill --impl $imp --ne 256,49152,16,1 --timeout 600 --results "$W/sdpa-h200-limit.jsonl"
+  done
+  # The fix's claim, tested: chunked (q_chunk 1024: 3 full blocks and a 1-row one) against
+  # unfused on the same inputs, f32 and bf16, MHA and GQA: output digests must be equal.
+  for dt in f32 bf16; do
+    for kv in 0 2; do
+      for imp in unfused-fallback chunked; do
+        run sdpa-bits-$dt-$kv-$imp "$K" run -o sdpa_prefill --impl $imp --ne 128,3073,8,1 --dtype $dt -p n_kv_head=$kv -p q_chunk=1024 --results "$W/sdpa-bitident.jsonl"
+      done
+    done
+  done
+  python3 scripts/compare-digests.py "$W/sdpa-bitident.jsonl" > "$W/sdpa-bitident.txt" 2>&1
+  say "sdpa bit-identity rc=$?"; grep -E "^(SAME|DIFFER)" "$W/sdpa-bitident.txt" | tee -a "$SUM" > /dev/null
   run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --out "$W/sdpa"
 fi
 

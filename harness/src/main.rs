@@ -564,7 +564,7 @@ fn cmd_plan(
     let mut broken = 0;
     for c in &cases {
         let r = engine::check_on_cpu(reg, c, prof, false);
-        let bad = !r.violations.is_empty();
+        let bad = !r.violations.is_empty() || !r.buffer_violations.is_empty();
         broken += bad as usize;
         if violations_only && !bad {
             continue;
@@ -576,6 +576,14 @@ fn cmd_plan(
             for l in &plan.launches {
                 println!("  launch {l}");
             }
+            for b in &plan.buffers {
+                println!(
+                    "  buffer {} ({} bytes): {}",
+                    kedge_core::launch::human_bytes(b.bytes),
+                    kedge_core::launch::grouped(b.bytes),
+                    b.name
+                );
+            }
             for u in &plan.unchecked {
                 println!("  not checked: {u}");
             }
@@ -583,6 +591,9 @@ fn cmd_plan(
         if bad {
             for v in &r.violations {
                 println!("  VIOLATION {v} (profile {})", prof.name);
+            }
+            for v in &r.buffer_violations {
+                println!("  VIOLATION {} {v}", c.imp);
             }
         } else if r.verdict == Verdict::Unsupported {
             println!("  unsupported: {}", r.detail);
