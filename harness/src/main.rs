@@ -878,10 +878,11 @@ fn cmd_sweep(
         let res = kedge::schedule::run(&todo, &mut pools, opts, |f| {
             let mut r = f.output;
             r.gpu = Some(f.device);
+            tool_failures += r.verdict.is_failure() as usize;
+            w.write(&r)?;
             written += 1;
             ticker.case(written, &r);
-            tool_failures += r.verdict.is_failure() as usize;
-            w.write(&r)
+            Ok(())
         });
         ticker.finish();
         let gpu_list = fleet.gpu_list();
