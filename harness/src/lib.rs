@@ -7,6 +7,8 @@
 //! - `results`: writing, reading and merging `results.jsonl` (shards too).
 //! - `report`: Markdown / JSON / JUnit reports (`kedge report`).
 //! - `gate`: baseline of known failures and the CI exit status (`kedge gate`).
+//! - `schedule`: spreading a sweep over several GPUs (`--devices`): a shared queue, devices
+//!   that pull from it, lost devices whose cases go to the others.
 //! - `shard`: `--shard K/N`.
 //! - `corpus`: case files.
 //! - `plugin` / `source_impl`: external impls (a C ABI shared library; an NVRTC source file).
@@ -23,6 +25,7 @@ pub mod report;
 pub mod repro;
 pub mod results;
 pub mod sanitizer;
+pub mod schedule;
 pub mod select;
 pub mod selftest;
 pub mod shard;

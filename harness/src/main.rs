@@ -6,9 +6,8 @@ use clap::{Parser, Subcommand};
 use kedge::exit;
 use kedge::select::Select;
 use kedge::suite::Suite;
-use kedge::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
+use kedge::supervisor::{Progress, Supervisor, SupervisorConfig, SupervisorError, Ticker};
 use kedge_core::{engine, CaseResult, LimitsProfile, Registry, Verdict};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -93,6 +92,11 @@ enum Cmd {
         /// Run shard K of N (1-based); `kedge report` merges the shards' results.
         #[arg(long, value_name = "K/N")]
         shard: Option<kedge::shard::Shard>,
+        /// GPUs to spread the sweep over, e.g. 0,1 (default: every GPU the driver shows;
+        /// `--device N` is the list N). Each GPU has its own workers and pulls cases from one
+        /// queue; a GPU lost mid-sweep hands its unfinished cases to the others.
+        #[arg(long, value_name = "LIST", conflicts_with = "device")]
+        devices: Option<kedge::schedule::DeviceList>,
         #[command(flatten)]
         ext: Ext,
     },
@@ -250,8 +254,19 @@ struct Exec {
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
     #[arg(long, default_value_t = 120)]
     timeout: u64,
-    #[arg(long, default_value_t = 0)]
-    device: usize,
+    /// GPU (ordinal) the workers use; default 0 (`sweep`: every GPU, see --devices).
+    #[arg(long, value_name = "N")]
+    device: Option<u32>,
+}
+
+impl Exec {
+    /// The same options, on GPU `gpu`.
+    fn on_gpu(&self, gpu: u32) -> Exec {
+        Exec {
+            device: Some(gpu),
+            ..self.clone()
+        }
+    }
 }
 
 fn main() {
@@ -370,6 +385,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             profile: p,
             cpu,
             shard,
+            devices,
             ext,
         } => {
             let reg = ext.registry(single_op(&select).as_deref())?;
@@ -385,6 +401,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 &profile(&p)?,
                 cpu,
                 shard,
+                devices.as_ref(),
             )
         }
         Cmd::Minimize(a) => cmd_minimize(&a),
@@ -679,12 +696,23 @@ fn supervisor(
     work_dir: &Path,
     tool: Option<kedge::sanitizer::Tool>,
 ) -> Result<Supervisor> {
+    Ok(Supervisor::new(worker_config(
+        exec, ext_args, work_dir, tool,
+    )?))
+}
+
+fn worker_config(
+    exec: &Exec,
+    ext_args: &[String],
+    work_dir: &Path,
+    tool: Option<kedge::sanitizer::Tool>,
+) -> Result<SupervisorConfig> {
     let mut cfg = supervisor_config(exec, work_dir)?;
     cfg.worker_args.extend(ext_args.iter().cloned());
     if let Some(t) = tool {
         cfg.sanitize = Some(sanitize_spec(t, exec)?);
     }
-    Ok(Supervisor::new(cfg))
+    Ok(cfg)
 }
 
 fn cmd_run(
@@ -743,6 +771,7 @@ fn cmd_sweep(
     prof: &LimitsProfile,
     cpu: bool,
     shard: Option<kedge::shard::Shard>,
+    devices: Option<&kedge::schedule::DeviceList>,
 ) -> Result<i32> {
     let gpu = !cpu && kedge_core::device::driver_present();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -759,6 +788,9 @@ fn cmd_sweep(
             prof.name,
             cases.len()
         );
+        if let Some(d) = devices {
+            eprintln!("kedge: --devices {d} not used: nothing runs on a GPU");
+        }
         let done = if resume {
             kedge::results::finished_ids(&results_path, "cpu")
         } else {
@@ -797,8 +829,9 @@ fn cmd_sweep(
         return Ok(exit::GPU_SKIPPED);
     }
     // On the GPU: cases are generated for the live device's limits, read by a worker.
-    let live = probe_limits(&mut supervisor(exec, ext_args, &out.join("workers"), None)?)?;
-    let mut cases = select.cases(reg, suite, &live, incidents_path().as_deref())?;
+    let fleet = sweep_gpus(exec, devices, ext_args, &out.join("workers"))?;
+    let live = &fleet.limits;
+    let mut cases = select.cases(reg, suite, live, incidents_path().as_deref())?;
     if let Some(sh) = shard {
         cases = sh.select(cases);
     }
@@ -836,34 +869,95 @@ fn cmd_sweep(
                 todo.len()
             );
         }
-        let mut sup = supervisor(exec, ext_args, &out.join("workers").join(under), tool)?;
+        // One worker pool per GPU, its logs (and sanitizer XML) in a folder of its own.
+        let mut pools = Vec::new();
+        for &g in &fleet.gpus {
+            let dir = out.join("workers").join(under).join(format!("gpu{g}"));
+            let mut cfg = worker_config(&exec.on_gpu(g), ext_args, &dir, tool)?;
+            cfg.progress = Progress::Off;
+            cfg.keep_worker = true;
+            pools.push((g, Supervisor::new(cfg)));
+        }
+        // One case per pull keeps the GPUs level (a native worker stays alive between pulls);
+        // a sanitized worker's XML is read when it ends, so there a pull is one worker's batch.
+        let opts = kedge::schedule::Options {
+            batch: pools
+                .first()
+                .and_then(|(_, s)| s.cases_per_worker())
+                .unwrap_or(1),
+            max_failures: GPU_MAX_FAILURES,
+        };
         let t0 = std::time::Instant::now();
         let mut tool_failures = 0;
-        let summary = sup.run(&todo, &mut |r: CaseResult| {
+        let mut written = 0;
+        let ticker = Ticker::new(Progress::auto(), todo.len());
+        let res = kedge::schedule::run(&todo, &mut pools, opts, |f| {
+            let mut r = f.output;
+            r.gpu = Some(f.device);
             tool_failures += r.verdict.is_failure() as usize;
-            w.write(&r)
+            w.write(&r)?;
+            written += 1;
+            ticker.case(written, &r);
+            Ok(())
+        });
+        ticker.finish();
+        let gpu_list = fleet.gpu_list();
+        let sched = res.map_err(|e| {
+            let left = match &e {
+                kedge::schedule::ScheduleError::AllLost { not_run, .. } => {
+                    format!("; not run: {}", name_cases(&todo, not_run))
+                }
+                _ => String::new(),
+            };
+            anyhow::Error::new(e).context(format!(
+                "the {under} sweep on GPUs {gpu_list} stopped; its {written} results so far are kept in {} (`kedge sweep --resume` with the same options runs the rest){left}",
+                results_path.display()
+            ))
         })?;
         let wall = t0.elapsed().as_secs_f64();
         failures += tool_failures;
+        for d in sched.lost() {
+            eprintln!(
+                "kedge: {under}: gpu {} lost after {} cases ({}); the other GPUs ran its unfinished cases",
+                d.device,
+                d.ran,
+                d.lost.as_deref().unwrap_or_default()
+            );
+        }
+        let started: Vec<usize> = pools.iter().map(|(_, s)| s.workers_started()).collect();
+        let workers: usize = started.iter().sum();
+        let replaced: usize = started.iter().map(|n| n.saturating_sub(1)).sum();
+        // Stop the kept workers now rather than with the next tool's pools running.
+        drop(pools);
+        let per_gpu = sched
+            .devices
+            .iter()
+            .map(|d| format!("gpu {}: {}", d.device, d.ran))
+            .collect::<Vec<_>>()
+            .join(", ");
         eprintln!(
-            "kedge: {under}: {} cases on {} (driver {}) in {wall:.1} s: {tool_failures} failures; {} workers ({} replaced); results in {}",
-            summary.ran,
-            summary.device.clone().unwrap_or_default(),
-            summary.driver_version.unwrap_or_default(),
-            summary.workers_started,
-            summary.workers_replaced,
+            "kedge: {under}: {} cases on {} (driver {}; {per_gpu}) in {wall:.1} s: {tool_failures} failures; {workers} workers ({replaced} replaced); results in {}",
+            sched.ran(),
+            fleet.device,
+            fleet.driver_version,
             results_path.display()
         );
         runs.push(serde_json::json!({
             "under": under,
             "allocs": select.alloc.clone().unwrap_or_else(|| "exact".into()),
             "suite": format!("{suite:?}").to_lowercase(),
-            "cases": summary.ran,
+            "cases": sched.ran(),
             "failures": tool_failures,
             "wall_s": wall,
-            "workers": summary.workers_started,
-            "device": summary.device,
-            "driver_version": summary.driver_version,
+            "workers": workers,
+            "device": fleet.device,
+            "driver_version": fleet.driver_version,
+            "gpus": fleet.gpus,
+            "per_gpu": sched.devices.iter().map(|d| serde_json::json!({
+                "gpu": d.device,
+                "cases": d.ran,
+                "lost": d.lost,
+            })).collect::<Vec<_>>(),
         }));
     }
     let sum_path = out.join("sweep-summary.json");
@@ -879,6 +973,114 @@ fn cmd_sweep(
     } else {
         exit::OK
     })
+}
+
+/// Failed batches in a row (a worker that would not start or could not open its GPU) after
+/// which a sweep gives a GPU up.
+const GPU_MAX_FAILURES: usize = 3;
+
+/// The GPUs a sweep runs on, and what its cases are built for.
+struct Fleet {
+    gpus: Vec<u32>,
+    limits: LimitsProfile,
+    device: String,
+    driver_version: i32,
+}
+
+impl Fleet {
+    fn gpu_list(&self) -> String {
+        self.gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// `--devices`, else `--device`, else every GPU the driver shows (counted by a probe worker:
+/// the supervisor never initializes CUDA itself). Every GPU is probed first, because the cases
+/// are built for one set of limits: a listed GPU that cannot start a worker, or whose limits
+/// differ from the first's, stops the sweep here; when the GPUs were not listed, such a GPU is
+/// left out with a warning (a machine's display GPU should not stop its sweep).
+fn sweep_gpus(
+    exec: &Exec,
+    devices: Option<&kedge::schedule::DeviceList>,
+    ext_args: &[String],
+    dir: &Path,
+) -> Result<Fleet> {
+    let probe = |gpu: u32| -> Result<kedge::supervisor::RunSummary> {
+        let dir = dir.join(format!("probe-gpu{gpu}"));
+        let mut sup = supervisor(&exec.on_gpu(gpu), ext_args, &dir, None)?;
+        sup.probe()
+            .with_context(|| format!("starting a worker on gpu {gpu}"))
+    };
+    let listed: Option<Vec<u32>> = match (devices, exec.device) {
+        (Some(l), _) => Some(l.ordinals().to_vec()),
+        (None, Some(d)) => Some(vec![d]),
+        (None, None) => None,
+    };
+    let first = listed
+        .as_ref()
+        .and_then(|l| l.first().copied())
+        .unwrap_or(0);
+    let s0 = probe(first)?;
+    let limits = s0.limits.clone().context("the worker reported no limits")?;
+    let explicit = listed.is_some();
+    let candidates = listed.unwrap_or_else(|| match s0.device_count {
+        Some(n) if n > 0 => (0..n).filter_map(|g| u32::try_from(g).ok()).collect(),
+        // The driver could not count: the GPU the probe opened.
+        _ => vec![first],
+    });
+    let probe = &probe;
+    let others: Vec<(u32, Result<kedge::supervisor::RunSummary>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = candidates
+            .iter()
+            .filter(|&&g| g != first)
+            .map(|&g| (g, s.spawn(move || probe(g))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(g, h)| (g, h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+            .collect()
+    });
+    // `first` leads the candidates, and `others` keeps their order.
+    let mut gpus = vec![first];
+    for (g, r) in others {
+        let unfit = match r {
+            Ok(s) if s.limits.as_ref() == Some(&limits) => None,
+            Ok(s) => Some(anyhow::Error::new(BadInput(format!(
+                "gpu {g} ({}) has other limits than gpu {first} ({}): a sweep builds its cases for one GPU's limits; sweep each kind of GPU on its own (--devices)",
+                s.device.unwrap_or_default(),
+                limits.device
+            )))),
+            Err(e) => Some(e),
+        };
+        match unfit {
+            None => gpus.push(g),
+            Some(e) if explicit => return Err(e),
+            Some(e) => eprintln!("kedge: gpu {g} left out: {e:#}"),
+        }
+    }
+    Ok(Fleet {
+        gpus,
+        device: s0.device.unwrap_or_default(),
+        driver_version: s0.driver_version.unwrap_or_default(),
+        limits,
+    })
+}
+
+/// The first few cases of `which` by label, and how many more.
+fn name_cases(cases: &[Case], which: &[usize]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = which
+        .iter()
+        .take(SHOWN)
+        .filter_map(|&i| cases.get(i).map(Case::label))
+        .collect();
+    if which.len() > SHOWN {
+        names.push(format!("and {} more", which.len() - SHOWN));
+    }
+    names.join(", ")
 }
 
 /// Largest case a GPU sweep runs unless told otherwise (`--max-elements`).
@@ -1256,12 +1458,13 @@ fn supervisor_config(exec: &Exec, work_dir: &Path) -> Result<SupervisorConfig> {
     let exe = std::env::current_exe().context("finding the kedge binary to start workers")?;
     Ok(SupervisorConfig {
         exe,
-        worker_args: vec!["--device".into(), exec.device.to_string()],
+        worker_args: vec!["--device".into(), exec.device.unwrap_or(0).to_string()],
         timeout: Duration::from_secs(exec.timeout),
         ready_timeout: Duration::from_secs(180),
         sanitize: None,
         work_dir: work_dir.to_path_buf(),
-        progress: std::io::stderr().is_terminal(),
+        progress: Progress::auto(),
+        keep_worker: false,
     })
 }
 

@@ -248,6 +248,21 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_is_recorded_and_older_lines_without_it_still_load() {
+        let old = line(1, Verdict::Pass, "native");
+        assert!(!old.contains("\"gpu\""), "{old}");
+        let mut r: CaseResult = serde_json::from_str(&old).unwrap();
+        assert_eq!(r.gpu, None);
+        r.gpu = Some(3);
+        let new = r.to_line();
+        assert!(new.contains("\"gpu\":3"), "{new}");
+        let s = ResultSet::from_texts(&[("r", &format!("{old}\n{new}\n"))]).unwrap();
+        // The same case run again on another GPU replaces the earlier line.
+        assert_eq!(s.results.len(), 1);
+        assert_eq!(s.results[0].gpu, Some(3));
+    }
+
+    #[test]
     fn rerun_command_quotes_the_case_line() {
         let mut c = Case::new("x", "y", DType::F32, [1, 1, 1, 1]);
         c.params.insert("name".into(), "it's".into());

@@ -2,6 +2,7 @@
 //! worker whose context died, kills a hung one, and wraps workers in compute-sanitizer.
 //! Cases never run in the supervisor itself.
 
+use crate::schedule::BatchError;
 use crate::worker::{WorkerMsg, EXIT_CONTEXT_DEAD};
 use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Verdict};
 use std::io::{BufRead, BufReader, Write};
@@ -34,9 +35,13 @@ pub struct SanitizeSpec {
     pub prefix: Vec<String>,
     /// Parse one worker's XML and attribute findings: `started` cases ran in order; returns
     /// the findings for each of them.
+    /// `Send + Sync`: a multi-GPU sweep runs one supervisor per GPU, each on its own thread.
     #[allow(clippy::type_complexity)]
-    pub attribute:
-        Box<dyn Fn(&std::path::Path, usize) -> Result<Vec<crate::sanitizer::CaseFindings>, String>>,
+    pub attribute: Box<
+        dyn Fn(&std::path::Path, usize) -> Result<Vec<crate::sanitizer::CaseFindings>, String>
+            + Send
+            + Sync,
+    >,
     /// Cases per worker: the XML is read when a worker ends.
     pub batch: usize,
 }
@@ -50,7 +55,86 @@ pub struct SupervisorConfig {
     pub sanitize: Option<SanitizeSpec>,
     /// Where worker logs (stderr) and sanitizer XML go.
     pub work_dir: PathBuf,
-    pub progress: bool,
+    pub progress: Progress,
+    /// Keep a native worker alive between `run` calls: a multi-GPU sweep hands each GPU one
+    /// case at a time, and a fresh worker per case would pay for a CUDA context each time.
+    /// Off where each call should start clean (`minimize`'s probes).
+    pub keep_worker: bool,
+}
+
+/// How a run shows its progress on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A progress bar, with failures printed above it.
+    Bar,
+    /// A line per case.
+    Lines,
+    /// Nothing: the caller reports (a multi-GPU sweep, whose GPUs share one count).
+    Off,
+}
+
+impl Progress {
+    /// A bar on a terminal, lines otherwise (CI logs).
+    pub fn auto() -> Progress {
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            Progress::Bar
+        } else {
+            Progress::Lines
+        }
+    }
+}
+
+/// Shows verdicts as they arrive: `[done/total] verdict detector case (gpu N)`.
+pub struct Ticker {
+    mode: Progress,
+    bar: Option<indicatif::ProgressBar>,
+    total: usize,
+}
+
+impl Ticker {
+    pub fn new(mode: Progress, total: usize) -> Ticker {
+        let bar = (mode == Progress::Bar).then(|| {
+            let b = indicatif::ProgressBar::new(total as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        Ticker { mode, bar, total }
+    }
+
+    /// `r` is the `done`-th result (1-based).
+    pub fn case(&self, done: usize, r: &CaseResult) {
+        if self.mode == Progress::Off {
+            return;
+        }
+        let line = format!(
+            "[{done}/{}] {:<16} {:<12} {}{}",
+            self.total,
+            r.verdict.name(),
+            r.detector.name(),
+            r.case.label(),
+            r.gpu.map(|g| format!(" (gpu {g})")).unwrap_or_default()
+        );
+        match &self.bar {
+            Some(b) => {
+                b.set_position(done as u64);
+                if r.verdict.is_failure() {
+                    b.println(line);
+                }
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    pub fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
 }
 
 /// What happened, beyond the results themselves.
@@ -61,7 +145,27 @@ pub struct RunSummary {
     pub device: Option<String>,
     pub driver_version: Option<i32>,
     pub limits: Option<LimitsProfile>,
+    /// GPUs the worker's driver shows (what `sweep` runs on when not told).
+    pub device_count: Option<usize>,
     pub ran: usize,
+}
+
+/// What a worker says once it has opened its device.
+#[derive(Debug, Clone)]
+struct ReadyInfo {
+    device: String,
+    driver_version: i32,
+    limits: LimitsProfile,
+    device_count: Option<usize>,
+}
+
+impl RunSummary {
+    fn note_ready(&mut self, r: &ReadyInfo) {
+        self.device = Some(r.device.clone());
+        self.driver_version = Some(r.driver_version);
+        self.limits = Some(r.limits.clone());
+        self.device_count = r.device_count;
+    }
 }
 
 struct Worker {
@@ -117,11 +221,49 @@ pub fn describe_exit(s: Option<std::process::ExitStatus>) -> String {
 pub struct Supervisor {
     cfg: SupervisorConfig,
     spawned: usize,
+    /// A ready worker kept from the last `run` (`keep_worker`), and what it said when ready.
+    idle: Option<(Worker, ReadyInfo)>,
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some((mut w, _)) = self.idle.take() {
+            w.finish(Duration::from_secs(30));
+        }
+    }
 }
 
 impl Supervisor {
     pub fn new(cfg: SupervisorConfig) -> Self {
-        Supervisor { cfg, spawned: 0 }
+        Supervisor {
+            cfg,
+            spawned: 0,
+            idle: None,
+        }
+    }
+
+    /// Cases each worker runs before it is read out and replaced (a sanitized worker's
+    /// batch); `None`: a worker runs until it dies.
+    pub fn cases_per_worker(&self) -> Option<usize> {
+        self.cfg.sanitize.as_ref().map(|s| s.batch.max(1))
+    }
+
+    /// Workers started so far, replacements included.
+    pub fn workers_started(&self) -> usize {
+        self.spawned
+    }
+
+    /// The worker kept from the last run, unless it has exited since (its GPU may be gone):
+    /// sending it a case would blame the case for the worker's death.
+    fn take_idle(&mut self) -> Option<(Worker, ReadyInfo)> {
+        let (mut w, info) = self.idle.take()?;
+        match w.child.try_wait() {
+            Ok(None) => Some((w, info)),
+            _ => {
+                w.finish(Duration::from_secs(5));
+                None
+            }
+        }
     }
 
     fn spawn(&mut self) -> Result<Worker, SupervisorError> {
@@ -197,14 +339,17 @@ impl Supervisor {
             workers_started: 1,
             ..Default::default()
         };
-        let res = self.wait_ready(&mut w, &mut s).map(|_| s);
+        let res = self.wait_ready(&mut w).map(|info| {
+            s.note_ready(&info);
+            s
+        });
         w.finish(Duration::from_secs(30));
         res
     }
 
     /// Wait for a worker's `ready` line. Lines that are not worker messages (compute-sanitizer
     /// prints a banner on stdout) are skipped.
-    fn wait_ready(&self, w: &mut Worker, summary: &mut RunSummary) -> Result<(), SupervisorError> {
+    fn wait_ready(&self, w: &mut Worker) -> Result<ReadyInfo, SupervisorError> {
         let deadline = Instant::now() + self.cfg.ready_timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -214,12 +359,15 @@ impl Supervisor {
                         device,
                         driver_version,
                         limits,
+                        device_count,
                         ..
                     }) => {
-                        summary.device = Some(device);
-                        summary.driver_version = Some(driver_version);
-                        summary.limits = Some(*limits);
-                        return Ok(());
+                        return Ok(ReadyInfo {
+                            device,
+                            driver_version,
+                            limits: *limits,
+                            device_count,
+                        });
                     }
                     Ok(WorkerMsg::Fatal { message, .. }) => {
                         w.finish(Duration::from_secs(5));
@@ -265,18 +413,7 @@ impl Supervisor {
         sink: &mut dyn FnMut(CaseResult) -> std::io::Result<()>,
     ) -> Result<RunSummary, SupervisorError> {
         let mut summary = RunSummary::default();
-        let bar = if self.cfg.progress {
-            let b = indicatif::ProgressBar::new(cases.len() as u64);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            Some(b)
-        } else {
-            None
-        };
+        let ticker = Ticker::new(self.cfg.progress, cases.len());
         let under = self
             .cfg
             .sanitize
@@ -291,32 +428,25 @@ impl Supervisor {
             .unwrap_or(usize::MAX);
         let mut i = 0;
         let mut emit = |r: CaseResult, done: usize| -> Result<(), SupervisorError> {
-            let line = format!(
-                "[{done}/{}] {:<16} {:<12} {}",
-                cases.len(),
-                r.verdict.name(),
-                r.detector.name(),
-                r.case.label()
-            );
-            match &bar {
-                Some(b) => {
-                    b.set_position(done as u64);
-                    if r.verdict.is_failure() {
-                        b.println(line);
-                    }
-                }
-                None => eprintln!("{line}"),
-            }
+            ticker.case(done, &r);
             sink(r).map_err(SupervisorError::Sink)
         };
+        let keep = self.cfg.keep_worker && self.cfg.sanitize.is_none();
         while i < cases.len() {
-            let mut w = self.spawn()?;
-            summary.workers_started += 1;
-            if summary.workers_started > 1 {
-                summary.workers_replaced += 1;
-            }
-            // Wait for the worker to open the device.
-            self.wait_ready(&mut w, &mut summary)?;
+            let (mut w, info) = match self.take_idle() {
+                Some(kept) => kept,
+                None => {
+                    let mut w = self.spawn()?;
+                    summary.workers_started += 1;
+                    if summary.workers_started > 1 {
+                        summary.workers_replaced += 1;
+                    }
+                    // Wait for the worker to open the device.
+                    let info = self.wait_ready(&mut w)?;
+                    (w, info)
+                }
+            };
+            summary.note_ready(&info);
             let mut held: Vec<CaseResult> = Vec::new();
             let mut started = 0usize;
             let mut worker_gone = false;
@@ -411,6 +541,11 @@ impl Supervisor {
                     }
                 }
             }
+            if keep && !worker_gone && i == cases.len() {
+                // Alive and done with this run: the next run starts with it.
+                self.idle = Some((w, info));
+                break;
+            }
             let status = w.finish(Duration::from_secs(60));
             if let Some(s) = status {
                 if s.code() == Some(EXIT_CONTEXT_DEAD) {
@@ -429,10 +564,38 @@ impl Supervisor {
                 }
             }
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        ticker.finish();
         Ok(summary)
+    }
+}
+
+/// A supervisor is one GPU's worker pool in a multi-GPU sweep.
+impl crate::schedule::Runner<Case> for Supervisor {
+    type Output = CaseResult;
+    type Error = SupervisorError;
+
+    fn run_batch(
+        &mut self,
+        batch: &[Case],
+        done: &mut dyn FnMut(usize, CaseResult),
+    ) -> Result<(), BatchError<SupervisorError>> {
+        // `run` gives results in the batch's order (a sanitized worker's when it ends).
+        let mut k = 0;
+        let res = self.run(batch, &mut |r| {
+            done(k, r);
+            k += 1;
+            Ok(())
+        });
+        res.map(|_| ()).map_err(|e| match e {
+            // A worker that cannot start or cannot open the GPU: retried, then the GPU is lost
+            // and its cases go to the others.
+            SupervisorError::NoGpu(_)
+            | SupervisorError::Spawn { .. }
+            | SupervisorError::NotReady(_) => BatchError::Device(e),
+            // An unreadable sanitizer report, results that cannot be written: another GPU
+            // would do no better.
+            SupervisorError::Sink(_) | SupervisorError::Sanitizer(_) => BatchError::Fatal(e),
+        })
     }
 }
 

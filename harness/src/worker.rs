@@ -15,6 +15,10 @@ pub enum WorkerMsg {
         driver_version: i32,
         limits: Box<LimitsProfile>,
         pid: u32,
+        /// GPUs this worker's driver shows (`sweep`'s default is all of them). Absent when
+        /// the driver could not say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        device_count: Option<usize>,
     },
     Result(Box<CaseResult>),
     /// The worker cannot run at all (no driver, no device).
@@ -65,6 +69,7 @@ pub fn main(reg: &Registry, ordinal: usize) -> i32 {
         driver_version: dev.driver_version,
         limits: Box::new(dev.limits.clone()),
         pid: std::process::id(),
+        device_count: kedge_core::device::device_count().ok(),
     };
     if send(&mut out, &ready).is_err() {
         return crate::exit::ENVIRONMENT;

@@ -93,7 +93,8 @@ fn run(dir: &Path, wrapper: &Path, cases: &[Case], batch: usize) -> Vec<CaseResu
         ready_timeout: Duration::from_secs(10),
         sanitize: Some(spec),
         work_dir: dir.join(format!("w{batch}")),
-        progress: false,
+        progress: kedge::supervisor::Progress::Lines,
+        keep_worker: false,
     });
     let mut out = Vec::new();
     sup.run(cases, &mut |r| {

@@ -55,7 +55,8 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
         ready_timeout: Duration::from_secs(10),
         sanitize: None,
         work_dir: dir.path().join("w"),
-        progress: false,
+        progress: kedge::supervisor::Progress::Lines,
+        keep_worker: false,
     });
     let cases = vec![
         case(1),

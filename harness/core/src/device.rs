@@ -141,6 +141,20 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// GPUs the driver shows (after `CUDA_VISIBLE_DEVICES`). Called in a worker, which has the
+/// driver open already: the supervisor never initializes CUDA itself.
+pub fn device_count() -> Result<usize, DeviceError> {
+    if !driver_present() {
+        return Err(DeviceError::NoDriver);
+    }
+    let n = cudarc::driver::CudaContext::device_count().map_err(|e| DeviceError::Driver {
+        call: "cuDeviceGetCount",
+        name: format!("{e:?}"),
+        msg: String::new(),
+    })?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// One device, its context and stream, its limits read live, and loaded modules.
 pub struct Device {
     pub ctx: Arc<cudarc::driver::CudaContext>,

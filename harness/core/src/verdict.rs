@@ -237,6 +237,9 @@ pub struct CaseResult {
     pub alloc_note: Option<String>,
     /// Which run produced it: "native", "memcheck", "cpu" ...
     pub under: String,
+    /// The GPU (ordinal) it ran on, in a sweep; absent for CPU-side checks and older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
     pub ms: f64,
     /// Op-specific facts (FP8: bytes the plan reads past staging, cuBLASLt kernel names).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
@@ -264,6 +267,7 @@ impl CaseResult {
             reach: None,
             alloc_note: None,
             under: "native".into(),
+            gpu: None,
             ms: 0.0,
             extra: serde_json::Map::new(),
         }

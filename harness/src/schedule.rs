@@ -1,0 +1,805 @@
+//! Spreading cases over several devices (`kedge sweep --devices 0,1`).
+//!
+//! One shared queue; each device pulls its next batch the moment it is free. No case is
+//! assigned to a device in advance, so no device idles while cases are waiting and a fast
+//! device simply takes more. A device whose batch fails is given a few tries; once it is
+//! lost, the cases it held and had not finished go back to the front of the queue for the
+//! others. Every case is reported at most once, to one sink on the calling thread, with the
+//! device that ran it.
+//!
+//! Nothing here knows about processes or CUDA: a device is anything implementing [`Runner`]
+//! (a supervisor's worker pool in `kedge sweep`, fakes in the tests).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{mpsc, Condvar, Mutex, MutexGuard, PoisonError};
+
+/// A device's name in reports: its GPU ordinal in `kedge sweep`.
+pub type DeviceId = u32;
+
+/// Why a batch did not finish.
+#[derive(Debug)]
+pub enum BatchError<E> {
+    /// The device could not run (a worker would not start, the device is gone). The batch's
+    /// unfinished cases go back to the queue; after `max_failures` of these in a row the
+    /// device is lost.
+    Device(E),
+    /// A failure no other device would avoid (a sanitizer report that cannot be read): the
+    /// whole run stops.
+    Fatal(E),
+}
+
+/// One device: runs batches of cases, one at a time.
+pub trait Runner<T> {
+    type Output: Send;
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// Run `batch`, calling `done(k, output)` as soon as `batch[k]` has its final output.
+    /// `Ok` means every case was reported; on `Err`, the cases not reported are run again
+    /// elsewhere (or here, on a retry).
+    fn run_batch(
+        &mut self,
+        batch: &[T],
+        done: &mut dyn FnMut(usize, Self::Output),
+    ) -> Result<(), BatchError<Self::Error>>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Cases handed out per pull. Small keeps devices level: 1 when a runner keeps its
+    /// worker between batches; a sanitized worker's batch when each batch is a worker.
+    pub batch: usize,
+    /// Failed batches in a row after which a device is lost (a success resets the count).
+    pub max_failures: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            batch: 1,
+            max_failures: 3,
+        }
+    }
+}
+
+/// A case's output, as the sink receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished<O> {
+    /// Position of the case in the slice given to [`run`].
+    pub index: usize,
+    pub device: DeviceId,
+    pub output: O,
+}
+
+/// What one device did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceReport {
+    pub device: DeviceId,
+    /// Cases it finished.
+    pub ran: usize,
+    pub batches: usize,
+    /// Every failed batch, oldest first (a device can fail and recover).
+    pub failures: Vec<String>,
+    /// Why it was given up, if it was.
+    pub lost: Option<String>,
+}
+
+impl DeviceReport {
+    fn new(device: DeviceId) -> Self {
+        DeviceReport {
+            device,
+            ran: 0,
+            batches: 0,
+            failures: Vec::new(),
+            lost: None,
+        }
+    }
+}
+
+/// A finished run: one report per device, in the order the devices were given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub devices: Vec<DeviceReport>,
+}
+
+impl Summary {
+    pub fn ran(&self) -> usize {
+        self.devices.iter().map(|d| d.ran).sum()
+    }
+    pub fn lost(&self) -> impl Iterator<Item = &DeviceReport> {
+        self.devices.iter().filter(|d| d.lost.is_some())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError<E: std::error::Error + 'static> {
+    #[error("no devices to run on")]
+    NoDevices,
+    #[error(
+        "every device was lost ({}); {} of {total} cases were not run",
+        describe_lost(lost),
+        not_run.len()
+    )]
+    AllLost {
+        lost: Vec<DeviceReport>,
+        /// Positions (in the slice given to [`run`]) of the cases never finished, ascending.
+        not_run: Vec<usize>,
+        total: usize,
+    },
+    #[error("device {device} stopped the run")]
+    Fatal {
+        device: DeviceId,
+        #[source]
+        source: E,
+    },
+    #[error("the sink could not take a result")]
+    Sink(#[source] std::io::Error),
+}
+
+fn describe_lost(lost: &[DeviceReport]) -> String {
+    lost.iter()
+        .map(|d| {
+            format!(
+                "device {} after {} cases: {}",
+                d.device,
+                d.ran,
+                d.lost.as_deref().unwrap_or("lost")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The queue and what is out of it, shared by the device threads.
+struct State {
+    /// Positions of cases not handed out, front first. Cases given back go to the front.
+    queue: VecDeque<usize>,
+    /// Cases handed out and not yet finished or given back.
+    in_flight: usize,
+    /// Devices not lost.
+    live: usize,
+    /// Take nothing more (fatal error, sink failure, every device lost).
+    stop: bool,
+}
+
+struct Queue {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere never leaves the state half-updated (nothing panics while the
+        // lock is held), so a poisoned lock still holds good data.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next batch, waiting while the queue is empty but cases are still out (a device
+    /// may yet give them back). `None`: nothing left to do, or stop.
+    fn take(&self, n: usize) -> Option<Vec<usize>> {
+        let mut s = self.lock();
+        loop {
+            if s.stop {
+                return None;
+            }
+            if !s.queue.is_empty() {
+                let k = n.max(1).min(s.queue.len());
+                let batch: Vec<usize> = s.queue.drain(..k).collect();
+                s.in_flight += batch.len();
+                return Some(batch);
+            }
+            if s.in_flight == 0 {
+                return None;
+            }
+            s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// A batch of `handed` cases is over; `unfinished` go back to the front, in order.
+    fn give_back(&self, handed: usize, unfinished: &[usize], lost: bool, stop: bool) {
+        let mut s = self.lock();
+        s.in_flight -= handed;
+        for &i in unfinished.iter().rev() {
+            s.queue.push_front(i);
+        }
+        if lost {
+            s.live -= 1;
+            if s.live == 0 {
+                s.stop = true;
+            }
+        }
+        s.stop |= stop;
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Stops the run if a device thread unwinds, so the others do not wait forever for the
+/// cases it held.
+struct StopOnPanic<'a>(&'a Queue);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop();
+        }
+    }
+}
+
+enum Event<O, E> {
+    Done(Finished<O>),
+    Fatal(DeviceId, E),
+}
+
+/// Run `cases` over `devices` (each on its own thread), passing every output to `sink` on
+/// this thread as it arrives. Returns when every case is finished, or with the reason it
+/// could not be: the sink failed, a device reported a fatal error, or every device was
+/// lost (the error lists what was left).
+pub fn run<T, R>(
+    cases: &[T],
+    devices: &mut [(DeviceId, R)],
+    opts: Options,
+    mut sink: impl FnMut(Finished<R::Output>) -> std::io::Result<()>,
+) -> Result<Summary, ScheduleError<R::Error>>
+where
+    T: Clone + Sync,
+    R: Runner<T> + Send,
+{
+    if devices.is_empty() {
+        return Err(ScheduleError::NoDevices);
+    }
+    let queue = Queue {
+        state: Mutex::new(State {
+            queue: (0..cases.len()).collect(),
+            in_flight: 0,
+            live: devices.len(),
+            stop: false,
+        }),
+        changed: Condvar::new(),
+    };
+    let mut sink_err = None;
+    let mut fatal = None;
+    let reports = std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        let handles: Vec<_> = devices
+            .iter_mut()
+            .map(|(id, runner)| {
+                let (id, tx, queue) = (*id, tx.clone(), &queue);
+                s.spawn(move || device_loop(id, runner, cases, queue, opts, tx))
+            })
+            .collect();
+        // The loop below ends when every device thread has dropped its sender.
+        drop(tx);
+        for ev in rx {
+            match ev {
+                Event::Done(f) => {
+                    if sink_err.is_none() {
+                        if let Err(e) = sink(f) {
+                            sink_err = Some(e);
+                            queue.stop();
+                        }
+                    }
+                }
+                Event::Fatal(d, e) => {
+                    fatal.get_or_insert((d, e));
+                }
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<Vec<_>>()
+    });
+    if let Some((device, source)) = fatal {
+        return Err(ScheduleError::Fatal { device, source });
+    }
+    if let Some(e) = sink_err {
+        return Err(ScheduleError::Sink(e));
+    }
+    let mut left: Vec<usize> = queue.lock().queue.iter().copied().collect();
+    if !left.is_empty() {
+        left.sort_unstable();
+        return Err(ScheduleError::AllLost {
+            lost: reports.into_iter().filter(|d| d.lost.is_some()).collect(),
+            not_run: left,
+            total: cases.len(),
+        });
+    }
+    Ok(Summary { devices: reports })
+}
+
+fn device_loop<T: Clone, R: Runner<T>>(
+    id: DeviceId,
+    runner: &mut R,
+    cases: &[T],
+    queue: &Queue,
+    opts: Options,
+    tx: mpsc::Sender<Event<R::Output, R::Error>>,
+) -> DeviceReport {
+    let _guard = StopOnPanic(queue);
+    let mut report = DeviceReport::new(id);
+    let mut failures_in_row = 0;
+    while let Some(batch) = queue.take(opts.batch) {
+        let items: Vec<T> = batch.iter().map(|&i| cases[i].clone()).collect();
+        let mut finished = vec![false; batch.len()];
+        let res = runner.run_batch(&items, &mut |k, output| {
+            // A position reported twice (or out of range) is a runner bug: keep the first.
+            if let Some(f) = finished.get_mut(k).filter(|f| !**f) {
+                *f = true;
+                report.ran += 1;
+                // The receiver lives until every device thread has ended.
+                let _ = tx.send(Event::Done(Finished {
+                    index: batch[k],
+                    device: id,
+                    output,
+                }));
+            }
+        });
+        report.batches += 1;
+        let unfinished: Vec<usize> = batch
+            .iter()
+            .zip(&finished)
+            .filter(|(_, f)| !**f)
+            .map(|(&i, _)| i)
+            .collect();
+        let failure = match res {
+            Ok(()) if unfinished.is_empty() => None,
+            Ok(()) => Some(format!(
+                "the batch ended without a result for {} of its {} cases",
+                unfinished.len(),
+                batch.len()
+            )),
+            Err(BatchError::Device(e)) => Some(e.to_string()),
+            Err(BatchError::Fatal(e)) => {
+                report.failures.push(e.to_string());
+                let _ = tx.send(Event::Fatal(id, e));
+                queue.give_back(batch.len(), &unfinished, false, true);
+                return report;
+            }
+        };
+        match failure {
+            None => {
+                failures_in_row = 0;
+                queue.give_back(batch.len(), &[], false, false);
+            }
+            Some(why) => {
+                failures_in_row += 1;
+                report.failures.push(why.clone());
+                let lost = failures_in_row >= opts.max_failures.max(1);
+                if lost {
+                    report.lost = Some(why);
+                }
+                queue.give_back(batch.len(), &unfinished, lost, false);
+                if lost {
+                    return report;
+                }
+            }
+        }
+    }
+    report
+}
+
+/// `--devices 0,1`: GPU ordinals, each once, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceList(Vec<DeviceId>);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceListError {
+    #[error("--devices: no GPU given; expected ordinals separated by commas, e.g. 0,1")]
+    Empty,
+    #[error("--devices '{list}': '{item}' is not a GPU ordinal (expected e.g. 0,1)")]
+    NotOrdinal { list: String, item: String },
+    #[error("--devices '{list}': GPU {ordinal} is listed twice")]
+    Duplicate { list: String, ordinal: DeviceId },
+}
+
+impl DeviceList {
+    pub fn new(ordinals: Vec<DeviceId>) -> Result<DeviceList, DeviceListError> {
+        let list = ordinals
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        Self::checked(ordinals, &list)
+    }
+    fn checked(ordinals: Vec<DeviceId>, list: &str) -> Result<DeviceList, DeviceListError> {
+        if ordinals.is_empty() {
+            return Err(DeviceListError::Empty);
+        }
+        for (k, &d) in ordinals.iter().enumerate() {
+            // Two pools on one GPU would be two GPUs in the results.
+            if ordinals[..k].contains(&d) {
+                return Err(DeviceListError::Duplicate {
+                    list: list.to_string(),
+                    ordinal: d,
+                });
+            }
+        }
+        Ok(DeviceList(ordinals))
+    }
+    pub fn ordinals(&self) -> &[DeviceId] {
+        &self.0
+    }
+}
+
+impl FromStr for DeviceList {
+    type Err = DeviceListError;
+    fn from_str(s: &str) -> Result<DeviceList, DeviceListError> {
+        if s.trim().is_empty() {
+            return Err(DeviceListError::Empty);
+        }
+        let ordinals = s
+            .split(',')
+            .map(|item| {
+                item.trim()
+                    .parse::<DeviceId>()
+                    .map_err(|_| DeviceListError::NotOrdinal {
+                        list: s.to_string(),
+                        item: item.trim().to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::checked(ordinals, s)
+    }
+}
+
+impl fmt::Display for DeviceList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s: Vec<String> = self.0.iter().map(u32::to_string).collect();
+        f.write_str(&s.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct FakeError(String);
+
+    /// A simulated device: `pause` per case; dead after `dies_after` cases (every later
+    /// batch fails at once, as a lost GPU's workers do); `fail_once`: its first batch fails
+    /// (a worker that would not start). `starting` is set when it begins a case; `gate` holds
+    /// each case until it is set (at most 5 s, so a broken scheduler fails the test rather
+    /// than hanging it).
+    #[derive(Default)]
+    struct Fake {
+        pause: Duration,
+        dies_after: Option<usize>,
+        fail_once: bool,
+        fatal: bool,
+        starting: Option<Arc<AtomicBool>>,
+        gate: Option<Arc<AtomicBool>>,
+        ran: usize,
+    }
+
+    impl Runner<String> for Fake {
+        type Output = String;
+        type Error = FakeError;
+        fn run_batch(
+            &mut self,
+            batch: &[String],
+            done: &mut dyn FnMut(usize, String),
+        ) -> Result<(), BatchError<FakeError>> {
+            if self.fatal {
+                return Err(BatchError::Fatal(FakeError("report unreadable".into())));
+            }
+            if std::mem::take(&mut self.fail_once) {
+                return Err(BatchError::Device(FakeError("worker did not start".into())));
+            }
+            for (k, case) in batch.iter().enumerate() {
+                if self.dies_after.is_some_and(|n| self.ran >= n) {
+                    return Err(BatchError::Device(FakeError("device lost".into())));
+                }
+                if let Some(s) = &self.starting {
+                    s.store(true, Ordering::SeqCst);
+                }
+                if let Some(g) = &self.gate {
+                    let t0 = std::time::Instant::now();
+                    while !g.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                std::thread::sleep(self.pause);
+                self.ran += 1;
+                done(k, format!("ran {case}"));
+            }
+            Ok(())
+        }
+    }
+
+    fn cases(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("case-{i:03}")).collect()
+    }
+
+    /// Run, collecting outputs by case id and asserting none arrives twice.
+    fn sweep(
+        cases: &[String],
+        devices: &mut [(DeviceId, Fake)],
+        opts: Options,
+    ) -> (
+        BTreeMap<String, DeviceId>,
+        Result<Summary, ScheduleError<FakeError>>,
+    ) {
+        let mut by_id = BTreeMap::new();
+        let res = run(cases, devices, opts, |f| {
+            assert_eq!(f.output, format!("ran {}", cases[f.index]));
+            let old = by_id.insert(cases[f.index].clone(), f.device);
+            assert!(old.is_none(), "{} reported twice", cases[f.index]);
+            Ok(())
+        });
+        (by_id, res)
+    }
+
+    fn count(by_id: &BTreeMap<String, DeviceId>, d: DeviceId) -> usize {
+        by_id.values().filter(|&&x| x == d).count()
+    }
+
+    #[test]
+    fn two_equal_devices_share_the_work() {
+        let all = cases(40);
+        let fake = || Fake {
+            pause: Duration::from_millis(2),
+            ..Fake::default()
+        };
+        let mut devs = vec![(0, fake()), (1, fake())];
+        let (by_id, res) = sweep(&all, &mut devs, Options::default());
+        let s = res.unwrap();
+        assert_eq!(by_id.len(), 40);
+        assert_eq!(s.ran(), 40);
+        // Neither device was starved; the split is not exact (threads race for the queue).
+        for d in [0, 1] {
+            assert!(count(&by_id, d) >= 8, "{s:?}");
+            assert_eq!(s.devices[d as usize].ran, count(&by_id, d));
+        }
+        assert!(s.lost().next().is_none());
+    }
+
+    #[test]
+    fn a_free_device_never_waits_for_a_busy_one() {
+        // Device 0 is stuck on its first case until device 1 has run every other case: with
+        // any split decided in advance, device 1 would stop at its share and device 0's gate
+        // would open only on its 5 s limit, with most of the cases still to run.
+        let all = cases(30);
+        let (started, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let mut devs = vec![
+            (
+                0,
+                Fake {
+                    starting: Some(started.clone()),
+                    gate: Some(release.clone()),
+                    ..Fake::default()
+                },
+            ),
+            // Device 1 starts only once device 0 holds a case, so the test does not depend
+            // on which thread reaches the queue first.
+            (
+                1,
+                Fake {
+                    gate: Some(started),
+                    ..Fake::default()
+                },
+            ),
+        ];
+        let mut order = Vec::new();
+        let res = run(&all, &mut devs, Options::default(), |f| {
+            order.push(f.device);
+            if order.len() == 29 {
+                release.store(true, Ordering::SeqCst);
+            }
+            Ok(())
+        });
+        let s = res.unwrap();
+        assert_eq!(s.devices[0].ran, 1, "{s:?}");
+        assert_eq!(s.devices[1].ran, 29, "{s:?}");
+        // Device 0's one case finished last: device 1 ran everything else meanwhile.
+        assert_eq!(order.last(), Some(&0));
+    }
+
+    #[test]
+    fn a_fast_device_takes_more_cases() {
+        let all = cases(30);
+        let started = Arc::new(AtomicBool::new(false));
+        let mut devs = vec![
+            (
+                0,
+                Fake {
+                    pause: Duration::from_millis(40),
+                    starting: Some(started.clone()),
+                    ..Fake::default()
+                },
+            ),
+            // Waits for the slow one's first case: otherwise it may drain the queue before
+            // the slow thread has even started, which proves nothing.
+            (
+                1,
+                Fake {
+                    pause: Duration::from_millis(1),
+                    gate: Some(started),
+                    ..Fake::default()
+                },
+            ),
+        ];
+        let (by_id, res) = sweep(&all, &mut devs, Options::default());
+        res.unwrap();
+        assert_eq!(by_id.len(), 30);
+        let (slow, fast) = (count(&by_id, 0), count(&by_id, 1));
+        assert!(slow >= 1 && fast > 3 * slow, "slow {slow}, fast {fast}");
+    }
+
+    #[test]
+    fn a_dead_device_hands_its_unfinished_cases_to_the_other() {
+        // Batches of 4; device 0 dies after 5 cases, in the middle of its second batch: the
+        // 3 cases it held and had not run go back to the queue, and device 1 runs them.
+        let all = cases(24);
+        let mut devs = vec![
+            (
+                0,
+                Fake {
+                    dies_after: Some(5),
+                    pause: Duration::from_millis(1),
+                    ..Fake::default()
+                },
+            ),
+            (
+                1,
+                Fake {
+                    pause: Duration::from_millis(3),
+                    ..Fake::default()
+                },
+            ),
+        ];
+        let opts = Options {
+            batch: 4,
+            max_failures: 2,
+        };
+        let (by_id, res) = sweep(&all, &mut devs, opts);
+        let s = res.unwrap();
+        // Every case exactly once (the sink asserts no repeats), none lost.
+        assert_eq!(by_id.keys().cloned().collect::<Vec<_>>(), all);
+        assert_eq!(count(&by_id, 0), 5);
+        assert_eq!(count(&by_id, 1), 19);
+        let d0 = &s.devices[0];
+        assert_eq!(d0.lost.as_deref(), Some("device lost"));
+        assert_eq!(d0.failures.len(), 2, "{d0:?}");
+        assert!(s.devices[1].lost.is_none());
+    }
+
+    #[test]
+    fn a_device_that_fails_once_is_not_lost() {
+        let all = cases(10);
+        let mut devs = vec![(
+            3,
+            Fake {
+                fail_once: true,
+                ..Fake::default()
+            },
+        )];
+        let (by_id, res) = sweep(&all, &mut devs, Options::default());
+        let s = res.unwrap();
+        assert_eq!(by_id.len(), 10);
+        assert_eq!(s.devices[0].failures, vec!["worker did not start"]);
+        assert!(s.devices[0].lost.is_none());
+    }
+
+    #[test]
+    fn when_every_device_dies_the_error_says_what_was_left() {
+        let all = cases(20);
+        let dying = |n| Fake {
+            dies_after: Some(n),
+            ..Fake::default()
+        };
+        let mut devs = vec![(0, dying(3)), (1, dying(4))];
+        let (by_id, res) = sweep(&all, &mut devs, Options::default());
+        let e = res.unwrap_err();
+        assert_eq!(by_id.len(), 7, "the finished cases were all reported");
+        let ScheduleError::AllLost {
+            lost,
+            not_run,
+            total,
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*total, 20);
+        assert_eq!(lost.len(), 2);
+        // Exactly the cases without a result are named, once each.
+        let left: Vec<&String> = not_run.iter().map(|&i| &all[i]).collect();
+        let expected: Vec<&String> = all.iter().filter(|c| !by_id.contains_key(*c)).collect();
+        assert_eq!(left, expected);
+        let msg = e.to_string();
+        assert!(msg.starts_with("every device was lost"), "{msg}");
+        assert!(msg.contains("device 0 after 3 cases: device lost"), "{msg}");
+        assert!(msg.contains("device 1 after 4 cases: device lost"), "{msg}");
+        assert!(msg.ends_with("13 of 20 cases were not run"), "{msg}");
+    }
+
+    #[test]
+    fn a_fatal_error_or_a_failing_sink_stops_the_run() {
+        let all = cases(50);
+        let mut devs = vec![
+            (
+                0,
+                Fake {
+                    fatal: true,
+                    ..Fake::default()
+                },
+            ),
+            (
+                1,
+                Fake {
+                    pause: Duration::from_millis(1),
+                    ..Fake::default()
+                },
+            ),
+        ];
+        let (by_id, res) = sweep(&all, &mut devs, Options::default());
+        match res {
+            Err(ScheduleError::Fatal { device: 0, source }) => {
+                assert_eq!(source.to_string(), "report unreadable")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(by_id.len() < 50);
+
+        let mut devs = vec![(0, Fake::default())];
+        let mut seen = 0;
+        let res = run(&all, &mut devs, Options::default(), |_| {
+            seen += 1;
+            Err(std::io::Error::other("disk full"))
+        });
+        assert!(matches!(res, Err(ScheduleError::Sink(_))), "{res:?}");
+        assert_eq!(seen, 1, "nothing is passed on after the sink fails");
+    }
+
+    #[test]
+    fn no_cases_or_no_devices() {
+        let mut devs = vec![(0, Fake::default())];
+        let s = run(&[] as &[String], &mut devs, Options::default(), |_| Ok(())).unwrap();
+        assert_eq!(s.ran(), 0);
+        let mut none: Vec<(DeviceId, Fake)> = Vec::new();
+        let res = run(&cases(1), &mut none, Options::default(), |_| Ok(()));
+        assert!(matches!(res, Err(ScheduleError::NoDevices)));
+    }
+
+    #[test]
+    fn device_lists_parse_and_bad_ones_say_why() {
+        let l: DeviceList = "0,1".parse().unwrap();
+        assert_eq!(l.ordinals(), &[0, 1]);
+        assert_eq!(l.to_string(), "0,1");
+        assert_eq!(" 3 , 1 ".parse::<DeviceList>().unwrap().ordinals(), &[3, 1]);
+        assert_eq!("7".parse::<DeviceList>().unwrap().ordinals(), &[7]);
+        let e = "a,b".parse::<DeviceList>().unwrap_err();
+        assert_eq!(
+            e,
+            DeviceListError::NotOrdinal {
+                list: "a,b".into(),
+                item: "a".into()
+            }
+        );
+        assert!(e.to_string().contains("'a' is not a GPU ordinal"), "{e}");
+        for bad in ["", " ", "0,", ",1", "0,,1", "-1", "1.5"] {
+            assert!(bad.parse::<DeviceList>().is_err(), "{bad:?}");
+        }
+        assert_eq!("".parse::<DeviceList>(), Err(DeviceListError::Empty));
+        assert!(matches!(
+            "0,1,0".parse::<DeviceList>(),
+            Err(DeviceListError::Duplicate { ordinal: 0, .. })
+        ));
+        assert!(DeviceList::new(vec![]).is_err());
+        assert_eq!(DeviceList::new(vec![2, 0]).unwrap().to_string(), "2,0");
+    }
+}
