@@ -5,11 +5,11 @@
 //! open it, GPU 1 is given up, and GPU 0 runs the rest. Every case gets exactly one verdict,
 //! tagged with the GPU it ran on.
 
+mod common;
 use kedge::schedule::{self, Options};
 use kedge::supervisor::{Progress, Supervisor, SupervisorConfig};
 use kedge_core::{Case, DType, Verdict};
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
@@ -31,13 +31,7 @@ done
 "#;
 
 fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
-    let limits =
-        serde_json::to_string(&kedge_core::LimitsProfile::builtin("h200").unwrap()).unwrap();
-    std::fs::write(dir.join("limits.json"), limits).unwrap();
-    let p = dir.join("fake-worker.sh");
-    std::fs::write(&p, FAKE_WORKER).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
+    common::install_fake_worker(dir, FAKE_WORKER)
 }
 
 fn pool(dir: &std::path::Path, exe: &std::path::Path, gpu: u32) -> Supervisor {

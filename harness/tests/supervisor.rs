@@ -3,9 +3,9 @@
 //! case still gets its verdict. The worker here is a small shell script speaking the worker
 //! protocol, so the test needs no GPU; the real worker is exercised on the device machine.
 
+mod common;
 use kedge::supervisor::{Supervisor, SupervisorConfig};
 use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
@@ -29,13 +29,7 @@ done
 "#;
 
 fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
-    let limits =
-        serde_json::to_string(&kedge_core::LimitsProfile::builtin("h200").unwrap()).unwrap();
-    let p = dir.join("fake-worker.sh");
-    std::fs::write(dir.join("limits.json"), limits).unwrap();
-    std::fs::write(&p, FAKE_WORKER).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
+    common::install_fake_worker(dir, FAKE_WORKER)
 }
 
 fn case(seed: u64) -> Case {

@@ -6,6 +6,27 @@
 use kedge_core::{nvrtc, Case, LimitsProfile};
 use std::collections::BTreeMap;
 
+/// The byte size of each parameter an entry declares, read from its compute_90 PTX.
+fn ptx_param_sizes(k: &kedge_core::Kernel) -> Vec<u32> {
+    let ptx = nvrtc::compile(k, "compute_90", &[]).expect("compiles");
+    let ptx = String::from_utf8_lossy(&ptx.image).into_owned();
+    let start = ptx
+        .find(&format!(".entry {}(", k.entry))
+        .unwrap_or_else(|| panic!("{} in PTX", k.entry));
+    let end = start + ptx[start..].find(')').expect("param list ends");
+    ptx[start..end]
+        .lines()
+        .filter(|l| l.contains(".param"))
+        .map(|l| {
+            if l.contains(".u64") || l.contains(".b64") {
+                8
+            } else {
+                4
+            }
+        })
+        .collect()
+}
+
 fn required() -> bool {
     std::env::var_os("CI").is_some() || std::env::var_os("KEDGE_REQUIRE_NVRTC").is_some()
 }
@@ -100,23 +121,7 @@ fn row_norm_impls_pass_what_their_kernels_declare() {
             })
             .collect();
         for k in imp.entries {
-            let ptx = nvrtc::compile(&k, "compute_90", &[]).expect("compiles");
-            let ptx = String::from_utf8_lossy(&ptx.image).into_owned();
-            let start = ptx
-                .find(&format!(".entry {}(", k.entry))
-                .expect("entry in PTX");
-            let params = &ptx[start..start + ptx[start..].find(')').unwrap()];
-            let declared: Vec<u32> = params
-                .lines()
-                .filter(|l| l.contains(".param"))
-                .map(|l| {
-                    if l.contains(".u64") || l.contains(".b64") {
-                        8
-                    } else {
-                        4
-                    }
-                })
-                .collect();
+            let declared = ptx_param_sizes(&k);
             assert_eq!(
                 declared, sizes,
                 "{} ({op}): PTX params vs launcher args",
@@ -177,25 +182,9 @@ fn described_launch_arguments_match_every_kernels_ptx_params() {
                 };
                 for (l, a) in plan.launches.iter().zip(&args) {
                     let Some(k) = l.source else { continue };
-                    let want = declared.entry((k.file, k.entry)).or_insert_with(|| {
-                        let ptx = nvrtc::compile(&k, "compute_90", &[]).expect("compiles");
-                        let ptx = String::from_utf8_lossy(&ptx.image).into_owned();
-                        let start = ptx
-                            .find(&format!(".entry {}(", k.entry))
-                            .unwrap_or_else(|| panic!("{} in PTX", k.entry));
-                        let end = start + ptx[start..].find(')').expect("param list ends");
-                        ptx[start..end]
-                            .lines()
-                            .filter(|l| l.contains(".param"))
-                            .map(|l| {
-                                if l.contains(".u64") || l.contains(".b64") {
-                                    8
-                                } else {
-                                    4
-                                }
-                            })
-                            .collect()
-                    });
+                    let want = declared
+                        .entry((k.file, k.entry))
+                        .or_insert_with(|| ptx_param_sizes(&k));
                     let got: Vec<u32> = a
                         .iter()
                         .map(|x| match x {

@@ -64,6 +64,25 @@ pub fn poisoned_elements(out: &HostTensor) -> (u64, u64) {
     (hit, n)
 }
 
+/// The verdict for an output of `n` elements that not one thread wrote: the op did no work at
+/// all. Reported apart from a partly unwritten output because that is how the sdpa_prefill
+/// incident looked: a request that "succeeded" with nothing in it
+/// (shared/background/sdpa-prefill-quadratic-buffer.txt). It needs no reference.
+pub fn nothing_written(name: &str, n: u64) -> Comparison {
+    Comparison {
+        verdict: Verdict::SilentFailure,
+        numbers: Numbers {
+            unwritten: n,
+            compared: n,
+            first_bad: (n > 0).then_some(0),
+            ..Default::default()
+        },
+        detail: format!(
+            "{name}: no error, but no work done: all {n} elements still hold the poison pattern"
+        ),
+    }
+}
+
 /// A 64-bit FNV-1a digest of an output's bytes: equal digests for two impls on one case say
 /// their outputs are bit-identical (the SDPA fix's claim, tested rather than trusted).
 pub fn digest(out: &HostTensor) -> String {
@@ -165,16 +184,8 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
         threshold_nmse: tol.nmse,
     };
     let (verdict, detail) = if n > 0 && acc.unwritten == n {
-        // Not one element written: the op did no work at all. Reported apart from a partly
-        // unwritten output because that is how the sdpa_prefill incident looked: a request that
-        // "succeeded" with nothing in it (shared/background/sdpa-prefill-quadratic-buffer.txt).
         numbers.first_bad = acc.first_unwritten;
-        (
-            Verdict::SilentFailure,
-            format!(
-                "{name}: no error, but no work done: all {n} elements still hold the poison pattern"
-            ),
-        )
+        (Verdict::SilentFailure, nothing_written(name, n).detail)
     } else if acc.unwritten > 0 {
         numbers.first_bad = acc.first_unwritten;
         (

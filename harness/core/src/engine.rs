@@ -66,10 +66,7 @@ pub fn check_on_cpu(
                         "plan breaks profile {}: {} {}",
                         limits.name,
                         case.imp,
-                        bv.iter()
-                            .map(|x| x.to_string())
-                            .collect::<Vec<_>>()
-                            .join("; ")
+                        joined(&bv)
                     ),
                 );
                 r.buffer_violations = bv;
@@ -79,14 +76,7 @@ pub fn check_on_cpu(
                     case,
                     Verdict::LaunchError,
                     Detector::LaunchContract,
-                    format!(
-                        "plan breaks profile {}: {}",
-                        limits.name,
-                        v.iter()
-                            .map(|x| x.to_string())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    ),
+                    format!("plan breaks profile {}: {}", limits.name, joined(&v)),
                 );
                 r.violations = v;
                 r
@@ -132,6 +122,14 @@ pub fn check_on_cpu(
     res.under = "cpu".into();
     res.ms = t0.elapsed().as_secs_f64() * 1e3;
     res
+}
+
+/// Violations as one sentence each, "; "-separated.
+fn joined<T: std::fmt::Display>(v: &[T]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[allow(clippy::type_complexity)]
@@ -321,74 +319,60 @@ fn execute_inner(reg: &Registry, dev: &mut Device, case: &Case) -> Executed {
     // Every output still entirely poison: the op did no work at all. That verdict needs no
     // reference, and skipping it matters: the shape an impl silently refused can be the one
     // whose reference is the most expensive (sdpa_prefill's fallback past its buffer limit).
-    if canary_hits.is_empty() && !outs.is_empty() {
-        let counts: Vec<(u64, u64)> = outs
-            .iter()
-            .map(|(_, o)| crate::compare::poisoned_elements(o))
-            .collect();
-        if counts.iter().all(|&(hit, n)| n > 0 && hit == n) {
-            let (name, n) = (&outs[0].0.name, counts[0].1);
-            let mut r = CaseResult::new(
-                case,
-                Verdict::SilentFailure,
-                Detector::Poison,
-                format!(
-                    "{name}: no error, but no work done: all {n} elements still hold the poison pattern (the reference was not needed)"
-                ),
-            );
-            r.numbers = Some(crate::verdict::Numbers {
-                unwritten: n,
-                compared: n,
-                ..Default::default()
-            });
-            r.extra = extra;
-            r.extra.insert("launches".into(), launched.into());
-            r.extra.insert("output_digest".into(), digests.into());
-            r.reach = op.reach(case);
-            r.alloc_note = op.alloc_note(case);
-            return Executed {
-                result: r,
-                context_dead: false,
-            };
-        }
-    }
-    let reference = match op.reference(case, &inputs) {
-        Ok(r) => r,
-        Err(e) => {
-            return Executed {
-                result: CaseResult::new(
-                    case,
-                    Verdict::Unsupported,
-                    Detector::Impl,
-                    format!("bad input: {e}"),
-                ),
-                context_dead: false,
-            }
-        }
-    };
-    let tol = op.tolerance(case);
-    let mut worst: Option<crate::compare::Comparison> = None;
-    for ((s, out), r) in outs.iter().zip(reference.iter()) {
-        let c = compare(&s.name, out, r, tol);
-        let replace = match &worst {
-            None => true,
-            Some(w) => c.verdict.severity() > w.verdict.severity(),
-        };
-        if replace {
-            worst = Some(c);
-        }
-    }
-    let cmp = match worst {
+    let untouched = (canary_hits.is_empty() && !outs.is_empty())
+        .then(|| {
+            let counts: Vec<(u64, u64)> = outs
+                .iter()
+                .map(|(_, o)| crate::compare::poisoned_elements(o))
+                .collect();
+            counts
+                .iter()
+                .all(|&(hit, n)| n > 0 && hit == n)
+                .then(|| crate::compare::nothing_written(&outs[0].0.name, counts[0].1))
+        })
+        .flatten();
+    let cmp = match untouched {
         Some(c) => c,
         None => {
-            return Executed {
-                result: CaseResult::new(
-                    case,
-                    Verdict::SilentFailure,
-                    Detector::Reference,
-                    "the op produced no output tensors",
-                ),
-                context_dead: false,
+            let reference = match op.reference(case, &inputs) {
+                Ok(r) => r,
+                Err(e) => {
+                    return Executed {
+                        result: CaseResult::new(
+                            case,
+                            Verdict::Unsupported,
+                            Detector::Impl,
+                            format!("bad input: {e}"),
+                        ),
+                        context_dead: false,
+                    }
+                }
+            };
+            let tol = op.tolerance(case);
+            let mut worst: Option<crate::compare::Comparison> = None;
+            for ((s, out), r) in outs.iter().zip(reference.iter()) {
+                let c = compare(&s.name, out, r, tol);
+                let replace = match &worst {
+                    None => true,
+                    Some(w) => c.verdict.severity() > w.verdict.severity(),
+                };
+                if replace {
+                    worst = Some(c);
+                }
+            }
+            match worst {
+                Some(c) => c,
+                None => {
+                    return Executed {
+                        result: CaseResult::new(
+                            case,
+                            Verdict::SilentFailure,
+                            Detector::Reference,
+                            "the op produced no output tensors",
+                        ),
+                        context_dead: false,
+                    }
+                }
             }
         }
     };

@@ -158,16 +158,18 @@ mod tests {
 
     #[test]
     fn an_imprecise_exception_in_a_named_kernel_takes_over_the_workers_device_fault() {
-        let mut r = result(Verdict::DeviceFault, Detector::DeviceSync);
-        let f = CaseFindings {
-            primary: vec![finding(
-                Verdict::DeviceFault,
-                Detector::Memcheck,
-                Some("nvjet"),
-            )],
-            secondary: vec![],
+        // The worker saw a device-fault through `worker`; memcheck reports an imprecise
+        // hardware exception, in `kernel` if it could name one.
+        let merged = |worker: Detector, kernel: Option<&str>| {
+            let mut r = result(Verdict::DeviceFault, worker);
+            let f = CaseFindings {
+                primary: vec![finding(Verdict::DeviceFault, Detector::Memcheck, kernel)],
+                secondary: vec![],
+            };
+            merge_into_result(&mut r, &f);
+            r
         };
-        merge_into_result(&mut r, &f);
+        let r = merged(Detector::DeviceSync, Some("nvjet"));
         assert_eq!(
             (r.verdict, r.detector),
             (Verdict::DeviceFault, Detector::Memcheck)
@@ -175,26 +177,14 @@ mod tests {
         assert_eq!(r.also, vec![Detector::DeviceSync]);
         assert!(r.detail.contains("in nvjet"), "{}", r.detail);
         // Without a kernel name the sanitizer adds nothing the worker did not know.
-        let mut r = result(Verdict::DeviceFault, Detector::DeviceSync);
-        let f = CaseFindings {
-            primary: vec![finding(Verdict::DeviceFault, Detector::Memcheck, None)],
-            secondary: vec![],
-        };
-        merge_into_result(&mut r, &f);
+        let r = merged(Detector::DeviceSync, None);
         assert_eq!(r.detector, Detector::DeviceSync);
         assert_eq!(r.also, vec![Detector::Memcheck]);
         // A guard page is the more specific account of the same fault: it stays.
-        let mut r = result(Verdict::DeviceFault, Detector::GuardPage);
-        let f = CaseFindings {
-            primary: vec![finding(
-                Verdict::DeviceFault,
-                Detector::Memcheck,
-                Some("nvjet"),
-            )],
-            secondary: vec![],
-        };
-        merge_into_result(&mut r, &f);
-        assert_eq!(r.detector, Detector::GuardPage);
+        assert_eq!(
+            merged(Detector::GuardPage, Some("nvjet")).detector,
+            Detector::GuardPage
+        );
     }
 
     #[test]

@@ -522,6 +522,15 @@ fn steps(case: &Case, ls: &[ChunkLayout], d: &Dims) -> Vec<(Step, LaunchPlan)> {
     v
 }
 
+/// Pool mode: (the earlier layer's rows, the bytes it grew the pool to, the pool's size once
+/// this layer's largest request has grown it too; chunks never grow it after the first).
+fn pool_sizes(case: &Case, d: &Dims, ls: &[ChunkLayout]) -> (u64, u64, u64) {
+    let prior_rows = case.params.i64_or("pool_prior_rows", 512).max(0) as u64;
+    let prior = prior_pool_bytes(prior_rows, d.k, d.n);
+    let need = ls.iter().map(|c| c.staging_bytes).max().unwrap_or(0);
+    (prior_rows, prior, prior.max(need))
+}
+
 fn plan_for(sizing: Sizing, case: &Case) -> Result<Plan, String> {
     let (d, ls) = sizing_plan(sizing, case)?;
     let launches = steps(case, &ls, &d).into_iter().map(|(_, l)| l).collect();
@@ -541,18 +550,12 @@ fn plan_for(sizing: Sizing, case: &Case) -> Result<Plan, String> {
     // heuristic at run time: the record names it.)
     let mut buffers = Vec::new();
     if is_pool(case) {
-        let prior = prior_pool_bytes(
-            case.params.i64_or("pool_prior_rows", 512).max(0) as u64,
-            d.k,
-            d.n,
-        );
-        let need = ls.iter().map(|c| c.staging_bytes).max().unwrap_or(0);
         buffers.push(BufferPlan {
             name: format!(
                 "grow-only scratch pool (W e4m3 [{}, {}] + A e4m3 staging)",
                 d.n, d.k
             ),
-            bytes: prior.max(need),
+            bytes: pool_sizes(case, &d, &ls).2,
         });
     } else {
         for (i, c) in ls.iter().enumerate() {
@@ -698,10 +701,7 @@ fn run_impl(
     let mut pool: Option<(u64, u64)> = None;
     let mut heap: Option<nvtx::NvtxPool> = None;
     if pool_mode {
-        let prior_rows = case.params.i64_or("pool_prior_rows", 512).max(0) as u64;
-        let prior = prior_pool_bytes(prior_rows, k, n);
-        let need = ls.iter().map(|c| c.staging_bytes).max().unwrap_or(0);
-        let cap = prior.max(need);
+        let (prior_rows, prior, cap) = pool_sizes(case, &d, &ls);
         let p = ctx.scratch("fp8_gemm.pool", cap, 256)?;
         let slack = cap - first.staging_bytes;
         ctx.extra.insert(

@@ -820,6 +820,15 @@ fn takes_fused(case: &Case) -> bool {
     FUSED_HEAD_DIMS.contains(&case.ne[0])
 }
 
+/// The impl MLX's dispatch picks for the case.
+fn dispatched(case: &Case) -> &'static dyn Impl {
+    if takes_fused(case) {
+        &FUSED
+    } else {
+        &UNFUSED_FALLBACK
+    }
+}
+
 /// The note the report prints for a dispatch that took the fallback.
 pub fn fallback_note(case: &Case) -> String {
     format!(
@@ -840,27 +849,19 @@ impl Impl for MlxDispatch {
         "MLX's causal SDPA dispatch: fused for head_dim 64, 80, 128, the unfused fallback (silent past the buffer limit) for every other head_dim"
     }
     fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        if takes_fused(case) {
-            FUSED.plan(case, limits)
-        } else {
-            UNFUSED_FALLBACK.plan(case, limits)
-        }
+        dispatched(case).plan(case, limits)
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        if takes_fused(case) {
-            ctx.extra.insert("path".into(), json!("fused"));
-            FUSED.run(ctx, case, plan)
+        let path = if takes_fused(case) {
+            "fused".to_string()
         } else {
-            ctx.extra.insert("path".into(), json!(fallback_note(case)));
-            UNFUSED_FALLBACK.run(ctx, case, plan)
-        }
+            fallback_note(case)
+        };
+        ctx.extra.insert("path".into(), json!(path));
+        dispatched(case).run(ctx, case, plan)
     }
     fn args_for_repro(&self, case: &Case, plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        if takes_fused(case) {
-            FUSED.args_for_repro(case, plan)
-        } else {
-            UNFUSED_FALLBACK.args_for_repro(case, plan)
-        }
+        dispatched(case).args_for_repro(case, plan)
     }
 }
 
