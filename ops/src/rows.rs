@@ -2,18 +2,19 @@
 //! ne0 elements per block, rows indexed by (ne1, ne2, ne3), input rows optionally padded so
 //! the input is a non-contiguous view (test-backend-ops' `v=1`).
 
-use kedge_core::params::ParamsExt;
-use kedge_core::shape::dense_strides;
-use kedge_core::{Case, CaseError, DType, Role, TensorSpec};
+use kedge_core::model::shape::dense_strides;
+use kedge_core::{Case, CaseError, DType, OpParams, Role, TensorSpec};
 
-/// Parameter every row op takes: extra elements at the end of each input row.
-pub const ROW_PAD: kedge_core::ParamSpec = kedge_core::ParamSpec::int(
-    "row_pad",
-    0,
-    0,
-    4096,
-    "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)",
-);
+kedge_core::params! {
+    /// The parameter every row op takes: extra elements at the end of each input row, so the
+    /// input is a non-contiguous view (test-backend-ops v=1).
+    pub struct RowParams {
+        row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
+    }
+}
+
+/// The `row_pad` spec, for ops whose other parameters are their own.
+pub const ROW_PAD: kedge_core::ParamSpec = RowParams::SPECS[0];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowLayout {
@@ -30,7 +31,7 @@ pub struct RowLayout {
 impl RowLayout {
     pub fn of(case: &Case) -> RowLayout {
         let [n0, n1, n2, n3] = case.ne;
-        let pad = case.params.i64_or("row_pad", 0);
+        let pad = RowParams::of(case).row_pad;
         let sr = n0 + pad;
         RowLayout {
             ncols: n0,
@@ -55,7 +56,7 @@ pub fn row_tensors(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
         ne: case.ne,
         dtype: case.dtype,
     };
-    let pad = case.params.i64_or("row_pad", 0);
+    let pad = RowParams::of(case).row_pad;
     case.ne[0]
         .checked_add(pad)
         .and_then(|sr| sr.checked_mul(case.ne[1]))
@@ -78,7 +79,7 @@ pub fn row_tensors(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
 /// Apply `f` to every row of `x` (logical order), writing rows of the dense output.
 /// Rows are independent, so this runs in parallel for large shapes.
 pub fn map_rows(
-    x: &kedge_core::host::HostTensor,
+    x: &kedge_core::model::host::HostTensor,
     f: impl Fn(&[f64], &mut [f64]) + Sync,
 ) -> Vec<f64> {
     use rayon::prelude::*;
@@ -99,53 +100,4 @@ pub fn map_rows(
     out
 }
 
-/// ggml's float formatting in `vars()` for eps: `%f`-like with 6 decimals.
-pub fn ggml_float(x: f64) -> String {
-    format!("{x:.6}")
-}
-
-/// test-backend-ops' ne list: `{64, 1, 65536, 1}`.
-pub fn cpp_ne(ne: &[i64; 4]) -> String {
-    format!("{{{}, {}, {}, {}}}", ne[0], ne[1], ne[2], ne[3])
-}
-
-/// vars()' ne: `[64,1,65536,1]`.
-pub fn vars_ne(ne: &[i64; 4]) -> String {
-    format!("[{},{},{},{}]", ne[0], ne[1], ne[2], ne[3])
-}
-
-/// A C float literal for test-backend-ops constructors: `1e-6f`, `0.5f`.
-pub fn cpp_float(x: f64) -> String {
-    let s = format!("{x:e}");
-    let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-    let e: i32 = e.parse().unwrap_or(0);
-    if e == 0 {
-        let m = if m.contains('.') {
-            m.to_string()
-        } else {
-            format!("{m}.0")
-        };
-        format!("{m}f")
-    } else if (-3..=3).contains(&e) && x.abs() >= 1e-3 {
-        let v = format!("{x}");
-        let v = if v.contains('.') { v } else { format!("{v}.0") };
-        format!("{v}f")
-    } else {
-        format!("{m}e{e}f")
-    }
-}
-
 pub const F32_ONLY: &[DType] = &[DType::F32];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn cpp_floats() {
-        assert_eq!(cpp_float(1e-6), "1e-6f");
-        assert_eq!(cpp_float(1e-5), "1e-5f");
-        assert_eq!(cpp_float(0.5), "0.5f");
-        assert_eq!(cpp_float(1.0), "1.0f");
-        assert_eq!(ggml_float(1e-6), "0.000001");
-    }
-}

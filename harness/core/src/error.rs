@@ -1,7 +1,7 @@
 //! Typed errors of the case model. The CLI maps each family to its own exit status.
 
-use crate::shape::{fmt_ne, Ne};
-use crate::DType;
+use crate::model::dtype::DType;
+use crate::model::shape::{fmt_ne, Ne};
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -16,6 +16,8 @@ pub enum CaseError {
     ByteCountOverflow { ne: Ne, dtype: DType },
     #[error("unknown op '{op}' (known: {known})")]
     UnknownOp { op: String, known: String },
+    #[error("op name '{op}' is ambiguous: it names {candidates}; use kedge's name")]
+    AmbiguousOp { op: String, candidates: String },
     #[error("op '{op}' has no impl '{imp}' (known: {known})")]
     UnknownImpl {
         op: String,

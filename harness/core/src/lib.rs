@@ -1,33 +1,38 @@
-//! kedge-core: the contract between kedge's engine and its ops.
+//! kedge-core: the op-independent core of kedge, laid out by phase.
 //!
-//! An op (crate `kedge-ops`) describes itself as data: tensors, reference, params, impls,
-//! boundaries, upstream repro format. An impl states its launches before issuing them
-//! (`launch::Plan`), so they can be checked against a `limits::LimitsProfile` on a machine with
-//! no GPU. The `device` module is the CUDA backend every impl launches through, and `engine`
-//! runs one case end to end without knowing which op it is.
+//! - `model`: what a case is (shape, dtype, params, seed, allocation mode), host tensors,
+//!   limits profiles, and the words verdicts are made of.
+//! - `cuda`: how a plan runs on an NVIDIA GPU (driver loaded at run time, NVRTC, allocation
+//!   modes, checked launches).
+//! - `contract`: what an op declares and what an impl promises before it runs (its plan).
+//! - `judge`: outputs against the reference and poison; the result record.
+//! - `engine`: one case end to end, without knowing which op it is.
+//!
+//! The layers depend downward only: model ← cuda ← contract ← judge ← engine.
 
-pub mod case;
-pub mod compare;
-pub mod device;
-pub mod dtype;
+pub mod contract;
+pub mod cuda;
 pub mod engine;
 pub mod error;
-pub mod host;
-pub mod launch;
-pub mod limits;
-pub mod nvrtc;
-pub mod op;
-pub mod params;
-pub mod rng;
-pub mod shape;
-pub mod verdict;
+pub mod judge;
+pub mod model;
 
-pub use case::{AllocMode, Case};
-pub use dtype::DType;
+pub use contract::boundary::{Axis, Boundary, ProbeBase, Reach};
+pub use contract::imp::{BackendImpl, BackendRun, Impl, ImplRole, KernelImpl, Refusal};
+pub use contract::op::{Op, Role, TensorSpec, Tolerance};
+pub use contract::plan::{
+    BufferPlan, BufferViolation, KernelArg, LaunchPlan, LaunchViolation, Plan,
+};
+pub use contract::registry::Registry;
+pub use contract::run::RunCtx;
+pub use contract::upstream::UpstreamRepro;
+pub use cuda::kernel::Kernel;
 pub use error::CaseError;
-pub use launch::{BufferPlan, BufferViolation, Kernel, LaunchPlan, Plan, ReproArg};
-pub use limits::LimitsProfile;
-pub use op::{Boundary, Impl, ImplRole, Op, Reach, Registry, Role, TensorSpec, UpstreamRepro};
-pub use params::{ParamSpec, Params, ParamsExt};
-pub use shape::Ne;
-pub use verdict::{CaseResult, Detector, Verdict};
+pub use judge::result::{CaseResult, Numbers, Observed};
+pub use model::case::{AllocMode, Case};
+pub use model::dtype::DType;
+pub use model::host::HostTensor;
+pub use model::limits::LimitsProfile;
+pub use model::params::{OpParams, ParamSpec, Params};
+pub use model::shape::Ne;
+pub use model::words::{Detector, Tool, Under, Verdict};

@@ -5,35 +5,18 @@
 //! blocks_num(nrows, nchannels, nsamples)`, so ne[2] lands on grid.y and ne[3] on grid.z, both
 //! capped at 65535; WARP_SIZE (32) threads below ncols 1024, 1024 from there.
 
-use crate::norm_family::{pad, RowNormGeometry, RowNormImpl};
-use crate::rows::{cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, ROW_PAD};
-use kedge_core::host::HostTensor;
-use kedge_core::params::{Params, ParamsExt};
+use crate::row_norm::{RowNormOp, Upstream};
 use kedge_core::*;
 
-const SRC: &str = include_str!("l2_norm.cu");
-const FILE: &str = "ops/src/l2_norm/l2_norm.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(SRC = "ops/src/l2_norm/l2_norm.cu", "l2_norm.cu");
+
+kedge_core::params! {
+    /// l2_norm's parameters.
+    pub struct L2NormParams {
+        eps: float = 1e-12, "lower bound on the row's L2 norm (test-backend-ops' default, RWKV7's value)";
+        row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (the delta-net's q/k are views)";
     }
 }
-
-pub struct L2Norm;
-pub static OP: L2Norm = L2Norm;
-
-/// ggml_l2_norm's usual eps (test-backend-ops' default, RWKV7's value).
-const EPS: f64 = 1e-12;
-
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("eps", EPS, "lower bound on the row's L2 norm"),
-    ROW_PAD,
-];
-
-/// ggml switches from 32 to 1024 threads at ncols 1024 (norm.cu, l2_norm_f32_cuda).
-pub const BLOCK_SWITCH: i64 = crate::norm_family::ROW_NORM_BLOCK_SWITCH;
 
 /// The incident calls L2_NORM unreachable ("ne[2] = 1 in LLMs"); the gated delta-net layers
 /// say otherwise.
@@ -41,103 +24,53 @@ pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens of one sequenc
 
 pub const REACH_NE3: &str = "synthetic: no known model reaches it (ne[3] is n_seqs in the delta-net layers, bounded by the server's sequence count, far below 65535)";
 
-impl Op for L2Norm {
-    fn name(&self) -> &'static str {
-        "l2_norm"
-    }
-    fn about(&self) -> &'static str {
-        "L2 normalization over ne0 (ggml L2_NORM)"
-    }
-    fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn impls(&self) -> Vec<&'static dyn Impl> {
-        vec![&GGML, &CLAMPED]
-    }
-    fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
-        row_tensors(case)
-    }
-    fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
-        let eps = case.params.f64_or("eps", EPS);
-        Ok(vec![map_rows(&inputs[0], |x, dst| {
-            l2_norm_row(x, dst, eps)
-        })])
-    }
-    fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
-        let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
-        vec![
-            // Shaped like the delta-net's q: head_k_dim 128, a few heads, tokens on ne[2].
-            Boundary::ne("ne[2] on grid.y", 2, gy, [128, 2, 0, 1], Reach(REACH_NE2)),
-            Boundary::ne(
-                "ne[2] on grid.y, padded rows (the delta-net's q/k are views)",
-                2,
-                gy,
-                [64, 1, 0, 1],
-                Reach(REACH_NE2),
-            )
-            .with_param("row_pad", 64),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [64, 1, 1, 0], Reach(REACH_NE3)),
-            Boundary::ne(
-                "ne[0] at the 32 -> 1024 thread switch",
-                0,
-                BLOCK_SWITCH,
-                [0, 4, 3, 2],
-                Reach("synthetic: no known model l2-normalizes rows of about 1024 (delta-net head_k_dim is 128)"),
-            ),
-            Boundary::ne(
-                "ne[1] rows past 65535 on grid.x",
-                1,
-                65_536,
-                [64, 0, 1, 1],
-                Reach("rows on ne[1]: grid.x holds 2^31-1, so no limit is near"),
-            ),
-        ]
-    }
-    fn smoke(&self) -> Vec<(Ne, Params)> {
-        vec![
-            ([64, 64, 3, 1], Params::new()),
-            ([1, 1, 1, 1], Params::new()),
-            ([31, 7, 3, 2], Params::new()),
-            ([1023, 2, 1, 1], Params::new()),
-            ([1024, 2, 1, 1], Params::new()),
-            ([4096, 3, 2, 1], Params::new()),
-            ([128, 4, 2, 2], pad(128)),
-        ]
-    }
-    /// test_l2_norm(type, ne, eps) has no view flag: a padded case is emitted dense. The
-    /// launch geometry, which is what fails upstream, does not depend on the padding.
-    fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        let eps = case.params.f64_or("eps", EPS);
-        Some(UpstreamRepro {
-            test_case_line: format!(
-                "test_cases.emplace_back(new test_l2_norm({}, {}, {}));",
-                case.dtype.ggml_type(),
-                cpp_ne(&case.ne),
-                cpp_float(eps)
-            ),
-            op_name: "L2_NORM".into(),
-            vars: format!(
-                "type={},ne={},eps={}",
-                case.dtype,
-                vars_ne(&case.ne),
-                ggml_float(eps)
-            ),
-        })
-    }
-    fn reach(&self, case: &Case) -> Option<String> {
-        if case.ne[2] > 65_535 {
-            Some(REACH_NE2.into())
-        } else if case.ne[3] > 65_535 {
-            Some(REACH_NE3.into())
-        } else {
-            None
-        }
-    }
+fn eps(c: &Case) -> f64 {
+    L2NormParams::of(c).eps
 }
+
+/// The delta-net's q and k are views (padded rows) with tokens on ne[2].
+fn padded_view_on_grid_y(limits: &LimitsProfile) -> Vec<Boundary> {
+    let gy = limits.grid_limit(1) as i64;
+    vec![Boundary::ne(
+        "ne[2] on grid.y, padded rows (the delta-net's q/k are views)",
+        2,
+        gy + 1,
+        [64, 1, 0, 1],
+        Reach(REACH_NE2),
+    )
+    .with_values(vec![gy, gy + 1])
+    .with_param("row_pad", 64)]
+}
+
+pub static OP: RowNormOp = RowNormOp {
+    name: "l2_norm",
+    about: "L2 normalization over ne0 (ggml L2_NORM)",
+    params: L2NormParams::SPECS,
+    eps,
+    row: l2_norm_row,
+    impls: &[&GGML, &CLAMPED],
+    // test_l2_norm(type, ne, eps) has no view flag: a padded case is written dense.
+    upstream: Upstream {
+        ctor: "test_l2_norm",
+        op_name: "L2_NORM",
+        has_view: false,
+        vars_suffix: "",
+    },
+    reach_ne2: REACH_NE2,
+    reach_ne3: REACH_NE3,
+    reach_block_switch:
+        "synthetic: no known model l2-normalizes rows of about 1024 (delta-net head_k_dim is 128)",
+    more_boundaries: padded_view_on_grid_y,
+    smoke: &[
+        ([64, 64, 3, 1], 0),
+        ([1, 1, 1, 1], 0),
+        ([31, 7, 3, 2], 0),
+        ([1023, 2, 1, 1], 0),
+        ([1024, 2, 1, 1], 0),
+        ([4096, 3, 2, 1], 0),
+        ([128, 4, 2, 2], 128),
+    ],
+};
 
 pub fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
@@ -147,27 +80,24 @@ pub fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-/// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
-pub static GGML: RowNormImpl = RowNormImpl {
-    geometry: RowNormGeometry::Ggml,
-    about: "ggml norm.cu l2_norm as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
-    small_block: 32,
-    entries: [k("l2_norm_ggml_32"), k("l2_norm_ggml_1024")],
-    default_eps: EPS,
-};
-
-/// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub static CLAMPED: RowNormImpl = RowNormImpl {
-    geometry: RowNormGeometry::Clamped,
-    about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets",
-    small_block: 32,
-    entries: [k("l2_norm_clamped_32"), k("l2_norm_clamped_1024")],
-    default_eps: EPS,
-};
+crate::row_norm_impls!(
+    SRC,
+    eps,
+    32,
+    "ggml norm.cu l2_norm as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
+    ["l2_norm_ggml_32", "l2_norm_ggml_1024"],
+    ["l2_norm_clamped_32", "l2_norm_clamped_1024"]
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    const EPS: f64 = 1e-12;
+
+    #[test]
+    fn eps_default_is_declared_once() {
+        assert_eq!(L2NormParams::default().eps, EPS);
+    }
 
     fn case(ne: Ne) -> Case {
         Case::new("l2_norm", "ggml", DType::F32, ne)

@@ -7,135 +7,53 @@
 //! Unlike rms_norm, norm still launches WARP_SIZE (32) threads below ncols 1024 (upstream's
 //! rms_norm moved to 256); the switch to 1024 threads is at the same ncols.
 
-use crate::norm_family::{pad, upstream_view, RowNormGeometry, RowNormImpl};
-use crate::rows::{cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, ROW_PAD};
-use kedge_core::host::HostTensor;
-use kedge_core::params::{Params, ParamsExt};
+use crate::row_norm::{RowNormOp, Upstream};
 use kedge_core::*;
 
-const SRC: &str = include_str!("norm.cu");
-const FILE: &str = "ops/src/norm/norm.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(SRC = "ops/src/norm/norm.cu", "norm.cu");
+
+kedge_core::params! {
+    /// norm's parameters.
+    pub struct NormParams {
+        eps: float = 1e-5, "added to the variance";
+        row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }
-
-pub struct Norm;
-pub static OP: Norm = Norm;
-
-const EPS: f64 = 1e-5;
-
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("eps", EPS, "added to the variance"),
-    ROW_PAD,
-];
-
-/// ggml switches from 32 to 1024 threads at ncols 1024 (norm.cu, norm_f32_cuda).
-pub const BLOCK_SWITCH: i64 = crate::norm_family::ROW_NORM_BLOCK_SWITCH;
 
 /// NORM with n_tokens on ne[2]: a LayerNorm applied per head after the head reshape.
 pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens through a per-head LayerNorm: StableLM's (and Command-R's) q/k norm is build_norm(Qcur, attn_q_norm, NULL, LLM_NORM) on Qcur = [n_embd_head, n_head, n_tokens], so n_tokens lands on ne[2] (llama.cpp model code as quoted in a code search, not run). The hidden-state NORM runs on [n_embd, n_tokens] (ne[2] = 1) and never gets there";
 
-impl Op for Norm {
-    fn name(&self) -> &'static str {
-        "norm"
-    }
-    fn about(&self) -> &'static str {
-        "mean/variance normalization over ne0 (ggml NORM)"
-    }
-    fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn impls(&self) -> Vec<&'static dyn Impl> {
-        vec![&GGML, &CLAMPED]
-    }
-    fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
-        row_tensors(case)
-    }
-    fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
-        let eps = case.params.f64_or("eps", EPS);
-        Ok(vec![map_rows(&inputs[0], |x, dst| norm_row(x, dst, eps))])
-    }
-    fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
-        let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
-        vec![
-            Boundary::ne("ne[2] on grid.y", 2, gy, [64, 1, 0, 1], Reach(REACH_NE2)),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [64, 1, 1, 0], Reach::SYNTHETIC),
-            Boundary::ne(
-                "ne[0] at the 32 -> 1024 thread switch",
-                0,
-                BLOCK_SWITCH,
-                [0, 4, 3, 2],
-                Reach("LayerNorm models: hidden sizes from 1024 up (GPT-2 medium, Whisper, BERT-large) take the 1024-thread path, BERT-base's 768 the 32-thread one"),
-            ),
-            Boundary::ne(
-                "ne[1] rows past 65535 on grid.x",
-                1,
-                65_536,
-                [64, 0, 1, 1],
-                Reach(
-                    "n_tokens of a large ubatch on ne[1]: grid.x holds 2^31-1, so no limit is near",
-                ),
-            ),
-            Boundary::ne(
-                "ne[0] at a warp multiple, padded rows",
-                0,
-                32,
-                [0, 3, 2, 1],
-                Reach("a view of a larger tensor (test-backend-ops v=1)"),
-            )
-            .with_param("row_pad", 5),
-        ]
-    }
-    fn smoke(&self) -> Vec<(Ne, Params)> {
-        vec![
-            ([64, 5, 4, 3], Params::new()),
-            ([2, 1, 1, 1], Params::new()),
-            ([31, 7, 3, 2], Params::new()),
-            ([1023, 2, 1, 1], Params::new()),
-            ([1024, 2, 1, 1], Params::new()),
-            ([4096, 3, 2, 1], Params::new()),
-            ([100, 4, 2, 2], pad(3)),
-        ]
-    }
-    fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        let eps = case.params.f64_or("eps", EPS);
-        let (v, ne) = upstream_view(case);
-        Some(UpstreamRepro {
-            test_case_line: format!(
-                "test_cases.emplace_back(new test_norm({}, {}, {}, {}));",
-                case.dtype.ggml_type(),
-                cpp_ne(&ne),
-                v,
-                cpp_float(eps)
-            ),
-            op_name: "NORM".into(),
-            vars: format!(
-                "type={},ne={},v={},eps={}",
-                case.dtype,
-                vars_ne(&ne),
-                v as i32,
-                ggml_float(eps)
-            ),
-        })
-    }
-    fn reach(&self, case: &Case) -> Option<String> {
-        if case.ne[2] > 65_535 {
-            Some(REACH_NE2.into())
-        } else if case.ne[3] > 65_535 {
-            Some(Reach::SYNTHETIC.0.into())
-        } else {
-            None
-        }
-    }
+fn eps(c: &Case) -> f64 {
+    NormParams::of(c).eps
 }
+
+pub static OP: RowNormOp = RowNormOp {
+    name: "norm",
+    about: "mean/variance normalization over ne0 (ggml NORM)",
+    params: NormParams::SPECS,
+    eps,
+    row: norm_row,
+    impls: &[&GGML, &CLAMPED],
+    upstream: Upstream {
+        ctor: "test_norm",
+        op_name: "NORM",
+        has_view: true,
+        vars_suffix: "",
+    },
+    reach_ne2: REACH_NE2,
+    reach_ne3: Reach::SYNTHETIC.0,
+    reach_block_switch: "LayerNorm models: hidden sizes from 1024 up (GPT-2 medium, Whisper, BERT-large) take the 1024-thread path, BERT-base's 768 the 32-thread one",
+    more_boundaries: crate::row_norm::no_more_boundaries,
+    smoke: &[
+        ([64, 5, 4, 3], 0),
+        ([2, 1, 1, 1], 0),
+        ([31, 7, 3, 2], 0),
+        ([1023, 2, 1, 1], 0),
+        ([1024, 2, 1, 1], 0),
+        ([4096, 3, 2, 1], 0),
+        ([100, 4, 2, 2], 3),
+    ],
+};
 
 /// Two-pass mean and variance in f64 (the kernel's E[x^2] - E[x]^2 is its own business).
 pub fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
@@ -148,27 +66,24 @@ pub fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-/// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
-pub static GGML: RowNormImpl = RowNormImpl {
-    geometry: RowNormGeometry::Ggml,
-    about: "ggml norm.cu as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
-    small_block: 32,
-    entries: [k("norm_ggml_32"), k("norm_ggml_1024")],
-    default_eps: EPS,
-};
-
-/// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub static CLAMPED: RowNormImpl = RowNormImpl {
-    geometry: RowNormGeometry::Clamped,
-    about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets",
-    small_block: 32,
-    entries: [k("norm_clamped_32"), k("norm_clamped_1024")],
-    default_eps: EPS,
-};
+crate::row_norm_impls!(
+    SRC,
+    eps,
+    32,
+    "ggml norm.cu as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
+    ["norm_ggml_32", "norm_ggml_1024"],
+    ["norm_clamped_32", "norm_clamped_1024"]
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    const EPS: f64 = 1e-5;
+
+    #[test]
+    fn eps_default_is_declared_once() {
+        assert_eq!(NormParams::default().eps, EPS);
+    }
 
     fn case(ne: Ne) -> Case {
         Case::new("norm", "ggml", DType::F32, ne)
@@ -257,12 +172,12 @@ mod tests {
         let h200 = LimitsProfile::builtin("h200").unwrap();
         let p = GGML.plan(&case([1023, 1, 1, 1]), &h200).unwrap();
         assert_eq!(
-            (p.launches[0].kernel.as_str(), p.launches[0].block[0]),
+            (p.launches[0].name(), p.launches[0].block[0]),
             ("norm_ggml_32", 32)
         );
         let p = GGML.plan(&case([1024, 1, 1, 1]), &h200).unwrap();
         assert_eq!(
-            (p.launches[0].kernel.as_str(), p.launches[0].block[0]),
+            (p.launches[0].name(), p.launches[0].block[0]),
             ("norm_ggml_1024", 1024)
         );
     }

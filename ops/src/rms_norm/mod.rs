@@ -1,147 +1,57 @@
-//! rms_norm: `dst = x / sqrt(mean(x^2) + eps)` per row of ne0 elements.
+//! rms_norm: `dst = x / sqrt(mean(x^2) + eps)` per row of ne0 elements (ggml RMS_NORM).
 //!
 //! The incident (shared/background/ggml-norm-grid-y-limit.txt): ggml's CUDA launch is
 //! `dim3 blocks_num(nrows, nchannels, nsamples)`, so ne[2] lands on grid.y and ne[3] on
 //! grid.z, both capped at 65535. qwen4exp's indexer reshapes pooled keys to
 //! [idx_dim, 1, ceil(n_kv/4)], so n_kv = 262,144 gives ne[2] = 65,536 and the launch fails
-//! with `invalid argument`.
+//! with `invalid argument`. The family's launch code is in `row_norm`.
 
-use crate::rows::{
-    cpp_float, cpp_ne, ggml_float, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD,
-};
-use kedge_core::device::{RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::params::{Params, ParamsExt};
+use crate::row_norm::{RowNormGeometry, RowNormImpl, RowNormOp, Upstream};
 use kedge_core::*;
 
-const SRC: &str = include_str!("rms_norm.cu");
-const FILE: &str = "ops/src/rms_norm/rms_norm.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(SRC = "ops/src/rms_norm/rms_norm.cu", "rms_norm.cu");
+
+kedge_core::params! {
+    /// rms_norm's parameters.
+    pub struct RmsNormParams {
+        eps: float = 1e-6, "added to the mean of squares";
+        row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }
-
-pub struct RmsNorm;
-pub static OP: RmsNorm = RmsNorm;
-
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("eps", 1e-6, "added to the mean of squares"),
-    ROW_PAD,
-];
-
-/// ggml switches from 256 to 1024 threads at ncols 1024 (norm.cu).
-pub const BLOCK_SWITCH: i64 = 1024;
 
 pub const REACH_NE2: &str = "qwen4exp indexer (llama.cpp PR #27742): pooled keys reshaped to [idx_dim, 1, ceil(n_kv/4)], so n_kv = 262,144 puts 65,536 on ne[2]; the real ceiling is n_kv <= 262,140 (261,888 after padding to 256)";
 
-impl Op for RmsNorm {
-    fn name(&self) -> &'static str {
-        "rms_norm"
-    }
-    fn about(&self) -> &'static str {
-        "RMS normalization over ne0 (ggml RMS_NORM)"
-    }
-    fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
-    }
-    fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
-    }
-    fn impls(&self) -> Vec<&'static dyn Impl> {
-        vec![&GGML, &CLAMPED, &PLANTED_READ_PAST_END]
-    }
-    fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
-        row_tensors(case)
-    }
-    fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
-        let eps = case.params.f64_or("eps", 1e-6);
-        Ok(vec![map_rows(&inputs[0], |x, dst| {
-            rms_norm_row(x, dst, eps)
-        })])
-    }
-    fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
-        let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
-        vec![
-            Boundary::ne("ne[2] on grid.y", 2, gy, [64, 1, 0, 1], Reach(REACH_NE2)),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [64, 1, 1, 0], Reach::SYNTHETIC),
-            Boundary::ne(
-                "ne[0] at the 256 -> 1024 thread switch",
-                0,
-                BLOCK_SWITCH,
-                [0, 4, 3, 2],
-                Reach("every LLM: hidden sizes from 1024 up take the 1024-thread path"),
-            ),
-            Boundary::ne(
-                "ne[1] rows past 65535 on grid.x",
-                1,
-                65_536,
-                [64, 0, 1, 1],
-                Reach(
-                    "n_tokens of a large ubatch on ne[1]: grid.x holds 2^31-1, so no limit is near",
-                ),
-            ),
-            Boundary::ne(
-                "ne[0] at a warp multiple, padded rows",
-                0,
-                32,
-                [0, 3, 2, 1],
-                Reach("a view of a larger tensor (test-backend-ops v=1)"),
-            )
-            .with_param("row_pad", 5),
-        ]
-    }
-    fn smoke(&self) -> Vec<(Ne, Params)> {
-        let pad = |p: i64| {
-            let mut m = Params::new();
-            m.insert("row_pad".into(), p.into());
-            m
-        };
-        vec![
-            ([64, 5, 4, 3], Params::new()),
-            ([1, 1, 1, 1], Params::new()),
-            ([31, 7, 3, 2], Params::new()),
-            ([1023, 2, 1, 1], Params::new()),
-            ([1024, 2, 1, 1], Params::new()),
-            ([4096, 3, 2, 1], Params::new()),
-            ([100, 4, 2, 2], pad(3)),
-        ]
-    }
-    fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        let eps = case.params.f64_or("eps", 1e-6);
-        // A padded case maps to upstream's v=1, which views half of every dimension.
-        let (v, ne) = crate::norm_family::upstream_view(case);
-        Some(UpstreamRepro {
-            test_case_line: format!(
-                "test_cases.emplace_back(new test_rms_norm({}, {}, {}, {}));",
-                case.dtype.ggml_type(),
-                cpp_ne(&ne),
-                v,
-                cpp_float(eps)
-            ),
-            op_name: "RMS_NORM".into(),
-            vars: format!(
-                "type={},ne={},v={},eps={},inplace=0",
-                case.dtype,
-                vars_ne(&ne),
-                v as i32,
-                ggml_float(eps)
-            ),
-        })
-    }
-    fn reach(&self, case: &Case) -> Option<String> {
-        if case.ne[2] > 65_535 {
-            Some(REACH_NE2.into())
-        } else if case.ne[3] > 65_535 {
-            Some(Reach::SYNTHETIC.0.into())
-        } else {
-            None
-        }
-    }
+fn eps(c: &Case) -> f64 {
+    RmsNormParams::of(c).eps
 }
+
+pub static OP: RowNormOp = RowNormOp {
+    name: "rms_norm",
+    about: "RMS normalization over ne0 (ggml RMS_NORM)",
+    params: RmsNormParams::SPECS,
+    eps,
+    row: rms_norm_row,
+    impls: &[&GGML, &CLAMPED, &PLANTED_READ_PAST_END],
+    upstream: Upstream {
+        ctor: "test_rms_norm",
+        op_name: "RMS_NORM",
+        has_view: true,
+        vars_suffix: ",inplace=0",
+    },
+    reach_ne2: REACH_NE2,
+    reach_ne3: Reach::SYNTHETIC.0,
+    reach_block_switch: "every LLM: hidden sizes from 1024 up take the 1024-thread path",
+    more_boundaries: crate::row_norm::no_more_boundaries,
+    smoke: &[
+        ([64, 5, 4, 3], 0),
+        ([1, 1, 1, 1], 0),
+        ([31, 7, 3, 2], 0),
+        ([1023, 2, 1, 1], 0),
+        ([1024, 2, 1, 1], 0),
+        ([4096, 3, 2, 1], 0),
+        ([100, 4, 2, 2], 3),
+    ],
+};
 
 pub fn rms_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let mean = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
@@ -151,177 +61,32 @@ pub fn rms_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-fn block_for(ncols: i64) -> (u64, &'static str) {
-    if ncols < BLOCK_SWITCH {
-        (256, "256")
-    } else {
-        (1024, "1024")
-    }
-}
-
-/// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml norm.cu as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let (bs, _) = block_for(l.ncols);
-        let entry = if bs == 256 {
-            "rms_norm_ggml_256"
-        } else {
-            "rms_norm_ggml_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            [l.nrows as u64, l.nchannels as u64, l.nsamples as u64],
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = ctx.resolve_args(&ggml_args(case))?;
-        ctx.launch(&plan.launches[0], &args)
-    }
-    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        Some(vec![ggml_args(case)])
-    }
-}
-
-/// The ggml kernel's arguments; `run` and the standalone repro both use this list.
-fn ggml_args(case: &Case) -> Vec<ReproArg> {
-    let l = RowLayout::of(case);
-    vec![
-        ReproArg::Tensor(0),
-        ReproArg::Tensor(1),
-        ReproArg::I32(l.ncols as i32),
-        ReproArg::I64(l.stride_row),
-        ReproArg::I64(l.stride_channel),
-        ReproArg::I64(l.stride_sample),
-        ReproArg::F32(case.params.f64_or("eps", 1e-6) as f32),
-    ]
-}
-
-/// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-fn clamped_plan(
-    case: &Case,
-    limits: &LimitsProfile,
-    entry: Option<&'static str>,
-) -> Result<Plan, String> {
-    let l = RowLayout::of(case);
-    if l.ncols > i32::MAX as i64 {
-        return Err(format!(
-            "ncols {} does not fit the kernel's int column index",
-            l.ncols
-        ));
-    }
-    if l.nrows as u64 > limits.grid_limit(0) {
-        return Err(format!(
-            "ne[1] = {} rows exceeds grid.x {}; this impl keeps one row per block.x",
-            l.nrows,
-            limits.grid_limit(0)
-        ));
-    }
-    let (bs, name) = block_for(l.ncols);
-    let entry = entry.unwrap_or(if name == "256" {
-        "rms_norm_clamped_256"
-    } else {
-        "rms_norm_clamped_1024"
-    });
-    let bs = if entry == "rms_norm_planted_read_past_end" {
-        256
-    } else {
-        bs
-    };
-    let gy = (l.nchannels as u64).min(limits.grid_limit(1));
-    let gz = (l.nsamples as u64).min(limits.grid_limit(2));
-    Ok(Plan::kernels(vec![LaunchPlan::new(
-        k(entry),
-        [l.nrows as u64, gy, gz],
-        [bs, 1, 1],
-        0,
-    )]))
-}
-
-/// The clamped kernels' arguments; `run` and the standalone repro both use this list.
-fn clamped_args(case: &Case) -> Vec<ReproArg> {
-    let l = RowLayout::of(case);
-    vec![
-        ReproArg::Tensor(0),
-        ReproArg::Tensor(1),
-        ReproArg::I32(l.ncols as i32),
-        ReproArg::I64(l.nrows),
-        ReproArg::I64(l.nchannels),
-        ReproArg::I64(l.nsamples),
-        ReproArg::I64(l.stride_row),
-        ReproArg::I64(l.stride_channel),
-        ReproArg::I64(l.stride_sample),
-        ReproArg::F32(case.params.f64_or("eps", 1e-6) as f32),
-    ]
-}
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "grid clamped to the device limits, extents passed explicitly, grid-stride loops (the incident's fix)"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        clamped_plan(case, limits, None)
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = ctx.resolve_args(&clamped_args(case))?;
-        ctx.launch(&plan.launches[0], &args)
-    }
-    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        Some(vec![clamped_args(case)])
-    }
-}
+crate::row_norm_impls!(
+    SRC,
+    eps,
+    256,
+    "ggml norm.cu as shipped: grid (nrows, nchannels, nsamples), extents read from gridDim",
+    ["rms_norm_ggml_256", "rms_norm_ggml_1024"],
+    ["rms_norm_clamped_256", "rms_norm_clamped_1024"]
+);
 
 /// CALIBRATION impl: `clamped` plus a read one element past the input's end on the last row.
-pub struct PlantedReadPastEnd;
-pub static PLANTED_READ_PAST_END: PlantedReadPastEnd = PlantedReadPastEnd;
-
-impl Impl for PlantedReadPastEnd {
-    fn name(&self) -> &'static str {
-        "planted-read-past-end"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Planted {
-            bug: "reads one f32 past the input's end on the last row; discards it, so every value is right",
-            expect: &[Detector::GuardPage, Detector::Memcheck],
-        }
-    }
-    fn about(&self) -> &'static str {
-        "CALIBRATION: the clamped kernel with a planted one-element read past the end of x"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        clamped_plan(case, limits, Some("rms_norm_planted_read_past_end"))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = ctx.resolve_args(&clamped_args(case))?;
-        ctx.launch(&plan.launches[0], &args)
-    }
-    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        Some(vec![clamped_args(case)])
-    }
-}
+pub static PLANTED_READ_PAST_END: RowNormImpl = RowNormImpl {
+    name: "planted-read-past-end",
+    role: ImplRole::Planted {
+        bug: "reads one f32 past the input's end on the last row; discards it, so every value is right",
+        expect: &[Detector::GuardPage, Detector::Memcheck],
+    },
+    geometry: RowNormGeometry::Clamped,
+    about: "CALIBRATION: the clamped kernel with a planted one-element read past the end of x",
+    small_block: 256,
+    entries: [
+        SRC.entry("rms_norm_planted_read_past_end"),
+        SRC.entry("rms_norm_planted_read_past_end"),
+    ],
+    fixed_block: true,
+    eps,
+};
 
 #[cfg(test)]
 mod tests {
@@ -357,6 +122,15 @@ mod tests {
         let out = OP.reference(&c, &[x]).unwrap();
         assert!((out[0][0] - 1.0 / (1.0f64 + 1e-6).sqrt()).abs() < 1e-12);
         assert!((out[0][2] - 2.0 / (4.0f64 + 1e-6).sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn typed_params_default_once() {
+        let p = RmsNormParams::default();
+        assert_eq!((p.eps, p.row_pad), (1e-6, 0));
+        let c = Case::new("rms_norm", "ggml", DType::F32, [4, 1, 1, 1]).with_param("eps", 1e-3);
+        assert_eq!(RmsNormParams::of(&c).eps, 1e-3);
+        assert_eq!(RmsNormParams::of(&c).row_pad, 0);
     }
 
     #[test]

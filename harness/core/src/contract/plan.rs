@@ -1,42 +1,44 @@
 //! The launch contract: an impl states every launch it will issue (kernel, grid, block,
-//! dynamic shared memory) before issuing it, so the plan can be checked against a limits
-//! profile on a machine without a GPU.
+//! dynamic shared memory, arguments) and every buffer it will allocate before issuing any, so
+//! the plan can be checked against a limits profile on a machine without a GPU, run by the
+//! engine as stated, and written out as a standalone `.cu` file (`kedge repro`) that launches
+//! exactly what kedge launched.
 
-use crate::limits::LimitsProfile;
+use crate::cuda::kernel::Kernel;
+use crate::model::limits::LimitsProfile;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A CUDA source file compiled by NVRTC and one `extern "C"` entry in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Kernel {
-    /// Path of the `.cu` file in the repository (for messages and repros).
-    pub file: &'static str,
-    /// Its text (`include_str!` of the file beside the launcher).
-    pub source: &'static str,
-    pub entry: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One kernel launch: what, how big, with which arguments.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LaunchPlan {
-    /// Entry point name.
-    pub kernel: String,
+    pub kernel: Kernel,
     pub grid: [u64; 3],
     pub block: [u64; 3],
     /// Dynamic shared memory in bytes.
     pub smem: u64,
-    #[serde(skip)]
-    pub source: Option<Kernel>,
+    /// The kernel's arguments as data, in parameter order. `run` resolves them to device
+    /// pointers and values; `repro` writes them out as C.
+    pub args: Vec<KernelArg>,
 }
 
 impl LaunchPlan {
-    pub fn new(k: Kernel, grid: [u64; 3], block: [u64; 3], smem: u64) -> Self {
+    pub fn new(kernel: Kernel, grid: [u64; 3], block: [u64; 3], smem: u64) -> Self {
         LaunchPlan {
-            kernel: k.entry.to_string(),
+            kernel,
             grid,
             block,
             smem,
-            source: Some(k),
+            args: Vec::new(),
         }
+    }
+    /// The same launch with its argument list.
+    pub fn args(mut self, args: Vec<KernelArg>) -> Self {
+        self.args = args;
+        self
+    }
+    pub fn name(&self) -> &'static str {
+        self.kernel.entry
     }
 
     /// Every way this launch breaks the profile's limits (empty when it is legal).
@@ -84,7 +86,7 @@ impl LaunchPlan {
 
     fn violation(&self, dim: String, value: u64, limit: u64, zero: bool) -> LaunchViolation {
         LaunchViolation {
-            kernel: self.kernel.clone(),
+            kernel: self.kernel.entry.to_string(),
             dim,
             value,
             limit,
@@ -98,7 +100,7 @@ impl fmt::Display for LaunchPlan {
         write!(
             f,
             "{} grid=({},{},{}) block=({},{},{}) smem={}",
-            self.kernel,
+            self.kernel.entry,
             self.grid[0],
             self.grid[1],
             self.grid[2],
@@ -197,28 +199,74 @@ impl fmt::Display for BufferViolation {
     }
 }
 
-/// What an impl answers when asked to plan a case.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// What an impl answers when asked to plan a case. Its size does not grow with the shape: a
+/// launch list repeated per row is one list and a `repeat` count, not one entry per row.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub launches: Vec<LaunchPlan>,
+    /// The launch list runs once per point of this loop nest, innermost level first
+    /// (`[rows, channels, samples]`, say); `[1, 1, 1]` runs it once. Tensor arguments step by
+    /// `KernelArg::TensorAt::step` per level.
+    pub repeat: [u64; 3],
     /// Work the impl does that is not a kernel kedge launches (a cuBLASLt matmul, a plugin):
     /// named so that `kedge plan` says what it could not check.
     pub unchecked: Vec<String>,
-    /// Buffers the impl allocates besides the case's tensors, largest first is not required.
+    /// Buffers the impl allocates besides the case's tensors.
     pub buffers: Vec<BufferPlan>,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            launches: Vec::new(),
+            repeat: [1, 1, 1],
+            unchecked: Vec::new(),
+            buffers: Vec::new(),
+        }
+    }
 }
 
 impl Plan {
     pub fn kernels(launches: Vec<LaunchPlan>) -> Self {
         Plan {
             launches,
-            unchecked: Vec::new(),
-            buffers: Vec::new(),
+            ..Plan::default()
         }
+    }
+    /// One launch.
+    pub fn single(launch: LaunchPlan) -> Self {
+        Plan::kernels(vec![launch])
     }
     pub fn with_buffers(mut self, buffers: Vec<BufferPlan>) -> Self {
         self.buffers = buffers;
         self
+    }
+    /// Run the launch list once per point of `[n1, n2, n3]` (innermost first).
+    pub fn repeated(mut self, repeat: [u64; 3]) -> Self {
+        self.repeat = repeat;
+        self
+    }
+    /// How many times the launch list runs.
+    pub fn repetitions(&self) -> u64 {
+        self.repeat.iter().fold(1u64, |a, &n| a.saturating_mul(n))
+    }
+    /// Launches issued in all, repetitions counted.
+    pub fn launch_count(&self) -> u64 {
+        (self.launches.len() as u64).saturating_mul(self.repetitions())
+    }
+    /// Can a standalone `.cu` file launch exactly this plan? Not when part of the work is a
+    /// library call or a plugin's own launches.
+    pub fn standalone(&self) -> Result<(), String> {
+        if !self.unchecked.is_empty() {
+            return Err(format!(
+                "part of the work is not a kernel kedge launches: {}",
+                self.unchecked.join(", ")
+            ));
+        }
+        if self.launches.is_empty() {
+            return Err("the plan launches nothing".into());
+        }
+        Ok(())
     }
     pub fn violations(&self, p: &LimitsProfile) -> Vec<LaunchViolation> {
         self.launches.iter().flat_map(|l| l.check(p)).collect()
@@ -264,15 +312,21 @@ pub const fn ceil_div(a: u64, b: u64) -> u64 {
 }
 
 /// One kernel argument as data, so a launch can be written out as C (`kedge repro`'s
-/// standalone `.cu`) as well as issued by kedge. Impls that build their argument lists from
-/// these (see `RunCtx::resolve_args`) launch exactly what the repro file launches.
+/// standalone `.cu`) as well as issued by kedge: both read the same list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ReproArg {
+pub enum KernelArg {
     /// Device pointer to the case's tensor `i` (index into `Op::tensors`, inputs first).
     Tensor(usize),
-    /// Device pointer to a scratch buffer of exactly `bytes`, allocated for the case and
-    /// never written by kedge (`RunCtx::scratch`).
+    /// Device pointer `offset` bytes into tensor `index`, advanced by `step[l]` bytes per
+    /// iteration of the plan's repeat level `l` (a per-row launch's row pointer).
+    TensorAt {
+        index: usize,
+        offset: i64,
+        step: [i64; 3],
+    },
+    /// Device pointer to a scratch buffer of exactly `bytes`, allocated for the case in its
+    /// allocation mode and never written by kedge. Arguments naming the same scratch share it.
     Scratch {
         name: String,
         bytes: u64,

@@ -2,10 +2,9 @@
 //! line; the same line replays the same inputs bit for bit.
 
 use crate::error::CaseError;
-use crate::op::Registry;
-use crate::params::Params;
-use crate::shape::{fmt_ne, nbytes, Ne};
-use crate::DType;
+use crate::model::dtype::DType;
+use crate::model::params::Params;
+use crate::model::shape::{fmt_ne, Ne};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -124,59 +123,6 @@ impl Case {
     pub fn id(&self) -> String {
         let digest = Sha256::digest(self.to_line().as_bytes());
         digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// Validate against the registry: known op, impl, dtype and params; shape counts that fit.
-    /// Returns the case with every parameter's default filled in.
-    pub fn validate(&self, reg: &Registry) -> Result<Case, CaseError> {
-        let op = reg.op(&self.op)?;
-        reg.imp(op, &self.imp)?;
-        if !op.dtypes().contains(&self.dtype) {
-            return Err(CaseError::UnsupportedDtype {
-                op: self.op.clone(),
-                dtype: self.dtype,
-                known: op
-                    .dtypes()
-                    .iter()
-                    .map(|d| d.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        nbytes(&self.ne, self.dtype)?;
-        let specs = op.params();
-        let mut params = Params::new();
-        for (k, v) in &self.params {
-            let spec =
-                specs
-                    .iter()
-                    .find(|s| s.name == k)
-                    .ok_or_else(|| CaseError::UnknownParam {
-                        op: self.op.clone(),
-                        param: k.clone(),
-                        known: if specs.is_empty() {
-                            "none".to_string()
-                        } else {
-                            specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
-                        },
-                    })?;
-            let v = spec.check(v).map_err(|msg| CaseError::BadParam {
-                op: self.op.clone(),
-                param: k.clone(),
-                msg,
-            })?;
-            params.insert(k.clone(), v);
-        }
-        for s in specs {
-            params
-                .entry(s.name.to_string())
-                .or_insert_with(|| s.default_value());
-        }
-        let mut out = self.clone();
-        out.params = params;
-        // Op-specific checks (e.g. tensor byte counts of all tensors, ids in range).
-        op.tensors(&out)?;
-        Ok(out)
     }
 
     /// Short human label: `rms_norm/ggml f32 ne=[64,1,65536,1] eps=1e-6 (exact)`.

@@ -2,44 +2,11 @@
 //! computes it, plus max-abs / max-rel and the first bad index), and find poisoned elements
 //! that no thread wrote.
 
-use crate::host::{poison_pattern, HostTensor};
-use crate::verdict::{Numbers, Verdict};
+use crate::contract::op::Tolerance;
+use crate::judge::result::Numbers;
+use crate::model::host::{poison_pattern, HostTensor};
+use crate::model::words::Verdict;
 use rayon::prelude::*;
-
-/// Per op and dtype thresholds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Tolerance {
-    /// Normalized mean squared error bound, test-backend-ops style (1e-7 for f32).
-    pub nmse: f64,
-    /// Element bound used to name the first bad index: |d - r| > abs + rel * |r|.
-    pub elem_abs: f64,
-    pub elem_rel: f64,
-}
-
-impl Tolerance {
-    pub const F32: Tolerance = Tolerance {
-        nmse: 1e-7,
-        elem_abs: 1e-5,
-        elem_rel: 1e-3,
-    };
-    pub const F16: Tolerance = Tolerance {
-        nmse: 1e-5,
-        elem_abs: 1e-3,
-        elem_rel: 1e-2,
-    };
-    pub const BF16: Tolerance = Tolerance {
-        nmse: 1e-4,
-        elem_abs: 1e-2,
-        elem_rel: 2e-2,
-    };
-    pub fn for_dtype(d: crate::DType) -> Tolerance {
-        match d {
-            crate::DType::F16 => Tolerance::F16,
-            crate::DType::Bf16 => Tolerance::BF16,
-            _ => Tolerance::F32,
-        }
-    }
-}
 
 pub struct Comparison {
     pub verdict: Verdict,
@@ -235,13 +202,13 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
 #[inline]
 fn out_value(out: &HostTensor, flat: u64) -> f64 {
     let raw = out.raw_at(flat);
-    crate::host::read_elem(out.dtype, raw, 0)
+    crate::model::host::read_elem(out.dtype, raw, 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
+    use crate::model::dtype::DType;
 
     #[test]
     fn pass_wrong_unwritten_nonfinite() {
@@ -263,7 +230,7 @@ mod tests {
         assert_eq!(c.numbers.first_bad, Some(10));
 
         let mut unw = good.clone();
-        unw.bytes[396..400].copy_from_slice(&crate::host::POISON_F32.to_le_bytes());
+        unw.bytes[396..400].copy_from_slice(&crate::model::host::POISON_F32.to_le_bytes());
         let c = compare("dst", &unw, &r, Tolerance::F32);
         assert_eq!(c.verdict, Verdict::UnwrittenOutput);
         assert_eq!(c.numbers.first_bad, Some(99));
@@ -271,7 +238,7 @@ mod tests {
         // Every element still poisoned: no error was raised, but nothing was written.
         let mut none = good.clone();
         for c in none.bytes.chunks_mut(4) {
-            c.copy_from_slice(&crate::host::POISON_F32.to_le_bytes());
+            c.copy_from_slice(&crate::model::host::POISON_F32.to_le_bytes());
         }
         let c = compare("dst", &none, &r, Tolerance::F32);
         assert_eq!(c.verdict, Verdict::SilentFailure);

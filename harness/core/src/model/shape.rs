@@ -2,7 +2,7 @@
 //! so a repro pastes straight into test-backend-ops.
 
 use crate::error::CaseError;
-use crate::DType;
+use crate::model::dtype::DType;
 
 pub type Ne = [i64; 4];
 

@@ -1,8 +1,6 @@
-//! Verdicts and the detectors that produce them, and the result record streamed to
-//! `results.jsonl`.
+//! The words a verdict is made of: what happened (`Verdict`) and which layer saw it
+//! (`Detector`). Every other part of kedge speaks these.
 
-use crate::case::Case;
-use crate::launch::LaunchViolation;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -169,110 +167,131 @@ impl fmt::Display for Detector {
     }
 }
 
-/// The numbers of a value comparison.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Numbers {
-    pub nmse: f64,
-    pub max_abs: f64,
-    pub max_rel: f64,
-    /// First flat index (in the output's logical order) that failed, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_bad: Option<u64>,
-    pub unwritten: u64,
-    pub nonfinite: u64,
-    pub compared: u64,
-    pub threshold_nmse: f64,
+/// A compute-sanitizer tool kedge runs cases under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tool {
+    Memcheck,
+    Initcheck,
+    Racecheck,
+    Synccheck,
 }
 
-/// One sanitizer finding, attributed to the case it belongs to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
-    pub tool: Detector,
-    pub verdict: Verdict,
-    pub text: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub thread: Option<[u64; 3]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub block: Option<[u64; 3]>,
-    /// "N bytes after the nearest allocation at A of size S" when the tool says it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allocation: Option<String>,
-    /// How many identical records were folded into this one.
-    pub count: u64,
-}
-
-/// One line of `results.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CaseResult {
-    pub id: String,
-    pub case: Case,
-    pub verdict: Verdict,
-    pub detector: Detector,
-    /// One sentence a person reads: what failed and where.
-    pub detail: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub violations: Vec<LaunchViolation>,
-    /// Buffers the plan allocates that the profile cannot hold (verdict `resource-limit`,
-    /// detector `alloc-contract`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub buffer_violations: Vec<crate::launch::BufferViolation>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub numbers: Option<Numbers>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<Finding>,
-    /// What else saw something (a guard fault *and* a memcheck record, say).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub also: Vec<Detector>,
-    /// Which real workload reaches this shape, or "synthetic: ...".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reach: Option<String>,
-    /// What the allocation mode can and cannot see (e.g. a pool that hides overruns).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alloc_note: Option<String>,
-    /// Which run produced it: "native", "memcheck", "cpu" ...
-    pub under: String,
-    /// The GPU (ordinal) it ran on, in a sweep; absent for CPU-side checks and older files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<u32>,
-    pub ms: f64,
-    /// Op-specific facts (FP8: bytes the plan reads past staging, cuBLASLt kernel names).
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub extra: serde_json::Map<String, serde_json::Value>,
-}
-
-impl CaseResult {
-    pub fn new(
-        case: &Case,
-        verdict: Verdict,
-        detector: Detector,
-        detail: impl Into<String>,
-    ) -> Self {
-        CaseResult {
-            id: case.id(),
-            case: case.clone(),
-            verdict,
-            detector,
-            detail: detail.into(),
-            violations: Vec::new(),
-            buffer_violations: Vec::new(),
-            numbers: None,
-            findings: Vec::new(),
-            also: Vec::new(),
-            reach: None,
-            alloc_note: None,
-            under: "native".into(),
-            gpu: None,
-            ms: 0.0,
-            extra: serde_json::Map::new(),
+impl Tool {
+    pub const ALL: [Tool; 4] = [
+        Tool::Memcheck,
+        Tool::Initcheck,
+        Tool::Racecheck,
+        Tool::Synccheck,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Memcheck => "memcheck",
+            Tool::Initcheck => "initcheck",
+            Tool::Racecheck => "racecheck",
+            Tool::Synccheck => "synccheck",
         }
     }
-    pub fn to_line(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    /// The detector a tool's findings are credited to.
+    pub fn detector(self) -> Detector {
+        match self {
+            Tool::Memcheck => Detector::Memcheck,
+            Tool::Initcheck => Detector::Initcheck,
+            Tool::Racecheck => Detector::Racecheck,
+            Tool::Synccheck => Detector::Synccheck,
+        }
+    }
+    /// The tool a detector belongs to, if it is a sanitizer's.
+    pub fn of_detector(d: Detector) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.detector() == d)
+    }
+    /// `memcheck,initcheck`: each name once, in the order given.
+    pub fn parse_list(s: &str) -> Result<Vec<Tool>, String> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let t: Tool = part.parse()?;
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+        if out.is_empty() {
+            return Err(
+                "no sanitizer tool named (known: memcheck, initcheck, racecheck, synccheck)".into(),
+            );
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Tool {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Tool::ALL.into_iter().find(|t| t.name() == s).ok_or_else(|| {
+            format!("unknown sanitizer tool '{s}' (known: memcheck, initcheck, racecheck, synccheck)")
+        })
+    }
+}
+
+/// How a case ran: its CPU side only, natively on a GPU, or under a sanitizer tool. Written as
+/// `cpu`, `native` or the tool's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Under {
+    Cpu,
+    Native,
+    Tool(Tool),
+}
+
+impl Under {
+    pub fn name(self) -> &'static str {
+        match self {
+            Under::Cpu => "cpu",
+            Under::Native => "native",
+            Under::Tool(t) => t.name(),
+        }
+    }
+    pub fn tool(self) -> Option<Tool> {
+        match self {
+            Under::Tool(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Under {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Under {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cpu" => Ok(Under::Cpu),
+            "native" => Ok(Under::Native),
+            t => t.parse().map(Under::Tool).map_err(|_| {
+                format!("unknown run kind '{s}' (known: cpu, native, memcheck, initcheck, racecheck, synccheck)")
+            }),
+        }
+    }
+}
+
+impl From<Under> for String {
+    fn from(u: Under) -> String {
+        u.name().to_string()
+    }
+}
+
+impl TryFrom<String> for Under {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
     }
 }

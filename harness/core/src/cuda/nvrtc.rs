@@ -1,7 +1,7 @@
 //! NVRTC compilation with an on-disk cache keyed on source, options, arch and NVRTC version.
 //! Works without a GPU (CI compiles every kernel for compute_90 with the NVRTC wheel).
 
-use crate::launch::Kernel;
+use crate::cuda::kernel::Kernel;
 use cudarc::nvrtc::sys as nsys;
 use sha2::{Digest, Sha256};
 use std::ffi::{c_char, CString};

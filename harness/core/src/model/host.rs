@@ -1,7 +1,7 @@
 //! Host-side tensors: raw bytes with a dtype and a ggml layout (`ne`, byte strides `nb`).
 
-use crate::shape::{dense_strides, Ne};
-use crate::DType;
+use crate::model::dtype::DType;
+use crate::model::shape::{dense_strides, Ne};
 use half::{bf16, f16};
 
 /// A tensor on the host, laid out exactly as it will be on the device.

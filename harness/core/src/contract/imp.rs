@@ -1,0 +1,141 @@
+//! Impls: the device implementations of an op. Most are data (`KernelImpl`: a name, a role
+//! and a planner whose plan is what runs); impls that do more than launch their plan (a
+//! cuBLASLt call, a plugin) implement `Impl::run`; impls that own their device memory (a
+//! library such as ggml) run through `BackendImpl`.
+
+use crate::contract::op::TensorSpec;
+use crate::contract::plan::Plan;
+use crate::contract::run::RunCtx;
+use crate::cuda::error::RunError;
+use crate::judge::result::{Allocation, LibraryInfo};
+use crate::model::case::Case;
+use crate::model::host::HostTensor;
+use crate::model::limits::LimitsProfile;
+use crate::model::words::Detector;
+use std::fmt;
+
+/// An impl's clear refusal of a case (verdict `unsupported`, which is allowed): the reason, as
+/// a sentence a person reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl From<String> for Refusal {
+    fn from(s: String) -> Self {
+        Refusal(s)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(s: &str) -> Self {
+        Refusal(s.to_string())
+    }
+}
+
+/// What an impl is, so reports and selftest can tell the upstream launch path from its fix
+/// and from calibration impls with a planted bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImplRole {
+    /// Launches the way the upstream project ships it today.
+    Upstream,
+    /// The fixed launch.
+    Fixed,
+    /// Calibration: a deliberately planted bug and the detectors that must see it.
+    Planted {
+        bug: &'static str,
+        expect: &'static [Detector],
+    },
+    /// Not kedge's code: a user's plugin (C ABI), NVRTC source kernel or library build,
+    /// added at run time.
+    External,
+}
+
+impl ImplRole {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ImplRole::Upstream => "upstream",
+            ImplRole::Fixed => "fixed",
+            ImplRole::Planted { .. } => "planted",
+            ImplRole::External => "external",
+        }
+    }
+    pub fn is_planted(&self) -> bool {
+        matches!(self, ImplRole::Planted { .. })
+    }
+}
+
+/// One device implementation of an op.
+pub trait Impl: Send + Sync {
+    fn name(&self) -> &str;
+    fn role(&self) -> ImplRole;
+    fn about(&self) -> &str;
+    /// Every launch and buffer this impl will issue for the case, before any is issued.
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal>;
+    /// Issue the plan on the device. Tensors are allocated, inputs uploaded and outputs
+    /// poisoned by the engine. The default runs the plan exactly as stated, which is what
+    /// lets `kedge repro` write a `.cu` file that launches the same thing.
+    fn run(&self, ctx: &mut RunCtx<'_>, _case: &Case, plan: &Plan) -> Result<(), RunError> {
+        ctx.run_plan(plan)
+    }
+    /// Impls that own their device memory (a library) run here instead of `run`.
+    fn backend(&self) -> Option<&dyn BackendImpl> {
+        None
+    }
+}
+
+/// An impl as data: its plan is what runs.
+pub struct KernelImpl {
+    pub name: &'static str,
+    pub role: ImplRole,
+    pub about: &'static str,
+    pub plan: fn(&Case, &LimitsProfile) -> Result<Plan, Refusal>,
+}
+
+impl Impl for KernelImpl {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn role(&self) -> ImplRole {
+        self.role
+    }
+    fn about(&self) -> &str {
+        self.about
+    }
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        (self.plan)(case, limits)
+    }
+}
+
+/// An impl whose library allocates, uploads, launches and reads back itself (a ggml build
+/// through its C API). The engine hands it the op's tensors and kedge's inputs and judges
+/// what comes back exactly as for a kernel impl.
+pub trait BackendImpl: Send + Sync {
+    /// Run the case: each tensor its own allocation, inputs uploaded, outputs poisoned with
+    /// `model::host::poison_pattern` before the run, outputs read back in spec order.
+    fn execute(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+        inputs: &[HostTensor],
+    ) -> Result<BackendRun, RunError>;
+}
+
+/// What a backend run gives back.
+#[derive(Debug, Clone)]
+pub struct BackendRun {
+    /// Outputs in the op's spec order.
+    pub outputs: Vec<HostTensor>,
+    /// Every tensor's allocation, so a sanitizer address can be named.
+    pub allocations: Vec<Allocation>,
+    pub library: LibraryInfo,
+    /// Allocation modes that could not apply because the library owns the memory.
+    pub not_applied: Option<String>,
+    pub facts: serde_json::Map<String, serde_json::Value>,
+}

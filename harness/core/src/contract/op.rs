@@ -1,0 +1,186 @@
+//! Ops as data (PyTorch's OpInfo): one entry holds the reference, the dtypes, the params, the
+//! impls, the boundaries and the upstream repro format. The engine knows nothing op-specific.
+
+use crate::contract::boundary::{Boundary, ProbeBase};
+use crate::contract::imp::Impl;
+use crate::contract::upstream::UpstreamRepro;
+use crate::error::CaseError;
+use crate::model::case::Case;
+use crate::model::dtype::DType;
+use crate::model::host::HostTensor;
+use crate::model::limits::LimitsProfile;
+use crate::model::params::{ParamSpec, Params};
+use crate::model::rng::Rng;
+use crate::model::shape::{dense_strides, span_bytes, Ne};
+
+/// Per op and dtype thresholds of the reference comparison.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    /// Normalized mean squared error bound, test-backend-ops style (1e-7 for f32).
+    pub nmse: f64,
+    /// Element bound used to name the first bad index: |d - r| > abs + rel * |r|.
+    pub elem_abs: f64,
+    pub elem_rel: f64,
+}
+
+impl Tolerance {
+    pub const F32: Tolerance = Tolerance {
+        nmse: 1e-7,
+        elem_abs: 1e-5,
+        elem_rel: 1e-3,
+    };
+    pub const F16: Tolerance = Tolerance {
+        nmse: 1e-5,
+        elem_abs: 1e-3,
+        elem_rel: 1e-2,
+    };
+    pub const BF16: Tolerance = Tolerance {
+        nmse: 1e-4,
+        elem_abs: 1e-2,
+        elem_rel: 2e-2,
+    };
+    pub fn for_dtype(d: DType) -> Tolerance {
+        match d {
+            DType::F16 => Tolerance::F16,
+            DType::Bf16 => Tolerance::BF16,
+            _ => Tolerance::F32,
+        }
+    }
+    /// The same element bounds with another NMSE bound (an op's own, as test-backend-ops'
+    /// `max_nmse_err()` overrides it).
+    pub const fn with_nmse(self, nmse: f64) -> Tolerance {
+        Tolerance { nmse, ..self }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Input,
+    Output,
+}
+
+/// One tensor of a case, as the device will see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub role: Role,
+    pub dtype: DType,
+    pub ne: Ne,
+    /// Byte strides (ggml `nb`); may describe a padded, non-contiguous view.
+    pub nb: [u64; 4],
+    /// Bytes the allocation must hold (the view's span).
+    pub bytes: u64,
+}
+
+impl TensorSpec {
+    pub fn dense(name: &str, role: Role, dtype: DType, ne: Ne) -> Result<Self, CaseError> {
+        let nb = dense_strides(&ne, dtype);
+        Self::strided(name, role, dtype, ne, nb)
+    }
+    pub fn strided(
+        name: &str,
+        role: Role,
+        dtype: DType,
+        ne: Ne,
+        nb: [u64; 4],
+    ) -> Result<Self, CaseError> {
+        let bytes = span_bytes(&ne, &nb, dtype)?;
+        Ok(TensorSpec {
+            name: name.to_string(),
+            role,
+            dtype,
+            ne,
+            nb,
+            bytes,
+        })
+    }
+    pub fn nelements(&self) -> u64 {
+        self.ne.iter().map(|&x| x as u64).product()
+    }
+}
+
+/// An op: reference, dtypes, params, impls, boundaries and upstream repro format together.
+pub trait Op: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn about(&self) -> &'static str;
+    /// The op's name in ggml (`RMS_NORM`), as test-backend-ops' `-o` takes it; accepted by
+    /// every `-o` flag. `None` when upstream has no such op.
+    fn upstream_name(&self) -> Option<&'static str> {
+        None
+    }
+    fn dtypes(&self) -> &'static [DType];
+    fn params(&self) -> &'static [ParamSpec];
+    fn impls(&self) -> Vec<&'static dyn Impl>;
+    /// The case's tensors: inputs first, then outputs. Errors here are bad input.
+    fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError>;
+    /// Random, never all-zero inputs (one per input spec, in order).
+    fn inputs(&self, case: &Case, specs: &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError> {
+        Ok(random_inputs(case.seed, specs))
+    }
+    /// f64 reference, one vector per output in logical order.
+    fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError>;
+    fn tolerance(&self, case: &Case) -> Tolerance {
+        Tolerance::for_dtype(case.dtype)
+    }
+    /// The op's own boundaries for a device profile: its implementation thresholds, with the
+    /// workload that reaches each.
+    fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary>;
+    /// A small shape (and params) from which kedge generates the boundaries it derives from
+    /// the hardware and the data, for kernels whose grid it cannot see: each free dimension at
+    /// the grid.y/z limits, element counts across 2^31 and 2^32, rows across the shared-memory
+    /// limit (`contract::boundary::generated`). `None`: the op's dimensions are not free
+    /// (a GEMM's K, M, N; attention's head size), and its own boundaries say where it breaks.
+    fn probe_base(&self) -> Option<ProbeBase> {
+        None
+    }
+    /// What the reference is, as the verdict names it.
+    fn reference_source(&self) -> &'static str {
+        "f64 CPU reference"
+    }
+    /// Small shapes every impl must pass.
+    fn smoke(&self) -> Vec<(Ne, Params)>;
+    /// test-backend-ops line and vars for this case, if upstream has the op.
+    fn upstream(&self, case: &Case) -> Option<UpstreamRepro>;
+    /// Reachability of a specific case beyond its boundary's note (default: none).
+    fn reach(&self, _case: &Case) -> Option<String> {
+        None
+    }
+    /// What the case's allocation layout can hide (e.g. a pool with slack). Default: none.
+    fn alloc_note(&self, _case: &Case) -> Option<String> {
+        None
+    }
+    /// Rough multiply-adds of the f64 reference, so a CPU-only sweep can leave out the
+    /// references it could not finish (attention is quadratic in L, a GEMM is K·M·N).
+    /// Default: the product of `ne`.
+    fn reference_work(&self, case: &Case) -> u64 {
+        case.ne
+            .iter()
+            .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64))
+    }
+}
+
+/// Uniform [-1, 1) floats (never all zero), per tensor from its own stream. Integer tensors
+/// get values in [0, 16).
+pub fn random_inputs(seed: u64, specs: &[TensorSpec]) -> Vec<HostTensor> {
+    specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Input)
+        .map(|(i, s)| random_tensor(seed, i as u64, s, -1.0, 1.0))
+        .collect()
+}
+
+/// Fill a (possibly strided) tensor's span; padding bytes get values too, so a kernel that
+/// reads padding reads plausible numbers (that is what a real engine's memory holds).
+pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) -> HostTensor {
+    let mut rng = Rng::stream(seed, index);
+    let n = (s.bytes / s.dtype.size()) as usize;
+    let vals: Vec<f32> = match s.dtype {
+        DType::I32 | DType::U8 => (0..n).map(|_| rng.below(16) as f32).collect(),
+        _ => (0..n).map(|_| rng.uniform(lo, hi)).collect(),
+    };
+    let mut t = HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], &vals);
+    t.ne = s.ne;
+    t.nb = s.nb;
+    t
+}

@@ -1,0 +1,242 @@
+//! Allocation modes (`model::case::AllocMode`): each tensor and scratch buffer of a case is
+//! placed so that an overrun is seen: exactly its bytes (for compute-sanitizer), against an
+//! unmapped page at its end or front (a native fault), or between red zones (checked after).
+
+use crate::cuda::device::Device;
+use crate::cuda::error::{driver, RunError};
+use crate::model::case::AllocMode;
+use cudarc::driver::sys;
+use std::ffi::c_void;
+
+impl Device {
+    /// Allocate `bytes` in `mode`. Allocation failures are `RunError::Resource`.
+    pub fn alloc(
+        &self,
+        name: &str,
+        bytes: u64,
+        mode: AllocMode,
+        align: u64,
+    ) -> Result<DeviceAlloc, RunError> {
+        let bytes_us = usize::try_from(bytes)
+            .map_err(|_| RunError::Resource(format!("{name}: {bytes} bytes")))?;
+        match mode {
+            AllocMode::Exact => {
+                let mut p: sys::CUdeviceptr = 0;
+                // SAFETY: out-pointer valid.
+                driver("cuMemAlloc", unsafe {
+                    sys::cuMemAlloc_v2(&mut p, bytes_us.max(1))
+                })
+                .map_err(|e| annotate_oom(e, name, bytes))?;
+                Ok(DeviceAlloc {
+                    name: name.into(),
+                    ptr: p,
+                    bytes,
+                    kind: AllocKind::Plain { base: p },
+                })
+            }
+            AllocMode::Canary => {
+                let total = bytes_us + 2 * CANARY_BYTES;
+                let mut p: sys::CUdeviceptr = 0;
+                // SAFETY: out-pointers valid; memset within the allocation.
+                unsafe {
+                    driver("cuMemAlloc", sys::cuMemAlloc_v2(&mut p, total))
+                        .map_err(|e| annotate_oom(e, name, bytes))?;
+                    driver("cuMemsetD8", sys::cuMemsetD8_v2(p, CANARY_BYTE, total))?;
+                }
+                Ok(DeviceAlloc {
+                    name: name.into(),
+                    ptr: p + CANARY_BYTES as u64,
+                    bytes,
+                    kind: AllocKind::Canary { base: p, total },
+                })
+            }
+            AllocMode::Guard | AllocMode::GuardFront => {
+                self.alloc_guarded(name, bytes_us, mode == AllocMode::GuardFront, align)
+            }
+        }
+    }
+
+    fn alloc_guarded(
+        &self,
+        name: &str,
+        bytes: usize,
+        front: bool,
+        align: u64,
+    ) -> Result<DeviceAlloc, RunError> {
+        let g = self.granularity.max(1);
+        let mapped = bytes.max(1).div_ceil(g) * g;
+        let reserve = mapped + g;
+        let prop = self.alloc_prop();
+        let mut base: sys::CUdeviceptr = 0;
+        let mut handle: sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: standard VMM sequence; each step's failure unwinds the earlier ones.
+        unsafe {
+            driver(
+                "cuMemAddressReserve",
+                sys::cuMemAddressReserve(&mut base, reserve, g, 0, 0),
+            )?;
+            if let Err(e) = driver(
+                "cuMemCreate",
+                sys::cuMemCreate(&mut handle, mapped, &prop, 0),
+            ) {
+                sys::cuMemAddressFree(base, reserve);
+                return Err(annotate_oom(e, name, bytes as u64));
+            }
+            let map_at = if front { base + g as u64 } else { base };
+            if let Err(e) = driver("cuMemMap", sys::cuMemMap(map_at, mapped, 0, handle, 0)) {
+                sys::cuMemRelease(handle);
+                sys::cuMemAddressFree(base, reserve);
+                return Err(e);
+            }
+            let desc = sys::CUmemAccessDesc {
+                location: prop.location,
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            if let Err(e) = driver(
+                "cuMemSetAccess",
+                sys::cuMemSetAccess(map_at, mapped, &desc, 1),
+            ) {
+                sys::cuMemUnmap(map_at, mapped);
+                sys::cuMemRelease(handle);
+                sys::cuMemAddressFree(base, reserve);
+                return Err(e);
+            }
+            let align = align.max(1);
+            let ptr = if front {
+                map_at
+            } else {
+                // The tensor's last byte is the last mapped byte, unless alignment forces a gap.
+                let end = map_at + mapped as u64;
+                (end - bytes as u64) / align * align
+            };
+            Ok(DeviceAlloc {
+                name: name.into(),
+                ptr,
+                bytes: bytes as u64,
+                kind: AllocKind::Vmm {
+                    reserve_base: base,
+                    reserve,
+                    map_at,
+                    mapped,
+                    handle,
+                },
+            })
+        }
+    }
+
+    fn alloc_prop(&self) -> sys::CUmemAllocationProp {
+        // SAFETY: plain-old-data struct; zero is a valid starting point for every field.
+        let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = self.ordinal;
+        prop
+    }
+
+    /// Red zones that changed, as (allocation, "front"/"back", first changed offset).
+    pub fn check_canary(&self, a: &DeviceAlloc) -> Result<Option<String>, RunError> {
+        let AllocKind::Canary { base, total } = a.kind else {
+            return Ok(None);
+        };
+        let mut zone = vec![0u8; CANARY_BYTES];
+        for (which, at) in [
+            ("before", base),
+            ("after", base + (total - CANARY_BYTES) as u64),
+        ] {
+            // SAFETY: both zones lie inside the allocation.
+            driver("cuMemcpyDtoH", unsafe {
+                sys::cuMemcpyDtoH_v2(zone.as_mut_ptr() as *mut c_void, at, CANARY_BYTES)
+            })?;
+            if let Some(i) = zone.iter().position(|&b| b != CANARY_BYTE) {
+                let off = if which == "before" {
+                    CANARY_BYTES - i
+                } else {
+                    i
+                };
+                return Ok(Some(format!(
+                    "{}: red zone {which} the tensor was written ({} bytes {which} it, {} bytes changed)",
+                    a.name,
+                    off,
+                    zone.iter().filter(|&&b| b != CANARY_BYTE).count()
+                )));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn annotate_oom(e: RunError, name: &str, bytes: u64) -> RunError {
+    match e {
+        RunError::Resource(m) => {
+            RunError::Resource(format!("allocating {name} ({bytes} bytes): {m}"))
+        }
+        other => other,
+    }
+}
+
+pub const CANARY_BYTES: usize = 4096;
+pub const CANARY_BYTE: u8 = 0xCA;
+
+#[derive(Debug)]
+pub enum AllocKind {
+    Plain {
+        base: sys::CUdeviceptr,
+    },
+    Canary {
+        base: sys::CUdeviceptr,
+        total: usize,
+    },
+    Vmm {
+        reserve_base: sys::CUdeviceptr,
+        reserve: usize,
+        map_at: sys::CUdeviceptr,
+        mapped: usize,
+        handle: sys::CUmemGenericAllocationHandle,
+    },
+}
+
+/// A device allocation; `ptr` is where the tensor starts, `bytes` its exact size.
+#[derive(Debug)]
+pub struct DeviceAlloc {
+    pub name: String,
+    pub ptr: sys::CUdeviceptr,
+    pub bytes: u64,
+    pub kind: AllocKind,
+}
+
+impl DeviceAlloc {
+    /// Bytes between the tensor's end and the first unmapped byte (guard mode), if any.
+    pub fn guard_slack(&self) -> Option<u64> {
+        match self.kind {
+            AllocKind::Vmm { map_at, mapped, .. } if self.ptr != map_at => {
+                Some(map_at + mapped as u64 - (self.ptr + self.bytes))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Drop for DeviceAlloc {
+    fn drop(&mut self) {
+        // Errors are ignored: after a sticky fault every call fails and the process exits.
+        // SAFETY: each handle/pointer was created by this allocation and is released once.
+        unsafe {
+            match self.kind {
+                AllocKind::Plain { base } | AllocKind::Canary { base, .. } => {
+                    sys::cuMemFree_v2(base);
+                }
+                AllocKind::Vmm {
+                    reserve_base,
+                    reserve,
+                    map_at,
+                    mapped,
+                    handle,
+                } => {
+                    sys::cuMemUnmap(map_at, mapped);
+                    sys::cuMemRelease(handle);
+                    sys::cuMemAddressFree(reserve_base, reserve);
+                }
+            }
+        }
+    }
+}

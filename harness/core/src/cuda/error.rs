@@ -1,0 +1,128 @@
+//! What can go wrong on the device, typed: the driver is missing or refuses (`DeviceError`),
+//! or a case's run fails (`RunError`), with whether the context survived.
+
+use crate::cuda::nvrtc::NvrtcError;
+use cudarc::driver::sys;
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum DeviceError {
+    #[error("no CUDA driver: libcuda.so could not be loaded (this machine has no NVIDIA driver)")]
+    NoDriver,
+    #[error("no CUDA device: {0}")]
+    NoDevice(String),
+    #[error("{call} failed: {name} ({msg})")]
+    Driver {
+        call: &'static str,
+        name: String,
+        msg: String,
+    },
+}
+
+/// What went wrong while running a case on the device.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum RunError {
+    /// The driver refused the launch itself (bad grid/block/shared memory).
+    #[error("launch of {kernel} refused: {name} ({msg}); launch was {plan}")]
+    LaunchRefused {
+        kernel: String,
+        name: String,
+        msg: String,
+        plan: String,
+    },
+    /// An error surfaced at synchronization after `during`.
+    #[error("device fault after {during}: {name} ({msg})")]
+    Fault {
+        during: String,
+        name: String,
+        code: u32,
+        msg: String,
+        sticky: bool,
+    },
+    #[error(transparent)]
+    Compile(#[from] NvrtcError),
+    #[error("{call} failed: {name} ({msg})")]
+    Driver {
+        call: String,
+        name: String,
+        code: u32,
+        msg: String,
+        sticky: bool,
+    },
+    /// Out of memory or another resource the device does not have.
+    #[error("resource limit: {0}")]
+    Resource(String),
+    /// The impl refused the case with a reason (cuBLASLt has no algorithm, say).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The impl's own code reported an error (a plugin's KEDGE_ERROR, with its message).
+    #[error("impl error: {0}")]
+    Impl(String),
+}
+
+impl RunError {
+    /// After a sticky error the context is dead: the worker must exit.
+    pub fn is_sticky(&self) -> bool {
+        match self {
+            RunError::Fault { sticky, .. } | RunError::Driver { sticky, .. } => *sticky,
+            _ => false,
+        }
+    }
+}
+
+pub(crate) fn err_name(r: sys::CUresult) -> (String, String) {
+    let e = cudarc::driver::result::DriverError(r);
+    let name = e
+        .error_name()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{r:?}"));
+    let msg = e
+        .error_string()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (name, msg)
+}
+
+/// Errors after which every later call in the process fails (seen on an H200: after memcheck
+/// aborts a kernel, everything returns CUDA_ERROR_LAUNCH_FAILED).
+pub fn is_sticky(r: sys::CUresult) -> bool {
+    use sys::CUresult::*;
+    matches!(
+        r,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
+}
+
+pub(crate) fn driver(call: &'static str, r: sys::CUresult) -> Result<(), RunError> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let (name, msg) = err_name(r);
+    if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        return Err(RunError::Resource(format!("{call}: {name} ({msg})")));
+    }
+    Err(RunError::Driver {
+        call: call.into(),
+        name,
+        code: r as u32,
+        msg,
+        sticky: is_sticky(r),
+    })
+}
+
+pub(crate) fn dev_err(call: &'static str, r: sys::CUresult) -> Result<(), DeviceError> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let (name, msg) = err_name(r);
+    Err(DeviceError::Driver { call, name, msg })
+}

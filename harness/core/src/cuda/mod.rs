@@ -1,0 +1,14 @@
+//! How a plan runs on an NVIDIA GPU: the driver (loaded at run time, so kedge builds and runs
+//! its CPU side without CUDA), one device's context, NVRTC compilation with an on-disk cache,
+//! allocation modes, and launches whose every status is checked.
+
+pub mod alloc;
+pub mod device;
+pub mod error;
+pub mod kernel;
+pub mod nvrtc;
+
+pub use alloc::DeviceAlloc;
+pub use device::{device_count, driver_present, kedge_case_marker, Device};
+pub use error::{DeviceError, RunError};
+pub use kernel::{KArg, Kernel};

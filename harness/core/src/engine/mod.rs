@@ -1,0 +1,401 @@
+//! Running one case, op-agnostic, in the order of `DESIGN.md`'s data flow: plan and check it,
+//! allocate in the case's mode, fill inputs and poison outputs, run the impl, synchronize, read
+//! canaries, copy back, compare with the reference. The CPU side (`check_on_cpu`) is the same
+//! plan check and reference without a device.
+
+mod cpu;
+mod reference;
+
+pub use cpu::{check_on_cpu, plan_case};
+pub use reference::{ReferenceCache, ReferenceKey};
+
+use crate::contract::imp::{BackendRun, Impl};
+use crate::contract::op::{Op, Role, TensorSpec};
+use crate::contract::registry::Registry;
+use crate::contract::run::RunCtx;
+use crate::cuda::alloc::DeviceAlloc;
+use crate::cuda::device::Device;
+use crate::cuda::error::{DeviceError, RunError};
+use crate::judge::compare::{compare, digest, nothing_written, poisoned_elements, Comparison};
+use crate::judge::result::{Allocation, CaseResult, Observed, Timings};
+use crate::model::case::{AllocMode, Case};
+use crate::model::host::{poison_pattern, HostTensor};
+use crate::model::words::{Detector, Verdict};
+use std::time::Instant;
+
+/// The outcome of a case on a device, and whether the CUDA context is now dead (the worker
+/// must then exit: every later call in the process would fail).
+pub struct Executed {
+    pub result: CaseResult,
+    pub context_dead: bool,
+}
+
+impl Executed {
+    fn alive(result: CaseResult) -> Executed {
+        Executed {
+            result,
+            context_dead: false,
+        }
+    }
+}
+
+/// A GPU a worker opens on first use: cases whose impl owns its memory (a library backend,
+/// which may be a CPU backend) run without kedge ever opening the device.
+pub struct DeviceSlot {
+    ordinal: usize,
+    dev: Option<Device>,
+}
+
+impl DeviceSlot {
+    pub fn new(ordinal: usize) -> Self {
+        DeviceSlot { ordinal, dev: None }
+    }
+    pub fn open(ordinal: usize) -> Result<Self, DeviceError> {
+        Ok(DeviceSlot {
+            ordinal,
+            dev: Some(Device::open(ordinal)?),
+        })
+    }
+    pub fn get(&mut self) -> Result<&mut Device, DeviceError> {
+        if self.dev.is_none() {
+            self.dev = Some(Device::open(self.ordinal)?);
+        }
+        match self.dev.as_mut() {
+            Some(d) => Ok(d),
+            None => Err(DeviceError::NoDevice(
+                "the device could not be opened".into(),
+            )),
+        }
+    }
+    pub fn opened(&self) -> Option<&Device> {
+        self.dev.as_ref()
+    }
+}
+
+/// Run one case and judge it. Never panics on device errors; says whether the context died.
+pub fn execute(
+    reg: &Registry,
+    slot: &mut DeviceSlot,
+    case: &Case,
+    refs: &mut ReferenceCache,
+) -> Executed {
+    let t0 = Instant::now();
+    let mut ex = match reg.resolve(case) {
+        Err(e) => Executed::alive(CaseResult::new(
+            case,
+            Verdict::Unsupported,
+            Detector::Impl,
+            e.to_string(),
+        )),
+        Ok((op, imp)) => match imp.backend() {
+            Some(_) => execute_backend(op, imp, case, refs),
+            None => match slot.get() {
+                Ok(dev) => execute_kernels(op, imp, dev, case, refs),
+                Err(e) => Executed::alive(CaseResult::new(
+                    case,
+                    Verdict::Unsupported,
+                    Detector::Impl,
+                    format!("impl {} needs a CUDA device: {e}", imp.name()),
+                )),
+            },
+        },
+    };
+    ex.result.ms = t0.elapsed().as_secs_f64() * 1e3;
+    ex
+}
+
+/// A run error as a verdict: which layer saw it.
+fn failed(case: &Case, e: RunError) -> Executed {
+    let dead = e.is_sticky();
+    let (verdict, detector) = match &e {
+        RunError::LaunchRefused { .. } => (Verdict::LaunchError, Detector::Driver),
+        RunError::Fault { name, .. } | RunError::Driver { name, .. } => {
+            let guard = matches!(case.alloc, AllocMode::Guard | AllocMode::GuardFront);
+            if guard && name == "CUDA_ERROR_ILLEGAL_ADDRESS" {
+                (Verdict::DeviceFault, Detector::GuardPage)
+            } else {
+                (Verdict::DeviceFault, Detector::DeviceSync)
+            }
+        }
+        RunError::Compile(_) => (Verdict::Unsupported, Detector::Impl),
+        RunError::Resource(_) => (Verdict::ResourceLimit, Detector::Driver),
+        RunError::Unsupported(_) => (Verdict::Unsupported, Detector::Impl),
+        // An impl's own error check (a plugin's cudaGetLastError after its launch, a
+        // library's status) failed: a launch error seen by the impl rather than by kedge.
+        RunError::Impl(_) => (Verdict::LaunchError, Detector::Impl),
+    };
+    let detail = if detector == Detector::GuardPage {
+        format!("guard page hit: {e}")
+    } else {
+        e.to_string()
+    };
+    Executed {
+        result: CaseResult::new(case, verdict, detector, detail),
+        context_dead: dead,
+    }
+}
+
+fn bad_input(case: &Case, e: impl std::fmt::Display) -> Executed {
+    Executed::alive(CaseResult::new(
+        case,
+        Verdict::Unsupported,
+        Detector::Impl,
+        format!("bad input: {e}"),
+    ))
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn execute_kernels(
+    op: &dyn Op,
+    imp: &dyn Impl,
+    dev: &mut Device,
+    case: &Case,
+    refs: &mut ReferenceCache,
+) -> Executed {
+    let mut timings = Timings::default();
+    let t = Instant::now();
+    let limits = dev.limits.clone();
+    let plan = match plan_case(imp, case, &limits) {
+        Ok(p) => p,
+        Err(r) => return Executed::alive(*r),
+    };
+    let (specs, inputs) = match refs.inputs(op, case) {
+        Ok(x) => x,
+        Err(e) => return bad_input(case, e),
+    };
+    // Allocate every tensor in the case's mode.
+    let mut allocs: Vec<DeviceAlloc> = Vec::with_capacity(specs.len());
+    let mut observed = Observed::default();
+    for s in specs.iter() {
+        match dev.alloc(&s.name, s.bytes, case.alloc, s.dtype.size()) {
+            Ok(a) => {
+                if let Some(g) = a.guard_slack().filter(|&g| g > 0) {
+                    observed.guard_slack.push(format!(
+                        "{}: {g} bytes between its end and the guard page (alignment)",
+                        s.name
+                    ));
+                }
+                allocs.push(a)
+            }
+            Err(e) => return failed(case, e),
+        }
+    }
+    timings.setup = ms(t);
+    // Upload inputs, poison outputs.
+    let t = Instant::now();
+    let mut input_iter = inputs.iter();
+    for (s, a) in specs.iter().zip(&allocs) {
+        let r = match s.role {
+            Role::Input => match input_iter.next() {
+                Some(h) => dev.upload(a, &h.bytes),
+                None => Err(RunError::Unsupported(format!(
+                    "op gave no data for input {}",
+                    s.name
+                ))),
+            },
+            Role::Output => dev.fill_pattern(a, &poison_pattern(s.dtype)),
+        };
+        if let Err(e) = r {
+            return failed(case, e);
+        }
+    }
+    if let Err(e) = dev.synchronize("upload") {
+        return failed(case, e);
+    }
+    timings.upload = ms(t);
+    // Run.
+    let t = Instant::now();
+    let mut ctx = RunCtx::new(dev, &allocs, case.alloc);
+    let run = imp.run(&mut ctx, case, &plan);
+    let record = ctx.finish();
+    let run = run.and_then(|_| dev.synchronize("run"));
+    timings.run = ms(t);
+    observed.launches = record.launched;
+    observed.allocations = allocs
+        .iter()
+        .chain(&record.scratch)
+        .map(|a| Allocation {
+            name: a.name.clone(),
+            base: a.ptr,
+            bytes: a.bytes,
+        })
+        .collect();
+    if let Err(e) = run {
+        let mut ex = failed(case, e);
+        ex.result.observed = observed;
+        ex.result.observed.timings = timings;
+        ex.result.facts = record.facts;
+        finish_notes(op, case, &mut ex.result);
+        return ex;
+    }
+    // Canaries (inputs, outputs and scratch), then the outputs.
+    let t = Instant::now();
+    let mut canary_hits = Vec::new();
+    for a in allocs.iter().chain(record.scratch.iter()) {
+        match dev.check_canary(a) {
+            Ok(Some(msg)) => canary_hits.push(msg),
+            Ok(None) => {}
+            Err(e) => return failed(case, e),
+        }
+    }
+    let mut outs = Vec::new();
+    for (s, a) in specs.iter().zip(&allocs) {
+        if s.role == Role::Output {
+            match dev.download(a) {
+                Ok(b) => outs.push((s.clone(), HostTensor::from_bytes(s.dtype, s.ne, s.nb, b))),
+                Err(e) => return failed(case, e),
+            }
+        }
+    }
+    timings.download = ms(t);
+    drop(record.scratch);
+    drop(allocs);
+    let mut r = judge(op, case, &outs, &inputs, canary_hits, refs, &mut timings);
+    observed.timings = timings;
+    r.observed = Observed {
+        output_digests: r.observed.output_digests.clone(),
+        ..observed
+    };
+    r.facts = record.facts;
+    finish_notes(op, case, &mut r);
+    Executed::alive(r)
+}
+
+/// A library that owns its memory (a ggml build): kedge hands it the inputs and judges what it
+/// gives back, the same way.
+fn execute_backend(
+    op: &dyn Op,
+    imp: &dyn Impl,
+    case: &Case,
+    refs: &mut ReferenceCache,
+) -> Executed {
+    let Some(backend) = imp.backend() else {
+        return bad_input(case, "not a backend impl");
+    };
+    let mut timings = Timings::default();
+    let t = Instant::now();
+    let (specs, inputs) = match refs.inputs(op, case) {
+        Ok(x) => x,
+        Err(e) => return bad_input(case, e),
+    };
+    timings.setup = ms(t);
+    let t = Instant::now();
+    let run: BackendRun = match backend.execute(case, &specs, &inputs) {
+        Ok(r) => r,
+        Err(e) => return failed(case, e),
+    };
+    timings.run = ms(t);
+    let outs: Vec<(TensorSpec, HostTensor)> = specs
+        .iter()
+        .filter(|s| s.role == Role::Output)
+        .cloned()
+        .zip(run.outputs)
+        .collect();
+    let mut r = judge(op, case, &outs, &inputs, Vec::new(), refs, &mut timings);
+    r.observed.timings = timings;
+    r.observed.allocations = run.allocations;
+    r.observed.library = Some(run.library);
+    r.observed.not_applied = run.not_applied;
+    r.facts = run.facts;
+    finish_notes(op, case, &mut r);
+    Executed::alive(r)
+}
+
+fn finish_notes(op: &dyn Op, case: &Case, r: &mut CaseResult) {
+    r.reach = op.reach(case);
+    r.alloc_note = op.alloc_note(case);
+    if op.reference_source() != "f64 CPU reference" {
+        r.observed.reference = Some(op.reference_source().to_string());
+    }
+}
+
+/// Outputs against poison, canaries and the reference: the verdict and the detector that saw it.
+fn judge(
+    op: &dyn Op,
+    case: &Case,
+    outs: &[(TensorSpec, HostTensor)],
+    inputs: &[HostTensor],
+    canary_hits: Vec<String>,
+    refs: &mut ReferenceCache,
+    timings: &mut Timings,
+) -> CaseResult {
+    let digests: Vec<String> = outs
+        .iter()
+        .map(|(s, o)| format!("{}:{}", s.name, digest(o)))
+        .collect();
+    // Every output still entirely poison: the op did no work at all. That verdict needs no
+    // reference, and skipping it matters: the shape an impl silently refused can be the one
+    // whose reference is the most expensive (sdpa_prefill's fallback past its buffer limit).
+    let t = Instant::now();
+    let untouched = (canary_hits.is_empty() && !outs.is_empty())
+        .then(|| {
+            let counts: Vec<(u64, u64)> = outs.iter().map(|(_, o)| poisoned_elements(o)).collect();
+            counts
+                .iter()
+                .all(|&(hit, n)| n > 0 && hit == n)
+                .then(|| nothing_written(&outs[0].0.name, counts[0].1))
+        })
+        .flatten();
+    timings.compare += ms(t);
+    let cmp: Comparison = match untouched {
+        Some(c) => c,
+        None => {
+            let t = Instant::now();
+            let reference = match refs.reference(op, case, inputs) {
+                Ok(r) => r,
+                Err(e) => return bad_input(case, e).result,
+            };
+            timings.reference = ms(t);
+            let t = Instant::now();
+            let tol = op.tolerance(case);
+            let mut worst: Option<Comparison> = None;
+            for ((s, out), r) in outs.iter().zip(reference.iter()) {
+                let c = compare(&s.name, out, r, tol);
+                if worst
+                    .as_ref()
+                    .is_none_or(|w| c.verdict.severity() > w.verdict.severity())
+                {
+                    worst = Some(c);
+                }
+            }
+            timings.compare += ms(t);
+            match worst {
+                Some(c) => c,
+                None => {
+                    return CaseResult::new(
+                        case,
+                        Verdict::SilentFailure,
+                        Detector::Reference,
+                        "the op produced no output tensors",
+                    )
+                }
+            }
+        }
+    };
+    let detector = match cmp.verdict {
+        Verdict::Pass => Detector::None,
+        // Both are seen by the poison: elements no thread wrote.
+        Verdict::UnwrittenOutput | Verdict::SilentFailure => Detector::Poison,
+        _ => Detector::Reference,
+    };
+    let mut r = if !canary_hits.is_empty() {
+        let mut r = CaseResult::new(
+            case,
+            Verdict::OobWrite,
+            Detector::Canary,
+            canary_hits.join("; "),
+        );
+        if cmp.verdict != Verdict::Pass {
+            r.also.push(detector);
+        }
+        r
+    } else {
+        CaseResult::new(case, cmp.verdict, detector, cmp.detail)
+    };
+    r.numbers = Some(cmp.numbers);
+    r.observed.output_digests = digests;
+    r
+}

@@ -1,0 +1,12 @@
+//! What a case is: its op and impl names, element type, shape in ggml order, parameters, seed
+//! and allocation mode; the host tensors it is filled with; the device limits it is planned
+//! against; and the words its verdict is made of. Nothing here touches a device.
+
+pub mod case;
+pub mod dtype;
+pub mod host;
+pub mod limits;
+pub mod params;
+pub mod rng;
+pub mod shape;
+pub mod words;
