@@ -154,9 +154,6 @@ impl Backend {
         // SAFETY: a live backend.
         unsafe { (self.ggml.api().ggml_backend_synchronize)(self.ptr.as_ptr()) }
     }
-
-    /// Frees the backend's ggml object explicitly (as drop does).
-    pub fn free(self) {}
 }
 
 impl Drop for Backend {

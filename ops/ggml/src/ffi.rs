@@ -34,7 +34,7 @@ pub(crate) type SetNThreads = unsafe extern "C" fn(backend: *mut c_void, n_threa
 ///
 /// [`LoadError::MissingSymbol`]: crate::LoadError::MissingSymbol
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Home {
+pub(crate) enum Home {
     /// `libggml-base.so`: tensors, graphs, buffers, backends (ggml.c, ggml-backend.cpp).
     Base,
     /// `libggml.so`: the backend registry and module loader (ggml-backend-reg.cpp).
@@ -43,7 +43,7 @@ pub enum Home {
 
 impl Home {
     /// The library's file name.
-    pub fn file_name(self) -> &'static str {
+    pub(crate) fn file_name(self) -> &'static str {
         match self {
             Home::Base => "libggml-base.so",
             Home::Registry => "libggml.so",
