@@ -1,0 +1,759 @@
+//! Typed op constructors.
+//!
+//! Each method resolves its ggml entry point from the build (a build too old for it answers
+//! [`GraphError::MissingOp`] with the symbol's name), converts its arguments, and records the
+//! result with the element type the op gives where that is fixed.
+//!
+//! Adding an op: declare its C signature in `ffi.rs`'s `op_table!`, then add one line to
+//! `simple_ops!` below (`name => symbol(args) -> same(a) | fixed(F32) | of(ty) | unknown();`).
+//! Ops with preconditions worth checking before ggml asserts them get a hand-written method
+//! further down.
+
+use std::ffi::{c_int, c_void};
+
+use crate::error::GraphError;
+use crate::graph::{Graph, Tensor, ViewState};
+use crate::types::{PoolOp, Prec, ScaleMode, SortOrder, TriType, Type};
+use crate::{GluOp, UnaryOp};
+
+/// How an op method argument crosses into C.
+pub(crate) trait Arg {
+    type C;
+    fn c(self, g: &Graph) -> Result<Self::C, GraphError>;
+}
+
+impl Arg for Tensor {
+    type C = *mut c_void;
+    fn c(self, g: &Graph) -> Result<Self::C, GraphError> {
+        g.ptr(self)
+    }
+}
+
+impl Arg for Option<Tensor> {
+    type C = *mut c_void;
+    fn c(self, g: &Graph) -> Result<Self::C, GraphError> {
+        self.map_or(Ok(std::ptr::null_mut()), |t| g.ptr(t))
+    }
+}
+
+macro_rules! plain_arg {
+    ($($t:ty),*) => { $( impl Arg for $t { type C = $t; fn c(self, _: &Graph) -> Result<$t, GraphError> { Ok(self) } } )* };
+}
+plain_arg!(f32, i32, i64, u32, usize, bool);
+
+macro_rules! enum_arg {
+    ($($t:ty),*) => { $( impl Arg for $t { type C = c_int; fn c(self, _: &Graph) -> Result<c_int, GraphError> { Ok(self as c_int) } } )* };
+}
+enum_arg!(TriType, SortOrder, PoolOp, ScaleMode);
+
+impl Arg for Type {
+    type C = c_int;
+    fn c(self, _: &Graph) -> Result<c_int, GraphError> {
+        Ok(self.raw())
+    }
+}
+
+macro_rules! out_ty {
+    ($g:ident, same($a:ident)) => {
+        $g.ty_of($a)
+    };
+    ($g:ident, fixed($t:ident)) => {
+        Some(Type::$t)
+    };
+    ($g:ident, of($a:ident)) => {
+        Some($a)
+    };
+    ($g:ident, unknown()) => {
+        None
+    };
+}
+
+impl Graph {
+    /// The op's entry point, or [`GraphError::MissingOp`] naming it.
+    pub(crate) fn op_fn<F: Copy>(&self, f: Option<F>, sym: &'static str) -> Result<F, GraphError> {
+        f.ok_or(GraphError::MissingOp(sym))
+    }
+
+    /// A new op result (owning its memory, unless ggml made it a view).
+    pub(crate) fn push_op(
+        &mut self,
+        r: *mut c_void,
+        sym: &'static str,
+        ty: Option<Type>,
+    ) -> Result<Tensor, GraphError> {
+        self.push(r, sym, ty, None, ViewState::Own)
+    }
+
+    fn require(
+        &self,
+        ok: bool,
+        op: &'static str,
+        reason: impl FnOnce() -> String,
+    ) -> Result<(), GraphError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(GraphError::Shape {
+                op,
+                reason: reason(),
+            })
+        }
+    }
+}
+
+macro_rules! simple_ops {
+    ($( $(#[$doc:meta])* $name:ident => $sym:ident ( $($arg:ident : $ty:ty),* ) -> $rule:ident ( $($rarg:ident)? ) ; )*) => {
+        impl Graph { $(
+            $(#[$doc])*
+            #[doc = concat!("\n\n`", stringify!($sym), "`.")]
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name(&mut self, $($arg: $ty),*) -> Result<Tensor, GraphError> {
+                let f = self.op_fn(self.ops_table().$sym, stringify!($sym))?;
+                let out: Option<Type> = out_ty!(self, $rule($($rarg)?));
+                self.reserve()?;
+                let ctx = self.ctx();
+                // SAFETY: the entry point has the signature ffi.rs declares from ggml.h; every
+                // tensor is a live tensor of this context; room for the result was reserved.
+                let r = unsafe { f(ctx, $( Arg::c($arg, self)? ),*) };
+                self.push_op(r, stringify!($sym), out)
+            }
+        )* }
+    };
+}
+
+simple_ops! {
+    /// A copy of `a`.
+    dup => ggml_dup(a: Tensor) -> same(a);
+    /// `a - b`, `b` broadcast over `a`.
+    sub => ggml_sub(a: Tensor, b: Tensor) -> same(a);
+    /// `a / b`, `b` broadcast over `a`.
+    div => ggml_div(a: Tensor, b: Tensor) -> same(a);
+    /// dst = a; dst's view (nb1, nb2, nb3, offset) += b.
+    acc => ggml_acc(a: Tensor, b: Tensor, nb1: usize, nb2: usize, nb3: usize, offset: usize) -> same(a);
+    sqr => ggml_sqr(a: Tensor) -> same(a);
+    sqrt => ggml_sqrt(a: Tensor) -> same(a);
+    log => ggml_log(a: Tensor) -> same(a);
+    sin => ggml_sin(a: Tensor) -> same(a);
+    cos => ggml_cos(a: Tensor) -> same(a);
+    /// The sum of all elements (one element).
+    sum => ggml_sum(a: Tensor) -> same(a);
+    /// Row sums: `[1, ne1, ne2, ne3]`.
+    sum_rows => ggml_sum_rows(a: Tensor) -> same(a);
+    /// Row means, f32.
+    mean => ggml_mean(a: Tensor) -> fixed(F32);
+    /// Index of each row's maximum, i32.
+    argmax => ggml_argmax(a: Tensor) -> fixed(I32);
+    /// The number of equal elements, one i64.
+    count_equal => ggml_count_equal(a: Tensor, b: Tensor) -> fixed(I64);
+    /// `a` repeated to `b`'s shape.
+    repeat => ggml_repeat(a: Tensor, b: Tensor) -> same(a);
+    /// `a` repeated to the given shape.
+    repeat_4d => ggml_repeat_4d(a: Tensor, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> same(a);
+    /// Sums `a`'s repetitions into `b`'s shape.
+    repeat_back => ggml_repeat_back(a: Tensor, b: Tensor) -> same(a);
+    /// `a` converted to `ty`.
+    cast => ggml_cast(a: Tensor, ty: Type) -> of(ty);
+    /// Leaky ReLU; `inplace` makes the result a view of `a`.
+    leaky_relu => ggml_leaky_relu(a: Tensor, negative_slope: f32, inplace: bool) -> same(a);
+    /// `s*a + b`.
+    scale_bias => ggml_scale_bias(a: Tensor, s: f32, b: f32) -> same(a);
+    /// Normalizes each row to mean 0, variance 1.
+    norm => ggml_norm(a: Tensor, eps: f32) -> same(a);
+    /// Divides each row by its root mean square.
+    rms_norm => ggml_rms_norm(a: Tensor, eps: f32) -> same(a);
+    /// Divides each row by its L2 norm.
+    l2_norm => ggml_l2_norm(a: Tensor, eps: f32) -> same(a);
+    /// Normalizes over `ne0*ne1*(ne2/n_groups)` groups.
+    group_norm => ggml_group_norm(a: Tensor, n_groups: i32, eps: f32) -> same(a);
+    /// Indirect matrix product: `experts` (ggml's `as`) holds one matrix per expert, `ids` picks them.
+    mul_mat_id => ggml_mul_mat_id(experts: Tensor, b: Tensor, ids: Tensor) -> fixed(F32);
+    out_prod => ggml_out_prod(a: Tensor, b: Tensor) -> fixed(F32);
+    scale => ggml_scale(a: Tensor, s: f32) -> same(a);
+    /// Sets elements above the diagonal (past `n_past`) to -inf.
+    diag_mask_inf => ggml_diag_mask_inf(a: Tensor, n_past: i32) -> same(a);
+    /// The gradient of `soft_max_ext`: `a` is dy, `b` the softmax output.
+    soft_max_ext_back => ggml_soft_max_ext_back(a: Tensor, b: Tensor, scale: f32, max_bias: f32) -> same(a);
+    /// Image to columns (for a convolution as a matrix product).
+    im2col => ggml_im2col(a: Tensor, b: Tensor, s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32, is_2d: bool, dst_type: Type) -> of(dst_type);
+    /// 2-D pooling; the result has 2*p0, 2*p1 padding.
+    pool_2d => ggml_pool_2d(a: Tensor, op: PoolOp, k0: i32, k1: i32, s0: i32, s1: i32, p0: f32, p1: f32) -> fixed(F32);
+    /// Multiplies ne0 and ne1 by `scale_factor` (> 1).
+    upscale => ggml_upscale(a: Tensor, scale_factor: i32, mode: ScaleMode) -> same(a);
+    /// Resamples to the given shape; `mode` is a [`ScaleMode`] or-ed with `SCALE_FLAG_*`.
+    interpolate => ggml_interpolate(a: Tensor, ne0: i64, ne1: i64, ne2: i64, ne3: i64, mode: u32) -> same(a);
+    /// Pads each dimension's end with zeros.
+    pad => ggml_pad(a: Tensor, p0: i32, p1: i32, p2: i32, p3: i32) -> same(a);
+    /// Pads each dimension on both sides with zeros.
+    pad_ext => ggml_pad_ext(a: Tensor, lp0: i32, rp0: i32, lp1: i32, rp1: i32, lp2: i32, rp2: i32, lp3: i32, rp3: i32) -> same(a);
+    /// A tensor like `a` filled with `c`.
+    fill_value => ggml_fill(a: Tensor, c: f32) -> same(a);
+    /// Sinusoidal timestep embeddings, `[dim, n]` f32.
+    timestep_embedding => ggml_timestep_embedding(timesteps: Tensor, dim: i32, max_period: i32) -> fixed(F32);
+    /// The indices that sort each row, i32.
+    argsort => ggml_argsort(a: Tensor, order: SortOrder) -> fixed(I32);
+    /// Flash attention (see ggml.h for the shapes); the result is permuted, f32.
+    flash_attn_ext => ggml_flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Option<Tensor>, scale: f32, max_bias: f32, logit_softcap: f32) -> fixed(F32);
+    ssm_conv => ggml_ssm_conv(sx: Tensor, c: Tensor) -> fixed(F32);
+    /// Mamba's selective scan; `k` (ggml's `K`) is how many state snapshots to keep.
+    ssm_scan => ggml_ssm_scan(s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, ids: Tensor, k: i64) -> fixed(F32);
+    rwkv_wkv6 => ggml_rwkv_wkv6(k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> fixed(F32);
+    gated_linear_attn => ggml_gated_linear_attn(k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: f32) -> fixed(F32);
+    /// SwiGLU with OpenAI's clamp (`alpha`, `limit`), gate in `b`.
+    swiglu_oai => ggml_swiglu_oai(a: Tensor, b: Tensor, alpha: f32, limit: f32) -> same(a);
+}
+
+/// Parameters of `ggml_rope_ext` beyond its tensors.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeParams {
+    pub n_dims: i32,
+    /// `types::rope_mode::NORMAL` or `NEOX` (the multi-section modes need `ggml_rope_multi`).
+    pub mode: i32,
+    pub n_ctx_orig: i32,
+    pub freq_base: f32,
+    pub freq_scale: f32,
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+}
+
+impl RopeParams {
+    /// Plain RoPE over `n_dims` with base 10000 and YaRN off (ggml.h's defaults).
+    pub fn new(n_dims: i32, mode: i32) -> Self {
+        RopeParams {
+            n_dims,
+            mode,
+            n_ctx_orig: 0,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 0.0,
+            beta_slow: 0.0,
+        }
+    }
+}
+
+// Ops with checks before ggml sees them, or with a result that is a view.
+impl Graph {
+    fn binary(
+        &mut self,
+        sym: &'static str,
+        f: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void>,
+        a: Tensor,
+        b: Tensor,
+    ) -> Result<Tensor, GraphError> {
+        let f = self.op_fn(f, sym)?;
+        let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
+        // SAFETY: live tensors.
+        let ok = unsafe { (self.api().ggml_can_repeat)(pb, pa) };
+        self.require(ok, sym, || {
+            format!(
+                "b {:?} cannot be broadcast to a {:?}",
+                self.shape(b).ok(),
+                self.shape(a).ok()
+            )
+        })?;
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; live tensors; broadcastable (ggml's assert); room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb) };
+        self.push_op(r, sym, ty)
+    }
+
+    /// `a + b`, `b` broadcast over `a`. `ggml_add`.
+    pub fn add(&mut self, a: Tensor, b: Tensor) -> Result<Tensor, GraphError> {
+        self.binary("ggml_add", self.ops_table().ggml_add, a, b)
+    }
+
+    /// `a * b`, `b` broadcast over `a`. `ggml_mul`.
+    pub fn mul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor, GraphError> {
+        self.binary("ggml_mul", self.ops_table().ggml_mul, a, b)
+    }
+
+    /// `dst[i0, i1, i2] = a[i0, i1, i2] + b[i0, ids[i1, i2]]`: a per-expert bias. `ids` is i32
+    /// `[ne1(a), ne2(a)]`, often a view of a wider id tensor. `ggml_add_id`.
+    pub fn add_id(&mut self, a: Tensor, b: Tensor, ids: Tensor) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_add_id";
+        let f = self.op_fn(self.ops_table().ggml_add_id, OP)?;
+        let (sa, sb, si) = (self.shape(a)?, self.shape(b)?, self.shape(ids)?);
+        self.require(sa[0] == sb[0], OP, || {
+            format!("a's rows ({}) and b's ({}) differ", sa[0], sb[0])
+        })?;
+        self.require(sa[1] == si[0] && sa[2] == si[1], OP, || {
+            format!("ids {si:?} must be [ne1, ne2] of a {sa:?}")
+        })?;
+        self.require(
+            matches!(self.ty_of(ids), Some(Type::I32) | None),
+            OP,
+            || "ids must be i32".into(),
+        )?;
+        let (pa, pb, pi) = (self.ptr(a)?, self.ptr(b)?, self.ptr(ids)?);
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; shapes as ggml asserts them; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb, pi) };
+        self.push_op(r, OP, ty)
+    }
+
+    /// Matrix product: `a` `[k, n, ...]` times `b` `[k, m, ...]` gives f32 `[n, m, ...]`
+    /// (`b`'s batch dims a multiple of `a`'s). `ggml_mul_mat`.
+    pub fn mul_mat(&mut self, a: Tensor, b: Tensor) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_mul_mat";
+        let f = self.op_fn(self.ops_table().ggml_mul_mat, OP)?;
+        let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+        let ok =
+            sa[0] == sb[0] && sa[2] > 0 && sa[3] > 0 && sb[2] % sa[2] == 0 && sb[3] % sa[3] == 0;
+        self.require(ok, OP, || {
+            format!("a {sa:?} and b {sb:?}: need equal ne0 and b's ne2, ne3 multiples of a's")
+        })?;
+        let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
+        // SAFETY: a live tensor.
+        let transposed = unsafe { (self.api().ggml_is_transposed)(pa) };
+        self.require(!transposed, OP, || "a must not be transposed".into())?;
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked above; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb) };
+        self.push_op(r, OP, Some(Type::F32))
+    }
+
+    /// Sets a matrix product's precision. `ggml_mul_mat_set_prec`.
+    pub fn set_mul_mat_prec(&mut self, node: Tensor, prec: Prec) -> Result<(), GraphError> {
+        let f = self.op_fn(
+            self.ops_table().ggml_mul_mat_set_prec,
+            "ggml_mul_mat_set_prec",
+        )?;
+        let p = self.ptr(node)?;
+        // SAFETY: declared signature; a live tensor.
+        unsafe { f(p, prec as c_int) };
+        Ok(())
+    }
+
+    /// `softmax(a*scale + mask*slope)` per row, with ALiBi slopes from `max_bias` (0: none).
+    /// The mask (f32 or f16, contiguous) is `[ne0, >= ne1, ne2/k, ne3/k]`. `ggml_soft_max_ext`.
+    pub fn soft_max_ext(
+        &mut self,
+        a: Tensor,
+        mask: Option<Tensor>,
+        scale: f32,
+        max_bias: f32,
+    ) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_soft_max_ext";
+        let f = self.op_fn(self.ops_table().ggml_soft_max_ext, OP)?;
+        let pa = self.ptr(a)?;
+        let api = self.api();
+        // SAFETY: a live tensor.
+        self.require(unsafe { (api.ggml_is_contiguous)(pa) }, OP, || {
+            "a must be contiguous".into()
+        })?;
+        let mut pm = std::ptr::null_mut();
+        if let Some(m) = mask {
+            pm = self.ptr(m)?;
+            let (sa, sm) = (self.shape(a)?, self.shape(m)?);
+            // SAFETY: a live tensor.
+            self.require(unsafe { (api.ggml_is_contiguous)(pm) }, OP, || {
+                "the mask must be contiguous".into()
+            })?;
+            self.require(
+                matches!(self.ty_of(m), Some(Type::F32 | Type::F16) | None),
+                OP,
+                || "the mask must be f32 or f16".into(),
+            )?;
+            let ok = sm[0] == sa[0]
+                && sm[1] >= sa[1]
+                && sm[2] > 0
+                && sm[3] > 0
+                && sa[2] % sm[2] == 0
+                && sa[3] % sm[3] == 0;
+            self.require(ok, OP, || format!("mask {sm:?} does not fit a {sa:?}"))?;
+        } else {
+            self.require(max_bias == 0.0, OP, || "max_bias needs a mask".into())?;
+        }
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked above; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pm, scale, max_bias) };
+        self.push_op(r, OP, ty)
+    }
+
+    /// Adds attention sinks to a `soft_max_ext` node. `ggml_soft_max_add_sinks`.
+    pub fn soft_max_add_sinks(&mut self, node: Tensor, sinks: Tensor) -> Result<(), GraphError> {
+        let f = self.op_fn(
+            self.ops_table().ggml_soft_max_add_sinks,
+            "ggml_soft_max_add_sinks",
+        )?;
+        let (p, s) = (self.ptr(node)?, self.ptr(sinks)?);
+        // SAFETY: declared signature; live tensors.
+        unsafe { f(p, s) };
+        Ok(())
+    }
+
+    /// Sets a flash-attention node's precision. `ggml_flash_attn_ext_set_prec`.
+    pub fn set_flash_attn_prec(&mut self, node: Tensor, prec: Prec) -> Result<(), GraphError> {
+        let f = self.op_fn(
+            self.ops_table().ggml_flash_attn_ext_set_prec,
+            "ggml_flash_attn_ext_set_prec",
+        )?;
+        let p = self.ptr(node)?;
+        // SAFETY: declared signature; a live tensor.
+        unsafe { f(p, prec as c_int) };
+        Ok(())
+    }
+
+    /// Adds attention sinks to a flash-attention node. `ggml_flash_attn_ext_add_sinks`.
+    pub fn flash_attn_add_sinks(&mut self, node: Tensor, sinks: Tensor) -> Result<(), GraphError> {
+        let f = self.op_fn(
+            self.ops_table().ggml_flash_attn_ext_add_sinks,
+            "ggml_flash_attn_ext_add_sinks",
+        )?;
+        let (p, s) = (self.ptr(node)?, self.ptr(sinks)?);
+        // SAFETY: declared signature; live tensors.
+        unsafe { f(p, s) };
+        Ok(())
+    }
+
+    /// Inclusive prefix sum along rows (f32 only). `ggml_cumsum`.
+    pub fn cumsum(&mut self, a: Tensor) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_cumsum";
+        let f = self.op_fn(self.ops_table().ggml_cumsum, OP)?;
+        self.require(matches!(self.ty_of(a), Some(Type::F32) | None), OP, || {
+            "a must be f32".into()
+        })?;
+        let pa = self.ptr(a)?;
+        self.reserve()?;
+        // SAFETY: declared signature; f32 as ggml asserts; room reserved.
+        let r = unsafe { f(self.ctx(), pa) };
+        self.push_op(r, OP, Some(Type::F32))
+    }
+
+    /// Zeroes what is outside a triangle of each square, contiguous f32 matrix. `ggml_tri`.
+    pub fn tri(&mut self, a: Tensor, kind: TriType) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_tri";
+        let f = self.op_fn(self.ops_table().ggml_tri, OP)?;
+        let pa = self.ptr(a)?;
+        let s = self.shape(a)?;
+        self.require(matches!(self.ty_of(a), Some(Type::F32) | None), OP, || {
+            "a must be f32".into()
+        })?;
+        // SAFETY: a live tensor.
+        self.require(unsafe { (self.api().ggml_is_contiguous)(pa) }, OP, || {
+            "a must be contiguous".into()
+        })?;
+        self.require(s[0] == s[1], OP, || {
+            format!("{s:?} is not square in dims 0 and 1")
+        })?;
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked; room reserved.
+        let r = unsafe { f(self.ctx(), pa, kind as c_int) };
+        self.push_op(r, OP, Some(Type::F32))
+    }
+
+    /// Concatenates along `dim` (same type; other dims equal). `ggml_concat`.
+    pub fn concat(&mut self, a: Tensor, b: Tensor, dim: i32) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_concat";
+        let f = self.op_fn(self.ops_table().ggml_concat, OP)?;
+        self.require((0..4).contains(&dim), OP, || {
+            format!("dim {dim} is not 0..4")
+        })?;
+        let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+        let ok = (0..4).all(|d| d == dim as usize || sa[d] == sb[d]);
+        self.require(ok, OP, || {
+            format!("{sa:?} and {sb:?} differ outside dim {dim}")
+        })?;
+        let (ta, tb) = (self.ty_of(a), self.ty_of(b));
+        self.require(ta.is_none() || tb.is_none() || ta == tb, OP, || {
+            "a and b differ in type".into()
+        })?;
+        let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb, dim) };
+        self.push_op(r, OP, ta)
+    }
+
+    /// Gathers rows of `a` by the i32 indices in `b` (`[n, ne2(a), ne3(a)]`). `ggml_get_rows`.
+    pub fn get_rows(&mut self, a: Tensor, b: Tensor) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_get_rows";
+        let f = self.op_fn(self.ops_table().ggml_get_rows, OP)?;
+        let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+        self.require(sa[2] == sb[1] && sa[3] == sb[2] && sb[3] == 1, OP, || {
+            format!("indices {sb:?} do not fit data {sa:?}")
+        })?;
+        self.require(matches!(self.ty_of(b), Some(Type::I32) | None), OP, || {
+            "indices must be i32".into()
+        })?;
+        let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
+        // The result is f32 unless a is i32 (ggml.c).
+        let ty = match self.ty_of(a) {
+            Some(Type::I32) => Some(Type::I32),
+            Some(_) => Some(Type::F32),
+            None => None,
+        };
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb) };
+        self.push_op(r, OP, ty)
+    }
+
+    /// Scatters the rows of `b` into `a` at the indices `c` (i64 or i32); the result is a view
+    /// of `a`. `ggml_set_rows`.
+    pub fn set_rows(&mut self, a: Tensor, b: Tensor, c: Tensor) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_set_rows";
+        let f = self.op_fn(self.ops_table().ggml_set_rows, OP)?;
+        let (sa, sb, sc) = (self.shape(a)?, self.shape(b)?, self.shape(c)?);
+        let ok = sa[0] == sb[0]
+            && sa[2] == sb[2]
+            && sa[3] == sb[3]
+            && sb[1] == sc[0]
+            && sc[1] > 0
+            && sc[2] > 0
+            && sb[2] % sc[1] == 0
+            && sb[3] % sc[2] == 0
+            && sc[3] == 1;
+        self.require(ok, OP, || {
+            format!("a {sa:?}, b {sb:?}, indices {sc:?} do not fit")
+        })?;
+        self.require(
+            matches!(self.ty_of(b), Some(Type::F32 | Type::F16) | None),
+            OP,
+            || "b must be f32 or f16".into(),
+        )?;
+        self.require(
+            matches!(self.ty_of(c), Some(Type::I64 | Type::I32) | None),
+            OP,
+            || "indices must be i64 or i32".into(),
+        )?;
+        let (pa, pb, pc) = (self.ptr(a)?, self.ptr(b)?, self.ptr(c)?);
+        let state = self.view_of(a, 0)?;
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's shape asserts checked; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb, pc) };
+        self.push(r, OP, ty, None, state)
+    }
+
+    /// The indices of each row's `k` largest elements, in no particular order. `ggml_top_k`.
+    pub fn top_k(&mut self, a: Tensor, k: i32) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_top_k";
+        let f = self.op_fn(self.ops_table().ggml_top_k, OP)?;
+        let s = self.shape(a)?;
+        self.require(k >= 0 && i64::from(k) <= s[0], OP, || {
+            format!("k = {k} for rows of {}", s[0])
+        })?;
+        let pa = self.ptr(a)?;
+        self.reserve()?;
+        // SAFETY: declared signature; k within the row as ggml asserts; room reserved.
+        let r = unsafe { f(self.ctx(), pa, k) };
+        self.push_op(r, OP, Some(Type::I32))
+    }
+
+    /// Clamps to `[min, max]`. ggml makes the result a view of `a`: the op writes in place.
+    /// `ggml_clamp`.
+    pub fn clamp(&mut self, a: Tensor, min: f32, max: f32) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_clamp";
+        let f = self.op_fn(self.ops_table().ggml_clamp, OP)?;
+        let pa = self.ptr(a)?;
+        let state = self.view_of(a, 0)?;
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; room reserved.
+        let r = unsafe { f(self.ctx(), pa, min, max) };
+        self.push(r, OP, ty, None, state)
+    }
+
+    /// Transposed 1-D convolution. ggml accepts only `p0 == 0` and `d0 == 1` (it asserts both,
+    /// though the signature takes them). `ggml_conv_transpose_1d`.
+    pub fn conv_transpose_1d(
+        &mut self,
+        a: Tensor,
+        b: Tensor,
+        s0: i32,
+        p0: i32,
+        d0: i32,
+    ) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_conv_transpose_1d";
+        let f = self.op_fn(self.ops_table().ggml_conv_transpose_1d, OP)?;
+        self.require(p0 == 0 && d0 == 1, OP, || {
+            format!("p0 = {p0}, d0 = {d0}: ggml supports only 0 and 1")
+        })?;
+        let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+        self.require(
+            sb[2] == 1 && sb[3] == 1 && sa[2] == sb[1] && sa[3] == 1,
+            OP,
+            || format!("kernel {sa:?} and data {sb:?} do not fit"),
+        )?;
+        let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb, s0, p0, d0) };
+        self.push_op(r, OP, Some(Type::F32))
+    }
+
+    /// Rotary position embedding: `a` `[n_embd, n_head, n_tokens, ...]`, positions `b` (i32,
+    /// `n_tokens`), optional frequency factors `c`. `ggml_rope_ext`.
+    pub fn rope_ext(
+        &mut self,
+        a: Tensor,
+        b: Tensor,
+        c: Option<Tensor>,
+        p: RopeParams,
+    ) -> Result<Tensor, GraphError> {
+        const OP: &str = "ggml_rope_ext";
+        let f = self.op_fn(self.ops_table().ggml_rope_ext, OP)?;
+        let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+        self.require(p.mode & 1 == 0, OP, || {
+            "mode & 1 is no longer supported by ggml".into()
+        })?;
+        self.require(sb[1] == 1 && sb[2] == 1 && sb[3] == 1, OP, || {
+            "positions must be a vector".into()
+        })?;
+        self.require(matches!(self.ty_of(b), Some(Type::I32) | None), OP, || {
+            "positions must be i32".into()
+        })?;
+        let want = if p.mode & crate::types::rope_mode::MROPE != 0 {
+            sa[2] * 4
+        } else {
+            sa[2]
+        };
+        self.require(sb[0] == want, OP, || {
+            format!("{} positions for {} tokens", sb[0], sa[2])
+        })?;
+        let (pa, pb, pc) = (self.ptr(a)?, self.ptr(b)?, Arg::c(c, self)?);
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; ggml's asserts checked; room reserved.
+        let r = unsafe {
+            f(
+                self.ctx(),
+                pa,
+                pb,
+                pc,
+                p.n_dims,
+                p.mode,
+                p.n_ctx_orig,
+                p.freq_base,
+                p.freq_scale,
+                p.ext_factor,
+                p.attn_factor,
+                p.beta_fast,
+                p.beta_slow,
+            )
+        };
+        self.push_op(r, OP, ty)
+    }
+
+    /// An element-wise unary op, through its own entry point (`ggml_silu`, `ggml_gelu_erf`, ...).
+    pub fn unary(&mut self, a: Tensor, op: UnaryOp) -> Result<Tensor, GraphError> {
+        let o = self.ops_table();
+        let (f, sym) = match op {
+            UnaryOp::Abs => (o.ggml_abs, "ggml_abs"),
+            UnaryOp::Sgn => (o.ggml_sgn, "ggml_sgn"),
+            UnaryOp::Neg => (o.ggml_neg, "ggml_neg"),
+            UnaryOp::Step => (o.ggml_step, "ggml_step"),
+            UnaryOp::Tanh => (o.ggml_tanh, "ggml_tanh"),
+            UnaryOp::Elu => (o.ggml_elu, "ggml_elu"),
+            UnaryOp::Relu => (o.ggml_relu, "ggml_relu"),
+            UnaryOp::Sigmoid => (o.ggml_sigmoid, "ggml_sigmoid"),
+            UnaryOp::Gelu => (o.ggml_gelu, "ggml_gelu"),
+            UnaryOp::GeluQuick => (o.ggml_gelu_quick, "ggml_gelu_quick"),
+            UnaryOp::GeluErf => (o.ggml_gelu_erf, "ggml_gelu_erf"),
+            UnaryOp::Silu => (o.ggml_silu, "ggml_silu"),
+            UnaryOp::Hardswish => (o.ggml_hardswish, "ggml_hardswish"),
+            UnaryOp::Hardsigmoid => (o.ggml_hardsigmoid, "ggml_hardsigmoid"),
+            UnaryOp::Exp => (o.ggml_exp, "ggml_exp"),
+            UnaryOp::Expm1 => (o.ggml_expm1, "ggml_expm1"),
+            UnaryOp::Softplus => (o.ggml_softplus, "ggml_softplus"),
+            UnaryOp::Floor => (o.ggml_floor, "ggml_floor"),
+            UnaryOp::Ceil => (o.ggml_ceil, "ggml_ceil"),
+            UnaryOp::Round => (o.ggml_round, "ggml_round"),
+            UnaryOp::Trunc => (o.ggml_trunc, "ggml_trunc"),
+        };
+        let f = self.op_fn(f, sym)?;
+        let pa = self.ptr(a)?;
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; room reserved.
+        let r = unsafe { f(self.ctx(), pa) };
+        self.push_op(r, sym, ty)
+    }
+
+    /// A gated linear unit over one tensor: each row's second half gates its first (the other
+    /// way round with `swapped`); the result has half the columns.
+    pub fn glu(&mut self, a: Tensor, op: GluOp, swapped: bool) -> Result<Tensor, GraphError> {
+        let o = self.ops_table();
+        let (f, sym) = match (op, swapped) {
+            (GluOp::Reglu, false) => (o.ggml_reglu, "ggml_reglu"),
+            (GluOp::Reglu, true) => (o.ggml_reglu_swapped, "ggml_reglu_swapped"),
+            (GluOp::Geglu, false) => (o.ggml_geglu, "ggml_geglu"),
+            (GluOp::Geglu, true) => (o.ggml_geglu_swapped, "ggml_geglu_swapped"),
+            (GluOp::Swiglu, false) => (o.ggml_swiglu, "ggml_swiglu"),
+            (GluOp::Swiglu, true) => (o.ggml_swiglu_swapped, "ggml_swiglu_swapped"),
+            (GluOp::GegluErf, false) => (o.ggml_geglu_erf, "ggml_geglu_erf"),
+            (GluOp::GegluErf, true) => (o.ggml_geglu_erf_swapped, "ggml_geglu_erf_swapped"),
+            (GluOp::GegluQuick, false) => (o.ggml_geglu_quick, "ggml_geglu_quick"),
+            (GluOp::GegluQuick, true) => (o.ggml_geglu_quick_swapped, "ggml_geglu_quick_swapped"),
+        };
+        let f = self.op_fn(f, sym)?;
+        let pa = self.ptr(a)?;
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; room reserved.
+        let r = unsafe { f(self.ctx(), pa) };
+        self.push_op(r, sym, ty)
+    }
+
+    /// A gated linear unit with the gate in its own tensor `b` (same shape as `a`).
+    pub fn glu_split(&mut self, a: Tensor, b: Tensor, op: GluOp) -> Result<Tensor, GraphError> {
+        let o = self.ops_table();
+        let (f, sym) = match op {
+            GluOp::Reglu => (o.ggml_reglu_split, "ggml_reglu_split"),
+            GluOp::Geglu => (o.ggml_geglu_split, "ggml_geglu_split"),
+            GluOp::Swiglu => (o.ggml_swiglu_split, "ggml_swiglu_split"),
+            GluOp::GegluErf => (o.ggml_geglu_erf_split, "ggml_geglu_erf_split"),
+            GluOp::GegluQuick => (o.ggml_geglu_quick_split, "ggml_geglu_quick_split"),
+        };
+        let f = self.op_fn(f, sym)?;
+        let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
+        // SAFETY: live tensors.
+        let same = unsafe { (self.api().ggml_are_same_shape)(pa, pb) };
+        self.require(same, sym, || "a and b must have the same shape".into())?;
+        let ty = self.ty_of(a);
+        self.reserve()?;
+        // SAFETY: declared signature; room reserved.
+        let r = unsafe { f(self.ctx(), pa, pb) };
+        self.push_op(r, sym, ty)
+    }
+
+    /// SwiGLU over one tensor (`glu(a, Swiglu, false)`).
+    pub fn swiglu(&mut self, a: Tensor) -> Result<Tensor, GraphError> {
+        self.glu(a, GluOp::Swiglu, false)
+    }
+
+    /// GeGLU over one tensor (`glu(a, Geglu, false)`).
+    pub fn geglu(&mut self, a: Tensor) -> Result<Tensor, GraphError> {
+        self.glu(a, GluOp::Geglu, false)
+    }
+
+    /// Calls an entry point this crate does not wrap, with the graph's context, and records its
+    /// result (of element type `ty`, if known).
+    ///
+    /// # Safety
+    /// `build` must call a ggml op constructor of the loaded build correctly: with the context
+    /// it is given and tensors from [`raw_tensor`](Graph::raw_tensor) of this graph, returning
+    /// the new tensor. It may make at most three tensors.
+    pub unsafe fn raw_op(
+        &mut self,
+        sym: &'static str,
+        ty: Option<Type>,
+        build: impl FnOnce(*mut c_void) -> *mut c_void,
+    ) -> Result<Tensor, GraphError> {
+        self.reserve()?;
+        let r = build(self.ctx());
+        self.push_op(r, sym, ty)
+    }
+
+    /// The `struct ggml_tensor *` behind a handle, for [`raw_op`](Graph::raw_op).
+    pub fn raw_tensor(&self, t: Tensor) -> Result<*mut c_void, GraphError> {
+        self.ptr(t)
+    }
+}
