@@ -1,6 +1,7 @@
 //! kedge's ops. Each module holds one op: its f64 reference, its impls (the `.cu` file beside
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
+pub mod ggml;
 pub mod l2_norm;
 pub mod norm;
 pub mod rms_norm;
@@ -11,7 +12,9 @@ use kedge_core::{Op, Registry};
 
 /// Every op kedge ships, in report order.
 pub fn all_ops() -> Vec<&'static dyn Op> {
-    vec![&rms_norm::OP, &norm::OP, &l2_norm::OP]
+    let mut ops: Vec<&'static dyn Op> = vec![&rms_norm::OP, &norm::OP, &l2_norm::OP];
+    ops.extend(ggml::table::TABLE.iter().map(|e| e as &'static dyn Op));
+    ops
 }
 
 pub fn registry() -> Registry {

@@ -14,15 +14,18 @@ use kedge_core::*;
 /// ggml switches from the small block to 1024 threads at ncols 1024 (norm.cu).
 pub const BLOCK_SWITCH: i64 = 1024;
 
-/// How a row normalization is written in test-backend-ops.
+/// How a row normalization is written in test-backend-ops: the constructor and where the view
+/// flag goes. Checked against the pinned `tests/test-backend-ops.cpp`: `test_rms_norm(type, ne,
+/// v, eps, inplace)`, `test_norm(type, ne, v, eps, noncontig_rows)`, `test_l2_norm(type, ne,
+/// eps, v, noncontig_rows)`.
 pub struct Upstream {
     /// `test_rms_norm`
     pub ctor: &'static str,
     /// `RMS_NORM`
     pub op_name: &'static str,
-    /// The constructor takes test-backend-ops' view flag `v` after `ne`.
-    pub has_view: bool,
-    /// What `vars()` prints after eps (`,inplace=0`), if anything.
+    /// The view flag `v` comes after eps (test_l2_norm) rather than before it.
+    pub eps_first: bool,
+    /// What `vars()` prints after the last of type, ne, v and eps (`,inplace=0`).
     pub vars_suffix: &'static str,
 }
 
@@ -126,38 +129,31 @@ impl Op for RowNormOp {
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         let eps = self.eps(case);
         let u = &self.upstream;
-        // A padded case maps to upstream's v=1, which views half of every dimension; an op
-        // without the flag is written dense (the launch geometry, which is what fails, does
-        // not depend on the padding).
-        let (v, ne) = if u.has_view {
-            upstream_view(case)
+        // A padded case maps to upstream's v=1, which views half of every dimension.
+        let (v, ne) = upstream_view(case);
+        let (args, vars) = if u.eps_first {
+            (
+                format!("{}, {v}", cpp_float(eps)),
+                format!("eps={},v={}", ggml_float(eps), v as i32),
+            )
         } else {
-            (false, case.ne)
-        };
-        let view_arg = if u.has_view {
-            format!(", {v}")
-        } else {
-            String::new()
-        };
-        let view_var = if u.has_view {
-            format!(",v={}", v as i32)
-        } else {
-            String::new()
+            (
+                format!("{v}, {}", cpp_float(eps)),
+                format!("v={},eps={}", v as i32, ggml_float(eps)),
+            )
         };
         Some(UpstreamRepro {
             test_case_line: format!(
-                "test_cases.emplace_back(new {}({}, {}{view_arg}, {}));",
+                "test_cases.emplace_back(new {}({}, {}, {args}));",
                 u.ctor,
                 case.dtype.ggml_type(),
                 cpp_ne(&ne),
-                cpp_float(eps)
             ),
             op_name: u.op_name.into(),
             vars: format!(
-                "type={},ne={}{view_var},eps={}{}",
+                "type={},ne={},{vars}{}",
                 case.dtype,
                 vars_ne(&ne),
-                ggml_float(eps),
                 u.vars_suffix
             ),
         })

@@ -49,12 +49,11 @@ pub static OP: RowNormOp = RowNormOp {
     eps,
     row: l2_norm_row,
     impls: &[&GGML, &CLAMPED],
-    // test_l2_norm(type, ne, eps) has no view flag: a padded case is written dense.
     upstream: Upstream {
         ctor: "test_l2_norm",
         op_name: "L2_NORM",
-        has_view: false,
-        vars_suffix: "",
+        eps_first: true,
+        vars_suffix: ",noncontig_rows=0",
     },
     reach_ne2: REACH_NE2,
     reach_ne3: REACH_NE3,
@@ -179,14 +178,27 @@ mod tests {
     }
 
     #[test]
+    /// test_l2_norm(type, ne, eps, v, noncontig_rows): eps before the view flag, unlike
+    /// test_norm (tests/test-backend-ops.cpp of the pinned ggml).
     fn upstream_line_and_vars() {
         let r = OP.upstream(&case([64, 1, 65536, 1])).unwrap();
         assert_eq!(
             r.test_case_line,
-            "test_cases.emplace_back(new test_l2_norm(GGML_TYPE_F32, {64, 1, 65536, 1}, 1e-12f));"
+            "test_cases.emplace_back(new test_l2_norm(GGML_TYPE_F32, {64, 1, 65536, 1}, 1e-12f, false));"
         );
-        assert_eq!(r.vars, "type=f32,ne=[64,1,65536,1],eps=0.000000");
+        assert_eq!(
+            r.vars,
+            "type=f32,ne=[64,1,65536,1],eps=0.000000,v=0,noncontig_rows=0"
+        );
         assert_eq!(r.op_name, "L2_NORM");
+        let r = OP
+            .upstream(&case([32, 3, 2, 1]).with_param("row_pad", 5))
+            .unwrap();
+        assert!(
+            r.test_case_line.contains("{64, 6, 4, 2}, 1e-12f, true"),
+            "{}",
+            r.test_case_line
+        );
     }
 
     proptest::proptest! {

@@ -35,7 +35,7 @@ pub static OP: RowNormOp = RowNormOp {
     upstream: Upstream {
         ctor: "test_rms_norm",
         op_name: "RMS_NORM",
-        has_view: true,
+        eps_first: false,
         vars_suffix: ",inplace=0",
     },
     reach_ne2: REACH_NE2,

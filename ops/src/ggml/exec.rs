@@ -1,0 +1,355 @@
+//! Running a case on a ggml backend: the op's tensors made in a ggml graph (strided inputs as
+//! views of their own base tensor), each in its own buffer, inputs uploaded, outputs poisoned,
+//! computed, read back.
+
+use kedge_core::contract::imp::{BackendImpl, BackendRun};
+use kedge_core::cuda::RunError;
+use kedge_core::judge::result::{Allocation, LibraryInfo};
+use kedge_core::model::host::poison_pattern;
+use kedge_core::model::shape::dense_strides;
+use kedge_core::*;
+use kedge_ggml::{
+    Backend, ComputeError, DeviceKind, Ggml, Graph, GraphError, GraphOptions, Placement, Tensor,
+    Type,
+};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Builds an op's node(s) from its input tensors (in the op's spec order, views already made),
+/// returning its outputs in spec order.
+pub type GraphFn = fn(&mut Graph, &Case, &[Tensor]) -> Result<Vec<Tensor>, GraphError>;
+
+/// An op on one backend device of a ggml build.
+pub struct GgmlImpl {
+    ggml: Ggml,
+    op: &'static str,
+    device: String,
+    description: String,
+    name: String,
+    about: String,
+    graph: GraphFn,
+}
+
+impl GgmlImpl {
+    pub fn new(
+        ggml: Ggml,
+        op: &'static str,
+        device: &str,
+        description: &str,
+        graph: GraphFn,
+    ) -> Self {
+        GgmlImpl {
+            ggml,
+            op,
+            device: device.to_string(),
+            description: description.to_string(),
+            name: format!("ggml:{device}"),
+            about: format!(
+                "ggml {} ({}) on {device} ({description}): ggml's own kernels and launch code",
+                ggml.version(),
+                ggml.commit()
+            ),
+            graph,
+        }
+    }
+    pub fn impl_name(&self) -> String {
+        self.name.clone()
+    }
+    fn library(&self) -> LibraryInfo {
+        LibraryInfo {
+            name: "ggml".into(),
+            version: self.ggml.version(),
+            commit: self.ggml.commit(),
+            device: format!("{}: {}", self.device, self.description),
+        }
+    }
+}
+
+impl Impl for GgmlImpl {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn role(&self) -> ImplRole {
+        ImplRole::External
+    }
+    fn about(&self) -> &str {
+        &self.about
+    }
+    fn plan(&self, _case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        Ok(Plan {
+            unchecked: vec![format!(
+                "{} runs {} through ggml's own launch code: kedge cannot see its grid (the generated boundaries probe it)",
+                self.name, self.op
+            )],
+            ..Plan::default()
+        })
+    }
+    fn backend(&self) -> Option<&dyn BackendImpl> {
+        Some(self)
+    }
+}
+
+/// The ggml type of a kedge dtype.
+pub fn ggml_type(d: DType) -> Result<Type, RunError> {
+    Ok(match d {
+        DType::F32 => Type::F32,
+        DType::F16 => Type::F16,
+        DType::Bf16 => Type::BF16,
+        DType::I32 => Type::I32,
+        DType::U8 => Type::I8,
+    })
+}
+
+/// Backends are started once per process (a CUDA backend's start costs a context).
+fn backend(ggml: Ggml, device: &str) -> Result<&'static Mutex<Backend>, RunError> {
+    static BACKENDS: OnceLock<Mutex<HashMap<String, &'static Mutex<Backend>>>> = OnceLock::new();
+    let map = BACKENDS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut m = map
+        .lock()
+        .map_err(|_| RunError::Impl("a ggml backend's lock was poisoned".into()))?;
+    if let Some(b) = m.get(device) {
+        return Ok(b);
+    }
+    let b = ggml
+        .backend(device)
+        .map_err(|e| RunError::Unsupported(e.to_string()))?;
+    if b.kind() == DeviceKind::Cpu {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        b.set_n_threads(n);
+    }
+    let b: &'static Mutex<Backend> = Box::leak(Box::new(Mutex::new(b)));
+    m.insert(device.to_string(), b);
+    Ok(b)
+}
+
+fn graph_err(e: GraphError) -> RunError {
+    match e {
+        GraphError::OutOfMemory { .. } => RunError::Resource(e.to_string()),
+        GraphError::MissingOp(_) | GraphError::Shape { .. } => RunError::Unsupported(e.to_string()),
+        other => RunError::Impl(other.to_string()),
+    }
+}
+
+/// A built graph: the graph, the tensors to upload (base, spec index), the outputs.
+pub struct Built {
+    pub graph: Graph,
+    pub uploads: Vec<(Tensor, usize)>,
+    pub outputs: Vec<Tensor>,
+}
+
+/// What a backend run read back: outputs in spec order, every allocation, the allocation
+/// modes that did not apply.
+pub struct Ran {
+    pub outputs: Vec<HostTensor>,
+    pub allocations: Vec<Allocation>,
+    pub not_applied: Option<String>,
+}
+
+/// The op's tensors in a ggml graph: inputs (a strided one as a view of its own base tensor),
+/// then the op's node(s). Returns the graph, the tensors to upload (base, spec index) and the
+/// outputs in spec order.
+pub fn build(
+    ggml: Ggml,
+    case: &Case,
+    specs: &[TensorSpec],
+    graph: GraphFn,
+) -> Result<Built, RunError> {
+    let mut g = ggml
+        .graph(GraphOptions { max_tensors: 64 })
+        .map_err(graph_err)?;
+    let mut uploads = Vec::new();
+    let mut ins = Vec::new();
+    for (i, s) in specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Input)
+    {
+        let ty = ggml_type(s.dtype)?;
+        let t = if s.nb == dense_strides(&s.ne, s.dtype) {
+            let t = g.new_tensor(ty, &s.ne).map_err(graph_err)?;
+            uploads.push((t, i));
+            t
+        } else {
+            let n = (s.bytes / s.dtype.size()) as i64;
+            let base = g.new_tensor_1d(ty, n).map_err(graph_err)?;
+            g.set_name(base, &format!("{}.base", s.name))
+                .map_err(graph_err)?;
+            uploads.push((base, i));
+            // ggml takes the strides after the first (an element's own size).
+            let nb = [s.nb[1] as usize, s.nb[2] as usize, s.nb[3] as usize];
+            g.view(base, &s.ne, &nb, 0).map_err(graph_err)?
+        };
+        g.set_name(t, &s.name).map_err(graph_err)?;
+        ins.push(t);
+    }
+    let outs = graph(&mut g, case, &ins).map_err(graph_err)?;
+    let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+    if outs.len() != out_specs.len() {
+        return Err(RunError::Impl(format!(
+            "the ggml graph of {} gave {} outputs, the op declares {}",
+            case.op,
+            outs.len(),
+            out_specs.len()
+        )));
+    }
+    for (t, s) in outs.iter().zip(&out_specs) {
+        let shape = g.shape(*t).map_err(graph_err)?;
+        if shape != s.ne {
+            return Err(RunError::Impl(format!(
+                "the ggml graph of {} gives {} a shape {:?}, the op declares {:?}",
+                case.op, s.name, shape, s.ne
+            )));
+        }
+        g.set_name(*t, &s.name).map_err(graph_err)?;
+    }
+    g.build(&outs).map_err(graph_err)?;
+    Ok(Built {
+        graph: g,
+        uploads,
+        outputs: outs,
+    })
+}
+
+/// Run `graph` for a case on a backend: supported check, allocation in the case's mode where the
+/// backend lets kedge place memory, upload, poison, compute, read back.
+pub fn run_on(
+    ggml: Ggml,
+    device: &str,
+    case: &Case,
+    specs: &[TensorSpec],
+    inputs: &[HostTensor],
+    graph: GraphFn,
+) -> Result<Ran, RunError> {
+    let Built {
+        graph: mut g,
+        uploads,
+        outputs: outs,
+    } = build(ggml, case, specs, graph)?;
+    let b = backend(ggml, device)?;
+    let b = b
+        .lock()
+        .map_err(|_| RunError::Impl("a ggml backend's lock was poisoned".into()))?;
+    let unsupported = g.unsupported(&b);
+    if !unsupported.is_empty() {
+        return Err(RunError::Unsupported(format!(
+            "ggml's {device} backend does not support {} (ggml_backend_dev_supports_op)",
+            unsupported
+                .iter()
+                .map(|u| format!("{} ({})", u.op, u.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let host = b.is_host();
+    let not_applied = match (case.alloc, host) {
+        (AllocMode::Exact, _) => None,
+        (AllocMode::Guard | AllocMode::GuardFront, true) => None,
+        (mode, true) => Some(format!(
+            "{mode}: not applied on ggml's {device} backend (red zones need kedge-made device memory); ran as exact"
+        )),
+        (mode, false) => Some(format!(
+            "{mode}: not applied on ggml's {device} backend, whose buffers are its own allocations; ran as exact (memcheck on these exact buffers covers reads past a tensor)"
+        )),
+    };
+    let placement = match (case.alloc, host) {
+        (AllocMode::Guard, true) => Some(true),
+        (AllocMode::GuardFront, true) => Some(false),
+        _ => None,
+    };
+    match placement {
+        None => g.alloc(&b).map_err(graph_err)?,
+        Some(after) => g
+            .alloc_with(&b, |_| {
+                if after {
+                    Placement::GuardAfter
+                } else {
+                    Placement::GuardBefore
+                }
+            })
+            .map_err(graph_err)?,
+    }
+    let mut inputs_iter = inputs.iter();
+    let mut by_spec: HashMap<usize, &HostTensor> = HashMap::new();
+    for (i, _) in specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Input)
+    {
+        if let Some(h) = inputs_iter.next() {
+            by_spec.insert(i, h);
+        }
+    }
+    for (t, i) in &uploads {
+        let h = by_spec
+            .get(i)
+            .ok_or_else(|| RunError::Impl(format!("no data for input {}", specs[*i].name)))?;
+        g.set_data(*t, &h.bytes).map_err(graph_err)?;
+    }
+    let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?;
+    }
+    g.compute(&b).map_err(|e| match e {
+        ComputeError::Graph(e) => graph_err(e),
+        other => RunError::Impl(other.to_string()),
+    })?;
+    let mut results = Vec::new();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        let bytes = g.get_data(*t).map_err(graph_err)?;
+        results.push(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes));
+    }
+    let allocations = g
+        .allocations()
+        .into_iter()
+        .map(|a| Allocation {
+            name: a.name,
+            base: a.base as u64,
+            bytes: a.bytes as u64,
+        })
+        .collect();
+    Ok(Ran {
+        outputs: results,
+        allocations,
+        not_applied,
+    })
+}
+
+impl BackendImpl for GgmlImpl {
+    fn execute(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+        inputs: &[HostTensor],
+    ) -> Result<BackendRun, RunError> {
+        let ran = run_on(self.ggml, &self.device, case, specs, inputs, self.graph)?;
+        Ok(BackendRun {
+            outputs: ran.outputs,
+            allocations: ran.allocations,
+            library: self.library(),
+            not_applied: ran.not_applied,
+            facts: Default::default(),
+        })
+    }
+}
+
+/// The reference of an op that has no f64 one: the same graph on ggml's CPU backend from the
+/// same build (test-backend-ops' method), in logical order.
+pub fn cpu_reference(
+    case: &Case,
+    specs: &[TensorSpec],
+    inputs: &[HostTensor],
+    graph: GraphFn,
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    let bad = |msg: String| CaseError::BadInput {
+        op: case.op.clone(),
+        msg,
+    };
+    let ggml = Ggml::loaded().ok_or_else(|| {
+        bad("its reference is ggml's CPU backend, and no ggml build is loaded (--ggml DIR)".into())
+    })?;
+    let mut exact = case.clone();
+    exact.alloc = AllocMode::Exact;
+    let ran = run_on(ggml, "CPU", &exact, specs, inputs, graph)
+        .map_err(|e| bad(format!("ggml's CPU backend (the reference) failed: {e}")))?;
+    Ok(ran.outputs.iter().map(HostTensor::to_f64).collect())
+}
