@@ -314,7 +314,73 @@ pub fn run_on(
     })
 }
 
+/// Time `graph`'s compute on a backend, with everything allocated and uploaded once: the host's
+/// wall time around each compute call (which synchronizes), as test-backend-ops' perf mode.
+fn time_on(
+    ggml: Ggml,
+    device: &str,
+    case: &Case,
+    specs: &[TensorSpec],
+    inputs: &[HostTensor],
+    graph: GraphFn,
+    warmup: u32,
+    reps: u32,
+) -> Result<Vec<f64>, RunError> {
+    let Built {
+        graph: mut g,
+        uploads,
+        ..
+    } = build(ggml, case, specs, graph)?;
+    let b = backend(ggml, device)?;
+    let b = b
+        .lock()
+        .map_err(|_| RunError::Impl("a ggml backend's lock was poisoned".into()))?;
+    g.alloc(&b).map_err(graph_err)?;
+    let input_specs: Vec<usize> = specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Input)
+        .map(|(i, _)| i)
+        .collect();
+    for (t, i) in &uploads {
+        let k = input_specs.iter().position(|x| x == i);
+        let h = k
+            .and_then(|k| inputs.get(k))
+            .ok_or_else(|| RunError::Impl(format!("no data for input {}", specs[*i].name)))?;
+        g.set_data(*t, &h.bytes).map_err(graph_err)?;
+    }
+    let mut times = Vec::with_capacity(reps as usize);
+    for i in 0..warmup + reps {
+        let t0 = std::time::Instant::now();
+        g.compute(&b).map_err(|e| RunError::Impl(e.to_string()))?;
+        if i >= warmup {
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(times)
+}
+
 impl BackendImpl for GgmlImpl {
+    fn time(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+        inputs: &[HostTensor],
+        warmup: u32,
+        reps: u32,
+    ) -> Result<Vec<f64>, RunError> {
+        time_on(
+            self.ggml,
+            &self.device,
+            case,
+            specs,
+            inputs,
+            self.graph,
+            warmup,
+            reps,
+        )
+    }
+
     fn execute(
         &self,
         case: &Case,

@@ -125,6 +125,21 @@ pub trait BackendImpl: Send + Sync {
         specs: &[TensorSpec],
         inputs: &[HostTensor],
     ) -> Result<BackendRun, RunError>;
+
+    /// Time the library's compute alone (no uploads or downloads): `warmup` untimed runs, then
+    /// `reps` timed ones, in milliseconds each. The default says the library cannot be timed.
+    fn time(
+        &self,
+        _case: &Case,
+        _specs: &[TensorSpec],
+        _inputs: &[HostTensor],
+        _warmup: u32,
+        _reps: u32,
+    ) -> Result<Vec<f64>, RunError> {
+        Err(RunError::Unsupported(
+            "this library impl cannot be timed".into(),
+        ))
+    }
 }
 
 /// What a backend run gives back.

@@ -133,6 +133,11 @@ pub trait Op: Send + Sync {
     fn probe_base(&self) -> Option<ProbeBase> {
         None
     }
+    /// Floating-point operations of one run (a GEMM's 2·M·N·K), for kernel timing; `None`: the
+    /// op is judged by the bytes it moves.
+    fn flops(&self, _case: &Case) -> Option<u64> {
+        None
+    }
     /// What the reference is, as the verdict names it.
     fn reference_source(&self) -> &'static str {
         "f64 CPU reference"

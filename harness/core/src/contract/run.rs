@@ -15,6 +15,9 @@ pub struct RunCtx<'a> {
     pub dev: &'a mut Device,
     pub tensors: &'a [DeviceAlloc],
     pub alloc: AllocMode,
+    /// Synchronize and check after every launch (the default). Kernel timing turns it off and
+    /// checks once after the timed region, so the host's wait is not timed.
+    pub sync_each_launch: bool,
     scratch: Vec<DeviceAlloc>,
     launched: Vec<String>,
     facts: serde_json::Map<String, serde_json::Value>,
@@ -34,6 +37,7 @@ impl<'a> RunCtx<'a> {
             dev,
             tensors,
             alloc,
+            sync_each_launch: true,
             scratch: Vec::new(),
             launched: Vec::new(),
             facts: serde_json::Map::new(),
@@ -120,8 +124,9 @@ impl<'a> RunCtx<'a> {
     pub fn launch(&mut self, l: &LaunchPlan) -> Result<(), RunError> {
         let mut args = self.resolve(&l.args, [0, 0, 0])?;
         self.launched.push(l.to_string());
+        let sync = self.sync_each_launch;
         self.dev
-            .launch(&l.kernel, l.grid, l.block, l.smem, &mut args, l)
+            .launch(&l.kernel, l.grid, l.block, l.smem, &mut args, l, sync)
     }
 
     /// Launch a planned kernel with arguments known only at run time (a plugin's, a library
@@ -130,8 +135,9 @@ impl<'a> RunCtx<'a> {
     pub fn launch_with(&mut self, l: &LaunchPlan, args: &[KArg]) -> Result<(), RunError> {
         let mut a = args.to_vec();
         self.launched.push(l.to_string());
+        let sync = self.sync_each_launch;
         self.dev
-            .launch(&l.kernel, l.grid, l.block, l.smem, &mut a, l)
+            .launch(&l.kernel, l.grid, l.block, l.smem, &mut a, l, sync)
     }
 
     /// Run a plan as stated: the launch list once per repeat point, innermost level first.
@@ -150,8 +156,9 @@ impl<'a> RunCtx<'a> {
                 for i1 in 0..n1 {
                     for l in &plan.launches {
                         let mut args = self.resolve(&l.args, [i1, i2, i3])?;
+                        let sync = self.sync_each_launch;
                         self.dev
-                            .launch(&l.kernel, l.grid, l.block, l.smem, &mut args, l)?;
+                            .launch(&l.kernel, l.grid, l.block, l.smem, &mut args, l, sync)?;
                     }
                 }
             }

@@ -209,8 +209,9 @@ impl Device {
     }
 
     /// Launch `kernel` with its arguments and check the driver's answer: a refused launch is
-    /// `LaunchRefused` (naming `what`, the launch as planned), a fault at the synchronization
-    /// that follows every launch is attributed to it.
+    /// `LaunchRefused` (naming `what`, the launch as planned). With `sync`, the stream is
+    /// synchronized after the launch, so a fault is attributed to the launch that caused it;
+    /// without it (kernel timing), the caller synchronizes and checks after the timed region.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &mut self,
@@ -220,6 +221,7 @@ impl Device {
         smem: u64,
         args: &mut [KArg],
         what: &dyn std::fmt::Display,
+        sync: bool,
     ) -> Result<(), RunError> {
         let f = self.function(kernel, &[])?;
         if smem > 48 * 1024 {
@@ -270,8 +272,20 @@ impl Device {
                 plan: what.to_string(),
             });
         }
-        // Check after every launch: a fault is attributed to the launch that caused it.
-        self.synchronize(&format!("launch of {what}"))
+        if sync {
+            // Check after every launch: a fault is attributed to the launch that caused it.
+            self.synchronize(&format!("launch of {what}"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A device-to-device copy of `bytes` bytes from `src` to `dst`, on the stream.
+    pub fn copy_d2d(&self, dst: u64, src: u64, bytes: usize) -> Result<(), RunError> {
+        // SAFETY: both ranges lie in allocations of at least `bytes` bytes (the caller's).
+        driver("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.cu_stream())
+        })
     }
 
     /// A deliberate, harmless API error between cases. compute-sanitizer records it as an

@@ -3,6 +3,7 @@
 //! canaries, copy back, compare with the reference. The CPU side (`check_on_cpu`) is the same
 //! plan check and reference without a device.
 
+pub mod bench;
 mod cpu;
 mod reference;
 
