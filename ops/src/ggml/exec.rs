@@ -316,6 +316,7 @@ pub fn run_on(
 
 /// Time `graph`'s compute on a backend, with everything allocated and uploaded once: the host's
 /// wall time around each compute call (which synchronizes), as test-backend-ops' perf mode.
+#[allow(clippy::too_many_arguments)]
 fn time_on(
     ggml: Ggml,
     device: &str,
