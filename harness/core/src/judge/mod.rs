@@ -2,5 +2,6 @@
 //! error, the first bad element), poison survivors, and the result record every verdict is
 //! written as.
 
+pub mod abort;
 pub mod compare;
 pub mod result;

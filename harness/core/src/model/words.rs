@@ -24,12 +24,15 @@ pub enum Verdict {
     Unsupported,
     /// No error, but no work done.
     SilentFailure,
+    /// The library under test aborted the process on a case its backend said it supports (a
+    /// failed assertion): no verdict of the device's, but a crash a user would hit.
+    Crash,
     /// The CPU-side checks ran (plan and reference) but the device part was skipped.
     Skipped,
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 16] = [
+    pub const ALL: [Verdict; 17] = [
         Verdict::Pass,
         Verdict::WrongValues,
         Verdict::UnwrittenOutput,
@@ -45,6 +48,7 @@ impl Verdict {
         Verdict::ResourceLimit,
         Verdict::Unsupported,
         Verdict::SilentFailure,
+        Verdict::Crash,
         Verdict::Skipped,
     ];
     pub fn name(self) -> &'static str {
@@ -64,6 +68,7 @@ impl Verdict {
             Verdict::ResourceLimit => "resource-limit",
             Verdict::Unsupported => "unsupported",
             Verdict::SilentFailure => "silent-failure",
+            Verdict::Crash => "crash",
             Verdict::Skipped => "skipped",
         }
     }
@@ -84,7 +89,7 @@ impl Verdict {
             Verdict::Race | Verdict::SyncError | Verdict::UninitRead => 5,
             Verdict::LaunchError | Verdict::ResourceLimit => 6,
             Verdict::OobRead | Verdict::OobWrite => 7,
-            Verdict::DeviceFault | Verdict::Timeout => 8,
+            Verdict::DeviceFault | Verdict::Timeout | Verdict::Crash => 8,
         }
     }
 }
@@ -135,6 +140,9 @@ pub enum Detector {
     Supervisor,
     /// The impl itself (a clear refusal: `unsupported`).
     Impl,
+    /// The library's abort hook: its own words as it aborted the process (ggml's
+    /// `ggml_set_abort_callback`), which name a CUDA error or a failed assertion.
+    Abort,
     /// Nothing looked (pass verdicts name no detector).
     None,
 }
@@ -156,6 +164,7 @@ impl Detector {
             Detector::Synccheck => "synccheck",
             Detector::Supervisor => "supervisor",
             Detector::Impl => "impl",
+            Detector::Abort => "abort",
             Detector::None => "none",
         }
     }
