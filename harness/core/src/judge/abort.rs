@@ -10,9 +10,10 @@ pub fn classify(message: &str, log: &[String]) -> (Verdict, Detector) {
     let all: Vec<&str> = std::iter::once(message)
         .chain(log.iter().map(String::as_str))
         .collect();
-    let cuda = all
-        .iter()
-        .find_map(|l| l.split_once("CUDA error: ").map(|(_, e)| e.trim().to_string()));
+    let cuda = all.iter().find_map(|l| {
+        l.split_once("CUDA error: ")
+            .map(|(_, e)| e.trim().to_string())
+    });
     match cuda {
         Some(e) => {
             let e = e.to_ascii_lowercase();
@@ -69,12 +70,21 @@ mod tests {
             (Verdict::DeviceFault, Detector::DeviceSync)
         );
         let oom = vec!["CUDA error: out of memory".to_string()];
-        assert_eq!(classify("x", &oom), (Verdict::ResourceLimit, Detector::Driver));
         assert_eq!(
-            classify("ggml.c:1234: GGML_ASSERT(ggml_is_contiguous(a)) failed", &[]),
+            classify("x", &oom),
+            (Verdict::ResourceLimit, Detector::Driver)
+        );
+        assert_eq!(
+            classify(
+                "ggml.c:1234: GGML_ASSERT(ggml_is_contiguous(a)) failed",
+                &[]
+            ),
             (Verdict::Crash, Detector::Abort)
         );
         let s = summarize("common.cuh:1668: CUDA error", &launch);
-        assert!(s.contains("invalid argument") && s.contains("common.cuh:1668"), "{s}");
+        assert!(
+            s.contains("invalid argument") && s.contains("common.cuh:1668"),
+            "{s}"
+        );
     }
 }
