@@ -49,12 +49,14 @@ pub static OP: RowNormOp = RowNormOp {
     eps,
     row: l2_norm_row,
     impls: &[&GGML, &CLAMPED],
-    // test_l2_norm(type, ne, eps) has no view flag: a padded case is written dense.
+    // test_l2_norm(type, ne, eps, v, noncontig_rows): its view flag follows eps, where the
+    // family's line does not put one, so every case is written dense with both flags at their
+    // defaults (v=0, noncontig_rows=0), which vars() prints after eps.
     upstream: Upstream {
         ctor: "test_l2_norm",
         op_name: "L2_NORM",
         has_view: false,
-        vars_suffix: "",
+        vars_suffix: ",v=0,noncontig_rows=0",
     },
     reach_ne2: REACH_NE2,
     reach_ne3: REACH_NE3,
@@ -185,7 +187,10 @@ mod tests {
             r.test_case_line,
             "test_cases.emplace_back(new test_l2_norm(GGML_TYPE_F32, {64, 1, 65536, 1}, 1e-12f));"
         );
-        assert_eq!(r.vars, "type=f32,ne=[64,1,65536,1],eps=0.000000");
+        assert_eq!(
+            r.vars,
+            "type=f32,ne=[64,1,65536,1],eps=0.000000,v=0,noncontig_rows=0"
+        );
         assert_eq!(r.op_name, "L2_NORM");
     }
 

@@ -34,11 +34,13 @@ pub static OP: RowNormOp = RowNormOp {
     eps,
     row: norm_row,
     impls: &[&GGML, &CLAMPED],
+    // test_norm(type, ne, v, eps, noncontig_rows): vars() ends with noncontig_rows, which
+    // the line leaves at its default (false).
     upstream: Upstream {
         ctor: "test_norm",
         op_name: "NORM",
         has_view: true,
-        vars_suffix: "",
+        vars_suffix: ",noncontig_rows=0",
     },
     reach_ne2: REACH_NE2,
     reach_ne3: Reach::SYNTHETIC.0,
@@ -189,7 +191,10 @@ mod tests {
             r.test_case_line,
             "test_cases.emplace_back(new test_norm(GGML_TYPE_F32, {64, 1, 65536, 1}, false, 1e-5f));"
         );
-        assert_eq!(r.vars, "type=f32,ne=[64,1,65536,1],v=0,eps=0.000010");
+        assert_eq!(
+            r.vars,
+            "type=f32,ne=[64,1,65536,1],v=0,eps=0.000010,noncontig_rows=0"
+        );
         assert_eq!(r.op_name, "NORM");
         // Padded rows: upstream's v=1 views half of each dimension, so ne is doubled.
         let r = OP
