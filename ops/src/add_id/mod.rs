@@ -1,43 +1,34 @@
 //! add_id (ggml ADD_ID, the MoE expert bias): `dst[i, e, t] = a[i, e, t] + b[i, ids[e, t]]`.
 //!
 //! a, dst: [n_embd, n_experts_used, n_tokens] (the case's `ne`, ne[3] = 1); b: [n_embd,
-//! n_experts]; ids: i32 [n_experts_used, n_tokens], each in [0, n_experts).
+//! n_experts]; ids: i32 [n_experts_used, n_tokens], each in [0, n_experts). As upstream builds
+//! it, ids is a view: when n_experts_used < n_experts it is the first n_experts_used entries of
+//! each row of an [n_experts, n_tokens] tensor (test-backend-ops' `test_add_id` views it so;
+//! `ggml_argsort_top_k` selects experts as such a view of a per-token argsort), so its row
+//! stride is n_experts, not n_experts_used. Otherwise ids is dense (rows of n_experts_used).
 //!
 //! Upstream (ggml add-id.cu) launches `dim3 blocks(ne01, ne02)`: the small n_experts_used on
 //! grid.x (2^31-1) and the large n_tokens on grid.y (65535), so 65536 tokens in one
-//! micro-batch cannot be launched. The incident names it as the one op with the dimensions
-//! inverted.
+//! micro-batch cannot be launched (kedge generates that boundary from `probe_base`). The
+//! incident names it as the one op with the dimensions inverted.
 
 use crate::rows::F32_ONLY;
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::op::random_tensor;
-use kedge_core::params::{Params, ParamsExt};
-use kedge_core::rng::Rng;
+use kedge_core::contract::op::random_tensor;
+use kedge_core::model::host::HostTensor;
+use kedge_core::model::rng::Rng;
 use kedge_core::*;
 
-const SRC: &str = include_str!("add_id.cu");
-const FILE: &str = "ops/src/add_id/add_id.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(SRC = "ops/src/add_id/add_id.cu", "add_id.cu");
+
+kedge_core::params! {
+    /// add_id's parameters.
+    pub struct AddIdParams {
+        n_experts: int(1..=1 << 20) = 8, "rows of b (experts); ids are drawn from [0, n_experts), and ids is a view of [n_experts, n_tokens] when n_experts_used < n_experts";
     }
 }
 
 pub struct AddId;
 pub static OP: AddId = AddId;
-
-const N_EXPERTS: i64 = 8;
-
-static PARAMS: &[ParamSpec] = &[ParamSpec::int(
-    "n_experts",
-    N_EXPERTS,
-    1,
-    1 << 20,
-    "rows of b (experts); ids are drawn from [0, n_experts)",
-)];
 
 /// Upstream's thread count: `std::min((int)ne00, 768)`.
 pub const MAX_THREADS: i64 = 768;
@@ -46,15 +37,69 @@ pub const REACH_TOKENS: &str = "a micro-batch (-ub) of 65536+ tokens on the MoE 
 
 pub const REACH_USED: &str = "synthetic: no known model reaches it (MoE models route each token to at most a few dozen experts)";
 
-fn n_experts(case: &Case) -> i64 {
-    case.params.i64_or("n_experts", N_EXPERTS)
-}
+pub const REACH_VIEW: &str = "every MoE model routes a token to fewer experts than it has (gpt-oss: 4 of 32 or 128), so ids rows are views of per-token rows of n_experts; n_experts_used = n_experts only in tests";
 
 fn bad(msg: String) -> CaseError {
     CaseError::BadInput {
         op: "add_id".into(),
         msg,
     }
+}
+
+/// Elements per row of the tensor ids is (a view of): n_experts when n_experts_used is less
+/// (upstream's view), else n_experts_used (dense).
+pub fn ids_row(n_used: i64, n_experts: i64) -> i64 {
+    n_used.max(n_experts)
+}
+
+/// ids' byte strides for a case: 4-byte ids, rows of `ids_row` ids.
+fn ids_nb(case: &Case) -> Result<[u64; 4], CaseError> {
+    let [_, n_used, n_tokens, _] = case.ne;
+    let row = ids_row(n_used, AddIdParams::of(case).n_experts);
+    let overflow = || CaseError::ByteCountOverflow {
+        ne: [n_used, n_tokens, 1, 1],
+        dtype: DType::I32,
+    };
+    let nb1 = (row.max(0) as u64).checked_mul(4).ok_or_else(overflow)?;
+    let nb2 = nb1
+        .checked_mul(n_tokens.max(0) as u64)
+        .ok_or_else(overflow)?;
+    Ok([4, nb1, nb2, nb2])
+}
+
+/// ids as upstream lays it out: per token a row of `row` ids, `i % n_experts` for i in
+/// 0..row, shuffled (test-backend-ops' `initialize_tensors` for test_add_id): distinct experts
+/// per token whenever n_experts_used <= n_experts. The ids past each row's n_experts_used are
+/// written too (they are the view's padding), up to the view's span.
+fn ids_input(case: &Case, spec: &TensorSpec) -> Result<HostTensor, CaseError> {
+    let n_exp = AddIdParams::of(case).n_experts;
+    let row = (spec.nb[1] / 4) as usize;
+    let span = (spec.bytes / 4) as usize;
+    if spec.nb[0] != 4 || row == 0 || n_exp < 1 {
+        return Err(bad(format!(
+            "ids strides {:?} with n_experts {n_exp} are not rows of i32 ids",
+            spec.nb
+        )));
+    }
+    let mut rng = Rng::stream(case.seed, 2);
+    let mut vals: Vec<i32> = Vec::with_capacity(span);
+    let mut perm: Vec<i32> = Vec::with_capacity(row);
+    while vals.len() < span {
+        perm.clear();
+        perm.extend((0..row as i64).map(|i| (i % n_exp) as i32));
+        for i in (1..row).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            perm.swap(i, j);
+        }
+        let take = row.min(span - vals.len());
+        vals.extend_from_slice(&perm[..take]);
+    }
+    Ok(HostTensor::from_bytes(
+        DType::I32,
+        spec.ne,
+        spec.nb,
+        bytemuck::cast_slice(&vals).to_vec(),
+    ))
 }
 
 impl Op for AddId {
@@ -64,16 +109,19 @@ impl Op for AddId {
     fn about(&self) -> &'static str {
         "MoE expert bias: a + b[ids] per (expert slot, token) (ggml ADD_ID)"
     }
+    fn upstream_name(&self) -> Option<&'static str> {
+        Some("ADD_ID")
+    }
     fn dtypes(&self) -> &'static [DType] {
         F32_ONLY
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        AddIdParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![&GGML, &CLAMPED]
     }
-    /// a, b, ids, then dst.
+    /// a, b, ids (a view of [n_experts, n_tokens] when n_experts_used < n_experts), then dst.
     fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
         let [n_embd, n_used, n_tokens, n3] = case.ne;
         if n3 != 1 {
@@ -81,28 +129,29 @@ impl Op for AddId {
                 "ne = [n_embd, n_experts_used, n_tokens, 1]: ne[3] is {n3}, must be 1"
             )));
         }
-        let n_exp = n_experts(case);
+        let n_exp = AddIdParams::of(case).n_experts;
         Ok(vec![
             TensorSpec::dense("a", Role::Input, case.dtype, case.ne)?,
             TensorSpec::dense("b", Role::Input, case.dtype, [n_embd, n_exp, 1, 1])?,
-            TensorSpec::dense("ids", Role::Input, DType::I32, [n_used, n_tokens, 1, 1])?,
+            TensorSpec::strided(
+                "ids",
+                Role::Input,
+                DType::I32,
+                [n_used, n_tokens, 1, 1],
+                ids_nb(case)?,
+            )?,
             TensorSpec::dense("dst", Role::Output, case.dtype, case.ne)?,
         ])
     }
-    /// a and b uniform in [-1, 1); ids uniform in [0, n_experts).
+    /// a and b uniform in [-1, 1); ids as upstream's test fills them (`ids_input`).
     fn inputs(&self, case: &Case, specs: &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError> {
         let [a, b, ids, ..] = specs else {
             return Err(bad(format!("expected 4 tensors, got {}", specs.len())));
         };
-        let n_exp = n_experts(case) as u64;
-        let mut rng = Rng::stream(case.seed, 2);
-        let vals: Vec<i32> = (0..ids.nelements())
-            .map(|_| rng.below(n_exp) as i32)
-            .collect();
         Ok(vec![
             random_tensor(case.seed, 0, a, -1.0, 1.0),
             random_tensor(case.seed, 1, b, -1.0, 1.0),
-            HostTensor::from_i32(ids.ne, &vals),
+            ids_input(case, ids)?,
         ])
     }
     fn reference(&self, _case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
@@ -127,7 +176,8 @@ impl Op for AddId {
             )));
         }
         let n_exp = b.ne[1];
-        // Every id is checked before any row of b is read.
+        // Every id is checked before any row of b is read; ids are read through their own
+        // strides (a view's rows are n_experts apart).
         let id_of: Vec<usize> = (0..n1 * n2)
             .map(|r| {
                 let (e, t) = (r % n1, r / n1);
@@ -150,16 +200,21 @@ impl Op for AddId {
         });
         Ok(vec![out])
     }
+    /// n_tokens (ne[2]) is the free dimension that hits grid.y upstream and carries the
+    /// element count; n_embd (ne[0]) is a row of a and b. n_experts_used (ne[1]) stays small
+    /// (its grid edge is the clamped impl's own boundary) and ne[3] must be 1.
+    fn probe_base(&self) -> Option<ProbeBase> {
+        Some(ProbeBase {
+            ne: [64, 4, 1, 1],
+            params: Params::new(),
+            grid_dims: &[2],
+            count_dim: Some(2),
+            row_dim: true,
+        })
+    }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         let gy = limits.grid_limit(1) as i64;
         vec![
-            Boundary::ne(
-                "ne[2] n_tokens on grid.y (ggml) / grid.x (clamped)",
-                2,
-                gy,
-                [64, 4, 0, 1],
-                Reach(REACH_TOKENS),
-            ),
             // The clamped impl puts n_experts_used on grid.y: past 65535 its clamp and loop
             // are what keep it right. Enough experts that every probe has an upstream line.
             Boundary::ne(
@@ -177,6 +232,17 @@ impl Op for AddId {
                 [0, 4, 8, 1],
                 Reach("gpt-oss's expert biases have n_embd = n_ff_exp = 2880 > 768: every real call takes the strided loop"),
             ),
+            // Below n_experts ids rows are n_experts apart (a view); at it they are dense. A
+            // kernel that steps ids rows by n_experts_used is right only at the dense side.
+            Boundary::ne(
+                "ne[1] n_experts_used reaching n_experts: ids a view below, dense at it",
+                1,
+                8,
+                [64, 0, 16, 1],
+                Reach(REACH_VIEW),
+            )
+            .with_values(vec![7, 8])
+            .with_param("n_experts", 8),
         ]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
@@ -192,14 +258,19 @@ impl Op for AddId {
             ([769, 2, 5, 1], Params::new()),
             ([2880, 4, 7, 1], experts(32)),
             ([5, 3, 1000, 1], Params::new()),
+            ([16, 8, 9, 1], experts(8)),
         ]
     }
-    /// test_add_id(type_a, type_b, n_embd, n_experts, n_experts_used, n_token). Upstream's test
-    /// views ids [n_experts, n_token] down to n_experts_used, so it cannot express
-    /// n_experts_used > n_experts: no line then.
+    /// test-backend-ops (tests/test-backend-ops.cpp, `struct test_add_id`):
+    /// `test_add_id(ggml_type type_a = GGML_TYPE_F32, ggml_type type_b = GGML_TYPE_F32,
+    /// int64_t n_embd = 128, int64_t n_experts = 16, int64_t n_experts_used = 8,
+    /// int64_t n_token = 10)`, `vars()` = `VARS_TO_STR6(type_a, type_b, n_embd, n_experts,
+    /// n_experts_used, n_token)`. Its ids is [n_experts, n_token], viewed down to
+    /// n_experts_used when they differ, so it cannot express n_experts_used > n_experts: no
+    /// line then.
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         let [n_embd, n_used, n_tokens, _] = case.ne;
-        let n_exp = n_experts(case);
+        let n_exp = AddIdParams::of(case).n_experts;
         if n_used > n_exp {
             return None;
         }
@@ -231,84 +302,60 @@ fn threads(ne0: i64) -> u64 {
     ne0.min(MAX_THREADS) as u64
 }
 
-/// Byte strides of the dense a, b and ids as upstream's kernel takes them.
-struct Strides {
-    nb01: u64,
-    nb02: u64,
-    nb11: u64,
-    nb21: u64,
+/// The byte strides upstream's kernel takes: a's rows and tokens (dense), b's rows (dense)
+/// and ids' rows (n_experts apart when ids is a view).
+fn strides(case: &Case) -> Result<[KernelArg; 4], Refusal> {
+    let [n0, n1, _, _] = case.ne.map(|d| d.max(0) as u64);
+    let nb = ids_nb(case).map_err(|e| Refusal(e.to_string()))?;
+    Ok([
+        KernelArg::U64(n0.saturating_mul(4)),
+        KernelArg::U64(n0.saturating_mul(n1).saturating_mul(4)),
+        KernelArg::U64(n0.saturating_mul(4)),
+        KernelArg::U64(nb[1]),
+    ])
 }
 
-fn strides(case: &Case) -> Strides {
-    let [n0, n1, _, _] = case.ne.map(|d| d as u64);
-    Strides {
-        nb01: n0 * 4,
-        nb02: n0 * n1 * 4,
-        nb11: n0 * 4,
-        nb21: n1 * 4,
-    }
+fn pointers() -> [KernelArg; 4] {
+    [
+        KernelArg::Tensor(0),
+        KernelArg::Tensor(1),
+        KernelArg::Tensor(2),
+        KernelArg::Tensor(3),
+    ]
 }
 
 /// Upstream add-id.cu: `dim3 blocks(ne01, ne02)`, n_experts_used on grid.x, n_tokens on grid.y.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml add-id.cu as shipped: grid (n_experts_used, n_tokens), min(n_embd, 768) threads, ids unchecked"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let [n0, n1, n2, _] = case.ne;
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k("add_id_ggml"),
+fn ggml_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let [n0, n1, n2, _] = case.ne;
+    let mut args = pointers().to_vec();
+    args.extend([KernelArg::I64(n0), KernelArg::I64(n1)]);
+    args.extend(strides(case)?);
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry("add_id_ggml"),
             [n1 as u64, n2 as u64, 1],
             [threads(n0), 1, 1],
             0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let s = strides(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::Ptr(ctx.ptr(2)),
-            KArg::Ptr(ctx.ptr(3)),
-            KArg::I64(case.ne[0]),
-            KArg::I64(case.ne[1]),
-            KArg::U64(s.nb01),
-            KArg::U64(s.nb02),
-            KArg::U64(s.nb11),
-            KArg::U64(s.nb21),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
+        )
+        .args(args),
+    ))
 }
 
 /// The fix: n_tokens on grid.x, n_experts_used on grid.y, both clamped to the profile and
 /// walked by grid-stride loops; ids out of range are skipped, never dereferenced.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "n_tokens on grid.x, n_experts_used on grid.y, both clamped, grid-stride loops, ids bounds-checked"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let [n0, n1, n2, _] = case.ne;
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k("add_id_clamped"),
+fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let [n0, n1, n2, _] = case.ne;
+    let mut args = pointers().to_vec();
+    args.extend([
+        KernelArg::I64(n0),
+        KernelArg::I64(n1),
+        KernelArg::I64(n2),
+        KernelArg::I64(AddIdParams::of(case).n_experts),
+    ]);
+    args.extend(strides(case)?);
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry("add_id_clamped"),
             [
                 (n2 as u64).min(limits.grid_limit(0)),
                 (n1 as u64).min(limits.grid_limit(1)),
@@ -316,31 +363,29 @@ impl Impl for Clamped {
             ],
             [threads(n0), 1, 1],
             0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let s = strides(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::Ptr(ctx.ptr(2)),
-            KArg::Ptr(ctx.ptr(3)),
-            KArg::I64(case.ne[0]),
-            KArg::I64(case.ne[1]),
-            KArg::I64(case.ne[2]),
-            KArg::I64(n_experts(case)),
-            KArg::U64(s.nb01),
-            KArg::U64(s.nb02),
-            KArg::U64(s.nb11),
-            KArg::U64(s.nb21),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
+        )
+        .args(args),
+    ))
 }
+
+pub static GGML: KernelImpl = KernelImpl {
+    name: "ggml",
+    role: ImplRole::Upstream,
+    about: "ggml add-id.cu as shipped: grid (n_experts_used, n_tokens), min(n_embd, 768) threads, ids unchecked",
+    plan: ggml_plan,
+};
+
+pub static CLAMPED: KernelImpl = KernelImpl {
+    name: "clamped",
+    role: ImplRole::Fixed,
+    about: "n_tokens on grid.x, n_experts_used on grid.y, both clamped, grid-stride loops, ids bounds-checked",
+    plan: clamped_plan,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rstest::rstest;
 
     fn case(ne: Ne, n_exp: i64) -> Case {
         Case::new("add_id", "ggml", DType::F32, ne).with_param("n_experts", n_exp)
@@ -460,6 +505,141 @@ mod tests {
         assert_eq!(p.launches[0].grid, [2, 65535, 1]);
     }
 
+    /// ids is a view of [n_experts, n_tokens] below n_experts, dense at and above it.
+    #[rstest]
+    #[case([4, 2, 3, 1], 5, [4, 20, 60, 60], (2 * 5 + 2) * 4)]
+    #[case([4, 5, 3, 1], 5, [4, 20, 60, 60], 15 * 4)]
+    #[case([4, 7, 3, 1], 5, [4, 28, 84, 84], 21 * 4)]
+    fn ids_follow_upstreams_layout(
+        #[case] ne: Ne,
+        #[case] n_exp: i64,
+        #[case] nb: [u64; 4],
+        #[case] bytes: u64,
+    ) {
+        let s = OP.tensors(&case(ne, n_exp)).unwrap();
+        assert_eq!(
+            (s[2].ne, s[2].nb, s[2].bytes),
+            ([ne[1], ne[2], 1, 1], nb, bytes)
+        );
+        // The kernels step ids rows by the same stride (nb21, the last argument of both).
+        for imp in [&GGML, &CLAMPED] {
+            let plan = imp.plan(&case(ne, n_exp), &LimitsProfile::builtin("h200").unwrap());
+            let args = &plan.unwrap().launches[0].args;
+            assert_eq!(args.last(), Some(&KernelArg::U64(nb[1])), "{}", imp.name);
+        }
+    }
+
+    #[test]
+    fn reference_reads_ids_through_the_view() {
+        // 2 slots of 4 experts, 2 tokens: ids rows are 4 apart. Token 0 picks [3, 1] (then 0,
+        // 2 unselected), token 1 picks [2, 0]. Read densely, token 1 would pick [0, 2].
+        let c = case([1, 2, 2, 1], 4);
+        let specs = OP.tensors(&c).unwrap();
+        assert_eq!(specs[2].nb[1], 16);
+        let ids = HostTensor::from_bytes(
+            DType::I32,
+            specs[2].ne,
+            specs[2].nb,
+            bytemuck::cast_slice(&[3i32, 1, 0, 2, 2, 0]).to_vec(),
+        );
+        let a = HostTensor::from_f32(DType::F32, [1, 2, 2, 1], &[0.0; 4]);
+        let b = HostTensor::from_f32(DType::F32, [1, 4, 1, 1], &[10.0, 11.0, 12.0, 13.0]);
+        let out = OP.reference(&c, &[a, b, ids]).unwrap();
+        assert_eq!(out[0], vec![13.0, 11.0, 12.0, 10.0]);
+    }
+
+    /// As test-backend-ops fills them: each token's row of the [n_experts, n_tokens] tensor is
+    /// a permutation of the experts, so a token's selected experts are distinct; the view's
+    /// padding holds the rest of the permutation.
+    #[test]
+    fn inputs_fill_each_row_with_a_permutation_of_the_experts() {
+        let c = case([4, 3, 50, 1], 6);
+        let specs = OP.tensors(&c).unwrap();
+        let ids = &OP.inputs(&c, &specs).unwrap()[2];
+        assert_eq!(ids.bytes.len() as u64, specs[2].bytes);
+        let raw: &[i32] = bytemuck::cast_slice(&ids.bytes);
+        for (t, row) in raw.chunks(6).enumerate() {
+            let mut sorted = row.to_vec();
+            sorted.sort_unstable();
+            if t < 49 {
+                assert_eq!(sorted, vec![0, 1, 2, 3, 4, 5], "token {t}");
+            } else {
+                // The last row ends with the view: its n_experts_used ids, distinct.
+                assert_eq!(row.len(), 3);
+                sorted.dedup();
+                assert_eq!(sorted.len(), 3);
+            }
+        }
+        // More slots than experts (dense rows): each row is i % n_experts, shuffled.
+        let c = case([4, 5, 2, 1], 2);
+        let specs = OP.tensors(&c).unwrap();
+        let ids = &OP.inputs(&c, &specs).unwrap()[2];
+        for row in bytemuck::cast_slice::<u8, i32>(&ids.bytes).chunks(5) {
+            let mut sorted = row.to_vec();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 0, 0, 1, 1]);
+        }
+    }
+
+    #[test]
+    fn grid_limit_on_tokens_is_generated_not_declared() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let base = OP.probe_base().unwrap();
+        let generated = kedge_core::contract::boundary::generated(&base, &h200, 4);
+        let on_grid: Vec<_> = generated
+            .iter()
+            .filter(|b| b.probe_values() == vec![65_535, 65_536])
+            .collect();
+        assert_eq!(on_grid.len(), 1);
+        assert_eq!(on_grid[0].axis, Axis::Ne(2));
+        // Every generated probe validates as add_id (ne[3] stays 1), and the count probes move
+        // n_tokens.
+        for b in &generated {
+            assert_ne!(b.axis, Axis::Ne(3));
+            assert_ne!(b.axis, Axis::Ne(1), "{}", b.label);
+            for v in b.probe_values() {
+                let mut ne = b.base;
+                if let Axis::Ne(d) = b.axis {
+                    ne[d] = v;
+                }
+                OP.tensors(&case(ne, 8)).unwrap();
+            }
+        }
+        let c = case([64, 4, 65_536, 1], 8);
+        assert!(!GGML.plan(&c, &h200).unwrap().violations(&h200).is_empty());
+        assert_eq!(OP.reach(&c).as_deref(), Some(REACH_TOKENS));
+        for b in OP.boundaries(&h200) {
+            assert_ne!(b.axis, Axis::Ne(2), "{} is generated", b.label);
+        }
+    }
+
+    #[rstest]
+    fn plan_args_match_the_kernel_signatures(
+        #[values(&GGML, &CLAMPED)] imp: &KernelImpl,
+        #[values(2, 8, 12)] n_used: i64,
+    ) {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let plan = imp.plan(&case([2880, n_used, 7, 1], 8), &h200).unwrap();
+        crate::signature::check_plan(&plan).unwrap();
+        assert!(plan.standalone().is_ok());
+    }
+
+    #[rstest]
+    fn plan_size_does_not_grow_with_the_shape(#[values(&GGML, &CLAMPED)] imp: &KernelImpl) {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let shape = |p: &Plan| {
+            (
+                p.launches.len(),
+                p.repetitions(),
+                p.launches.iter().map(|l| l.args.len()).collect::<Vec<_>>(),
+            )
+        };
+        let small = shape(&imp.plan(&case([64, 4, 3, 1], 8), &h200).unwrap());
+        for (ne, n_exp) in [([64, 4, 65_535, 1], 8), ([64, 65_535, 3, 1], 65_537)] {
+            assert_eq!(shape(&imp.plan(&case(ne, n_exp), &h200).unwrap()), small);
+        }
+    }
+
     #[test]
     fn upstream_line_and_vars() {
         let r = OP.upstream(&case([64, 4, 65536, 1], 8)).unwrap();
@@ -472,7 +652,14 @@ mod tests {
             "type_a=f32,type_b=f32,n_embd=64,n_experts=8,n_experts_used=4,n_token=65536"
         );
         assert_eq!(r.op_name, "ADD_ID");
+        assert_eq!(OP.upstream_name(), Some("ADD_ID"));
         assert!(OP.upstream(&case([64, 9, 2, 1], 8)).is_none());
+        // test_add_id's defaults: n_embd 128, 16 experts, 8 used, 10 tokens.
+        let r = OP.upstream(&case([128, 8, 10, 1], 16)).unwrap();
+        assert_eq!(
+            r.test_case_line,
+            "test_cases.emplace_back(new test_add_id(GGML_TYPE_F32, GGML_TYPE_F32, 128, 16, 8, 10));"
+        );
     }
 
     proptest::proptest! {

@@ -4,34 +4,28 @@
 //! (`cub::DeviceScan`, host loop over rows) when `(nrows == 1 && ne00 > 1024) ||
 //! ne00 / nrows > 4096`; else a 256-thread block scan with a carry for `ne00 >= 1024`; else a
 //! block of `min(pad(ne00, 32), 256)` threads with 4 elements each. The row kernels launch
-//! `grid_dims(ne01, ne02, ne03)`: ne[2] on grid.y, ne[3] on grid.z, both capped at 65535.
-//! Those thresholds are the strategy boundaries here. The `.cu` file says how the CUB pieces
-//! are stood in for (NVRTC has no CUB).
+//! `grid_dims(ne01, ne02, ne03)`: ne[2] on grid.y, ne[3] on grid.z, both capped at 65535 (kedge
+//! generates those boundaries from `probe_base`). The strategy thresholds are this op's own
+//! boundaries. The `.cu` file says how the CUB pieces are stood in for (NVRTC has no CUB).
+//!
+//! The device-wide scan is one list of three launches (tiles, tile sums, tile offsets) repeated
+//! over the rows (`Plan::repeated([nrows, nchannels, nsamples])`), each row's pointers a
+//! `KernelArg::TensorAt` stepped per level; the tile sums are one scratch buffer shared by name.
 //!
 //! This op also carries the index-width case: impl `int32-index` computes flat element offsets
 //! in `int`, and the boundary "elements past 2^31" ([1024, 2097153] f32, just over 2^31
 //! elements, 8 GiB per tensor) must see it fail while the 64-bit `clamped` passes.
 
-use crate::rows::{cpp_ne, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD};
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::params::Params;
+use crate::rows::{map_rows, row_tensors, RowLayout, RowParams};
+use kedge_core::contract::plan::BufferPlan;
+use kedge_core::contract::upstream::{cpp_ne, vars_ne};
+use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-const SRC: &str = include_str!("cumsum.cu");
-const FILE: &str = "ops/src/cumsum/cumsum.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
-    }
-}
+kedge_core::kernel_source!(SRC = "ops/src/cumsum/cumsum.cu", "cumsum.cu");
 
 pub struct Cumsum;
 pub static OP: Cumsum = Cumsum;
-
-static PARAMS: &[ParamSpec] = &[ROW_PAD];
 
 /// ggml's `CUDA_CUMSUM_BLOCK_SIZE`.
 pub const BLOCK: u64 = 256;
@@ -45,6 +39,8 @@ pub const DEVICE_SCAN_RATIO_ABOVE: i64 = 4096;
 pub const TILE: i64 = 1024;
 /// [1024, 2097153] f32: 2^31 + 1024 elements, the first row whose offset wraps an `int`.
 pub const ROWS_PAST_2_31: i64 = 2_097_153;
+/// The device-wide scan's scratch: one f32 total per tile, shared by its three launches.
+pub const TILE_SUMS: &str = "tile_sums";
 
 pub const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify CUMSUM's consumers; ne[2] > 65535 rows of a cumsum is not a shape any known graph builds)";
 
@@ -88,11 +84,14 @@ impl Op for Cumsum {
     fn about(&self) -> &'static str {
         "inclusive prefix sum along ne0 (ggml CUMSUM)"
     }
+    fn upstream_name(&self) -> Option<&'static str> {
+        Some("CUMSUM")
+    }
     fn dtypes(&self) -> &'static [DType] {
         crate::rows::F32_ONLY
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        RowParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![&GGML, &CLAMPED, &INT32_INDEX]
@@ -101,7 +100,14 @@ impl Op for Cumsum {
         row_tensors(case)
     }
     fn reference(&self, _case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
-        Ok(vec![map_rows(&inputs[0], cumsum_row)])
+        let x = inputs.first().ok_or_else(|| CaseError::BadInput {
+            op: "cumsum".into(),
+            msg: "no input x".into(),
+        })?;
+        Ok(vec![map_rows(x, cumsum_row)])
+    }
+    fn probe_base(&self) -> Option<ProbeBase> {
+        Some(ProbeBase::rows([64, 1, 1, 1]))
     }
     // The default f32 NMSE bound (1e-7) holds for these row lengths: an f32 prefix sum of
     // uniform [-1, 1] inputs accumulated strictly in order (the worst order; the kernels' block
@@ -109,23 +115,16 @@ impl Op for Cumsum {
     // `f32_prefix_error_is_far_below_the_bound`. So the tolerance is not loosened.
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
         vec![
+            // The generated grid probes have short rows (the small-block kernel); the block
+            // scan with carry is its own kernel on the same grid.
             Boundary::ne(
-                "ne[2] on grid.y (short rows)",
-                2,
-                gy,
-                [64, 1, 0, 1],
-                Reach(REACH_GRID),
-            ),
-            Boundary::ne(
-                "ne[2] on grid.y (block scan with carry)",
+                "ne[2] on grid.y, rows of 1024 (the block scan with carry)",
                 2,
                 gy,
                 [1024, 1, 0, 1],
                 Reach(REACH_GRID),
             ),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [64, 1, 1, 0], Reach(REACH_GRID)),
             Boundary::ne(
                 "ne[0] at 1024, one row: small block -> block scan -> device-wide scan",
                 0,
@@ -202,11 +201,6 @@ impl Op for Cumsum {
         ]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
-        let pad = |p: i64| {
-            let mut m = Params::new();
-            m.insert("row_pad".into(), p.into());
-            m
-        };
         vec![
             ([10, 5, 4, 3], Params::new()),
             ([1, 1, 1, 1], Params::new()),
@@ -215,12 +209,15 @@ impl Op for Cumsum {
             ([5000, 3, 2, 1], Params::new()),
             ([100_000, 1, 1, 1], Params::new()),
             ([100_000, 3, 1, 1], Params::new()),
-            ([300, 4, 2, 2], pad(3)),
+            ([300, 4, 2, 2], crate::row_norm::pad(3)),
         ]
     }
+    /// test-backend-ops (tests/test-backend-ops.cpp, `struct test_cumsum`):
+    /// `test_cumsum(ggml_type type = GGML_TYPE_F32, std::array<int64_t, 4> ne = { 10, 5, 4, 3 })`,
+    /// `vars()` = `VARS_TO_STR2(type, ne)`. It has no view flag, so a padded case is written
+    /// dense (the launch geometry and the strategy, which are what the boundaries move, do not
+    /// depend on the padding).
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        // test-backend-ops: test_cumsum(type = GGML_TYPE_F32, ne = {10, 5, 4, 3}), vars
-        // "type,ne" (best knowledge; it has no view/padding flag, so row_pad is not expressible).
         Some(UpstreamRepro {
             test_case_line: format!(
                 "test_cases.emplace_back(new test_cumsum({}, {}));",
@@ -232,7 +229,11 @@ impl Op for Cumsum {
         })
     }
     fn reach(&self, case: &Case) -> Option<String> {
-        if case.ne.iter().product::<i64>() > 1 << 31 {
+        let elements = case
+            .ne
+            .iter()
+            .fold(1i64, |a, &d| a.saturating_mul(d.max(0)));
+        if elements > 1 << 31 {
             Some(REACH_2_31.into())
         } else if case.ne[2] > 65_535 || case.ne[3] > 65_535 {
             Some(REACH_GRID.into())
@@ -250,256 +251,264 @@ pub fn cumsum_row(x: &[f64], dst: &mut [f64]) {
     }
 }
 
-fn grid(l: &RowLayout, limits: &LimitsProfile, clamp: bool) -> [u64; 3] {
-    let (y, z) = (l.nchannels as u64, l.nsamples as u64);
-    if clamp {
-        [
-            l.nrows as u64,
-            y.min(limits.grid_limit(1)),
-            z.min(limits.grid_limit(2)),
-        ]
-    } else {
-        [l.nrows as u64, y, z]
-    }
+/// How the device-wide scan steps from one source row to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowStep {
+    /// Upstream's per-row CUB loop: `src0_d + i * src0_ne[0]`, right only for rows without
+    /// padding.
+    Ne00,
+    /// The input's own row, channel and sample strides.
+    Strides,
 }
 
-/// Three launches per row, in row order (i1 fastest): tiles, tile sums, tile offsets.
-fn device_scan_plan(l: &RowLayout) -> Vec<LaunchPlan> {
+/// Which impl's kernels and grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Geometry {
+    /// grid (ne01, ne02, ne03), device-wide rows stepped by ne00.
+    Ggml,
+    /// grid clamped to the profile, ne[2]/ne[3] grid-stride loops, rows stepped by strides.
+    Clamped,
+}
+
+fn overflow(what: &str) -> Refusal {
+    format!("{what} does not fit a 64-bit byte offset").into()
+}
+
+/// Byte steps per repeat level of `[rows, channels, samples]` for element strides.
+fn byte_steps(strides: [i64; 3]) -> Result<[i64; 3], Refusal> {
+    let mut out = [0i64; 3];
+    for (o, s) in out.iter_mut().zip(strides) {
+        *o = s.checked_mul(4).ok_or_else(|| overflow("a row step"))?;
+    }
+    Ok(out)
+}
+
+/// The device-wide scan: one list of three launches (tiles, tile sums, tile offsets) run once
+/// per row, rows innermost, each launch's row pointers stepped per repeat level.
+pub fn device_scan_plan(l: &RowLayout, step: RowStep) -> Result<Plan, Refusal> {
     let ntiles = (l.ncols as u64).div_ceil(TILE as u64);
-    let mut v = Vec::with_capacity(3 * l.total_rows() as usize);
-    for _ in 0..l.total_rows() {
-        v.push(LaunchPlan::new(
-            k("cumsum_row_tiles"),
+    let sums_bytes = ntiles
+        .checked_mul(4)
+        .ok_or_else(|| overflow("the tile sums"))?;
+    let dense_channel = l
+        .ncols
+        .checked_mul(l.nrows)
+        .ok_or_else(|| overflow("a channel"))?;
+    let dense_sample = dense_channel
+        .checked_mul(l.nchannels)
+        .ok_or_else(|| overflow("a sample"))?;
+    let dst_step = byte_steps([l.ncols, dense_channel, dense_sample])?;
+    let src_step = match step {
+        RowStep::Ne00 => dst_step,
+        RowStep::Strides => byte_steps([l.stride_row, l.stride_channel, l.stride_sample])?,
+    };
+    let src = KernelArg::TensorAt {
+        index: 0,
+        offset: 0,
+        step: src_step,
+    };
+    let dst = KernelArg::TensorAt {
+        index: 1,
+        offset: 0,
+        step: dst_step,
+    };
+    let sums = KernelArg::Scratch {
+        name: TILE_SUMS.into(),
+        bytes: sums_bytes,
+    };
+    let n = KernelArg::I64(l.ncols);
+    let launches = vec![
+        LaunchPlan::new(
+            SRC.entry("cumsum_row_tiles"),
             [ntiles, 1, 1],
             [BLOCK, 1, 1],
             0,
-        ));
-        v.push(LaunchPlan::new(
-            k("cumsum_tile_sums"),
-            [1, 1, 1],
-            [BLOCK, 1, 1],
-            0,
-        ));
+        )
+        .args(vec![src, dst.clone(), sums.clone(), n.clone()]),
+        LaunchPlan::new(SRC.entry("cumsum_tile_sums"), [1, 1, 1], [BLOCK, 1, 1], 0)
+            .args(vec![sums.clone(), KernelArg::I64(ntiles as i64)]),
         // At least two tiles: a device-wide scan is only chosen for ncols > 1024.
-        v.push(LaunchPlan::new(
-            k("cumsum_add_tile_offsets"),
+        LaunchPlan::new(
+            SRC.entry("cumsum_add_tile_offsets"),
             [ntiles.saturating_sub(1).max(1), 1, 1],
             [BLOCK, 1, 1],
             0,
-        ));
-    }
-    v
+        )
+        .args(vec![dst, sums, n]),
+    ];
+    Ok(Plan::kernels(launches)
+        .repeated([l.nrows as u64, l.nchannels as u64, l.nsamples as u64])
+        .with_buffers(vec![BufferPlan {
+            name: format!("{TILE_SUMS} [{ntiles}] f32"),
+            bytes: sums_bytes,
+        }]))
 }
 
-fn row_plan(case: &Case, limits: &LimitsProfile, prefix: &str, clamp: bool) -> Plan {
-    let l = RowLayout::of(case);
-    let g = grid(&l, limits, clamp);
-    match strategy(l.ncols, l.total_rows()) {
-        Strategy::DeviceScan => Plan::kernels(device_scan_plan(&l)),
-        Strategy::BlockCarry => Plan::kernels(vec![LaunchPlan::new(
-            k(if prefix == "ggml" {
-                "cumsum_ggml_block_carry"
-            } else {
-                "cumsum_clamped_block_carry"
-            }),
-            g,
-            [BLOCK, 1, 1],
-            0,
-        )]),
-        Strategy::Small { block } => Plan::kernels(vec![LaunchPlan::new(
-            k(if prefix == "ggml" {
-                "cumsum_ggml_small"
-            } else {
-                "cumsum_clamped_small"
-            }),
-            g,
-            [block, 1, 1],
-            small_smem(block),
-        )]),
-    }
-}
-
-fn row_args(ctx: &RunCtx<'_>, l: &RowLayout) -> Vec<KArg> {
+/// The row kernels' arguments: src, dst, ne00..ne03, the input's strides in elements.
+fn row_args(l: &RowLayout) -> Vec<KernelArg> {
     vec![
-        KArg::Ptr(ctx.ptr(0)),
-        KArg::Ptr(ctx.ptr(1)),
-        KArg::I64(l.ncols),
-        KArg::I64(l.nrows),
-        KArg::I64(l.nchannels),
-        KArg::I64(l.nsamples),
-        KArg::I64(l.stride_row),
-        KArg::I64(l.stride_channel),
-        KArg::I64(l.stride_sample),
+        KernelArg::Tensor(0),
+        KernelArg::Tensor(1),
+        KernelArg::I64(l.ncols),
+        KernelArg::I64(l.nrows),
+        KernelArg::I64(l.nchannels),
+        KernelArg::I64(l.nsamples),
+        KernelArg::I64(l.stride_row),
+        KernelArg::I64(l.stride_channel),
+        KernelArg::I64(l.stride_sample),
     ]
 }
 
-/// `upstream_row_step`: step source rows by ne00 as upstream's per-row CUB loop does
-/// (`src0_d + i * src0_ne[0]`), which is right only for rows without padding; the fix uses the
-/// row strides.
-fn run_rows(
-    ctx: &mut RunCtx<'_>,
-    case: &Case,
-    plan: &Plan,
-    upstream_row_step: bool,
-) -> Result<(), RunError> {
+fn row_plan(case: &Case, limits: &LimitsProfile, geometry: Geometry) -> Result<Plan, Refusal> {
     let l = RowLayout::of(case);
-    if strategy(l.ncols, l.total_rows()) != Strategy::DeviceScan {
-        let args = row_args(ctx, &l);
-        return ctx.launch(&plan.launches[0], &args);
-    }
-    let ntiles = (l.ncols as u64).div_ceil(TILE as u64);
-    let sums = ctx.scratch("tile_sums", ntiles * 4, 4)?;
-    let (x, dst) = (ctx.ptr(0), ctx.ptr(1));
-    let mut r = 0usize;
-    for i3 in 0..l.nsamples {
-        for i2 in 0..l.nchannels {
-            for i1 in 0..l.nrows {
-                let src_off = if upstream_row_step {
-                    r as i64 * l.ncols * 4
+    let grid = match geometry {
+        Geometry::Ggml => [l.nrows as u64, l.nchannels as u64, l.nsamples as u64],
+        Geometry::Clamped => [
+            l.nrows as u64,
+            (l.nchannels as u64).min(limits.grid_limit(1)),
+            (l.nsamples as u64).min(limits.grid_limit(2)),
+        ],
+    };
+    let ggml = geometry == Geometry::Ggml;
+    Ok(match strategy(l.ncols, l.total_rows()) {
+        Strategy::DeviceScan => device_scan_plan(
+            &l,
+            if ggml {
+                RowStep::Ne00
+            } else {
+                RowStep::Strides
+            },
+        )?,
+        Strategy::BlockCarry => Plan::single(
+            LaunchPlan::new(
+                SRC.entry(if ggml {
+                    "cumsum_ggml_block_carry"
                 } else {
-                    (i1 * l.stride_row + i2 * l.stride_channel + i3 * l.stride_sample) * 4
-                };
-                let dst_off = (((i3 * l.nchannels + i2) * l.nrows + i1) * l.ncols) * 4;
-                let src_row = KArg::Ptr(x + src_off as u64);
-                let dst_row = KArg::Ptr(dst + dst_off as u64);
-                let n = KArg::I64(l.ncols);
-                ctx.launch(
-                    &plan.launches[3 * r],
-                    &[src_row, dst_row, KArg::Ptr(sums), n],
-                )?;
-                ctx.launch(
-                    &plan.launches[3 * r + 1],
-                    &[KArg::Ptr(sums), KArg::I64(ntiles as i64)],
-                )?;
-                ctx.launch(&plan.launches[3 * r + 2], &[dst_row, KArg::Ptr(sums), n])?;
-                r += 1;
-            }
-        }
+                    "cumsum_clamped_block_carry"
+                }),
+                grid,
+                [BLOCK, 1, 1],
+                0,
+            )
+            .args(row_args(&l)),
+        ),
+        Strategy::Small { block } => Plan::single(
+            LaunchPlan::new(
+                SRC.entry(if ggml {
+                    "cumsum_ggml_small"
+                } else {
+                    "cumsum_clamped_small"
+                }),
+                grid,
+                [block, 1, 1],
+                small_smem(block),
+            )
+            .args(row_args(&l)),
+        ),
+    })
+}
+
+fn rows_on_grid_x(l: &RowLayout, limits: &LimitsProfile) -> Result<(), Refusal> {
+    if l.nrows as u64 > limits.grid_limit(0) {
+        return Err(format!(
+            "ne[1] = {} rows exceeds grid.x {}; this impl keeps one row per block.x",
+            l.nrows,
+            limits.grid_limit(0)
+        )
+        .into());
     }
     Ok(())
 }
 
-/// Upstream: strategy by row length, grid (ne01, ne02, ne03) for the row kernels.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml cumsum.cu as shipped (CUB build): device-wide scan per row (rows stepped by ne00, as upstream does), 256-thread block scan with carry from 1024, small block below; grid (ne01, ne02, ne03)"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        Ok(row_plan(case, limits, "ggml", false))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        run_rows(ctx, case, plan, true)
-    }
+fn ggml_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    row_plan(case, limits, Geometry::Ggml)
 }
 
-/// The fix: same strategies, grid clamped, ne[2]/ne[3] grid-stride loops.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
+fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let l = RowLayout::of(case);
+    rows_on_grid_x(&l, limits)?;
+    // The device-wide scan puts a row's tiles on grid.x (found by the launch_plan fuzz
+    // target: a row of 2.5e15 elements planned 2.4e12 blocks).
+    let tiles = (l.ncols as u64).div_ceil(TILE as u64);
+    if matches!(strategy(l.ncols, l.total_rows()), Strategy::DeviceScan)
+        && tiles > limits.grid_limit(0)
+    {
+        return Err(format!(
+            "a row of {} elements needs {tiles} tiles of {TILE}, more than grid.x {}",
+            l.ncols,
+            limits.grid_limit(0)
+        )
+        .into());
     }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "ggml's strategies with the grid clamped to the device limits and grid-stride loops over ne[2] and ne[3]; 64-bit offsets"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        if l.nrows as u64 > limits.grid_limit(0) {
-            return Err(format!(
-                "ne[1] = {} rows exceeds grid.x {}; this impl keeps one row per block.x",
-                l.nrows,
-                limits.grid_limit(0)
-            ));
-        }
-        // The device-wide scan puts a row's tiles on grid.x (found by the launch_plan fuzz
-        // target: a row of 2.5e15 elements planned 2.4e12 blocks).
-        let tiles = (l.ncols as u64).div_ceil(TILE as u64);
-        if matches!(strategy(l.ncols, l.total_rows()), Strategy::DeviceScan)
-            && tiles > limits.grid_limit(0)
-        {
-            return Err(format!(
-                "a row of {} elements needs {tiles} tiles of {TILE}, more than grid.x {}",
-                l.ncols,
-                limits.grid_limit(0)
-            ));
-        }
-        Ok(row_plan(case, limits, "clamped", true))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        run_rows(ctx, case, plan, false)
-    }
+    row_plan(case, limits, Geometry::Clamped)
 }
 
-/// CALIBRATION of the index-width boundary: the clamped block scan with `int` offsets.
-pub struct Int32Index;
-pub static INT32_INDEX: Int32Index = Int32Index;
-
-impl Impl for Int32Index {
-    fn name(&self) -> &'static str {
-        "int32-index"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Planted {
-            bug: "flat element offsets computed in 32-bit int: right up to 2^31 elements, wraps past it (boundary 'elements past 2^31'); every smaller case passes by design",
-            expect: &[Detector::DeviceSync, Detector::Poison, Detector::Reference],
-        }
-    }
-    fn about(&self) -> &'static str {
-        "CALIBRATION: the clamped 256-thread block scan with row offsets and element indices in int, as many kernels compute them"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        if l.nrows as u64 > limits.grid_limit(0) {
-            return Err(format!(
-                "ne[1] = {} rows exceeds grid.x {}",
-                l.nrows,
-                limits.grid_limit(0)
-            ));
-        }
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k("cumsum_int32_index"),
-            grid(&l, limits, true),
+/// The clamped 256-thread block scan with `int` extents and strides, as an int-indexed
+/// kernel's launcher passes them: `as i32` wraps exactly as the C conversion would.
+fn int32_index_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let l = RowLayout::of(case);
+    rows_on_grid_x(&l, limits)?;
+    let args = [
+        l.ncols,
+        l.nrows,
+        l.nchannels,
+        l.nsamples,
+        l.stride_row,
+        l.stride_channel,
+        l.stride_sample,
+    ]
+    .into_iter()
+    .map(|v| KernelArg::I32(v as i32));
+    let mut all = vec![KernelArg::Tensor(0), KernelArg::Tensor(1)];
+    all.extend(args);
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry("cumsum_int32_index"),
+            [
+                l.nrows as u64,
+                (l.nchannels as u64).min(limits.grid_limit(1)),
+                (l.nsamples as u64).min(limits.grid_limit(2)),
+            ],
             [BLOCK, 1, 1],
             0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        // The kernel takes int extents and strides, as an int-indexed kernel's launcher does;
-        // `as i32` wraps exactly as the C cast would.
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::I32(l.ncols as i32),
-            KArg::I32(l.nrows as i32),
-            KArg::I32(l.nchannels as i32),
-            KArg::I32(l.nsamples as i32),
-            KArg::I32(l.stride_row as i32),
-            KArg::I32(l.stride_channel as i32),
-            KArg::I32(l.stride_sample as i32),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
+        )
+        .args(all),
+    ))
 }
+
+/// Upstream: strategy by row length, grid (ne01, ne02, ne03) for the row kernels.
+pub static GGML: KernelImpl = KernelImpl {
+    name: "ggml",
+    role: ImplRole::Upstream,
+    about: "ggml cumsum.cu as shipped (CUB build): device-wide scan per row (rows stepped by ne00, as upstream does), 256-thread block scan with carry from 1024, small block below; grid (ne01, ne02, ne03)",
+    plan: ggml_plan,
+};
+
+/// The fix: same strategies, grid clamped, ne[2]/ne[3] grid-stride loops.
+pub static CLAMPED: KernelImpl = KernelImpl {
+    name: "clamped",
+    role: ImplRole::Fixed,
+    about: "ggml's strategies with the grid clamped to the device limits and grid-stride loops over ne[2] and ne[3]; 64-bit offsets",
+    plan: clamped_plan,
+};
+
+/// CALIBRATION of the index-width boundary: the clamped block scan with `int` offsets.
+pub static INT32_INDEX: KernelImpl = KernelImpl {
+    name: "int32-index",
+    role: ImplRole::Planted {
+        bug: "flat element offsets computed in 32-bit int: right up to 2^31 elements, wraps past it (boundary 'elements past 2^31'); every smaller case passes by design",
+        expect: &[Detector::DeviceSync, Detector::Poison, Detector::Reference],
+    },
+    about: "CALIBRATION: the clamped 256-thread block scan with row offsets and element indices in int, as many kernels compute them",
+    plan: int32_index_plan,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kedge_core::compare::Tolerance;
-    use kedge_core::rng::Rng;
+    use approx::assert_abs_diff_eq;
+    use kedge_core::model::rng::Rng;
+    use rstest::rstest;
 
     fn case(ne: Ne) -> Case {
         Case::new("cumsum", "ggml", DType::F32, ne)
@@ -521,13 +530,13 @@ mod tests {
         for (r, row) in out.chunks(777).enumerate() {
             let (i1, i2, i3) = (r % 3, (r / 3) % 2, r / 6);
             let sum: f64 = (0..777).map(|i0| inputs[0].get(i0, i1, i2, i3)).sum();
-            assert!(
-                (row[776] - sum).abs() < 1e-9,
-                "row {r}: {} vs {sum}",
-                row[776]
-            );
+            assert_abs_diff_eq!(row[776], sum, epsilon = 1e-9);
             // and each element adds exactly one input to the one before
-            assert!((row[1] - row[0] - inputs[0].get(1, i1, i2, i3)).abs() < 1e-12);
+            assert_abs_diff_eq!(
+                row[1] - row[0],
+                inputs[0].get(1, i1, i2, i3),
+                epsilon = 1e-12
+            );
         }
     }
 
@@ -557,27 +566,38 @@ mod tests {
         assert_eq!(OP.tolerance(&case([100_000, 1, 1, 1])), Tolerance::F32);
     }
 
+    #[rstest]
+    #[case(32, 4, Strategy::Small { block: 32 })]
+    #[case(33, 4, Strategy::Small { block: 64 })]
+    #[case(225, 4, Strategy::Small { block: 256 })]
+    #[case(1023, 8, Strategy::Small { block: 256 })]
+    #[case(1024, 8, Strategy::BlockCarry)]
+    // One row: 1023 small, 1024 block scan, 1025 device-wide.
+    #[case(1023, 1, Strategy::Small { block: 256 })]
+    #[case(1024, 1, Strategy::BlockCarry)]
+    #[case(1025, 1, Strategy::DeviceScan)]
+    // Two rows: 8193 / 2 = 4096 is not > 4096, 8194 / 2 = 4097 is.
+    #[case(8193, 2, Strategy::BlockCarry)]
+    #[case(8194, 2, Strategy::DeviceScan)]
+    fn strategies_change_where_upstream_changes_them(
+        #[case] ncols: i64,
+        #[case] nrows: i64,
+        #[case] want: Strategy,
+    ) {
+        assert_eq!(strategy(ncols, nrows), want);
+    }
+
     #[test]
-    fn strategies_change_where_upstream_changes_them() {
-        assert_eq!(strategy(32, 4), Strategy::Small { block: 32 });
-        assert_eq!(strategy(33, 4), Strategy::Small { block: 64 });
-        assert_eq!(strategy(225, 4), Strategy::Small { block: 256 });
-        assert_eq!(strategy(1023, 8), Strategy::Small { block: 256 });
-        assert_eq!(strategy(1024, 8), Strategy::BlockCarry);
-        // One row: 1023 small, 1024 block scan, 1025 device-wide.
-        assert_eq!(strategy(1023, 1), Strategy::Small { block: 256 });
-        assert_eq!(strategy(1024, 1), Strategy::BlockCarry);
-        assert_eq!(strategy(1025, 1), Strategy::DeviceScan);
-        // Two rows: 8193 / 2 = 4096 is not > 4096, 8194 / 2 = 4097 is.
-        assert_eq!(strategy(8193, 2), Strategy::BlockCarry);
-        assert_eq!(strategy(8194, 2), Strategy::DeviceScan);
+    fn strategy_plans() {
         // The small kernel's smem: block + warps + 2 floats.
         let p = GGML.plan(&case([100, 3, 1, 1]), &h200()).unwrap();
         assert_eq!(p.launches[0].block, [128, 1, 1]);
         assert_eq!(p.launches[0].smem, (128 + 4 + 2) * 4);
-        // The device-wide scan: three launches per row over a 1-D tile grid.
+        // The device-wide scan: three launches per row over a 1-D tile grid, one list
+        // repeated per row.
         let p = GGML.plan(&case([8194, 2, 1, 1]), &h200()).unwrap();
-        assert_eq!(p.launches.len(), 6);
+        assert_eq!(p.launches.len(), 3);
+        assert_eq!((p.repeat, p.launch_count()), ([2, 1, 1], 6));
         assert_eq!(p.launches[0].grid, [9, 1, 1]);
         assert_eq!(p.launches[2].grid, [8, 1, 1]);
     }
@@ -636,6 +656,122 @@ mod tests {
         }
     }
 
+    /// The device-wide scan's row pointers, resolved as `RunCtx::run_plan` resolves them
+    /// (offset + step[l] * index at level l), are each row's: upstream's `r * ne00` for ggml,
+    /// the input's strides for the fix, dense rows of dst for both.
+    #[rstest]
+    #[case(&GGML, RowStep::Ne00)]
+    #[case(&CLAMPED, RowStep::Strides)]
+    fn device_scan_row_pointers_are_each_rows(#[case] imp: &KernelImpl, #[case] step: RowStep) {
+        let c = case([9000 * 12, 3, 2, 2]).with_param("row_pad", 7);
+        let l = RowLayout::of(&c);
+        assert_eq!(strategy(l.ncols, l.total_rows()), Strategy::DeviceScan);
+        let plan = imp.plan(&c, &h200()).unwrap();
+        assert_eq!(plan.repeat, [3, 2, 2]);
+        let at = |a: &KernelArg, i: [i64; 3]| match a {
+            KernelArg::TensorAt {
+                index,
+                offset,
+                step,
+            } => (*index, offset + (0..3).map(|k| step[k] * i[k]).sum::<i64>()),
+            other => panic!("not a row pointer: {other:?}"),
+        };
+        let mut r = 0i64;
+        for i3 in 0..l.nsamples {
+            for i2 in 0..l.nchannels {
+                for i1 in 0..l.nrows {
+                    let i = [i1, i2, i3];
+                    let src = match step {
+                        RowStep::Ne00 => r * l.ncols * 4,
+                        RowStep::Strides => {
+                            (i1 * l.stride_row + i2 * l.stride_channel + i3 * l.stride_sample) * 4
+                        }
+                    };
+                    let dst = r * l.ncols * 4;
+                    assert_eq!(at(&plan.launches[0].args[0], i), (0, src));
+                    assert_eq!(at(&plan.launches[0].args[1], i), (1, dst));
+                    assert_eq!(at(&plan.launches[2].args[0], i), (1, dst));
+                    r += 1;
+                }
+            }
+        }
+        // One scratch, shared by name by the three launches, listed as a planned buffer.
+        let sums = KernelArg::Scratch {
+            name: TILE_SUMS.into(),
+            bytes: 106 * 4,
+        };
+        assert_eq!(plan.launches[0].args[2], sums);
+        assert_eq!(plan.launches[1].args[0], sums);
+        assert_eq!(plan.launches[2].args[1], sums);
+        assert_eq!(plan.buffers.len(), 1);
+        assert_eq!(plan.buffers[0].bytes, 106 * 4);
+    }
+
+    /// Every impl and strategy: planned arguments match the kernel's declared parameters.
+    #[rstest]
+    fn plan_args_match_the_kernel_signatures(
+        #[values(&GGML, &CLAMPED, &INT32_INDEX)] imp: &KernelImpl,
+        #[values([100, 3, 2, 1], [1024, 3, 2, 1], [8194, 2, 1, 1], [100_000, 1, 1, 1])] ne: Ne,
+        #[values(0, 3)] pad: i64,
+    ) {
+        let plan = imp
+            .plan(&case(ne).with_param("row_pad", pad), &h200())
+            .unwrap();
+        crate::signature::check_plan(&plan).unwrap();
+        assert!(plan.standalone().is_ok());
+    }
+
+    /// The plan of 65535 rows is the plan of 3 rows with another repeat count: launches and
+    /// arguments do not grow with the shape, on every strategy.
+    #[rstest]
+    fn plan_size_does_not_grow_with_the_shape(
+        #[values(&GGML, &CLAMPED, &INT32_INDEX)] imp: &KernelImpl,
+        #[values(64, 1024, 4097 * 65_535)] ncols: i64,
+    ) {
+        let shape = |p: &Plan| {
+            (
+                p.launches.len(),
+                p.launches.iter().map(|l| l.args.len()).collect::<Vec<_>>(),
+                p.buffers.len(),
+            )
+        };
+        let small = imp.plan(&case([ncols, 3, 1, 1]), &h200()).unwrap();
+        for ne in [[ncols, 65_535, 1, 1], [ncols, 5, 13_107, 1]] {
+            let big = imp.plan(&case(ne), &h200()).unwrap();
+            assert_eq!(shape(&big), shape(&small), "{ne:?}");
+            let same_strategy = strategy(ncols, 3) == strategy(ncols, 65_535);
+            if same_strategy && small.repetitions() > 1 {
+                assert_eq!(big.repetitions(), 65_535);
+            }
+        }
+    }
+
+    #[test]
+    fn grid_limits_are_generated_not_declared() {
+        let base = OP.probe_base().unwrap();
+        let generated = kedge_core::contract::boundary::generated(&base, &h200(), 4);
+        for d in [2, 3] {
+            let b = generated
+                .iter()
+                .find(|b| b.axis == Axis::Ne(d) && b.probe_values() == vec![65_535, 65_536])
+                .unwrap();
+            let mut ne = b.base;
+            ne[d] = 65_536;
+            assert!(!GGML
+                .plan(&case(ne), &h200())
+                .unwrap()
+                .violations(&h200())
+                .is_empty());
+            assert_eq!(OP.reach(&case(ne)).as_deref(), Some(REACH_GRID));
+        }
+        for b in OP.boundaries(&h200()) {
+            let short_rows_on_grid = b.base[0] < BLOCK_CARRY_FROM
+                && b.params.is_empty()
+                && matches!(b.axis, Axis::Ne(2) | Axis::Ne(3));
+            assert!(!short_rows_on_grid, "{} is generated", b.label);
+        }
+    }
+
     #[test]
     fn upstream_line() {
         let r = OP.upstream(&case([64, 1, 65536, 1])).unwrap();
@@ -645,6 +781,7 @@ mod tests {
         );
         assert_eq!(r.vars, "type=f32,ne=[64,1,65536,1]");
         assert_eq!(r.op_name, "CUMSUM");
+        assert_eq!(OP.upstream_name(), Some("CUMSUM"));
     }
 
     proptest::proptest! {

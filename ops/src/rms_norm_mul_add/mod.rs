@@ -7,52 +7,49 @@
 //!
 //! Upstream launches the fused kernel (`rms_norm_f32<block_size, true, true>`, norm.cu) with
 //! rms_norm's grid, `dim3 blocks_num(nrows, nchannels, nsamples)`: ne[2] on grid.y and ne[3] on
-//! grid.z, both capped at 65535. It is the second line of the incident's repro.
+//! grid.z, both capped at 65535 (kedge generates those boundaries from `probe_base`). It is the
+//! second line of the incident's repro.
 
-use crate::norm_family::{clamped_grid, ggml_grid, map_rows_indexed, pad};
-use crate::rows::{cpp_float, cpp_ne, ggml_float, row_tensors, vars_ne, RowLayout, ROW_PAD};
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::params::{Params, ParamsExt};
+use crate::row_norm::{
+    clamped_grid, ggml_grid, map_rows_indexed, pad, RowNormGeometry, BLOCK_SWITCH,
+};
+use crate::rows::{row_tensors, RowLayout};
+use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
+use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-const SRC: &str = include_str!("rms_norm_mul_add.cu");
-const FILE: &str = "ops/src/rms_norm_mul_add/rms_norm_mul_add.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(
+    SRC = "ops/src/rms_norm_mul_add/rms_norm_mul_add.cu",
+    "rms_norm_mul_add.cu"
+);
+
+kedge_core::params! {
+    /// rms_norm_mul_add's parameters.
+    pub struct RmsNormMulAddParams {
+        eps: float = 1e-6, "added to the mean of squares";
+        broadcast: choice(["row", "full"]) = "row", "shape of w and b: row = [ne0, 1, 1, 1] (a model's norm weight), full = x's shape";
+        row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view";
     }
 }
 
 pub struct RmsNormMulAdd;
 pub static OP: RmsNormMulAdd = RmsNormMulAdd;
 
-const EPS: f64 = 1e-6;
-
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("eps", EPS, "added to the mean of squares"),
-    ParamSpec::choice(
-        "broadcast",
-        "row",
-        &["row", "full"],
-        "shape of w and b: row = [ne0, 1, 1, 1] (a model's norm weight), full = x's shape",
-    ),
-    ROW_PAD,
-];
-
-/// Upstream switches from 256 to 1024 threads at ncols 1024 (rms_norm_mul_f32_cuda).
-pub const BLOCK_SWITCH: i64 = 1024;
-
 pub const REACH_NE2: &str = "qwen4exp indexer (llama.cpp PR #27742): pooled keys reshaped to [idx_dim, 1, ceil(n_kv/4)] go through build_norm(pooled, index_k_norm, nullptr, LLM_NORM_RMS), which ggml fuses into RMS_NORM x weight (rms_norm_mul_f32_cuda in the incident's stack: this kernel template and grid, without the add; a norm with a bias takes the add); n_kv = 262,144 puts 65,536 on ne[2]";
 
 /// Shape of w and b for a case.
 pub fn weight_ne(case: &Case) -> Ne {
-    if case.params.str_or("broadcast", "row") == "full" {
+    if RmsNormMulAddParams::of(case).broadcast == "full" {
         case.ne
     } else {
         [case.ne[0], 1, 1, 1]
+    }
+}
+
+fn bad(msg: String) -> CaseError {
+    CaseError::BadInput {
+        op: "rms_norm_mul_add".into(),
+        msg,
     }
 }
 
@@ -63,11 +60,15 @@ impl Op for RmsNormMulAdd {
     fn about(&self) -> &'static str {
         "fused RMS_NORM x weight + bias over ne0 (ggml's RMS_NORM_MUL_ADD fusion)"
     }
+    /// test-backend-ops names the fused case `RMS_NORM_MUL_ADD` (its `op_desc`).
+    fn upstream_name(&self) -> Option<&'static str> {
+        Some("RMS_NORM_MUL_ADD")
+    }
     fn dtypes(&self) -> &'static [DType] {
         crate::rows::F32_ONLY
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        RmsNormMulAddParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![&GGML, &CLAMPED]
@@ -76,32 +77,28 @@ impl Op for RmsNormMulAdd {
     fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
         let mut t = row_tensors(case)?;
         let wne = weight_ne(case);
-        let dst = t.pop().ok_or_else(|| CaseError::BadInput {
-            op: "rms_norm_mul_add".into(),
-            msg: "row tensors without an output".into(),
-        })?;
+        let dst = t
+            .pop()
+            .ok_or_else(|| bad("row tensors without an output".into()))?;
         t.push(TensorSpec::dense("w", Role::Input, case.dtype, wne)?);
         t.push(TensorSpec::dense("b", Role::Input, case.dtype, wne)?);
         t.push(dst);
         Ok(t)
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
-        let eps = case.params.f64_or("eps", EPS);
+        let eps = RmsNormMulAddParams::of(case).eps;
         let [x, w, b] = inputs else {
-            return Err(CaseError::BadInput {
-                op: "rms_norm_mul_add".into(),
-                msg: format!("expected 3 inputs (x, w, b), got {}", inputs.len()),
-            });
+            return Err(bad(format!(
+                "expected 3 inputs (x, w, b), got {}",
+                inputs.len()
+            )));
         };
         let wne = w.ne.map(|d| d as usize);
         if w.ne != b.ne || wne[0] != x.ne[0] as usize {
-            return Err(CaseError::BadInput {
-                op: "rms_norm_mul_add".into(),
-                msg: format!(
-                    "w {:?} and b {:?} must share one shape whose ne0 is x's ({})",
-                    w.ne, b.ne, x.ne[0]
-                ),
-            });
+            return Err(bad(format!(
+                "w {:?} and b {:?} must share one shape whose ne0 is x's ({})",
+                w.ne, b.ne, x.ne[0]
+            )));
         }
         Ok(vec![map_rows_indexed(x, |[i1, i2, i3], row, dst| {
             let (j1, j2, j3) = (i1 % wne[1], i2 % wne[2], i3 % wne[3]);
@@ -112,13 +109,15 @@ impl Op for RmsNormMulAdd {
             }
         })])
     }
+    fn probe_base(&self) -> Option<ProbeBase> {
+        Some(ProbeBase::rows([64, 1, 1, 1]))
+    }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
         vec![
-            Boundary::ne("ne[2] on grid.y", 2, gy, [64, 1, 0, 1], Reach(REACH_NE2)),
-            // A clamped kernel that took the weight row from blockIdx.y instead of the loop's
-            // channel would be wrong only here, past the clamp.
+            // The generated ne[2] probes keep the default row-shaped w and b. A clamped kernel
+            // that took the weight row from blockIdx.y instead of the loop's channel would be
+            // wrong only with per-channel weights, past the clamp: this probe has them.
             Boundary::ne(
                 "ne[2] on grid.y, w and b of x's shape (test-backend-ops' layout)",
                 2,
@@ -127,7 +126,6 @@ impl Op for RmsNormMulAdd {
                 Reach(REACH_NE2),
             )
             .with_param("broadcast", "full"),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [64, 1, 1, 0], Reach::SYNTHETIC),
             Boundary::ne(
                 "ne[0] at the 256 -> 1024 thread switch",
                 0,
@@ -171,12 +169,16 @@ impl Op for RmsNormMulAdd {
             ([100, 4, 2, 2], pad(3)),
         ]
     }
-    /// Upstream's constructor is `test_rms_norm_mul_add(type, ne, eps, broadcast, multi_add)`;
-    /// with broadcast=false its w and b have x's shape (our "full"), and it has no row-shaped
-    /// weight nor a padded view. The line is emitted with broadcast=false, multi_add=false for
-    /// every case: the launch geometry, which is what fails upstream, depends on x's shape only.
+    /// Upstream's constructor (tests/test-backend-ops.cpp, `struct test_rms_norm_mul_add`) is
+    /// `test_rms_norm_mul_add(ggml_type type = GGML_TYPE_F32, std::array<int64_t, 4> ne =
+    /// {64, 5, 4, 3}, float eps = 1e-6f, bool broadcast = false, bool multi_add = false)` and
+    /// its `vars()` is `VARS_TO_STR5(type, ne, eps, broadcast, multi_add)`. With
+    /// broadcast=false its weight and bias have x's shape (kedge's "full"); it has neither a
+    /// row-shaped weight nor a padded view, so every case is written with broadcast=false,
+    /// multi_add=false and x's shape: the launch geometry, which is what fails upstream,
+    /// depends on x's shape only.
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        let eps = case.params.f64_or("eps", EPS);
+        let eps = RmsNormMulAddParams::of(case).eps;
         Some(UpstreamRepro {
             test_case_line: format!(
                 "test_cases.emplace_back(new test_rms_norm_mul_add({}, {}, {}, false, false));",
@@ -204,122 +206,102 @@ impl Op for RmsNormMulAdd {
     }
 }
 
-fn block_for(ncols: i64) -> u64 {
-    if ncols < BLOCK_SWITCH {
-        256
-    } else {
-        1024
-    }
+/// The launch for a case: upstream's block (256 threads below ncols 1024, 1024 from there),
+/// the geometry's grid and the kernel's arguments in parameter order: x, w, b, dst, ncols,
+/// [the true extents, clamped only], x's strides in elements, eps, w's and b's extents.
+pub fn launch(
+    case: &Case,
+    limits: &LimitsProfile,
+    geometry: RowNormGeometry,
+) -> Result<LaunchPlan, Refusal> {
+    let l = RowLayout::of(case);
+    let wne = weight_ne(case);
+    let eps = RmsNormMulAddParams::of(case).eps as f32;
+    let small = l.ncols < BLOCK_SWITCH;
+    let bs = if small { 256 } else { 1024 };
+    // ncols is an `int` parameter in both kernels, as upstream's; `as i32` is the C
+    // conversion (the clamped grid refuses rows that do not fit).
+    let mut args = vec![
+        KernelArg::Tensor(0),
+        KernelArg::Tensor(1),
+        KernelArg::Tensor(2),
+        KernelArg::Tensor(3),
+        KernelArg::I32(l.ncols as i32),
+    ];
+    let strides = [
+        KernelArg::I64(l.stride_row),
+        KernelArg::I64(l.stride_channel),
+        KernelArg::I64(l.stride_sample),
+    ];
+    let (grid, entry) = match geometry {
+        RowNormGeometry::Ggml => {
+            args.extend(strides);
+            args.push(KernelArg::F32(eps));
+            // Upstream passes w's extents as uint32 fastdiv values; `int` here, as x's.
+            args.extend(wne[1..].iter().map(|&d| KernelArg::I32(d as i32)));
+            let entry = if small {
+                "rms_norm_mul_add_ggml_256"
+            } else {
+                "rms_norm_mul_add_ggml_1024"
+            };
+            (ggml_grid(&l), entry)
+        }
+        RowNormGeometry::Clamped => {
+            let grid = clamped_grid(&l, limits)?;
+            args.extend([
+                KernelArg::I64(l.nrows),
+                KernelArg::I64(l.nchannels),
+                KernelArg::I64(l.nsamples),
+            ]);
+            args.extend(strides);
+            args.push(KernelArg::F32(eps));
+            args.extend(wne[1..].iter().map(|&d| KernelArg::I64(d)));
+            let entry = if small {
+                "rms_norm_mul_add_clamped_256"
+            } else {
+                "rms_norm_mul_add_clamped_1024"
+            };
+            (grid, entry)
+        }
+    };
+    Ok(LaunchPlan::new(SRC.entry(entry), grid, [bs, 1, 1], 0).args(args))
+}
+
+fn ggml_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    Ok(Plan::single(launch(case, limits, RowNormGeometry::Ggml)?))
+}
+
+fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    Ok(Plan::single(launch(
+        case,
+        limits,
+        RowNormGeometry::Clamped,
+    )?))
 }
 
 /// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml's fused rms_norm_f32<bs, true, true> as shipped: grid (nrows, nchannels, nsamples), extents from gridDim"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let bs = block_for(l.ncols);
-        let entry = if bs == 256 {
-            "rms_norm_mul_add_ggml_256"
-        } else {
-            "rms_norm_mul_add_ggml_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            ggml_grid(&l),
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let wne = weight_ne(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::Ptr(ctx.ptr(2)),
-            KArg::Ptr(ctx.ptr(3)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(case.params.f64_or("eps", EPS) as f32),
-            // Upstream passes these as uint32 fastdiv values; ints here, as they fit x's.
-            KArg::I32(wne[1] as i32),
-            KArg::I32(wne[2] as i32),
-            KArg::I32(wne[3] as i32),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
-}
+pub static GGML: KernelImpl = KernelImpl {
+    name: "ggml",
+    role: ImplRole::Upstream,
+    about: "ggml's fused rms_norm_f32<bs, true, true> as shipped: grid (nrows, nchannels, nsamples), extents from gridDim",
+    plan: ggml_plan,
+};
 
 /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let l = RowLayout::of(case);
-        let grid = clamped_grid(&l, limits)?;
-        let bs = block_for(l.ncols);
-        let entry = if bs == 256 {
-            "rms_norm_mul_add_clamped_256"
-        } else {
-            "rms_norm_mul_add_clamped_1024"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
-            grid,
-            [bs, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let l = RowLayout::of(case);
-        let wne = weight_ne(case);
-        let args = [
-            KArg::Ptr(ctx.ptr(0)),
-            KArg::Ptr(ctx.ptr(1)),
-            KArg::Ptr(ctx.ptr(2)),
-            KArg::Ptr(ctx.ptr(3)),
-            KArg::I32(l.ncols as i32),
-            KArg::I64(l.nrows),
-            KArg::I64(l.nchannels),
-            KArg::I64(l.nsamples),
-            KArg::I64(l.stride_row),
-            KArg::I64(l.stride_channel),
-            KArg::I64(l.stride_sample),
-            KArg::F32(case.params.f64_or("eps", EPS) as f32),
-            KArg::I64(wne[1]),
-            KArg::I64(wne[2]),
-            KArg::I64(wne[3]),
-        ];
-        ctx.launch(&plan.launches[0], &args)
-    }
-}
+pub static CLAMPED: KernelImpl = KernelImpl {
+    name: "clamped",
+    role: ImplRole::Fixed,
+    about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets",
+    plan: clamped_plan,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
+    use rstest::rstest;
+
+    const EPS: f64 = 1e-6;
 
     fn case(ne: Ne) -> Case {
         Case::new("rms_norm_mul_add", "ggml", DType::F32, ne)
@@ -328,11 +310,17 @@ mod tests {
             .with_param("row_pad", 0)
     }
 
-    fn close(got: &[f64], want: &[f64]) {
-        assert_eq!(got.len(), want.len());
-        for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
-        }
+    fn h200() -> LimitsProfile {
+        LimitsProfile::builtin("h200").unwrap()
+    }
+
+    #[test]
+    fn typed_params_default_once() {
+        let p = RmsNormMulAddParams::default();
+        assert_eq!((p.eps, p.broadcast, p.row_pad), (EPS, "row", 0));
+        let c = Case::new("rms_norm_mul_add", "ggml", DType::F32, [4, 3, 1, 1]);
+        assert_eq!(weight_ne(&c), [4, 1, 1, 1]);
+        assert_eq!(weight_ne(&c.with_param("broadcast", "full")), [4, 3, 1, 1]);
     }
 
     #[test]
@@ -363,15 +351,13 @@ mod tests {
         let out = OP.reference(&case([2, 2, 1, 1]), &[x, w, b]).unwrap();
         let s0 = 1.0 / (12.5f64 + EPS).sqrt();
         let s1 = 1.0 / (1.0f64 + EPS).sqrt();
-        close(
-            &out[0],
-            &[
-                3.0 * s0 * 2.0 + 0.5,
-                -4.0 * s0 + 10.0,
-                2.0 * s1 + 0.5,
-                -s1 + 10.0,
-            ],
-        );
+        let want = [
+            3.0 * s0 * 2.0 + 0.5,
+            -4.0 * s0 + 10.0,
+            2.0 * s1 + 0.5,
+            -s1 + 10.0,
+        ];
+        assert_abs_diff_eq!(out[0][..], want[..], epsilon = 1e-12);
     }
 
     #[test]
@@ -385,12 +371,16 @@ mod tests {
         // A one-element row normalizes to sign(x) (up to eps).
         let s0 = 2.0 / (4.0f64 + EPS).sqrt();
         let s1 = -3.0 / (9.0f64 + EPS).sqrt();
-        close(&out[0], &[s0 * 3.0 + 1.0, s1 * 5.0 - 1.0]);
+        assert_abs_diff_eq!(
+            out[0][..],
+            [s0 * 3.0 + 1.0, s1 * 5.0 - 1.0][..],
+            epsilon = 1e-12
+        );
     }
 
     #[test]
     fn ggml_plan_breaks_grid_y_and_z_exactly_past_65535() {
-        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let h200 = h200();
         for bc in ["row", "full"] {
             let c = |ne| case(ne).with_param("broadcast", bc);
             let v = GGML
@@ -421,6 +411,78 @@ mod tests {
     }
 
     #[test]
+    fn grid_limits_are_generated_not_declared() {
+        let h200 = h200();
+        let base = OP.probe_base().unwrap();
+        let generated = kedge_core::contract::boundary::generated(&base, &h200, 4);
+        for d in [2, 3] {
+            assert!(
+                generated
+                    .iter()
+                    .any(|b| b.axis == Axis::Ne(d) && b.probe_values() == vec![65_535, 65_536]),
+                "ne[{d}] at the grid limit is generated"
+            );
+        }
+        // The op's own boundaries keep only what the generator does not yield.
+        for b in OP.boundaries(&h200) {
+            let plain_grid = b.params.is_empty() && matches!(b.axis, Axis::Ne(2) | Axis::Ne(3));
+            assert!(!plain_grid, "{} is generated", b.label);
+        }
+        assert_eq!(
+            OP.reach(&case([64, 1, 65536, 1])).as_deref(),
+            Some(REACH_NE2)
+        );
+        assert!(OP.reach(&case([64, 1, 1, 65536])).is_some());
+        assert!(OP.reach(&case([64, 1, 65535, 65535])).is_none());
+    }
+
+    #[rstest]
+    #[case(1023, 256, "rms_norm_mul_add_ggml_256")]
+    #[case(1024, 1024, "rms_norm_mul_add_ggml_1024")]
+    fn block_switches_at_1024_like_upstream(
+        #[case] ncols: i64,
+        #[case] block: u64,
+        #[case] entry: &str,
+    ) {
+        let p = GGML.plan(&case([ncols, 2, 1, 1]), &h200()).unwrap();
+        assert_eq!(
+            (p.launches[0].name(), p.launches[0].block[0]),
+            (entry, block)
+        );
+        let p = CLAMPED.plan(&case([ncols, 2, 1, 1]), &h200()).unwrap();
+        assert_eq!(p.launches[0].block[0], block);
+    }
+
+    /// Each impl's planned arguments match the kernel's declared parameters, on both block
+    /// sizes and both broadcasts; the ggml impls' plans are what `kedge repro` writes out.
+    #[rstest]
+    fn plan_args_match_the_kernel_signatures(
+        #[values(&GGML, &CLAMPED)] imp: &KernelImpl,
+        #[values(100, 4096)] ncols: i64,
+        #[values("row", "full")] broadcast: &str,
+    ) {
+        let c = case([ncols, 3, 2, 2]).with_param("broadcast", broadcast);
+        let plan = imp.plan(&c, &h200()).unwrap();
+        crate::signature::check_plan(&plan).unwrap();
+        assert!(plan.standalone().is_ok());
+    }
+
+    #[rstest]
+    fn plan_size_does_not_grow_with_the_shape(#[values(&GGML, &CLAMPED)] imp: &KernelImpl) {
+        let shape = |p: &Plan| {
+            (
+                p.launches.len(),
+                p.repetitions(),
+                p.launches.iter().map(|l| l.args.len()).collect::<Vec<_>>(),
+            )
+        };
+        let small = shape(&imp.plan(&case([64, 3, 1, 1]), &h200()).unwrap());
+        for ne in [[64, 65_535, 1, 1], [64, 1, 65_535, 1], [64, 7, 300, 65_535]] {
+            assert_eq!(shape(&imp.plan(&case(ne), &h200()).unwrap()), small);
+        }
+    }
+
+    #[test]
     fn upstream_line_is_the_incidents_second_line() {
         let r = OP.upstream(&case([64, 1, 65536, 1])).unwrap();
         assert_eq!(
@@ -432,6 +494,7 @@ mod tests {
             "type=f32,ne=[64,1,65536,1],eps=0.000001,broadcast=0,multi_add=0"
         );
         assert_eq!(r.op_name, "RMS_NORM_MUL_ADD");
+        assert_eq!(OP.upstream_name(), Some("RMS_NORM_MUL_ADD"));
     }
 
     proptest::proptest! {

@@ -7,52 +7,42 @@
 //!
 //! Upstream launch (ggml-cuda/softmax.cu, `soft_max_f32_cuda`): `block_nums(ne01, ne02, ne03)`,
 //! so heads sit on grid.y and ne[3] on grid.z (the incident's sweep found it: a crash needs more
-//! than 65535 heads, which no model has). Block size: the smallest power of two >= ncols, from
-//! 32 up to 1024. The row is kept in dynamic shared memory when `(pad(ncols, 32) + 32) * 4`
-//! bytes fit the device's opt-in shared memory per block; otherwise the row is cached in dst.
-//! Upstream also instantiates the shared-memory body for ncols in {32, 64, ..., 4096} as
-//! compile-time constants; those launch with the same grid, block and shared memory, so kedge
-//! runs one body for all of them. Its cooperative column-parallel path (scale 1, no mask, no
-//! ALiBi, ncols / nrows > 8192, past the threshold) is not modelled: the threshold boundaries
-//! use scale != 1 so upstream would take the row kernel modelled here.
+//! than 65535 heads, which no model has; kedge generates those boundaries from `probe_base`).
+//! Block size: the smallest power of two >= ncols, from 32 up to 1024. The row is kept in
+//! dynamic shared memory when `(pad(ncols, 32) + 32) * 4` bytes fit the device's opt-in shared
+//! memory per block; otherwise the row is cached in dst. Upstream also instantiates the
+//! shared-memory body for ncols in {32, 64, ..., 4096} as compile-time constants; those launch
+//! with the same grid, block and shared memory, so kedge runs one body for all of them (their
+//! ncols are boundaries all the same). Its cooperative column-parallel path (scale 1, no mask,
+//! no ALiBi, ncols / nrows > 8192, past the threshold) is not modelled: the threshold
+//! boundaries and the generated probes use scale != 1 so upstream would take the row kernel
+//! modelled here.
 
-use crate::rows::{cpp_float, cpp_ne, ggml_float, vars_ne};
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::params::{Params, ParamsExt};
+use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
+use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 use rayon::prelude::*;
 
-const SRC: &str = include_str!("softmax.cu");
-const FILE: &str = "ops/src/softmax/softmax.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(SRC = "ops/src/softmax/softmax.cu", "softmax.cu");
+
+kedge_core::params! {
+    /// softmax's parameters.
+    pub struct SoftmaxParams {
+        scale: float = 1.0, "multiplies x before the mask is added";
+        mask: bool = false, "add an f32 mask of shape [ne0, ne1, 1, 1], broadcast over dims 2 and 3";
+        max_bias: float = 0.0, "ALiBi max bias (> 0 needs the mask): per-head slope on the mask";
     }
 }
 
 pub struct Softmax;
 pub static OP: Softmax = Softmax;
 
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("scale", 1.0, "multiplies x before the mask is added"),
-    ParamSpec::boolean(
-        "mask",
-        false,
-        "add an f32 mask of shape [ne0, ne1, 1, 1], broadcast over dims 2 and 3",
-    ),
-    ParamSpec::float(
-        "max_bias",
-        0.0,
-        "ALiBi max bias (> 0 needs the mask): per-head slope on the mask",
-    ),
-];
-
 /// ggml's `WARP_SIZE` and `CUDA_SOFT_MAX_BLOCK_SIZE`.
 pub const WARP: u64 = 32;
 pub const MAX_BLOCK: u64 = 1024;
+/// The largest ncols upstream instantiates the shared-memory body for
+/// (`launch_soft_max_kernels<32, 64, 128, 256, 512, 1024, 2048, 4096>`).
+pub const MAX_NCOLS_INSTANCE: i64 = 4096;
 
 pub const REACH_SMEM: &str = "KQ softmax without flash attention has ncols = n_kv: a context past the threshold (58,080 tokens on an H200, 25,312 on an RTX 3090 or GB10) takes the uncached path; sampling softmax over a vocabulary (128,256 for Llama 3, 151,936 for Qwen) is past it on every device";
 pub const REACH_BLOCK: &str =
@@ -122,10 +112,6 @@ pub fn softmax_row(v: &mut [f64]) {
     }
 }
 
-fn with_mask(case: &Case) -> bool {
-    case.params.bool_or("mask", false)
-}
-
 impl Op for Softmax {
     fn name(&self) -> &'static str {
         "softmax"
@@ -133,17 +119,21 @@ impl Op for Softmax {
     fn about(&self) -> &'static str {
         "softmax over ne0 with scale, optional broadcast mask and ALiBi (ggml SOFT_MAX / soft_max_ext)"
     }
+    fn upstream_name(&self) -> Option<&'static str> {
+        Some("SOFT_MAX")
+    }
     fn dtypes(&self) -> &'static [DType] {
         crate::rows::F32_ONLY
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        SoftmaxParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![&GGML, &CLAMPED]
     }
     fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
-        if case.params.f64_or("max_bias", 0.0) > 0.0 && !with_mask(case) {
+        let p = SoftmaxParams::of(case);
+        if p.max_bias > 0.0 && !p.mask {
             // ggml_soft_max_impl asserts a mask when max_bias > 0: ALiBi biases the mask.
             return Err(CaseError::BadInput {
                 op: "softmax".into(),
@@ -151,7 +141,7 @@ impl Op for Softmax {
             });
         }
         let mut v = vec![TensorSpec::dense("x", Role::Input, case.dtype, case.ne)?];
-        if with_mask(case) {
+        if p.mask {
             v.push(TensorSpec::dense(
                 "mask",
                 Role::Input,
@@ -164,11 +154,16 @@ impl Op for Softmax {
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
         let [n0, n1, n2, _] = case.ne.map(|v| v as usize);
-        let scale = case.params.f64_or("scale", 1.0);
-        let max_bias = case.params.f64_or("max_bias", 0.0);
-        let x = &inputs[0];
-        let mask = if with_mask(case) {
-            Some(&inputs[1])
+        let p = SoftmaxParams::of(case);
+        let x = inputs.first().ok_or_else(|| CaseError::BadInput {
+            op: "softmax".into(),
+            msg: "no input x".into(),
+        })?;
+        let mask = if p.mask {
+            Some(inputs.get(1).ok_or_else(|| CaseError::BadInput {
+                op: "softmax".into(),
+                msg: "mask = true but no mask input".into(),
+            })?)
         } else {
             None
         };
@@ -177,27 +172,29 @@ impl Op for Softmax {
             let i1 = r % n1;
             let i2 = (r / n1) % n2;
             let i3 = r / (n1 * n2);
-            let slope = alibi_slope(max_bias, i2 as u32, case.ne[2]);
+            let slope = alibi_slope(p.max_bias, i2 as u32, case.ne[2]);
             for (i0, v) in row.iter_mut().enumerate() {
-                *v = x.get(i0, i1, i2, i3) * scale
+                *v = x.get(i0, i1, i2, i3) * p.scale
                     + mask.map_or(0.0, |m| slope * m.get(i0, i1, 0, 0));
             }
             softmax_row(row);
         });
         Ok(vec![out])
     }
+    fn probe_base(&self) -> Option<ProbeBase> {
+        let mut base = ProbeBase::rows([32, 1, 1, 1]);
+        // scale != 1 keeps upstream off its cooperative column-parallel path on the generated
+        // row probes (one row past the shared-memory limit), so ggml's row kernel is what they
+        // measure, as kedge models it.
+        base.params.insert("scale".into(), 0.5.into());
+        Some(base)
+    }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
         let t = smem_threshold(limits);
         let mut b = vec![
-            Boundary::ne(
-                "ne[2] heads on grid.y",
-                2,
-                gy,
-                [32, 1, 0, 1],
-                Reach::SYNTHETIC,
-            ),
+            // The generated grid probes are unmasked; this one runs the masked launch (the
+            // mask row from blockIdx.x, the head's slope from blockIdx.y) past the limit.
             Boundary::ne(
                 "ne[2] heads on grid.y, masked",
                 2,
@@ -207,7 +204,6 @@ impl Op for Softmax {
             )
             .with_param("mask", true)
             .with_param("scale", 0.125),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [32, 1, 1, 0], Reach::SYNTHETIC),
             // scale != 1 keeps upstream off its cooperative column-parallel path (taken only
             // when scale == 1, no mask, no ALiBi and ncols/nrows > 8192), so ggml's fallback
             // row kernel is what this boundary measures.
@@ -242,12 +238,25 @@ impl Op for Softmax {
             .with_param("mask", true)
             .with_param("max_bias", 8.0),
         ];
+        // Upstream's ncols-specialized instances (ncols = 32 ... 4096 exactly take a
+        // compile-time body, their neighbours the generic one); up to 1024 they are also the
+        // block-size steps.
         let mut p = WARP as i64;
-        while p <= MAX_BLOCK as i64 {
+        while p <= MAX_NCOLS_INSTANCE {
             let label = if p < MAX_BLOCK as i64 {
-                format!("ne[0] at the block-size step {p} -> {} threads", p * 2)
+                format!(
+                    "ne[0] at the block-size step {p} -> {} threads (upstream's ncols={p} instance)",
+                    p * 2
+                )
+            } else if p == MAX_BLOCK as i64 {
+                format!(
+                    "ne[0] at the {p}-thread cap ({} loops in-row; upstream's ncols={p} instance)",
+                    p + 1
+                )
             } else {
-                format!("ne[0] at the {p}-thread cap ({} loops in-row)", p + 1)
+                format!(
+                    "ne[0] at upstream's ncols={p} instance ({MAX_BLOCK} threads, the generic body on either side)"
+                )
             };
             b.push(Boundary::ne(label, 0, p, [0, 3, 2, 1], Reach(REACH_BLOCK)));
             p *= 2;
@@ -275,33 +284,43 @@ impl Op for Softmax {
             ([60_000, 2, 2, 1], p(true, 1.0, 0.0)),
         ]
     }
+    /// test-backend-ops (tests/test-backend-ops.cpp, `struct test_soft_max`):
+    /// `test_soft_max(ggml_type type = GGML_TYPE_F32, std::array<int64_t, 4> ne = {10, 5, 4, 3},
+    /// bool mask = false, bool sinks = false, ggml_type m_prec = GGML_TYPE_F32,
+    /// std::array<int64_t, 2> nr23 = {1, 1}, float scale = 1.0f, float max_bias = 0.0f,
+    /// bool inplace = false)`, `vars()` = `VARS_TO_STR9(type, ne, mask, sinks, m_prec, nr23,
+    /// scale, max_bias, inplace)`. Its x is `{ne0, ne1, ne2*nr23[0], ne3*nr23[1]}` and its mask
+    /// `{ne0, ne1, ne2, ne3}`, so kedge's mask broadcast over dims 2 and 3 is `ne = {ne0, ne1,
+    /// 1, 1}` with `nr23 = {ne2, ne3}`: the same x, mask and launch. Unmasked cases are written
+    /// with kedge's `ne` and `nr23 = {1, 1}`.
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        // test-backend-ops' constructor, as best known: test_soft_max(type, ne, mask, sinks,
-        // m_prec, nr23, scale, max_bias, inplace = false), vars()
-        // "type,ne,mask,sinks,m_prec,nr23,scale,max_bias,inplace". Uncertain: the order of
-        // these arguments has changed upstream over time (sinks and nr23 were added later), and
-        // test_soft_max's mask is [ne0, ne1, ne2, ne3] (one per head) where kedge broadcasts
-        // a [ne0, ne1, 1, 1] mask: values differ, the launch geometry is the same.
-        let mask = with_mask(case);
-        let scale = case.params.f64_or("scale", 1.0);
-        let max_bias = case.params.f64_or("max_bias", 0.0);
+        let p = SoftmaxParams::of(case);
+        let (ne, nr23) = if p.mask {
+            ([case.ne[0], case.ne[1], 1, 1], [case.ne[2], case.ne[3]])
+        } else {
+            (case.ne, [1, 1])
+        };
         Some(UpstreamRepro {
             test_case_line: format!(
-                "test_cases.emplace_back(new test_soft_max({}, {}, {}, false, GGML_TYPE_F32, {{1, 1}}, {}, {}));",
+                "test_cases.emplace_back(new test_soft_max({}, {}, {}, false, GGML_TYPE_F32, {{{}, {}}}, {}, {}));",
                 case.dtype.ggml_type(),
-                cpp_ne(&case.ne),
-                mask,
-                cpp_float(scale),
-                cpp_float(max_bias)
+                cpp_ne(&ne),
+                p.mask,
+                nr23[0],
+                nr23[1],
+                cpp_float(p.scale),
+                cpp_float(p.max_bias)
             ),
             op_name: "SOFT_MAX".into(),
             vars: format!(
-                "type={},ne={},mask={},sinks=0,m_prec=f32,nr23=[1,1],scale={},max_bias={},inplace=0",
+                "type={},ne={},mask={},sinks=0,m_prec=f32,nr23=[{},{}],scale={},max_bias={},inplace=0",
                 case.dtype,
-                vars_ne(&case.ne),
-                mask as i32,
-                ggml_float(scale),
-                ggml_float(max_bias)
+                vars_ne(&ne),
+                p.mask as i32,
+                nr23[0],
+                nr23[1],
+                ggml_float(p.scale),
+                ggml_float(p.max_bias)
             ),
         })
     }
@@ -324,111 +343,100 @@ fn smem_choice(ncols: i64, limits: &LimitsProfile) -> (bool, u64) {
     }
 }
 
-fn check_ncols(case: &Case) -> Result<(), String> {
+fn check_ncols(case: &Case) -> Result<(), Refusal> {
     if case.ne[0] > i32::MAX as i64 {
         return Err(format!(
             "ncols {} does not fit the kernel's int column index",
             case.ne[0]
-        ));
+        )
+        .into());
     }
     Ok(())
 }
 
-/// Upstream: grid (ne01, ne02, ne03), extents and the row index from gridDim.
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
+/// x, mask (a null pointer without one: 8 zero bytes), dst.
+fn pointers(case: &Case) -> [KernelArg; 3] {
+    if SoftmaxParams::of(case).mask {
+        [
+            KernelArg::Tensor(0),
+            KernelArg::Tensor(1),
+            KernelArg::Tensor(2),
+        ]
+    } else {
+        [
+            KernelArg::Tensor(0),
+            KernelArg::U64(0),
+            KernelArg::Tensor(1),
+        ]
+    }
+}
 
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml softmax.cu as shipped: grid (ne01, ne02, ne03), row in shared memory when it fits the opt-in limit, else cached in dst (the cooperative column-parallel path for scale 1 / no mask is not modelled)"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        check_ncols(case)?;
-        let [n0, n1, n2, n3] = case.ne;
-        let (shared, smem) = smem_choice(n0, limits);
-        let entry = if shared {
-            "softmax_ggml_shared"
-        } else {
-            "softmax_ggml_global"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
+/// scale, max_bias, m0, m1, n_head_log2 (ALiBi's, as ggml's host code computes them).
+fn tail(case: &Case) -> [KernelArg; 5] {
+    let p = SoftmaxParams::of(case);
+    let max_bias = p.max_bias as f32;
+    let (n_head_log2, m0, m1) = alibi_params(case.ne[2], max_bias);
+    [
+        KernelArg::F32(p.scale as f32),
+        KernelArg::F32(max_bias),
+        KernelArg::F32(m0),
+        KernelArg::F32(m1),
+        KernelArg::U32(n_head_log2),
+    ]
+}
+
+/// Upstream: grid (ne01, ne02, ne03), extents and the row index from gridDim.
+fn ggml_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    check_ncols(case)?;
+    let [n0, n1, n2, n3] = case.ne;
+    let (shared, smem) = smem_choice(n0, limits);
+    let entry = if shared {
+        "softmax_ggml_shared"
+    } else {
+        "softmax_ggml_global"
+    };
+    let mut args = pointers(case).to_vec();
+    args.push(KernelArg::I32(n0 as i32));
+    args.extend(tail(case));
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry(entry),
             [n1 as u64, n2 as u64, n3 as u64],
             [block_size(n0), 1, 1],
             smem,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let a = args(ctx, case);
-        let mut v = vec![a.x, a.mask, a.dst, KArg::I32(case.ne[0] as i32)];
-        v.extend(a.tail);
-        ctx.launch(&plan.launches[0], &v)
-    }
-}
-
-struct Args {
-    x: KArg,
-    mask: KArg,
-    dst: KArg,
-    /// scale, max_bias, m0, m1, n_head_log2.
-    tail: [KArg; 5],
-}
-
-fn args(ctx: &RunCtx<'_>, case: &Case) -> Args {
-    let mask = with_mask(case);
-    let max_bias = case.params.f64_or("max_bias", 0.0) as f32;
-    let (n_head_log2, m0, m1) = alibi_params(case.ne[2], max_bias);
-    Args {
-        x: KArg::Ptr(ctx.ptr(0)),
-        mask: KArg::Ptr(if mask { ctx.ptr(1) } else { 0 }),
-        dst: KArg::Ptr(ctx.ptr(if mask { 2 } else { 1 })),
-        tail: [
-            KArg::F32(case.params.f64_or("scale", 1.0) as f32),
-            KArg::F32(max_bias),
-            KArg::F32(m0),
-            KArg::F32(m1),
-            KArg::U32(n_head_log2),
-        ],
-    }
+        )
+        .args(args),
+    ))
 }
 
 /// The fix: grid clamped to the profile, extents passed, heads and ne[3] grid-stride loops.
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
+fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    check_ncols(case)?;
+    let [n0, n1, n2, n3] = case.ne;
+    if n1 as u64 > limits.grid_limit(0) {
+        return Err(format!(
+            "ne[1] = {n1} rows exceeds grid.x {}; this impl keeps one row per block.x",
+            limits.grid_limit(0)
+        )
+        .into());
     }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "grid clamped to the device limits, heads and ne[3] walked with grid-stride loops; same shared-memory choice as ggml"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        check_ncols(case)?;
-        let [n0, n1, n2, n3] = case.ne;
-        if n1 as u64 > limits.grid_limit(0) {
-            return Err(format!(
-                "ne[1] = {n1} rows exceeds grid.x {}; this impl keeps one row per block.x",
-                limits.grid_limit(0)
-            ));
-        }
-        let (shared, smem) = smem_choice(n0, limits);
-        let entry = if shared {
-            "softmax_clamped_shared"
-        } else {
-            "softmax_clamped_global"
-        };
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k(entry),
+    let (shared, smem) = smem_choice(n0, limits);
+    let entry = if shared {
+        "softmax_clamped_shared"
+    } else {
+        "softmax_clamped_global"
+    };
+    let mut args = pointers(case).to_vec();
+    args.extend([
+        KernelArg::I32(n0 as i32),
+        KernelArg::I64(n1),
+        KernelArg::I64(n2),
+        KernelArg::I64(n3),
+    ]);
+    args.extend(tail(case));
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry(entry),
             [
                 n1 as u64,
                 (n2 as u64).min(limits.grid_limit(1)),
@@ -436,28 +444,30 @@ impl Impl for Clamped {
             ],
             [block_size(n0), 1, 1],
             smem,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let a = args(ctx, case);
-        let [n0, n1, n2, n3] = case.ne;
-        let mut v = vec![
-            a.x,
-            a.mask,
-            a.dst,
-            KArg::I32(n0 as i32),
-            KArg::I64(n1),
-            KArg::I64(n2),
-            KArg::I64(n3),
-        ];
-        v.extend(a.tail);
-        ctx.launch(&plan.launches[0], &v)
-    }
+        )
+        .args(args),
+    ))
 }
+
+pub static GGML: KernelImpl = KernelImpl {
+    name: "ggml",
+    role: ImplRole::Upstream,
+    about: "ggml softmax.cu as shipped: grid (ne01, ne02, ne03), row in shared memory when it fits the opt-in limit, else cached in dst (the cooperative column-parallel path for scale 1 / no mask is not modelled)",
+    plan: ggml_plan,
+};
+
+pub static CLAMPED: KernelImpl = KernelImpl {
+    name: "clamped",
+    role: ImplRole::Fixed,
+    about: "grid clamped to the device limits, heads and ne[3] walked with grid-stride loops; same shared-memory choice as ggml",
+    plan: clamped_plan,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
+    use rstest::rstest;
 
     fn case(ne: Ne) -> Case {
         Case::new("softmax", "ggml", DType::F32, ne)
@@ -475,8 +485,7 @@ mod tests {
         // Row [0, ln 3] with scale 1: e^0 : e^ln3 = 1 : 3.
         let x = HostTensor::from_f32(DType::F32, [2, 1, 1, 1], &[0.0, 3f32.ln()]);
         let out = OP.reference(&case([2, 1, 1, 1]), &[x]).unwrap();
-        assert!((out[0][0] - 0.25).abs() < 1e-7);
-        assert!((out[0][1] - 0.75).abs() < 1e-7);
+        assert_abs_diff_eq!(out[0][..], [0.25, 0.75][..], epsilon = 1e-7);
         // scale 2 and a mask [0, -ln 3] on row [ln 3 / 2, ln 3]: logits [ln 3, ln 3] -> 1/2 each.
         let c = case([2, 1, 1, 1])
             .with_param("scale", 2.0)
@@ -485,23 +494,28 @@ mod tests {
         let x = HostTensor::from_f32(DType::F32, [2, 1, 1, 1], &[l3 / 2.0, l3]);
         let m = HostTensor::from_f32(DType::F32, [2, 1, 1, 1], &[0.0, -l3]);
         let out = OP.reference(&c, &[x, m]).unwrap();
-        assert!((out[0][0] - 0.5).abs() < 1e-6 && (out[0][1] - 0.5).abs() < 1e-6);
+        assert_abs_diff_eq!(out[0][..], [0.5, 0.5][..], epsilon = 1e-6);
     }
 
     #[test]
     fn alibi_slopes_by_hand() {
         // 8 heads, max_bias 8: n_head_log2 8, m0 = 2^-1, slopes 1/2, 1/4, ..., 1/256.
         for h in 0..8u32 {
-            assert!((alibi_slope(8.0, h, 8) - 0.5f64.powi(h as i32 + 1)).abs() < 1e-15);
+            assert_abs_diff_eq!(
+                alibi_slope(8.0, h, 8),
+                0.5f64.powi(h as i32 + 1),
+                epsilon = 1e-15
+            );
         }
         // 12 heads: n_head_log2 8, m1 = 2^-(4/8) = 2^-0.5; head 8 -> m1^1, head 9 -> m1^3.
         let m1 = 2f64.powf(-0.5);
-        assert!((alibi_slope(8.0, 8, 12) - m1).abs() < 1e-15);
-        assert!((alibi_slope(8.0, 9, 12) - m1.powi(3)).abs() < 1e-15);
+        assert_abs_diff_eq!(alibi_slope(8.0, 8, 12), m1, epsilon = 1e-15);
+        assert_abs_diff_eq!(alibi_slope(8.0, 9, 12), m1.powi(3), epsilon = 1e-15);
         assert_eq!(alibi_slope(0.0, 5, 12), 1.0);
         let (l2, m0, m1f) = alibi_params(12, 8.0);
         assert_eq!(l2, 8);
-        assert!((m0 - 0.5).abs() < 1e-7 && (m1f as f64 - m1).abs() < 1e-7);
+        assert_abs_diff_eq!(m0, 0.5, epsilon = 1e-7);
+        assert_abs_diff_eq!(m1f as f64, m1, epsilon = 1e-7);
     }
 
     #[test]
@@ -513,7 +527,7 @@ mod tests {
         let (_, out) = run_ref(&c);
         for row in out.chunks(37) {
             let s: f64 = row.iter().sum();
-            assert!((s - 1.0).abs() < 1e-12, "row sums to {s}");
+            assert_abs_diff_eq!(s, 1.0, epsilon = 1e-12);
             assert!(row.iter().all(|&v| v > 0.0));
         }
     }
@@ -535,7 +549,7 @@ mod tests {
         let out2 = OP.reference(&c, &[shifted]).unwrap().remove(0);
         for (a, b) in out.iter().zip(&out2) {
             // f32 rounding of the shifted inputs is the only difference.
-            assert!((a - b).abs() < 1e-6 * a.abs().max(1e-3), "{a} vs {b}");
+            assert_abs_diff_eq!(*a, *b, epsilon = 1e-6 * a.abs().max(1e-3));
         }
     }
 
@@ -545,16 +559,17 @@ mod tests {
         assert!(matches!(OP.tensors(&c), Err(CaseError::BadInput { .. })));
     }
 
-    #[test]
-    fn block_sizes_step_at_powers_of_two() {
-        assert_eq!(block_size(1), 32);
-        assert_eq!(block_size(32), 32);
-        assert_eq!(block_size(33), 64);
-        assert_eq!(block_size(512), 512);
-        assert_eq!(block_size(513), 1024);
-        assert_eq!(block_size(1024), 1024);
-        assert_eq!(block_size(1025), 1024);
-        assert_eq!(block_size(100_000), 1024);
+    #[rstest]
+    #[case(1, 32)]
+    #[case(32, 32)]
+    #[case(33, 64)]
+    #[case(512, 512)]
+    #[case(513, 1024)]
+    #[case(1024, 1024)]
+    #[case(1025, 1024)]
+    #[case(100_000, 1024)]
+    fn block_sizes_step_at_powers_of_two(#[case] ncols: i64, #[case] block: u64) {
+        assert_eq!(block_size(ncols), block);
     }
 
     #[test]
@@ -602,25 +617,25 @@ mod tests {
         assert_eq!(smem_threshold(&gb10), 25_312);
         for (p, t) in [(&h200, 58_080i64), (&rtx, 25_312)] {
             let at = GGML.plan(&case([t, 2, 2, 1]), p).unwrap().launches[0].clone();
-            assert_eq!(at.kernel, "softmax_ggml_shared");
+            assert_eq!(at.name(), "softmax_ggml_shared");
             assert_eq!(
                 at.smem, p.shared_per_block_optin.value,
                 "exactly the opt-in limit"
             );
             assert!(at.check(p).is_empty());
             let past = GGML.plan(&case([t + 1, 2, 2, 1]), p).unwrap().launches[0].clone();
-            assert_eq!(past.kernel, "softmax_ggml_global");
+            assert_eq!(past.name(), "softmax_ggml_global");
             assert_eq!(past.smem, 128);
             assert!(past.check(p).is_empty());
         }
         // The same ncols takes different paths on the two devices.
         let mid = case([40_000, 1, 1, 1]);
         assert_eq!(
-            GGML.plan(&mid, &h200).unwrap().launches[0].kernel,
+            GGML.plan(&mid, &h200).unwrap().launches[0].name(),
             "softmax_ggml_shared"
         );
         assert_eq!(
-            GGML.plan(&mid, &rtx).unwrap().launches[0].kernel,
+            GGML.plan(&mid, &rtx).unwrap().launches[0].name(),
             "softmax_ggml_global"
         );
         // A row planned for the h200 breaks the rtx3090's shared-memory limit.
@@ -644,6 +659,92 @@ mod tests {
         assert_eq!(r.test_case_line, "test_cases.emplace_back(new test_soft_max(GGML_TYPE_F32, {32, 1, 65536, 1}, false, false, GGML_TYPE_F32, {1, 1}, 1.0f, 0.0f));");
         assert_eq!(r.vars, "type=f32,ne=[32,1,65536,1],mask=0,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,max_bias=0.000000,inplace=0");
         assert_eq!(r.op_name, "SOFT_MAX");
+        assert_eq!(OP.upstream_name(), Some("SOFT_MAX"));
+    }
+
+    /// A masked case: upstream's mask is [ne0, ne1, ne2, ne3] and its x is ne scaled by
+    /// nr23, so kedge's broadcast mask is ne = {ne0, ne1, 1, 1} with nr23 = {ne2, ne3}.
+    #[test]
+    fn upstream_line_masked_broadcasts_through_nr23() {
+        let c = case([32, 2, 65536, 3])
+            .with_param("mask", true)
+            .with_param("scale", 0.125)
+            .with_param("max_bias", 8.0);
+        let r = OP.upstream(&c).unwrap();
+        assert_eq!(r.test_case_line, "test_cases.emplace_back(new test_soft_max(GGML_TYPE_F32, {32, 2, 1, 1}, true, false, GGML_TYPE_F32, {65536, 3}, 0.125f, 8.0f));");
+        assert_eq!(r.vars, "type=f32,ne=[32,2,1,1],mask=1,sinks=0,m_prec=f32,nr23=[65536,3],scale=0.125000,max_bias=8.000000,inplace=0");
+    }
+
+    #[test]
+    fn grid_limits_are_generated_not_declared() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let base = OP.probe_base().unwrap();
+        let generated = kedge_core::contract::boundary::generated(&base, &h200, 4);
+        for d in [2, 3] {
+            let b = generated
+                .iter()
+                .find(|b| b.axis == Axis::Ne(d) && b.probe_values() == vec![65_535, 65_536])
+                .unwrap();
+            // Past the limit, the generated probe breaks the upstream launch and has a reach.
+            let mut ne = b.base;
+            ne[d] = 65_536;
+            let c = case(ne).with_param("scale", 0.5);
+            assert!(!GGML.plan(&c, &h200).unwrap().violations(&h200).is_empty());
+            assert!(OP.reach(&c).is_some());
+        }
+        // The generated row probe, past the opt-in limit, stays off the cooperative path.
+        let row = generated.iter().find(|b| b.axis == Axis::Ne(0)).unwrap();
+        assert_eq!(row.params.get("scale"), Some(&0.5.into()));
+        for b in OP.boundaries(&h200) {
+            let plain_grid = b.params.is_empty() && matches!(b.axis, Axis::Ne(2) | Axis::Ne(3));
+            assert!(!plain_grid, "{} is generated", b.label);
+        }
+    }
+
+    #[test]
+    fn every_ncols_instance_is_a_boundary() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let at: Vec<i64> = OP
+            .boundaries(&h200)
+            .iter()
+            .filter(|b| b.label.contains("instance"))
+            .map(|b| b.at)
+            .collect();
+        assert_eq!(at, vec![32, 64, 128, 256, 512, 1024, 2048, 4096]);
+    }
+
+    /// Each impl's planned arguments match the kernel's declared parameters, on both paths,
+    /// with and without the mask (a null pointer in its place).
+    #[rstest]
+    fn plan_args_match_the_kernel_signatures(
+        #[values(&GGML, &CLAMPED)] imp: &KernelImpl,
+        #[values(100, 60_000)] ncols: i64,
+        #[values(false, true)] mask: bool,
+    ) {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let plan = imp
+            .plan(&case([ncols, 3, 2, 2]).with_param("mask", mask), &h200)
+            .unwrap();
+        crate::signature::check_plan(&plan).unwrap();
+        assert!(plan.standalone().is_ok());
+        let l = &plan.launches[0];
+        assert_eq!(l.args[1] == KernelArg::U64(0), !mask);
+    }
+
+    #[rstest]
+    fn plan_size_does_not_grow_with_the_shape(#[values(&GGML, &CLAMPED)] imp: &KernelImpl) {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let shape = |p: &Plan| {
+            (
+                p.launches.len(),
+                p.repetitions(),
+                p.launches.iter().map(|l| l.args.len()).collect::<Vec<_>>(),
+            )
+        };
+        let small = shape(&imp.plan(&case([64, 3, 1, 1]), &h200).unwrap());
+        for ne in [[64, 65_535, 1, 1], [64, 1, 65_535, 1], [64, 7, 300, 65_535]] {
+            assert_eq!(shape(&imp.plan(&case(ne), &h200).unwrap()), small);
+        }
     }
 
     proptest::proptest! {

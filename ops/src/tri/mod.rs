@@ -4,38 +4,27 @@
 //!
 //! Upstream (ggml-cuda/tri.cu): one 256-thread block per row, `grid_dims(ne01, ne02, ne03)`,
 //! so ne[2] (the matrix index) sits on grid.y and ne[3] on grid.z: one of the six unclamped
-//! sites the incident's sweep found.
+//! sites the incident's sweep found (kedge generates those boundaries from `probe_base`).
 
-use crate::rows::{cpp_ne, map_rows, row_tensors, vars_ne, RowLayout, ROW_PAD};
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::params::{Params, ParamsExt};
+use crate::rows::{map_rows, row_tensors, RowLayout};
+use kedge_core::contract::upstream::{cpp_ne, vars_ne};
+use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-const SRC: &str = include_str!("tri.cu");
-const FILE: &str = "ops/src/tri/tri.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
+kedge_core::kernel_source!(SRC = "ops/src/tri/tri.cu", "tri.cu");
+
+pub const MODES: [&str; 4] = ["lower", "lower_diag", "upper", "upper_diag"];
+
+kedge_core::params! {
+    /// tri's parameters.
+    pub struct TriParams {
+        mode: choice(MODES) = "lower", "which triangle is kept: lower (col < row), lower_diag (<=), upper (>), upper_diag (>=)";
+        row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view";
     }
 }
 
 pub struct Tri;
 pub static OP: Tri = Tri;
-
-pub const MODES: &[&str] = &["lower", "lower_diag", "upper", "upper_diag"];
-
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::choice(
-        "mode",
-        "lower",
-        MODES,
-        "which triangle is kept: lower (col < row), lower_diag (<=), upper (>), upper_diag (>=)",
-    ),
-    ROW_PAD,
-];
 
 /// ggml's `CUDA_TRI_BLOCK_SIZE`.
 pub const BLOCK: u64 = 256;
@@ -52,7 +41,7 @@ pub enum Mode {
 
 impl Mode {
     pub fn of(case: &Case) -> Mode {
-        match case.params.str_or("mode", "lower") {
+        match TriParams::of(case).mode {
             "lower_diag" => Mode::LowerDiag,
             "upper" => Mode::Upper,
             "upper_diag" => Mode::UpperDiag,
@@ -100,11 +89,14 @@ impl Op for Tri {
     fn about(&self) -> &'static str {
         "triangle mask of square matrices, the four ggml modes (ggml TRI)"
     }
+    fn upstream_name(&self) -> Option<&'static str> {
+        Some("TRI")
+    }
     fn dtypes(&self) -> &'static [DType] {
         crate::rows::F32_ONLY
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        TriParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![&GGML, &CLAMPED]
@@ -125,9 +117,12 @@ impl Op for Tri {
         let mode = Mode::of(case);
         let n0 = case.ne[0] as usize;
         let n1 = case.ne[1] as usize;
+        let x = inputs.first().ok_or_else(|| CaseError::BadInput {
+            op: "tri".into(),
+            msg: "no input x".into(),
+        })?;
         // map_rows hands rows in logical order; recover the row index i1 from the row's
         // position, which map_rows does not pass, by numbering rows here.
-        let x = &inputs[0];
         let rows = map_rows(x, |r, d| d.copy_from_slice(r));
         Ok(vec![rows
             .chunks(n0)
@@ -140,27 +135,29 @@ impl Op for Tri {
             })
             .collect()])
     }
+    /// Matrices are square, so ne[0] and ne[1] move together, never alone: the free
+    /// dimensions are the matrix count ne[2] (which also carries the element count) and ne[3].
+    fn probe_base(&self) -> Option<ProbeBase> {
+        Some(ProbeBase {
+            ne: [16, 16, 1, 1],
+            params: Params::new(),
+            grid_dims: &[2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+        })
+    }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         let gy = limits.grid_limit(1) as i64;
-        let gz = limits.grid_limit(2) as i64;
-        vec![
-            Boundary::ne(
-                "ne[2] matrices on grid.y",
-                2,
-                gy,
-                [16, 16, 0, 1],
-                Reach(REACH_GRID),
-            ),
-            Boundary::ne(
-                "ne[2] matrices on grid.y, upper_diag",
-                2,
-                gy,
-                [8, 8, 0, 1],
-                Reach(REACH_GRID),
-            )
-            .with_param("mode", "upper_diag"),
-            Boundary::ne("ne[3] on grid.z", 3, gz, [16, 16, 1, 0], Reach(REACH_GRID)),
-        ]
+        // The generated grid probes run the default mode (lower: a kept prefix); the upper
+        // modes zero the prefix instead, a different path through the same launch.
+        vec![Boundary::ne(
+            "ne[2] matrices on grid.y, upper_diag",
+            2,
+            gy,
+            [8, 8, 0, 1],
+            Reach(REACH_GRID),
+        )
+        .with_param("mode", "upper_diag")]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
         let mut v = Vec::new();
@@ -179,10 +176,11 @@ impl Op for Tri {
         v.push(([33, 33, 2, 2], padded));
         v
     }
+    /// test-backend-ops (tests/test-backend-ops.cpp, `struct test_tri`): `test_tri(ggml_tri_type
+    /// tri_type, ggml_type type = GGML_TYPE_F32, std::array<int64_t, 4> ne = { 10, 10, 4, 3 })`
+    /// (the mode first), `vars()` = `VARS_TO_STR3(type, ne, tri_type)` with the enum printed as
+    /// its integer value. It has no view flag: a padded case is written dense.
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
-        // test-backend-ops' constructor, best knowledge: test_tri(ggml_tri_type, type = F32,
-        // ne = {10, 10, 4, 3}), vars "type,ne,tri_type" with the enum printed as its value.
-        // Uncertain: argument order and the vars key name were not checked against a tree.
         let (name, value) = Mode::of(case).ggml();
         Some(UpstreamRepro {
             test_case_line: format!(
@@ -207,77 +205,52 @@ impl Op for Tri {
     }
 }
 
-fn args(ctx: &RunCtx<'_>, case: &Case) -> Vec<KArg> {
+/// src, dst, ne00..ne03, the input's strides in elements, the mode's split.
+fn args(case: &Case) -> Vec<KernelArg> {
     let l = RowLayout::of(case);
     let (prefix_keep, add) = Mode::of(case).split();
     vec![
-        KArg::Ptr(ctx.ptr(0)),
-        KArg::Ptr(ctx.ptr(1)),
-        KArg::I64(l.ncols),
-        KArg::I64(l.nrows),
-        KArg::I64(l.nchannels),
-        KArg::I64(l.nsamples),
-        KArg::I64(l.stride_row),
-        KArg::I64(l.stride_channel),
-        KArg::I64(l.stride_sample),
-        KArg::I32(prefix_keep),
-        KArg::I32(add),
+        KernelArg::Tensor(0),
+        KernelArg::Tensor(1),
+        KernelArg::I64(l.ncols),
+        KernelArg::I64(l.nrows),
+        KernelArg::I64(l.nchannels),
+        KernelArg::I64(l.nsamples),
+        KernelArg::I64(l.stride_row),
+        KernelArg::I64(l.stride_channel),
+        KernelArg::I64(l.stride_sample),
+        KernelArg::I32(prefix_keep),
+        KernelArg::I32(add),
     ]
 }
 
 /// Upstream: one 256-thread block per row, grid (ne01, ne02, ne03).
-pub struct Ggml;
-pub static GGML: Ggml = Ggml;
-
-impl Impl for Ggml {
-    fn name(&self) -> &'static str {
-        "ggml"
-    }
-    fn role(&self) -> ImplRole {
-        ImplRole::Upstream
-    }
-    fn about(&self) -> &'static str {
-        "ggml tri.cu as shipped: 256 threads per row, grid (ne01, ne02, ne03)"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let [_, n1, n2, n3] = case.ne;
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k("tri_ggml"),
+fn ggml_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let [_, n1, n2, n3] = case.ne;
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry("tri_ggml"),
             [n1 as u64, n2 as u64, n3 as u64],
             [BLOCK, 1, 1],
             0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let a = args(ctx, case);
-        ctx.launch(&plan.launches[0], &a)
-    }
+        )
+        .args(args(case)),
+    ))
 }
 
 /// The fix: grid clamped, grid-stride loops over ne[2] and ne[3].
-pub struct Clamped;
-pub static CLAMPED: Clamped = Clamped;
-
-impl Impl for Clamped {
-    fn name(&self) -> &'static str {
-        "clamped"
+fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let [_, n1, n2, n3] = case.ne;
+    if n1 as u64 > limits.grid_limit(0) {
+        return Err(format!(
+            "ne[1] = {n1} rows exceeds grid.x {}; this impl keeps one row per block.x",
+            limits.grid_limit(0)
+        )
+        .into());
     }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "grid clamped to the device limits, ne[2] and ne[3] walked with grid-stride loops"
-    }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let [_, n1, n2, n3] = case.ne;
-        if n1 as u64 > limits.grid_limit(0) {
-            return Err(format!(
-                "ne[1] = {n1} rows exceeds grid.x {}; this impl keeps one row per block.x",
-                limits.grid_limit(0)
-            ));
-        }
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            k("tri_clamped"),
+    Ok(Plan::single(
+        LaunchPlan::new(
+            SRC.entry("tri_clamped"),
             [
                 n1 as u64,
                 (n2 as u64).min(limits.grid_limit(1)),
@@ -285,17 +258,29 @@ impl Impl for Clamped {
             ],
             [BLOCK, 1, 1],
             0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let a = args(ctx, case);
-        ctx.launch(&plan.launches[0], &a)
-    }
+        )
+        .args(args(case)),
+    ))
 }
+
+pub static GGML: KernelImpl = KernelImpl {
+    name: "ggml",
+    role: ImplRole::Upstream,
+    about: "ggml tri.cu as shipped: 256 threads per row, grid (ne01, ne02, ne03)",
+    plan: ggml_plan,
+};
+
+pub static CLAMPED: KernelImpl = KernelImpl {
+    name: "clamped",
+    role: ImplRole::Fixed,
+    about: "grid clamped to the device limits, ne[2] and ne[3] walked with grid-stride loops",
+    plan: clamped_plan,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rstest::rstest;
 
     fn case(ne: Ne, mode: &str) -> Case {
         Case::new("tri", "ggml", DType::F32, ne).with_param("mode", mode)
@@ -382,6 +367,91 @@ mod tests {
     }
 
     #[test]
+    fn typed_params_default_once() {
+        let p = TriParams::default();
+        assert_eq!((p.mode, p.row_pad), ("lower", 0));
+        let c = Case::new("tri", "ggml", DType::F32, [4, 4, 1, 1]);
+        assert_eq!(Mode::of(&c), Mode::Lower);
+    }
+
+    #[rstest]
+    #[case("upper_diag", "GGML_TRI_TYPE_UPPER_DIAG", 0)]
+    #[case("upper", "GGML_TRI_TYPE_UPPER", 1)]
+    #[case("lower_diag", "GGML_TRI_TYPE_LOWER_DIAG", 2)]
+    #[case("lower", "GGML_TRI_TYPE_LOWER", 3)]
+    fn upstream_enum_per_mode(#[case] mode: &str, #[case] name: &str, #[case] value: i32) {
+        let r = OP.upstream(&case([10, 10, 4, 3], mode)).unwrap();
+        assert_eq!(
+            r.test_case_line,
+            format!(
+                "test_cases.emplace_back(new test_tri({name}, GGML_TYPE_F32, {{10, 10, 4, 3}}));"
+            )
+        );
+        assert_eq!(r.vars, format!("type=f32,ne=[10,10,4,3],tri_type={value}"));
+    }
+
+    #[test]
+    fn grid_limits_are_generated_not_declared() {
+        let h = LimitsProfile::builtin("h200").unwrap();
+        let base = OP.probe_base().unwrap();
+        let generated = kedge_core::contract::boundary::generated(&base, &h, 4);
+        // Every generated probe keeps the matrices square, so every one validates.
+        for b in &generated {
+            assert!(!matches!(b.axis, Axis::Ne(0) | Axis::Ne(1)), "{}", b.label);
+        }
+        for d in [2, 3] {
+            let b = generated
+                .iter()
+                .find(|b| b.axis == Axis::Ne(d) && b.probe_values() == vec![65_535, 65_536])
+                .unwrap();
+            let mut ne = b.base;
+            ne[d] = 65_536;
+            assert!(!GGML
+                .plan(&case(ne, "lower"), &h)
+                .unwrap()
+                .violations(&h)
+                .is_empty());
+            assert_eq!(OP.reach(&case(ne, "lower")).as_deref(), Some(REACH_GRID));
+        }
+        for b in OP.boundaries(&h) {
+            let plain_grid = b.params.is_empty() && matches!(b.axis, Axis::Ne(2) | Axis::Ne(3));
+            assert!(!plain_grid, "{} is generated", b.label);
+        }
+    }
+
+    #[rstest]
+    fn plan_args_match_the_kernel_signatures(
+        #[values(&GGML, &CLAMPED)] imp: &KernelImpl,
+        #[values("lower", "lower_diag", "upper", "upper_diag")] mode: &str,
+    ) {
+        let h = LimitsProfile::builtin("h200").unwrap();
+        let c = case([33, 33, 2, 2], mode).with_param("row_pad", 3);
+        let plan = imp.plan(&c, &h).unwrap();
+        crate::signature::check_plan(&plan).unwrap();
+        assert!(plan.standalone().is_ok());
+    }
+
+    #[rstest]
+    fn plan_size_does_not_grow_with_the_shape(#[values(&GGML, &CLAMPED)] imp: &KernelImpl) {
+        let h = LimitsProfile::builtin("h200").unwrap();
+        let shape = |p: &Plan| {
+            (
+                p.launches.len(),
+                p.repetitions(),
+                p.launches.iter().map(|l| l.args.len()).collect::<Vec<_>>(),
+            )
+        };
+        let small = shape(&imp.plan(&case([3, 3, 1, 1], "lower"), &h).unwrap());
+        for ne in [
+            [65_535, 65_535, 1, 1],
+            [16, 16, 65_535, 1],
+            [16, 16, 3, 65_535],
+        ] {
+            assert_eq!(shape(&imp.plan(&case(ne, "lower"), &h).unwrap()), small);
+        }
+    }
+
+    #[test]
     fn upstream_line() {
         let r = OP
             .upstream(&case([16, 16, 65536, 1], "lower_diag"))
@@ -391,6 +461,8 @@ mod tests {
             "test_cases.emplace_back(new test_tri(GGML_TRI_TYPE_LOWER_DIAG, GGML_TYPE_F32, {16, 16, 65536, 1}));"
         );
         assert_eq!(r.vars, "type=f32,ne=[16,16,65536,1],tri_type=2");
+        assert_eq!(r.op_name, "TRI");
+        assert_eq!(OP.upstream_name(), Some("TRI"));
     }
 
     proptest::proptest! {
