@@ -1,17 +1,29 @@
 //! kedge's ops. Each module holds one op: its f64 reference, its impls (the `.cu` file beside
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
+pub mod fp8_gemm;
+#[cfg(test)]
+mod kernel_decl;
 pub mod l2_norm;
 pub mod norm;
 pub mod rms_norm;
 pub mod row_norm;
 pub mod rows;
+pub mod sdpa_prefill;
+pub mod zoo;
 
 use kedge_core::{Op, Registry};
 
 /// Every op kedge ships, in report order.
 pub fn all_ops() -> Vec<&'static dyn Op> {
-    vec![&rms_norm::OP, &norm::OP, &l2_norm::OP]
+    vec![
+        &rms_norm::OP,
+        &norm::OP,
+        &l2_norm::OP,
+        &fp8_gemm::OP,
+        &zoo::OP,
+        &sdpa_prefill::OP,
+    ]
 }
 
 pub fn registry() -> Registry {
