@@ -3,22 +3,26 @@
 
 pub mod add_id;
 pub mod cumsum;
+pub mod fp8_gemm;
 pub mod ggml;
+#[cfg(test)]
+mod kernel_decl;
 pub mod l2_norm;
 pub mod norm;
 pub mod rms_norm;
 pub mod rms_norm_mul_add;
 pub mod row_norm;
 pub mod rows;
-pub mod softmax;
-pub mod tri;
-
+pub mod sdpa_prefill;
 #[cfg(test)]
 mod signature;
+pub mod softmax;
+pub mod tri;
+pub mod zoo;
 
 use kedge_core::{Op, Registry};
 
-/// Every op kedge ships, in report order.
+/// Every op kedge ships, in report order; then ggml's other ops, which run only on a ggml build.
 pub fn all_ops() -> Vec<&'static dyn Op> {
     let mut ops: Vec<&'static dyn Op> = vec![
         &rms_norm::OP,
@@ -29,6 +33,9 @@ pub fn all_ops() -> Vec<&'static dyn Op> {
         &cumsum::OP,
         &tri::OP,
         &add_id::OP,
+        &fp8_gemm::OP,
+        &zoo::OP,
+        &sdpa_prefill::OP,
     ];
     ops.extend(ggml::table::TABLE.iter().map(|e| e as &'static dyn Op));
     ops

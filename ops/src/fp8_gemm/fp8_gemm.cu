@@ -96,12 +96,14 @@ extern "C" __global__ void fp8_gemm_act_scale(const unsigned short * a, const lo
     }
 }
 
-// Activation quantization: q = e4m3(a / scale) for the chunk's `rows` rows; rows in
-// [rows, staged_rows) are zeroed (the `bucketed` fix stages whole buckets, so the padding
-// the GEMM reads is defined memory).
+// Activation quantization: q = e4m3(a / scale) for the chunk's `rows` rows into the A region,
+// `a_offset` bytes into the staging buffer; rows in [rows, staged_rows) are zeroed (the
+// `bucketed` fix stages whole buckets, so the padding the GEMM reads is defined memory).
 extern "C" __global__ void fp8_gemm_quantize_a(const unsigned short * a, const float * scales,
-                                               unsigned char * q, const long long rows,
-                                               const long long staged_rows, const long long k) {
+                                               unsigned char * staging, const long long a_offset,
+                                               const long long rows, const long long staged_rows,
+                                               const long long k) {
+    unsigned char * q = staging + a_offset;
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= staged_rows * k) {
         return;
@@ -141,10 +143,12 @@ __device__ __forceinline__ unsigned short f32_to_bf16_rn(float x) {
     return (unsigned short)(u >> 16);
 }
 
-// grid = (ceil(n / blockDim.x), plan_rows), one thread per output element.
-extern "C" __global__ void fp8_gemm_simt(const unsigned char * w8, const unsigned char * a8,
+// grid = (ceil(n / blockDim.x), plan_rows), one thread per output element. `w8` is the
+// staging buffer (W region first); the A region starts `a_offset` bytes into it.
+extern "C" __global__ void fp8_gemm_simt(const unsigned char * w8, const long long a_offset,
                                          const float * scales, unsigned short * d,
                                          const long long n, const long long k) {
+    const unsigned char * a8 = w8 + a_offset;
     const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long row = blockIdx.y;
     if (col >= n) {

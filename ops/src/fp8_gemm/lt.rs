@@ -16,7 +16,7 @@
 //! off.
 
 use cudarc::cublaslt::{result, sys};
-use kedge_core::device::RunError;
+use kedge_core::cuda::RunError;
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::sync::{Mutex, OnceLock};

@@ -28,94 +28,73 @@
 //! - `exact-plan`: no cache; plan built at the caller's rows.
 //!
 //! # Scratch
-//! - `scratch = strict`: each chunk's staging is its own allocation in the case's allocation
-//!   mode (exact: memcheck's bounds are the staging's; guard: its end touches an unmapped page).
+//! - `scratch = strict`: the staging is its own allocation in the case's allocation mode
+//!   (exact: memcheck's bounds are the staging's; guard: its end touches an unmapped page): one
+//!   for the full chunks, which all have the same layout and reuse it, and one for the
+//!   remainder, allocated last, just before its GEMM.
 //! - `scratch = pool`: a grow-only pool first grown by an earlier layer of `pool_prior_rows`
 //!   rows; a smaller request gets the existing buffer, so an overrun lands in slack. With
 //!   `nvtx = true` the pool is registered as an NVTX sub-allocator heap and each region (W, A)
 //!   as a sub-allocation, so compute-sanitizer memcheck checks the regions' bounds inside the
 //!   pool too.
+//!
+//! # Plan
+//! The plan does not grow with M: chunk layouts are a formula (`plan_cache::ChunkLayouts`:
+//! every full chunk has one layout, the remainder its own), and the plan lists each launch
+//! once: the launches run once before the first chunk (the W upcast into the pool, or into
+//! the full chunks' staging), those of a full chunk (their activation pointer a
+//! `KernelArg::TensorAt` stepping one chunk per full chunk), and those of the remainder. The
+//! cuBLASLt matmuls and the copies into `d` are named in `Plan::unchecked`, with how many
+//! times the full chunks' launches run.
 
 pub mod lt;
 pub mod nvtx;
 pub mod plan_cache;
 pub mod quant;
 
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::{round_to, HostTensor};
-use kedge_core::params::{Params, ParamsExt};
-use kedge_core::rng::Rng;
+use kedge_core::contract::op::random_tensor;
+use kedge_core::cuda::RunError;
+use kedge_core::model::host::{round_to, HostTensor};
+use kedge_core::model::rng::Rng;
 use kedge_core::*;
-use plan_cache::{layouts, prior_pool_bytes, ChunkLayout, Sizing};
+use plan_cache::{layouts, prior_pool_bytes, ChunkLayout, ChunkLayouts, Chunks, Sizing};
 use rayon::prelude::*;
 use serde_json::json;
 
-const SRC: &str = include_str!("fp8_gemm.cu");
-const FILE: &str = "ops/src/fp8_gemm/fp8_gemm.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
-    }
-}
-const K_UPCAST: Kernel = k("fp8_gemm_upcast_w");
-const K_SCALE: Kernel = k("fp8_gemm_act_scale");
-const K_QUANT: Kernel = k("fp8_gemm_quantize_a");
-const K_SIMT: Kernel = k("fp8_gemm_simt");
+kedge_core::kernel_source!(SRC = "ops/src/fp8_gemm/fp8_gemm.cu", "fp8_gemm.cu");
+const K_UPCAST: Kernel = SRC.entry("fp8_gemm_upcast_w");
+const K_SCALE: Kernel = SRC.entry("fp8_gemm_act_scale");
+const K_QUANT: Kernel = SRC.entry("fp8_gemm_quantize_a");
+const K_SIMT: Kernel = SRC.entry("fp8_gemm_simt");
 const BLOCK: u64 = 256;
 const SCALE_THREADS: u64 = 1024;
+
+/// Scratch buffers, by the name the plan's arguments and the run share.
+const SCALES: &str = "fp8_gemm.scales";
+const D_PLAN: &str = "fp8_gemm.d_plan_rows";
+const WORKSPACE: &str = "fp8_gemm.workspace";
+const POOL: &str = "fp8_gemm.pool";
+
+/// The strict-mode staging first used by chunk `i`.
+fn staging_name(i: u64) -> String {
+    format!("fp8_gemm.staging[{i}]")
+}
 
 pub struct Fp8Gemm;
 pub static OP: Fp8Gemm = Fp8Gemm;
 
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::choice(
-        "scratch",
-        "strict",
-        &["strict", "pool"],
-        "strict: the staging buffer is its own allocation in the case's mode; pool: sub-allocated from a grow-only pool an earlier layer grew (can hide overruns)",
-    ),
-    ParamSpec::int(
-        "pool_prior_rows",
-        512,
-        0,
-        1 << 20,
-        "pool mode: rows of the earlier, larger layer that grew the pool (0: the pool is exactly this request)",
-    ),
-    ParamSpec::int(
-        "chunk",
-        512,
-        1,
-        1 << 16,
-        "prefill chunk: longer M is sliced into chunks of this many rows; the largest plan bucket",
-    ),
-    ParamSpec::boolean(
-        "nvtx",
-        false,
-        "pool mode: register the pool and its sub-allocations with the NVTX memory API so compute-sanitizer memcheck checks their bounds",
-    ),
-    ParamSpec::choice(
-        "gemm",
-        "cublaslt",
-        &["cublaslt", "simt"],
-        "cublaslt: the real cuBLASLt FP8 matmul (what the engine ships); simt: kedge's own kernel reading exactly what the plan reads through plain loads, a calibration for the detectors (memcheck instruments plain loads; it reported no precise access for cuBLASLt's Hopper kernels on the H200)",
-    ),
-    ParamSpec::int(
-        "algo",
-        0,
-        0,
-        31,
-        "which of cuBLASLt's heuristic results to run (0: its first choice, what an engine ships); another index picks another kernel",
-    ),
-    ParamSpec::int(
-        "weight_block",
-        32,
-        1,
-        1 << 16,
-        "FP4 weights per UE8M0 block scale",
-    ),
-];
+kedge_core::params! {
+    /// fp8_gemm's parameters.
+    pub struct Fp8GemmParams {
+        scratch: choice(["strict", "pool"]) = "strict", "strict: the staging buffer is its own allocation in the case's mode; pool: sub-allocated from a grow-only pool an earlier layer grew (can hide overruns)";
+        pool_prior_rows: int(0..=(1 << 20)) = 512, "pool mode: rows of the earlier, larger layer that grew the pool (0: the pool is exactly this request)";
+        chunk: int(1..=(1 << 16)) = 512, "prefill chunk: longer M is sliced into chunks of this many rows; the largest plan bucket";
+        nvtx: bool = false, "pool mode: register the pool and its sub-allocations with the NVTX memory API so compute-sanitizer memcheck checks their bounds";
+        gemm: choice(["cublaslt", "simt"]) = "cublaslt", "cublaslt: the real cuBLASLt FP8 matmul (what the engine ships); simt: kedge's own kernel reading exactly what the plan reads through plain loads, a calibration for the detectors (memcheck instruments plain loads; it reported no precise access for cuBLASLt's Hopper kernels on the H200)";
+        algo: int(0..=31) = 0, "which of cuBLASLt's heuristic results to run (0: its first choice, what an engine ships); another index picks another kernel";
+        weight_block: int(1..=(1 << 16)) = 32, "FP4 weights per UE8M0 block scale";
+    }
+}
 
 /// Reach of the incident's shape.
 pub const REACH_INCIDENT: &str = "Mila W4A8 prefill (fp8-gemm-staging-overrun): Llama 3.2 3B FP4 (K = 3072), a ~300-token tools system prompt at prefill chunk 512 takes plan bucket 512 and the GEMM reads 212 x 3072 = 651,264 bytes past the activation staging";
@@ -153,8 +132,9 @@ impl Dims {
                 "ne = [K, M, N, 1]: ne[3] must be 1, got {one}"
             )));
         }
-        let chunk = case.params.i64_or("chunk", 512).max(1) as u64;
-        let wb = case.params.i64_or("weight_block", 32).max(1) as u64;
+        let p = Fp8GemmParams::of(case);
+        let chunk = p.chunk.max(1) as u64;
+        let wb = p.weight_block.max(1) as u64;
         let (k, m, n) = (k as u64, m as u64, n as u64);
         Ok(Dims {
             k,
@@ -169,7 +149,7 @@ impl Dims {
 }
 
 fn is_pool(case: &Case) -> bool {
-    case.params.str_or("scratch", "strict") == "pool"
+    Fp8GemmParams::of(case).scratch == "pool"
 }
 
 impl Op for Fp8Gemm {
@@ -183,7 +163,7 @@ impl Op for Fp8Gemm {
         &[DType::Bf16]
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        Fp8GemmParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![&BUCKETED_SHORT, &BUCKETED, &EXACT_PLAN]
@@ -236,9 +216,9 @@ impl Op for Fp8Gemm {
     /// element were one ulp off, NMSE <= (2u)^2 = 2^-14 ~= 6.1e-5; in practice only the few
     /// elements that straddle a rounding boundary differ. A wrong activation or weight scale
     /// (the incident's other bug) or one wrong row moves NMSE far above this.
-    fn tolerance(&self, _case: &Case) -> compare_tol::Tolerance {
+    fn tolerance(&self, _case: &Case) -> Tolerance {
         const U_BF16: f64 = 1.0 / 256.0;
-        compare_tol::Tolerance {
+        Tolerance {
             nmse: (2.0 * U_BF16) * (2.0 * U_BF16),
             elem_rel: 2.0 * U_BF16,
             // Only names the first bad index (the verdict is the NMSE): one ulp relative, and
@@ -369,8 +349,7 @@ impl Op for Fp8Gemm {
     }
     fn reach(&self, case: &Case) -> Option<String> {
         let d = Dims::of(case).ok()?;
-        let rem = plan_cache::chunk_rows(d.m, d.chunk);
-        let last = *rem.last()?;
+        let last = Chunks::of(d.m, d.chunk).last_rows()?;
         if d.k == 3072 && d.m == 300 && d.chunk == 512 {
             Some(REACH_INCIDENT.into())
         } else if plan_cache::bucket_for(last, d.chunk) != Some(last) {
@@ -381,8 +360,8 @@ impl Op for Fp8Gemm {
     }
     fn alloc_note(&self, case: &Case) -> Option<String> {
         if is_pool(case) {
-            let prior = case.params.i64_or("pool_prior_rows", 512);
-            let nvtx = case.params.bool_or("nvtx", false);
+            let p = Fp8GemmParams::of(case);
+            let (prior, nvtx) = (p.pool_prior_rows, p.nvtx);
             let mut s = format!(
                 "scratch=pool: the staging is sub-allocated from a grow-only pool an earlier layer of {prior} rows grew; a read past the staging region that stays inside the pool's slack is invisible to guard pages and to memcheck's allocation bounds: THIS MODE CAN HIDE OVERRUNS"
             );
@@ -399,9 +378,6 @@ impl Op for Fp8Gemm {
         }
     }
 }
-
-use kedge_core::compare as compare_tol;
-use kedge_core::op::random_tensor;
 
 /// The f64 reference: per chunk, quantize exactly as the device does, accumulate the
 /// dequantized products in f64, apply the scales, round to BF16. Output [N, M] (row m has N).
@@ -449,135 +425,327 @@ pub fn reference(d: &Dims, a: &HostTensor, w: &HostTensor, ws: &HostTensor) -> V
     out
 }
 
-/// One step of an impl's run, in launch order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Upcast {
-        chunk: usize,
-    },
-    Scale {
-        chunk: usize,
-    },
-    Quant {
-        chunk: usize,
-    },
-    /// `gemm = simt` only: kedge's own GEMM over the plan's rows.
-    Simt {
-        chunk: usize,
-    },
+/// A byte count or element count as the kernels' `long long`; refused past it.
+fn as_i64(what: &str, v: u64) -> Result<i64, Refusal> {
+    i64::try_from(v).map_err(|_| format!("{what} = {v} does not fit the kernels' long long").into())
 }
 
-fn is_simt(case: &Case) -> bool {
-    case.params.str_or("gemm", "cublaslt") == "simt"
+fn mul(what: &str, a: u64, b: u64) -> Result<u64, Refusal> {
+    a.checked_mul(b)
+        .ok_or_else(|| format!("{what} ({a} x {b}) does not fit in 64 bits").into())
 }
 
-fn sizing_plan(sizing: Sizing, case: &Case) -> Result<(Dims, Vec<ChunkLayout>), String> {
-    let d = Dims::of(case).map_err(|e| e.to_string())?;
-    let ls = layouts(sizing, d.m, d.k, d.n, d.chunk)?;
-    Ok((d, ls))
+/// Pool mode: (the earlier layer's rows, the bytes it grew the pool to, the pool's size once
+/// this layer's largest request has grown it too; chunks never grow it after the first).
+fn pool_sizes(p: &Fp8GemmParams, d: &Dims, ls: &ChunkLayouts) -> Result<(u64, u64, u64), Refusal> {
+    let prior_rows = p.pool_prior_rows.max(0) as u64;
+    let prior = prior_pool_bytes(prior_rows, d.k, d.n).ok_or_else(|| {
+        Refusal::from(format!(
+            "the earlier layer's pool ({prior_rows} rows of K = {}) does not fit in 64 bits",
+            d.k
+        ))
+    })?;
+    Ok((prior_rows, prior, prior.max(ls.max_staging_bytes())))
 }
 
-/// The launches of a run: W upcast into each fresh staging buffer (every chunk in strict
-/// mode, once into the pool), then per chunk the scale and the quantization.
-fn steps(case: &Case, ls: &[ChunkLayout], d: &Dims) -> Vec<(Step, LaunchPlan)> {
-    let pool = is_pool(case);
-    let mut v = Vec::new();
-    for (i, c) in ls.iter().enumerate() {
-        if !pool || i == 0 {
-            v.push((
-                Step::Upcast { chunk: i },
-                LaunchPlan::new(
-                    K_UPCAST,
-                    [(d.n * d.k).div_ceil(BLOCK), 1, 1],
-                    [BLOCK, 1, 1],
-                    0,
-                ),
-            ));
+/// When a planned launch runs (`Schedule`).
+#[derive(Debug, Clone, Copy)]
+enum Group {
+    Prologue,
+    Full,
+    Tail,
+}
+
+/// Everything an impl's run issues for a case, derived from the case alone: the plan's
+/// launches and which of them run when. `plan` and `run` both build it, so they agree.
+struct Schedule {
+    d: Dims,
+    p: Fp8GemmParams,
+    ls: ChunkLayouts,
+    launches: Vec<LaunchPlan>,
+    /// Launches run once, before chunk 0's: the W upcast into the pool, or into the staging
+    /// the full chunks share.
+    prologue: Vec<usize>,
+    /// Launches run once per full chunk `i`, their arguments resolved at repeat point
+    /// `[i, 0, 0]` (the activation pointer steps one chunk of rows).
+    full: Vec<usize>,
+    /// Launches run once for the remainder.
+    tail: Vec<usize>,
+    /// Pool mode: `pool_sizes`; `None` in strict mode.
+    pool_bytes: Option<(u64, u64, u64)>,
+}
+
+impl Schedule {
+    fn of(sizing: Sizing, case: &Case) -> Result<Schedule, Refusal> {
+        let d = Dims::of(case).map_err(|e| Refusal(e.to_string()))?;
+        let p = Fp8GemmParams::of(case);
+        let ls = layouts(sizing, d.m, d.k, d.n, d.chunk)?;
+        let pool_bytes = if p.scratch == "pool" {
+            Some(pool_sizes(&p, &d, &ls)?)
+        } else {
+            None
+        };
+        let mut s = Schedule {
+            d,
+            p,
+            ls,
+            launches: Vec::new(),
+            prologue: Vec::new(),
+            full: Vec::new(),
+            tail: Vec::new(),
+            pool_bytes,
+        };
+        let n_full = s.ls.chunks.full;
+        match (s.pool_bytes, s.ls.full) {
+            (Some((_, _, cap)), _) => {
+                let l = s.upcast(KernelArg::Scratch {
+                    name: POOL.into(),
+                    bytes: cap,
+                })?;
+                s.add(Group::Prologue, l);
+            }
+            (None, Some(f)) => {
+                let l = s.upcast(s.staging(0, &f))?;
+                s.add(Group::Prologue, l);
+            }
+            (None, None) => {}
         }
-        v.push((
-            Step::Scale { chunk: i },
-            LaunchPlan::new(K_SCALE, [1, 1, 1], [SCALE_THREADS, 1, 1], 0),
-        ));
-        v.push((
-            Step::Quant { chunk: i },
-            LaunchPlan::new(
-                K_QUANT,
-                [(c.staged_rows * d.k).div_ceil(BLOCK), 1, 1],
-                [BLOCK, 1, 1],
-                0,
-            ),
-        ));
-        if is_simt(case) {
-            v.push((
-                Step::Simt { chunk: i },
+        if let Some(f) = s.ls.full {
+            let step = as_i64(
+                "one chunk of activations in bytes",
+                mul("a chunk of activations", f.rows, s.d.k * 2)?,
+            )?;
+            for l in s.chunk_launches(&f, step, s.staging(0, &f))? {
+                s.add(Group::Full, l);
+            }
+        }
+        if let Some(t) = s.ls.tail {
+            let staging = s.staging(n_full, &t);
+            if s.pool_bytes.is_none() {
+                let l = s.upcast(staging.clone())?;
+                s.add(Group::Tail, l);
+            }
+            for l in s.chunk_launches(&t, 0, staging)? {
+                s.add(Group::Tail, l);
+            }
+        }
+        Ok(s)
+    }
+
+    fn add(&mut self, group: Group, l: LaunchPlan) {
+        let i = self.launches.len();
+        self.launches.push(l);
+        match group {
+            Group::Prologue => self.prologue.push(i),
+            Group::Full => self.full.push(i),
+            Group::Tail => self.tail.push(i),
+        }
+    }
+
+    /// The staging buffer a chunk writes: the pool, or the strict staging first used by chunk
+    /// `first` (the full chunks share chunk 0's).
+    fn staging(&self, first: u64, c: &ChunkLayout) -> KernelArg {
+        match self.pool_bytes {
+            Some((_, _, cap)) => KernelArg::Scratch {
+                name: POOL.into(),
+                bytes: cap,
+            },
+            None => KernelArg::Scratch {
+                name: staging_name(first),
+                bytes: c.staging_bytes,
+            },
+        }
+    }
+
+    fn scales() -> KernelArg {
+        KernelArg::Scratch {
+            name: SCALES.into(),
+            bytes: lt::SCALES_BYTES,
+        }
+    }
+
+    /// The GEMM's BF16 output at the plan's rows, as Mila's real tensors were allocated at the
+    /// chunk extent: correctly sized in every impl.
+    fn d_plan_bytes(&self) -> Result<u64, Refusal> {
+        mul(
+            "the GEMM output",
+            self.ls.max_plan_rows(),
+            mul("a GEMM output row", self.d.n, 2)?,
+        )
+    }
+
+    /// W upcast into a staging buffer's W region (its start).
+    fn upcast(&self, staging: KernelArg) -> Result<LaunchPlan, Refusal> {
+        let d = &self.d;
+        let nk = mul("the weight", d.n, d.k)?;
+        Ok(
+            LaunchPlan::new(K_UPCAST, [nk.div_ceil(BLOCK), 1, 1], [BLOCK, 1, 1], 0).args(vec![
+                KernelArg::Tensor(1),
+                KernelArg::Tensor(2),
+                staging,
+                KernelArg::I64(as_i64("N", d.n)?),
+                KernelArg::I64(as_i64("K", d.k)?),
+                KernelArg::I64(as_i64("packed weight row bytes", d.w_row_bytes)?),
+                KernelArg::I64(as_i64("scale blocks per row", d.scale_blocks)?),
+                KernelArg::I32(d.weight_block.min(i32::MAX as u64) as i32),
+            ]),
+        )
+    }
+
+    /// One chunk's launches: its activation scale, its quantization into the staging's A
+    /// region, and (gemm = simt) kedge's GEMM over the plan's rows. `a_step`: bytes the
+    /// activation pointer moves per repeat (one chunk for the full chunks, 0 for the remainder).
+    fn chunk_launches(
+        &self,
+        c: &ChunkLayout,
+        a_step: i64,
+        staging: KernelArg,
+    ) -> Result<Vec<LaunchPlan>, Refusal> {
+        let d = &self.d;
+        let k = as_i64("K", d.k)?;
+        let a_at = KernelArg::TensorAt {
+            index: 0,
+            offset: as_i64(
+                "the chunk's activation offset",
+                mul("the chunk's activation offset", c.row0, d.k * 2)?,
+            )?,
+            step: [a_step, 0, 0],
+        };
+        let a_offset = KernelArg::I64(as_i64("the A region's offset", c.a_offset)?);
+        let staged = mul("the staged activations", c.staged_rows, d.k)?;
+        let mut v = vec![
+            LaunchPlan::new(K_SCALE, [1, 1, 1], [SCALE_THREADS, 1, 1], 0).args(vec![
+                a_at.clone(),
+                KernelArg::I64(as_i64(
+                    "the chunk's activations",
+                    mul("the chunk's activations", c.rows, d.k)?,
+                )?),
+                Self::scales(),
+            ]),
+            LaunchPlan::new(K_QUANT, [staged.div_ceil(BLOCK), 1, 1], [BLOCK, 1, 1], 0).args(vec![
+                a_at,
+                Self::scales(),
+                staging.clone(),
+                a_offset.clone(),
+                KernelArg::I64(as_i64("rows", c.rows)?),
+                KernelArg::I64(as_i64("staged rows", c.staged_rows)?),
+                KernelArg::I64(k),
+            ]),
+        ];
+        if self.p.gemm == "simt" {
+            v.push(
                 LaunchPlan::new(
                     K_SIMT,
                     [d.n.div_ceil(BLOCK), c.plan_rows, 1],
                     [BLOCK, 1, 1],
                     0,
-                ),
-            ));
+                )
+                .args(vec![
+                    staging,
+                    a_offset,
+                    Self::scales(),
+                    KernelArg::Scratch {
+                        name: D_PLAN.into(),
+                        bytes: self.d_plan_bytes()?,
+                    },
+                    KernelArg::I64(as_i64("N", d.n)?),
+                    KernelArg::I64(k),
+                ]),
+            );
+        }
+        Ok(v)
+    }
+
+    /// "chunk 3" or "chunks 0..=9 (each)": the chunks with this layout.
+    fn label(&self, tail: bool) -> String {
+        let n_full = self.ls.chunks.full;
+        match (tail, n_full) {
+            (true, _) | (false, 1) => format!("chunk {}", if tail { n_full } else { 0 }),
+            (false, _) => format!("chunks 0..={} (each)", n_full - 1),
         }
     }
-    v
-}
 
-/// Pool mode: (the earlier layer's rows, the bytes it grew the pool to, the pool's size once
-/// this layer's largest request has grown it too; chunks never grow it after the first).
-fn pool_sizes(case: &Case, d: &Dims, ls: &[ChunkLayout]) -> (u64, u64, u64) {
-    let prior_rows = case.params.i64_or("pool_prior_rows", 512).max(0) as u64;
-    let prior = prior_pool_bytes(prior_rows, d.k, d.n);
-    let need = ls.iter().map(|c| c.staging_bytes).max().unwrap_or(0);
-    (prior_rows, prior, prior.max(need))
-}
-
-fn plan_for(sizing: Sizing, case: &Case) -> Result<Plan, String> {
-    let (d, ls) = sizing_plan(sizing, case)?;
-    let launches = steps(case, &ls, &d).into_iter().map(|(_, l)| l).collect();
-    let mut unchecked = Vec::new();
-    for (i, c) in ls.iter().enumerate() {
-        unchecked.push(if is_simt(case) {
-            format!("chunk {i}: cuMemcpyDtoD of {} rows", c.rows)
+    /// The work of a chunk layout that is not a kernel kedge launches.
+    fn unchecked(&self, c: &ChunkLayout, tail: bool) -> String {
+        let d = &self.d;
+        let work = if self.p.gemm == "simt" {
+            format!("cuMemcpyDtoD of {} rows", c.rows)
         } else {
             format!(
-                "chunk {i}: cublasLtMatmul FP8 e4m3 TN m={} n={} k={} (plan rows {}, staged rows {}; cuBLASLt picks its own launch) + cuMemcpyDtoD of {} rows",
+                "cublasLtMatmul FP8 e4m3 TN m={} n={} k={} (plan rows {}, staged rows {}; cuBLASLt picks its own launch) + cuMemcpyDtoD of {} rows",
                 d.n, c.plan_rows, d.k, c.plan_rows, c.staged_rows, c.rows
             )
-        });
+        };
+        let mut s = format!("{}: {work}", self.label(tail));
+        if !tail && self.ls.chunks.full > 1 {
+            s.push_str(&format!(
+                "; the plan's launches {:?} run once per chunk, {} times, the activation pointer moving {} rows each time",
+                self.full, self.ls.chunks.full, c.rows
+            ));
+        }
+        s
     }
-    // The allocation contract: the staging (one per chunk in strict mode, the pool in pool
-    // mode) and the GEMM's output at the plan's rows. (cuBLASLt's workspace is chosen by its
-    // heuristic at run time: the record names it.)
-    let mut buffers = Vec::new();
-    if is_pool(case) {
-        buffers.push(BufferPlan {
-            name: format!(
-                "grow-only scratch pool (W e4m3 [{}, {}] + A e4m3 staging)",
-                d.n, d.k
-            ),
-            bytes: pool_sizes(case, &d, &ls).2,
-        });
-    } else {
-        for (i, c) in ls.iter().enumerate() {
+
+    fn plan(&self) -> Result<Plan, Refusal> {
+        let d = &self.d;
+        let mut unchecked = Vec::new();
+        if let Some(f) = &self.ls.full {
+            unchecked.push(self.unchecked(f, false));
+        }
+        if let Some(t) = &self.ls.tail {
+            unchecked.push(self.unchecked(t, true));
+        }
+        // The allocation contract: the staging (one for the full chunks and one for the
+        // remainder in strict mode, the pool in pool mode) and the GEMM's output at the plan's
+        // rows. (cuBLASLt's workspace is chosen by its heuristic at run time: the record
+        // names it.)
+        let mut buffers = Vec::new();
+        if let Some((_, _, cap)) = self.pool_bytes {
             buffers.push(BufferPlan {
                 name: format!(
-                    "staging[{i}] (W e4m3 [{}, {}] + A e4m3 [{}, {}])",
-                    d.n, d.k, c.staged_rows, d.k
+                    "grow-only scratch pool (W e4m3 [{}, {}] + A e4m3 staging)",
+                    d.n, d.k
                 ),
-                bytes: c.staging_bytes,
+                bytes: cap,
             });
+        } else {
+            let n_full = self.ls.chunks.full;
+            for (first, c) in self
+                .ls
+                .full
+                .map(|f| (0, f))
+                .into_iter()
+                .chain(self.ls.tail.map(|t| (n_full, t)))
+            {
+                let shared = if first == 0 && n_full > 1 {
+                    format!(", reused by the {n_full} full chunks")
+                } else {
+                    String::new()
+                };
+                buffers.push(BufferPlan {
+                    name: format!(
+                        "staging[{first}] (W e4m3 [{}, {}] + A e4m3 [{}, {}]){shared}",
+                        d.n, d.k, c.staged_rows, d.k
+                    ),
+                    bytes: c.staging_bytes,
+                });
+            }
         }
+        buffers.push(BufferPlan {
+            name: format!(
+                "GEMM output bf16 [{}, {}] (plan rows)",
+                self.ls.max_plan_rows(),
+                d.n
+            ),
+            bytes: self.d_plan_bytes()?,
+        });
+        Ok(Plan {
+            launches: self.launches.clone(),
+            unchecked,
+            buffers,
+            ..Plan::default()
+        })
     }
-    let d_rows = ls.iter().map(|c| c.plan_rows).max().unwrap_or(1);
-    buffers.push(BufferPlan {
-        name: format!("GEMM output bf16 [{d_rows}, {}] (plan rows)", d.n),
-        bytes: d_rows * d.n * 2,
-    });
-    Ok(Plan {
-        launches,
-        unchecked,
-        buffers,
-    })
 }
 
 fn chunk_json(c: &ChunkLayout) -> serde_json::Value {
@@ -592,6 +760,19 @@ fn chunk_json(c: &ChunkLayout) -> serde_json::Value {
     })
 }
 
+/// Bytes between the end of a guard-mode allocation of `bytes` and its guard page, as the
+/// engine places it (the end of the last mapped granule, the start aligned down to 256), when
+/// alignment leaves a gap; `None` in every other mode.
+pub fn guard_gap(mode: AllocMode, bytes: u64, granularity: u64) -> Option<u64> {
+    if mode != AllocMode::Guard {
+        return None;
+    }
+    let g = granularity.max(1);
+    let mapped = bytes.max(1).div_ceil(g).checked_mul(g)?;
+    let gap = mapped - bytes;
+    (gap >= 256).then_some(gap % 256)
+}
+
 fn drv(call: &str, r: cudarc::driver::sys::CUresult) -> Result<(), RunError> {
     if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
         return Ok(());
@@ -601,7 +782,7 @@ fn drv(call: &str, r: cudarc::driver::sys::CUresult) -> Result<(), RunError> {
         name: format!("{r:?}"),
         code: r as u32,
         msg: String::new(),
-        sticky: kedge_core::device::is_sticky(r),
+        sticky: kedge_core::cuda::error::is_sticky(r),
     })
 }
 
@@ -612,116 +793,106 @@ fn run_impl(
     case: &Case,
     plan: &Plan,
 ) -> Result<(), RunError> {
-    let (d, ls) = sizing_plan(sizing, case).map_err(RunError::Unsupported)?;
-    let steps = steps(case, &ls, &d);
-    if steps.len() != plan.launches.len() {
+    let s = Schedule::of(sizing, case).map_err(|r| RunError::Unsupported(r.0))?;
+    if s.launches != plan.launches {
         return Err(RunError::Unsupported(format!(
-            "plan has {} launches, the run needs {}",
+            "the plan has {} launches, the run issues {}, or they differ",
             plan.launches.len(),
-            steps.len()
+            s.launches.len()
         )));
     }
-    let pool_mode = is_pool(case);
-    let nvtx_on = pool_mode && case.params.bool_or("nvtx", false);
+    let (d, ls, p) = (&s.d, &s.ls, &s.p);
+    let Some(first) = ls.first() else {
+        return Err(RunError::Unsupported("M = 0: nothing to multiply".into()));
+    };
+    let pool_mode = s.pool_bytes.is_some();
+    let simt = p.gemm == "simt";
+    let nvtx_on = pool_mode && p.nvtx;
     let (k, n) = (d.k, d.n);
     // Facts first, so they are in the record even when the GEMM faults.
-    let first = ls[0];
-    let read_past: u64 = ls.iter().map(|c| c.bytes_read_past_staging).sum();
-    ctx.extra.insert(
-        "scratch".into(),
-        json!(if pool_mode { "pool" } else { "strict" }),
+    let read_past = ls.bytes_read_past_staging();
+    ctx.fact("scratch", if pool_mode { "pool" } else { "strict" });
+    ctx.fact("bucket", json!(plan_cache::bucket_for(first.rows, d.chunk)));
+    ctx.fact("plan_rows", first.plan_rows);
+    ctx.fact("staging_bytes", first.staging_bytes);
+    ctx.fact("bytes_read_past_staging", read_past);
+    ctx.fact(
+        "chunks",
+        ls.iter().map(|c| chunk_json(&c)).collect::<Vec<_>>(),
     );
-    ctx.extra.insert(
-        "bucket".into(),
-        json!(plan_cache::bucket_for(first.rows, d.chunk)),
-    );
-    ctx.extra.insert("plan_rows".into(), json!(first.plan_rows));
-    ctx.extra
-        .insert("staging_bytes".into(), json!(first.staging_bytes));
-    ctx.extra
-        .insert("bytes_read_past_staging".into(), json!(read_past));
-    ctx.extra.insert(
-        "chunks".into(),
-        json!(ls.iter().map(chunk_json).collect::<Vec<_>>()),
-    );
-    ctx.extra.insert("plan_cache".into(), json!(cached));
-    ctx.extra
-        .insert("cublaslt_version".into(), json!(lt::version()));
-    ctx.extra.insert(
-        "cublaslt_kernel".into(),
-        json!(
-            "not exposed by the cuBLASLt API; compute-sanitizer's record names it (<where><func>)"
-        ),
+    ctx.fact("plan_cache", cached);
+    ctx.fact("cublaslt_version", json!(lt::version()));
+    ctx.fact(
+        "cublaslt_kernel",
+        "not exposed by the cuBLASLt API; compute-sanitizer's record names it (<where><func>)",
     );
 
-    let scales = ctx.scratch("fp8_gemm.scales", lt::SCALES_BYTES, 256)?;
-    let d_rows = ls.iter().map(|c| c.plan_rows).max().unwrap_or(1);
-    // The GEMM's BF16 output at the plan's rows (as Mila's real tensors were allocated at the
-    // chunk extent): correctly sized in every impl.
-    let d_plan = ctx.scratch("fp8_gemm.d_plan_rows", d_rows * n * 2, 256)?;
+    let scales = ctx.scratch(SCALES, lt::SCALES_BYTES, 256)?;
+    let d_plan_bytes = s.d_plan_bytes().map_err(|r| RunError::Unsupported(r.0))?;
+    let d_plan = ctx.scratch(D_PLAN, d_plan_bytes, 256)?;
 
-    // Every chunk's plan (cache lookup or build) and the workspace, before any staging is
-    // allocated: the staging is then the last allocation, so the memory past its end is not
+    // Each chunk layout's plan (cache lookup or build) and the workspace, before any staging
+    // is allocated: the staging is then the last allocation, so the memory past its end is not
     // another live allocation of this case (memcheck sees the read as out of bounds).
-    let algo = case.params.i64_or("algo", 0).max(0) as usize;
-    let simt = is_simt(case);
-    ctx.extra.insert(
-        "gemm".into(),
-        json!(if simt {
+    let algo = p.algo.max(0) as usize;
+    ctx.fact(
+        "gemm",
+        if simt {
             "simt (kedge's calibration kernel: plain loads of the plan's rows)"
         } else {
             "cublaslt"
-        }),
+        },
     );
-    let mut chunk_plans: Vec<(Option<lt::LtPlan>, lt::AlgoInfo, bool)> = Vec::new();
-    for c in ls.iter().filter(|_| !simt) {
+    let shapes: Vec<ChunkLayout> = ls.shapes().collect();
+    let mut lt_plans: Vec<(Option<lt::LtPlan>, lt::AlgoInfo, bool)> = Vec::new();
+    for c in shapes.iter().filter(|_| !simt) {
         if cached {
             let (info, hit) =
                 lt::cache().with_plan(n, k, c.plan_rows, scales, algo, |p| Ok(p.info.clone()))?;
-            chunk_plans.push((None, info, hit));
+            lt_plans.push((None, info, hit));
         } else {
-            let p = lt::LtPlan::build(n, k, c.plan_rows, scales, algo)?;
-            let info = p.info.clone();
-            chunk_plans.push((Some(p), info, false));
+            let pl = lt::LtPlan::build(n, k, c.plan_rows, scales, algo)?;
+            let info = pl.info.clone();
+            lt_plans.push((Some(pl), info, false));
         }
     }
-    let ws_bytes = chunk_plans
+    let ws_bytes = lt_plans
         .iter()
         .map(|(_, info, _)| info.workspace_bytes)
         .max()
         .unwrap_or(0);
     let workspace = if ws_bytes > 0 {
-        (ctx.scratch("fp8_gemm.workspace", ws_bytes, 256)?, ws_bytes)
+        (ctx.scratch(WORKSPACE, ws_bytes, 256)?, ws_bytes)
     } else {
         (0, 0)
     };
 
     // Pool: grown first by the earlier layer, then by this layer's largest request (chunk 0:
     // chunks never grow after the first).
-    let mut pool: Option<(u64, u64)> = None;
+    let mut pool: Option<u64> = None;
     let mut heap: Option<nvtx::NvtxPool> = None;
-    if pool_mode {
-        let (prior_rows, prior, cap) = pool_sizes(case, &d, &ls);
-        let p = ctx.scratch("fp8_gemm.pool", cap, 256)?;
-        let slack = cap - first.staging_bytes;
-        ctx.extra.insert(
-            "pool".into(),
+    if let Some((prior_rows, prior, cap)) = s.pool_bytes {
+        let pp = ctx.scratch(POOL, cap, 256)?;
+        let slack = cap.saturating_sub(first.staging_bytes);
+        ctx.fact(
+            "pool",
             json!({
                 "bytes": cap,
                 "prior_rows": prior_rows,
                 "prior_bytes": prior,
                 "slack_after_staging": slack,
-                "overrun_inside_slack": read_past > 0 && ls.iter().all(|c| c.a_offset + c.plan_rows * k <= cap),
+                "overrun_inside_slack": read_past > 0
+                    && shapes.iter().all(|c| c.a_offset.saturating_add(c.plan_rows.saturating_mul(k)) <= cap),
             }),
         );
         if nvtx_on {
-            heap = Some(nvtx::NvtxPool::register(p, cap));
+            heap = Some(nvtx::NvtxPool::register(pp, cap));
         }
-        pool = Some((p, cap));
+        pool = Some(pp);
     }
-    ctx.extra.insert(
-        "nvtx".into(),
-        json!(if nvtx_on {
+    ctx.fact(
+        "nvtx",
+        if nvtx_on {
             if nvtx::tool_attached() {
                 "sub-allocations registered (NVTX tool attached)"
             } else {
@@ -729,26 +900,31 @@ fn run_impl(
             }
         } else {
             "off"
-        }),
+        },
     );
 
-    let a_ptr = ctx.ptr(0);
-    let w_ptr = ctx.ptr(1);
-    let ws_ptr = ctx.ptr(2);
     let out_ptr = ctx.ptr(3);
+    let granularity = ctx.dev.limits.vmm_granularity.value;
+    let n_full = ls.chunks.full;
     let mut algos = Vec::new();
-    let mut si = 0usize;
     for (i, c) in ls.iter().enumerate() {
-        // The chunk's staging buffer: the last allocation before its GEMM in strict mode.
-        let staging = if let Some((p, _)) = pool {
-            p
-        } else {
-            let p = ctx.scratch(&format!("fp8_gemm.staging[{i}]"), c.staging_bytes, 256)?;
-            if let Some(g) = ctx.scratch.last().and_then(|a| a.guard_slack()) {
-                ctx.extra
-                    .insert(format!("staging_guard_gap[{i}]"), json!(g));
+        let i = i as u64;
+        let tail = i == n_full;
+        // The chunk's staging buffer: in strict mode the full chunks' (allocated for chunk 0)
+        // or the remainder's, the last allocation before its GEMM.
+        let staging = match pool {
+            Some(pp) => pp,
+            None => {
+                let sp = ctx.scratch(
+                    &staging_name(if tail { n_full } else { 0 }),
+                    c.staging_bytes,
+                    256,
+                )?;
+                if let Some(g) = guard_gap(case.alloc, c.staging_bytes, granularity) {
+                    ctx.fact(&format!("staging_guard_gap[{i}]"), g);
+                }
+                sp
             }
-            p
         };
         if let Some(h) = &heap {
             // Declare this chunk's sub-allocations before any kernel touches the pool.
@@ -760,91 +936,45 @@ fn run_impl(
                 "fp8_gemm.staging.a_e4m3",
             );
         }
-        let a8 = staging + c.a_offset;
-        let a_chunk = a_ptr + c.row0 * k * 2;
-        while si < steps.len() {
-            let (step, _) = steps[si];
-            let launch = plan.launches[si].clone();
-            match step {
-                Step::Upcast { chunk } if chunk == i => {
-                    ctx.launch(
-                        &launch,
-                        &[
-                            KArg::Ptr(w_ptr),
-                            KArg::Ptr(ws_ptr),
-                            KArg::Ptr(staging),
-                            KArg::I64(n as i64),
-                            KArg::I64(k as i64),
-                            KArg::I64(d.w_row_bytes as i64),
-                            KArg::I64(d.scale_blocks as i64),
-                            KArg::I32(d.weight_block.min(i32::MAX as u64) as i32),
-                        ],
-                    )?;
-                }
-                Step::Scale { chunk } if chunk == i => {
-                    ctx.launch(
-                        &launch,
-                        &[
-                            KArg::Ptr(a_chunk),
-                            KArg::I64((c.rows * k) as i64),
-                            KArg::Ptr(scales),
-                        ],
-                    )?;
-                }
-                Step::Quant { chunk } if chunk == i => {
-                    ctx.launch(
-                        &launch,
-                        &[
-                            KArg::Ptr(a_chunk),
-                            KArg::Ptr(scales),
-                            KArg::Ptr(a8),
-                            KArg::I64(c.rows as i64),
-                            KArg::I64(c.staged_rows as i64),
-                            KArg::I64(k as i64),
-                        ],
-                    )?;
-                }
-                Step::Simt { chunk } if chunk == i => {
-                    ctx.launch(
-                        &launch,
-                        &[
-                            KArg::Ptr(staging),
-                            KArg::Ptr(a8),
-                            KArg::Ptr(scales),
-                            KArg::Ptr(d_plan),
-                            KArg::I64(n as i64),
-                            KArg::I64(k as i64),
-                        ],
-                    )?;
-                }
-                _ => break,
+        if i == 0 {
+            for &j in &s.prologue {
+                ctx.launch(&plan.launches[j])?;
             }
-            si += 1;
+        }
+        // The chunk's launches: the plan's own, at this chunk's repeat point.
+        let (group, at) = if tail { (&s.tail, 0) } else { (&s.full, i) };
+        for &j in group {
+            let l = &plan.launches[j];
+            let args = ctx.resolve(&l.args, [at, 0, 0])?;
+            ctx.launch_with(l, &args)?;
         }
         // The GEMM, through the plan cache (or a plan of its own for exact-plan); with
         // gemm = simt it was the last launch above.
         if simt {
             ctx.dev.synchronize("fp8_gemm_simt")?;
         } else {
-            let Some((own_plan, info, hit)) = chunk_plans.get(i) else {
+            let shape = usize::from(tail && ls.full.is_some());
+            let Some((own_plan, info, hit)) = lt_plans.get(shape) else {
                 return Err(RunError::Unsupported(format!(
                     "no cuBLASLt plan for chunk {i}"
                 )));
             };
+            // A full chunk after the first finds its layout's plan in the cache.
+            let hit = *hit || (cached && !tail && i > 0);
             let stream = ctx.stream();
             let what = format!(
                 "cublasLtMatmul chunk {i} (FP8 TN m={n} n={} k={k}, staged rows {})",
                 c.plan_rows, c.staged_rows
             );
-            ctx.launched.push(what.clone());
             let mut j = info.to_json();
             j["chunk"] = json!(i);
             j["plan_rows"] = json!(c.plan_rows);
-            j["cache_hit"] = json!(*hit);
+            j["cache_hit"] = json!(hit);
             algos.push(j);
-            ctx.extra.insert("cublaslt".into(), json!(algos.clone()));
-            let run = |p: &lt::LtPlan| {
-                p.matmul(
+            ctx.fact("cublaslt", algos.clone());
+            let a8 = staging + c.a_offset;
+            let run = |pl: &lt::LtPlan| {
+                pl.matmul(
                     staging,
                     a8,
                     d_plan,
@@ -858,7 +988,7 @@ fn run_impl(
                 None => {
                     lt::cache().with_plan(n, k, c.plan_rows, scales, algo, run)?;
                 }
-                Some(p) => run(p)?,
+                Some(pl) => run(pl)?,
             }
             ctx.dev.synchronize(&what)?;
         }
@@ -879,57 +1009,58 @@ fn run_impl(
     Ok(())
 }
 
-macro_rules! fp8_impl {
-    ($ty:ident, $stat:ident, $name:literal, $role:expr, $about:literal, $sizing:expr, $cached:expr) => {
-        pub struct $ty;
-        pub static $stat: $ty = $ty;
-        impl Impl for $ty {
-            fn name(&self) -> &'static str {
-                $name
-            }
-            fn role(&self) -> ImplRole {
-                $role
-            }
-            fn about(&self) -> &'static str {
-                $about
-            }
-            fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-                plan_for($sizing, case)
-            }
-            fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-                run_impl($sizing, $cached, ctx, case, plan)
-            }
-        }
-    };
+/// One fp8_gemm impl: how it sizes the plan and the staging, and whether its cuBLASLt plans
+/// come from the process's plan cache. Its run does more than launch its plan (cuBLASLt's
+/// matmul, the copies into `d`), so it has its own.
+pub struct Fp8Impl {
+    pub name: &'static str,
+    pub role: ImplRole,
+    pub about: &'static str,
+    pub sizing: Sizing,
+    pub cached: bool,
 }
 
-fp8_impl!(
-    BucketedShort,
-    BUCKETED_SHORT,
-    "bucketed-short",
-    ImplRole::Upstream,
-    "Mila's W4A8 prefill as shipped: cuBLASLt plan from the M-bucket cache (rounds up), activation staging sized by the caller's M: reads (bucket - M) x K bytes past it",
-    Sizing::BucketedShort,
-    true
-);
-fp8_impl!(
-    Bucketed,
-    BUCKETED,
-    "bucketed",
-    ImplRole::Fixed,
-    "the fix: the same bucketed plan, activation staging sized by the bucket the cache returned (padding rows zeroed)",
-    Sizing::Bucketed,
-    true
-);
-fp8_impl!(
-    ExactPlan,
-    EXACT_PLAN,
-    "exact-plan",
-    ImplRole::Fixed,
-    "no plan cache: cuBLASLt layouts built at the caller's M, staging sized by M",
-    Sizing::ExactPlan,
-    false
-);
+impl Impl for Fp8Impl {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn role(&self) -> ImplRole {
+        self.role
+    }
+    fn about(&self) -> &str {
+        self.about
+    }
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        Schedule::of(self.sizing, case)?.plan()
+    }
+    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
+        run_impl(self.sizing, self.cached, ctx, case, plan)
+    }
+}
+
+pub static BUCKETED_SHORT: Fp8Impl = Fp8Impl {
+    name: "bucketed-short",
+    role: ImplRole::Upstream,
+    about: "Mila's W4A8 prefill as shipped: cuBLASLt plan from the M-bucket cache (rounds up), activation staging sized by the caller's M: reads (bucket - M) x K bytes past it",
+    sizing: Sizing::BucketedShort,
+    cached: true,
+};
+
+pub static BUCKETED: Fp8Impl = Fp8Impl {
+    name: "bucketed",
+    role: ImplRole::Fixed,
+    about: "the fix: the same bucketed plan, activation staging sized by the bucket the cache returned (padding rows zeroed)",
+    sizing: Sizing::Bucketed,
+    cached: true,
+};
+
+pub static EXACT_PLAN: Fp8Impl = Fp8Impl {
+    name: "exact-plan",
+    role: ImplRole::Fixed,
+    about: "no plan cache: cuBLASLt layouts built at the caller's M, staging sized by M",
+    sizing: Sizing::ExactPlan,
+    cached: false,
+};
 
 #[cfg(test)]
 mod tests;

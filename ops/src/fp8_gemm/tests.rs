@@ -1,8 +1,10 @@
 use super::*;
+use crate::kernel_decl::check_launch;
+use rstest::rstest;
 
 fn case(imp: &str, ne: Ne) -> Case {
     let mut c = Case::new("fp8_gemm", imp, DType::Bf16, ne);
-    for p in PARAMS {
+    for p in Fp8GemmParams::SPECS {
         c.params.insert(p.name.to_string(), p.default_value());
     }
     c
@@ -16,7 +18,7 @@ fn u8_tensor(ne: Ne, bytes: Vec<u8>) -> HostTensor {
     HostTensor::from_bytes(
         DType::U8,
         ne,
-        kedge_core::shape::dense_strides(&ne, DType::U8),
+        kedge_core::model::shape::dense_strides(&ne, DType::U8),
         bytes,
     )
 }
@@ -106,7 +108,7 @@ fn incident_plan_and_record_numbers() {
     let h200 = LimitsProfile::builtin("h200").unwrap();
     let c = case("bucketed-short", [3072, 300, 3072, 1]);
     let p = BUCKETED_SHORT.plan(&c, &h200).unwrap();
-    let names: Vec<_> = p.launches.iter().map(|l| l.kernel.as_str()).collect();
+    let names: Vec<_> = p.launches.iter().map(|l| l.name()).collect();
     assert_eq!(
         names,
         [
@@ -128,13 +130,13 @@ fn incident_plan_and_record_numbers() {
 }
 
 #[test]
-fn chunked_plans_upcast_once_into_the_pool_and_per_chunk_in_strict() {
+fn chunked_plans_upcast_once_into_the_pool_and_per_staging_in_strict() {
     let h200 = LimitsProfile::builtin("h200").unwrap();
     let strict = case("bucketed", [64, 1000, 32, 1]);
     let n_up = |p: &Plan| {
         p.launches
             .iter()
-            .filter(|l| l.kernel == "fp8_gemm_upcast_w")
+            .filter(|l| l.name() == "fp8_gemm_upcast_w")
             .count()
     };
     assert_eq!(n_up(&BUCKETED.plan(&strict, &h200).unwrap()), 2);
@@ -163,7 +165,7 @@ fn boundaries_cover_every_bucket_edge_the_incident_and_the_chunk() {
     let b = OP.boundaries(&h200);
     let m_values: Vec<i64> = b
         .iter()
-        .filter(|x| x.axis == kedge_core::op::Axis::Ne(1))
+        .filter(|x| x.axis == Axis::Ne(1))
         .flat_map(|x| x.probe_values())
         .collect();
     for edge in plan_cache::buckets(512) {
@@ -179,7 +181,7 @@ fn boundaries_cover_every_bucket_edge_the_incident_and_the_chunk() {
     }
     let k_values: Vec<i64> = b
         .iter()
-        .filter(|x| x.axis == kedge_core::op::Axis::Ne(0))
+        .filter(|x| x.axis == Axis::Ne(0))
         .flat_map(|x| x.probe_values())
         .collect();
     assert!(k_values.contains(&3071) && k_values.contains(&3072) && k_values.contains(&3073));
@@ -193,7 +195,7 @@ fn every_case_validates_against_the_registry() {
         let c = Case::new("fp8_gemm", imp, DType::Bf16, [3072, 300, 256, 1])
             .with_param("scratch", "pool")
             .with_param("nvtx", true);
-        let v = c.validate(&reg).unwrap();
+        let v = reg.validate(&c).unwrap();
         assert_eq!(v.params["pool_prior_rows"], json!(512));
         assert_eq!(v.params["chunk"], json!(512));
     }
@@ -205,7 +207,7 @@ fn the_act_scale_kernel_writes_the_weight_scale_where_cublaslt_reads_it() {
     // kernel must write exactly that float, inside the scratch kedge allocates.
     let idx = lt::W_SCALE_OFFSET / 4;
     assert!(
-        SRC.contains(&format!("scales[{idx}] = 1.0f;")),
+        SRC.source.contains(&format!("scales[{idx}] = 1.0f;")),
         "kernel does not write scales[{idx}]"
     );
     // Each scale on its own 256-byte boundary, inside the scratch.
@@ -221,7 +223,7 @@ fn simt_gemm_reads_the_plans_rows_through_a_kernel_kedge_launches() {
         .plan(&c, &LimitsProfile::builtin("h200").unwrap())
         .unwrap();
     let simt = p.launches.last().unwrap();
-    assert_eq!(simt.kernel, "fp8_gemm_simt");
+    assert_eq!(simt.name(), "fp8_gemm_simt");
     // One row of threads per plan row: the bucket (512), not the caller's 300.
     assert_eq!(simt.grid, [3072u64.div_ceil(256), 512, 1]);
     assert!(p.unchecked.iter().all(|u| !u.contains("cublasLt")));
@@ -230,6 +232,176 @@ fn simt_gemm_reads_the_plans_rows_through_a_kernel_kedge_launches() {
     let p = BUCKETED_SHORT
         .plan(&c, &LimitsProfile::builtin("h200").unwrap())
         .unwrap();
-    assert!(p.launches.iter().all(|l| l.kernel != "fp8_gemm_simt"));
+    assert!(p.launches.iter().all(|l| l.name() != "fp8_gemm_simt"));
     assert!(p.unchecked.iter().any(|u| u.contains("cublasLtMatmul")));
+}
+
+#[test]
+fn the_strict_full_chunks_share_one_staging_and_the_remainder_has_its_own() {
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    // M = 3 x 512 + 300: chunks 0..=2 full, chunk 3 the incident's remainder.
+    let c = case("bucketed-short", [3072, 3 * 512 + 300, 256, 1]);
+    let p = BUCKETED_SHORT.plan(&c, &h200).unwrap();
+    let names: Vec<_> = p.launches.iter().map(|l| l.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "fp8_gemm_upcast_w",
+            "fp8_gemm_act_scale",
+            "fp8_gemm_quantize_a",
+            "fp8_gemm_upcast_w",
+            "fp8_gemm_act_scale",
+            "fp8_gemm_quantize_a",
+        ]
+    );
+    let staging = |l: &LaunchPlan, i: usize| match &l.args[i] {
+        KernelArg::Scratch { name, bytes } => (name.clone(), *bytes),
+        a => panic!("{a:?}"),
+    };
+    let w = 3072 * 256;
+    assert_eq!(
+        staging(&p.launches[0], 2),
+        ("fp8_gemm.staging[0]".into(), w + 512 * 3072)
+    );
+    assert_eq!(
+        staging(&p.launches[2], 2),
+        ("fp8_gemm.staging[0]".into(), w + 512 * 3072)
+    );
+    assert_eq!(
+        staging(&p.launches[5], 2),
+        ("fp8_gemm.staging[3]".into(), w + 300 * 3072)
+    );
+    // The full chunks' activation pointer steps one chunk; the remainder's starts at row 1536.
+    assert_eq!(
+        p.launches[1].args[0],
+        KernelArg::TensorAt {
+            index: 0,
+            offset: 0,
+            step: [512 * 3072 * 2, 0, 0]
+        }
+    );
+    assert_eq!(
+        p.launches[4].args[0],
+        KernelArg::TensorAt {
+            index: 0,
+            offset: 1536 * 3072 * 2,
+            step: [0, 0, 0]
+        }
+    );
+    assert_eq!(p.buffers.len(), 3);
+    assert!(p.buffers[0].name.contains("reused by the 3 full chunks"));
+    assert_eq!(p.unchecked.len(), 2);
+    assert!(
+        p.unchecked[0].starts_with("chunks 0..=2 (each)"),
+        "{}",
+        p.unchecked[0]
+    );
+    assert!(p.unchecked[0].contains("run once per chunk, 3 times"));
+    assert!(p.unchecked[1].starts_with("chunk 3: "));
+    assert!(p.unchecked[1].contains("staged rows 300"));
+}
+
+/// M at and past 2^32 rows: the plan is a handful of launches and buffers, whatever M is.
+#[rstest]
+#[case::m_2_32_plus_1((1 << 32) + 1)]
+#[case::m_2_40(1 << 40)]
+#[case::m_2_40_plus_300((1 << 40) + 300)]
+fn a_plan_does_not_grow_with_m(#[case] m: i64) {
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    for imp in OP.impls() {
+        for (scratch, gemm) in [("strict", "cublaslt"), ("pool", "simt"), ("strict", "simt")] {
+            let c = case(imp.name(), [3072, m, 3072, 1])
+                .with_param("scratch", scratch)
+                .with_param("gemm", gemm);
+            let p = imp.plan(&c, &h200).unwrap();
+            assert!(
+                p.launches.len() <= 8,
+                "{}: {}",
+                imp.name(),
+                p.launches.len()
+            );
+            assert!(p.buffers.len() <= 3, "{}", imp.name());
+            assert!(p.unchecked.len() <= 2, "{}", imp.name());
+            assert!(p.violations(&h200).is_empty(), "{:?}", p.violations(&h200));
+            // The facts' numbers are a formula too.
+            let ls = layouts(Sizing::BucketedShort, m as u64, 3072, 3072, 512).unwrap();
+            assert_eq!(ls.count(), (m as u64).div_ceil(512));
+        }
+    }
+    // The reach note reads the last chunk from the formula too: a remainder of 1 row or a
+    // full chunk is its own bucket; 300 rows are not.
+    let reach = OP.reach(&case("bucketed", [3072, m, 3072, 1]));
+    assert_eq!(reach.is_some(), m % 512 == 300, "{reach:?}");
+}
+
+#[test]
+fn every_plan_fills_its_kernels_parameters() {
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    let mut checked = 0;
+    for imp in OP.impls() {
+        for gemm in ["cublaslt", "simt"] {
+            for scratch in ["strict", "pool"] {
+                for (ne, params) in OP.smoke() {
+                    let mut c = case(imp.name(), ne);
+                    c.params.extend(params);
+                    c.params.insert("gemm".into(), json!(gemm));
+                    c.params.insert("scratch".into(), json!(scratch));
+                    let p = imp.plan(&c, &h200).unwrap();
+                    for l in &p.launches {
+                        assert_eq!(check_launch(l), Ok(()), "{}", imp.name());
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked}");
+}
+
+#[test]
+fn the_run_names_the_staging_gap_the_engine_leaves_in_guard_mode() {
+    let g = 2 << 20;
+    // The incident's strict staging: 9,437,184 + 921,600 bytes, a multiple of 256: the end is
+    // flush with the guard page.
+    let staging = 3072 * 3072 + 300 * 3072;
+    assert_eq!(guard_gap(AllocMode::Guard, staging, g), Some(0));
+    assert_eq!(guard_gap(AllocMode::Guard, 1000, g), Some(24));
+    // A granule exactly: the allocation starts at the mapping, no gap.
+    assert_eq!(guard_gap(AllocMode::Guard, g, g), None);
+    assert_eq!(guard_gap(AllocMode::Guard, g - 100, g), None);
+    for mode in [AllocMode::Exact, AllocMode::GuardFront, AllocMode::Canary] {
+        assert_eq!(guard_gap(mode, 1000, g), None);
+    }
+}
+
+#[test]
+fn typed_params_default_once() {
+    let p = Fp8GemmParams::default();
+    assert_eq!(
+        (
+            p.scratch,
+            p.pool_prior_rows,
+            p.chunk,
+            p.nvtx,
+            p.gemm,
+            p.algo,
+            p.weight_block
+        ),
+        ("strict", 512, 512, false, "cublaslt", 0, 32)
+    );
+    let names: Vec<_> = Fp8GemmParams::SPECS.iter().map(|s| s.name).collect();
+    assert_eq!(
+        names,
+        [
+            "scratch",
+            "pool_prior_rows",
+            "chunk",
+            "nvtx",
+            "gemm",
+            "algo",
+            "weight_block"
+        ]
+    );
+    assert_eq!(OP.upstream_name(), None);
+    assert_eq!(OP.probe_base(), None);
 }

@@ -14,27 +14,20 @@
 //! same transition at a size it can compute: with the limit scaled to 16 MiB, 16 heads reach it
 //! at L = 512 instead of 25,541.
 
-use kedge_core::device::{KArg, RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::launch::human_bytes;
-use kedge_core::params::{Params, ParamsExt};
+use kedge_core::contract::plan::human_bytes;
+use kedge_core::cuda::RunError;
+use kedge_core::model::host::HostTensor;
 use kedge_core::*;
-use serde_json::json;
 
-const SRC: &str = include_str!("sdpa_prefill.cu");
-const FILE: &str = "ops/src/sdpa_prefill/sdpa_prefill.cu";
-const fn k(entry: &'static str) -> Kernel {
-    Kernel {
-        file: FILE,
-        source: SRC,
-        entry,
-    }
-}
+kedge_core::kernel_source!(
+    SRC = "ops/src/sdpa_prefill/sdpa_prefill.cu",
+    "sdpa_prefill.cu"
+);
 
 /// The kernel for the case's dtype: f32 entries, or their `_bf16` twins (same template).
 fn kern(case: &Case, f32_entry: &'static str) -> Kernel {
     let bf16 = case.dtype == DType::Bf16;
-    k(match (f32_entry, bf16) {
+    SRC.entry(match (f32_entry, bf16) {
         ("sdpa_fused_causal", true) => "sdpa_fused_causal_bf16",
         ("sdpa_scores", true) => "sdpa_scores_bf16",
         ("sdpa_softmax_pv", true) => "sdpa_softmax_pv_bf16",
@@ -57,29 +50,14 @@ pub const INCIDENT_HEAD_DIM: i64 = 256;
 /// MLX's fused causal SDPA support matrix.
 pub const FUSED_HEAD_DIMS: [i64; 3] = [64, 80, 128];
 
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::int(
-        "max_buffer_bytes",
-        0,
-        0,
-        i64::MAX,
-        "a modelled largest single buffer, so a smaller device's limit can be probed at a size kedge computes (the incident's M4 Max: 41750000000). 0: the device decides (its allocator on the GPU; the profile's largest buffer in `kedge plan`)",
-    ),
-    ParamSpec::int(
-        "n_kv_head",
-        0,
-        0,
-        1 << 20,
-        "KV heads (GQA): k and v are [head_dim, L, n_kv_head]; n_head must be a multiple. 0: n_head (plain multi-head attention)",
-    ),
-    ParamSpec::int(
-        "q_chunk",
-        INCIDENT_Q_CHUNK,
-        1,
-        i32::MAX as i64,
-        "query rows per block in the chunked fix (sanctum-rs 5731769 uses 2048)",
-    ),
-];
+kedge_core::params! {
+    /// sdpa_prefill's parameters.
+    pub struct SdpaParams {
+        max_buffer_bytes: int(0..=i64::MAX) = 0, "a modelled largest single buffer, so a smaller device's limit can be probed at a size kedge computes (the incident's M4 Max: 41750000000). 0: the device decides (its allocator on the GPU; the profile's largest buffer in `kedge plan`)";
+        n_kv_head: int(0..=(1 << 20)) = 0, "KV heads (GQA): k and v are [head_dim, L, n_kv_head]; n_head must be a multiple. 0: n_head (plain multi-head attention)";
+        q_chunk: int(1..=(i32::MAX as i64)) = INCIDENT_Q_CHUNK, "query rows per block in the chunked fix (sanctum-rs 5731769 uses 2048)";
+    }
+}
 
 pub const REACH_LIMIT: &str = "the incident: Qwen3.6-35B-A3B (head_dim 256, 16 heads) on an M4 Max (Metal maxBufferLength 41.75 GB): L = 25,541 is the last fitting prompt; kedge probes the same transition with the limit scaled to 16 MiB (L* = 512)";
 
@@ -95,8 +73,9 @@ const FUSED_THREADS: u64 = 128;
 const UNFUSED_THREADS: u64 = 256;
 /// The scores kernel keeps the query row in shared memory (D floats).
 const MAX_UNFUSED_HEAD_DIM: i64 = 48 * 1024 / 4;
-/// More query blocks than this is a plan nobody wants to issue one launch at a time.
-const MAX_CHUNKS: i64 = 1 << 16;
+/// More query blocks than this is more launches than one case should issue one after the
+/// other (two per block): the chunked fix refuses and asks for a larger q_chunk.
+pub const MAX_CHUNKS: u64 = 1 << 16;
 
 fn bad(msg: String) -> CaseError {
     CaseError::BadInput {
@@ -112,13 +91,13 @@ pub fn geometry(case: &Case) -> (i64, i64, i64) {
 
 /// The modelled buffer limit, if the case sets one.
 fn max_buffer_bytes(case: &Case) -> Option<u64> {
-    let m = case.params.i64_or("max_buffer_bytes", 0);
+    let m = SdpaParams::of(case).max_buffer_bytes;
     (m > 0).then_some(m as u64)
 }
 
 /// KV heads: the `n_kv_head` parameter, or n_head.
 pub fn n_kv_head(case: &Case) -> i64 {
-    match case.params.i64_or("n_kv_head", 0) {
+    match SdpaParams::of(case).n_kv_head {
         0 => case.ne[2],
         n => n,
     }
@@ -127,10 +106,6 @@ pub fn n_kv_head(case: &Case) -> i64 {
 /// Query heads per KV head.
 fn group(case: &Case) -> i32 {
     (case.ne[2] / n_kv_head(case).max(1)).clamp(1, i32::MAX as i64) as i32
-}
-
-fn q_chunk(case: &Case) -> i64 {
-    case.params.i64_or("q_chunk", INCIDENT_Q_CHUNK).max(1)
 }
 
 /// Bytes of an f32 score block [n_head, rows, L]; `None` when it does not fit in 64 bits.
@@ -167,7 +142,7 @@ pub fn chunk_rows(case: &Case) -> Option<i64> {
     let per_row = score_bytes(h, 1, l)?;
     let fit =
         max_buffer_bytes(case).map_or(i64::MAX, |m| (m / per_row).min(i64::MAX as u64) as i64);
-    let rows = q_chunk(case).min(l).min(fit);
+    let rows = SdpaParams::of(case).q_chunk.min(l).min(fit);
     (rows >= 1).then_some(rows)
 }
 
@@ -177,15 +152,44 @@ pub fn chunked_scratch_bytes(case: &Case) -> Option<u64> {
     score_bytes(h, chunk_rows(case)?, l)
 }
 
-/// The query blocks of the chunked fix as (first row, rows).
-pub fn chunks(case: &Case) -> Option<Vec<(i64, i64)>> {
-    let (_, l, _) = geometry(case);
-    let rows = chunk_rows(case)?;
-    Some(
-        (0..(l as u64).div_ceil(rows as u64) as i64)
-            .map(|c| (c * rows, rows.min(l - c * rows)))
-            .collect(),
-    )
+/// The query blocks of L rows, as a formula: `count` blocks of `rows` rows, block `i` starting
+/// at row `i · rows`; the last holds what is left (`last_rows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryBlocks {
+    pub l: i64,
+    pub rows: i64,
+    pub count: u64,
+}
+
+impl QueryBlocks {
+    /// L rows in blocks of `rows` (rows >= 1).
+    pub fn new(l: i64, rows: i64) -> QueryBlocks {
+        let rows = rows.max(1);
+        QueryBlocks {
+            l,
+            rows,
+            count: (l.max(0) as u64).div_ceil(rows as u64),
+        }
+    }
+    /// Block `i` as (first row, rows); `None` past the last.
+    pub fn block(&self, i: u64) -> Option<(i64, i64)> {
+        (i < self.count).then(|| {
+            let row0 = i as i64 * self.rows;
+            (row0, self.rows.min(self.l - row0))
+        })
+    }
+    /// Rows of the last block.
+    pub fn last_rows(&self) -> i64 {
+        self.count
+            .checked_sub(1)
+            .and_then(|i| self.block(i))
+            .map_or(0, |b| b.1)
+    }
+}
+
+/// The query blocks of the chunked fix; `None` when not one query row's scores fit.
+pub fn chunks(case: &Case) -> Option<QueryBlocks> {
+    Some(QueryBlocks::new(geometry(case).1, chunk_rows(case)?))
 }
 
 fn scale(case: &Case) -> f32 {
@@ -203,7 +207,7 @@ impl Op for SdpaPrefill {
         &[DType::F32, DType::Bf16]
     }
     fn params(&self) -> &'static [ParamSpec] {
-        PARAMS
+        SdpaParams::SPECS
     }
     fn impls(&self) -> Vec<&'static dyn Impl> {
         vec![
@@ -465,127 +469,101 @@ const K: usize = 1;
 const V: usize = 2;
 const OUT: usize = 3;
 
-/// Turn symbolic arguments into kernel arguments, with every `Scratch` bound to the one score
-/// buffer `scores` (`RunCtx::resolve_args` would allocate a fresh one per launch).
-fn bind(ctx: &mut RunCtx<'_>, args: &[ReproArg], scores: u64) -> Result<Vec<KArg>, RunError> {
-    let mut out = Vec::with_capacity(args.len());
-    for a in args {
-        match a {
-            ReproArg::Scratch { .. } => out.push(KArg::Ptr(scores)),
-            other => out.extend(ctx.resolve_args(std::slice::from_ref(other))?),
-        }
-    }
-    Ok(out)
-}
-
 /// The flash-style fused kernel, built (like MLX's) for head_dim 64, 80 and 128 only.
-pub struct Fused;
-pub static FUSED: Fused = Fused;
+pub static FUSED: KernelImpl = KernelImpl {
+    name: "fused",
+    role: ImplRole::Fixed,
+    about: "flash-style fused causal SDPA: one block per (query row, head), online softmax, no score buffer; head_dim 64, 80, 128 only (MLX's support matrix)",
+    plan: fused_plan,
+};
 
-fn fused_args(case: &Case) -> Vec<ReproArg> {
-    let (d, l, _) = geometry(case);
-    vec![
-        ReproArg::Tensor(Q),
-        ReproArg::Tensor(K),
-        ReproArg::Tensor(V),
-        ReproArg::Tensor(OUT),
-        ReproArg::I32(d as i32),
-        ReproArg::I64(l),
-        ReproArg::F32(scale(case)),
-        ReproArg::I32(group(case)),
-    ]
-}
-
-impl Impl for Fused {
-    fn name(&self) -> &'static str {
-        "fused"
+fn fused_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    let (d, l, h) = geometry(case);
+    if !FUSED_HEAD_DIMS.contains(&d) {
+        return Err(format!("fused causal SDPA supports head_dim 64, 80, 128; got {d}").into());
     }
-    fn role(&self) -> ImplRole {
-        ImplRole::Fixed
-    }
-    fn about(&self) -> &'static str {
-        "flash-style fused causal SDPA: one block per (query row, head), online softmax, no score buffer; head_dim 64, 80, 128 only (MLX's support matrix)"
-    }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
-        let (d, l, h) = geometry(case);
-        if !FUSED_HEAD_DIMS.contains(&d) {
-            return Err(format!(
-                "fused causal SDPA supports head_dim 64, 80, 128; got {d}"
-            ));
-        }
-        Ok(Plan::kernels(vec![LaunchPlan::new(
+    Ok(Plan::single(
+        LaunchPlan::new(
             kern(case, "sdpa_fused_causal"),
             [l as u64, h as u64, 1],
             [FUSED_THREADS, 1, 1],
             0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = ctx.resolve_args(&fused_args(case))?;
-        ctx.launch(&plan.launches[0], &args)
-    }
-    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        Some(vec![fused_args(case)])
-    }
+        )
+        .args(vec![
+            KernelArg::Tensor(Q),
+            KernelArg::Tensor(K),
+            KernelArg::Tensor(V),
+            KernelArg::Tensor(OUT),
+            KernelArg::I32(d as i32),
+            KernelArg::I64(l),
+            KernelArg::F32(scale(case)),
+            KernelArg::I32(group(case)),
+        ]),
+    ))
 }
 
-/// The two unfused launches over query rows [row0, row0 + rows), scores in a [n_head, rows, L]
-/// buffer.
-fn block_launches(case: &Case, rows: i64) -> [LaunchPlan; 2] {
-    let (d, _, h) = geometry(case);
-    [
+/// The two unfused launches of one query block of `rows` rows, repeated `blocks` times: scores
+/// into the one [n_head, rows, L] buffer (`scratch_bytes`), then softmax and PV. The block's
+/// first query row reaches the kernels as a row pointer into q and out that steps by `rows`
+/// rows per repetition; every repetition has the same grid (rows of the last block at or past
+/// L return at once).
+fn block_plan(case: &Case, rows: i64, blocks: u64, scratch_bytes: u64) -> Plan {
+    let (d, l, h) = geometry(case);
+    let es = case.dtype.size() as i64;
+    let at_block = |index| KernelArg::TensorAt {
+        index,
+        offset: 0,
+        step: [rows.saturating_mul(d).saturating_mul(es), 0, 0],
+    };
+    let scores = || KernelArg::Scratch {
+        name: "scores".into(),
+        bytes: scratch_bytes,
+    };
+    Plan::kernels(vec![
         LaunchPlan::new(
             kern(case, "sdpa_scores"),
             [rows as u64, h as u64, 1],
             [UNFUSED_THREADS, 1, 1],
             d as u64 * 4,
-        ),
+        )
+        .args(vec![
+            KernelArg::Tensor(Q),
+            at_block(Q),
+            KernelArg::Tensor(K),
+            scores(),
+            KernelArg::I32(d as i32),
+            KernelArg::I64(l),
+            KernelArg::I64(rows),
+            KernelArg::F32(scale(case)),
+            KernelArg::I32(group(case)),
+        ]),
         LaunchPlan::new(
             kern(case, "sdpa_softmax_pv"),
             [rows as u64, h as u64, 1],
             [UNFUSED_THREADS, 1, 1],
             0,
-        ),
-    ]
+        )
+        .args(vec![
+            scores(),
+            KernelArg::Tensor(V),
+            KernelArg::Tensor(OUT),
+            at_block(OUT),
+            KernelArg::I32(d as i32),
+            KernelArg::I64(l),
+            KernelArg::I64(rows),
+            KernelArg::I32(group(case)),
+        ]),
+    ])
+    .repeated([blocks, 1, 1])
 }
 
-fn block_args(case: &Case, row0: i64, rows: i64, scratch_bytes: u64) -> [Vec<ReproArg>; 2] {
-    let (d, l, _) = geometry(case);
-    let scores = || ReproArg::Scratch {
-        name: "scores".into(),
-        bytes: scratch_bytes,
-    };
-    [
-        vec![
-            ReproArg::Tensor(Q),
-            ReproArg::Tensor(K),
-            scores(),
-            ReproArg::I32(d as i32),
-            ReproArg::I64(l),
-            ReproArg::I64(row0),
-            ReproArg::I64(rows),
-            ReproArg::F32(scale(case)),
-            ReproArg::I32(group(case)),
-        ],
-        vec![
-            scores(),
-            ReproArg::Tensor(V),
-            ReproArg::Tensor(OUT),
-            ReproArg::I32(d as i32),
-            ReproArg::I64(l),
-            ReproArg::I64(row0),
-            ReproArg::I64(rows),
-            ReproArg::I32(group(case)),
-        ],
-    ]
-}
-
-fn check_unfused_head_dim(case: &Case) -> Result<(), String> {
+fn check_unfused_head_dim(case: &Case) -> Result<(), Refusal> {
     let d = case.ne[0];
     if d > MAX_UNFUSED_HEAD_DIM {
         return Err(format!(
             "head_dim {d} does not fit the scores kernel's shared-memory query row (at most {MAX_UNFUSED_HEAD_DIM})"
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -631,42 +609,55 @@ pub static UNFUSED_CHECKED: Unfused = Unfused {
 };
 
 impl Impl for Unfused {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.name
     }
     fn role(&self) -> ImplRole {
         // Both launch what MLX ships; they differ only in how the failed allocation surfaces.
         ImplRole::Upstream
     }
-    fn about(&self) -> &'static str {
+    fn about(&self) -> &str {
         self.about
     }
     /// Past the limit the silent fallback launches nothing, so its plan is empty (and a
     /// `kedge repro` of it launches nothing either); the checked one states the launches it
-    /// would issue and refuses in `run` before the first.
+    /// would issue, refuses in `run` before the first, and says so in `unchecked` (no
+    /// standalone file does what it does).
     ///
     /// Either way the plan names the score buffer it asks for: the allocation contract
     /// (`kedge plan` checks it against the profile's largest buffer).
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
         check_unfused_head_dim(case)?;
         let buffers = unfused_buffers(case);
-        if self.over_limit == OverLimit::Silent && !unfused_fits(case) {
+        let fits = unfused_fits(case);
+        if self.over_limit == OverLimit::Silent && !fits {
             return Ok(Plan::kernels(Vec::new()).with_buffers(buffers));
         }
         let (_, l, _) = geometry(case);
-        Ok(Plan::kernels(block_launches(case, l).to_vec()).with_buffers(buffers))
+        let bytes = unfused_scratch_bytes(case).unwrap_or(u64::MAX);
+        let mut plan = block_plan(case, l, 1, bytes).with_buffers(buffers);
+        if !fits {
+            plan.unchecked.push(format!(
+                "the score buffer ({}) passes max_buffer_bytes {}: the run reports resource-limit before its first launch",
+                unfused_scratch_bytes(case).map_or("more than 2^64 bytes".to_string(), human_bytes),
+                max_buffer_bytes(case).unwrap_or(0)
+            ));
+        }
+        Ok(plan)
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
         let (_, l, h) = geometry(case);
         let limit = max_buffer_bytes(case);
         let bytes = unfused_scratch_bytes(case);
-        ctx.extra.insert(
-            "max_buffer_bytes".into(),
-            limit.map_or(json!("the device's (its allocator decides)"), |m| json!(m)),
+        ctx.fact(
+            "max_buffer_bytes",
+            limit.map_or(
+                serde_json::Value::from("the device's (its allocator decides)"),
+                serde_json::Value::from,
+            ),
         );
         if let Some(b) = bytes {
-            ctx.extra
-                .insert("score_buffer_bytes".into(), serde_json::Value::from(b));
+            ctx.fact("score_buffer_bytes", b);
         }
         if !unfused_fits(case) {
             let what = format!(
@@ -685,7 +676,7 @@ impl Impl for Unfused {
                 OverLimit::Loud => return Err(RunError::Resource(what)),
             }
         }
-        let (Some(bytes), [scores_plan, softmax_plan]) = (bytes, plan.launches.as_slice()) else {
+        let Some(bytes) = bytes.filter(|_| plan.launches.len() == 2) else {
             return Err(RunError::Unsupported(format!(
                 "the plan has {} launches, the unfused path issues 2",
                 plan.launches.len()
@@ -693,38 +684,20 @@ impl Impl for Unfused {
         };
         // No modelled limit: the device's allocator is the limit. The same two outcomes as
         // past a modelled one: the shipped fallback swallows the refusal, the checked one
-        // reports it with the bytes it asked for.
-        let scores = match ctx.scratch("scores", bytes, 256) {
-            Ok(p) => p,
-            Err(RunError::Resource(m)) => {
-                let what = format!("score buffer [{h}, {l}, {l}] f32 ({bytes} bytes): {m}");
-                ctx.extra
-                    .insert("allocation_refused".into(), json!(what.clone()));
-                return match self.over_limit {
-                    OverLimit::Silent => Ok(()),
-                    OverLimit::Loud => Err(RunError::Resource(what)),
-                };
-            }
-            Err(e) => return Err(e),
-        };
-        let [a0, a1] = block_args(case, 0, l, bytes);
-        let a0 = bind(ctx, &a0, scores)?;
-        let a1 = bind(ctx, &a1, scores)?;
-        ctx.launch(scores_plan, &a0)?;
-        ctx.launch(softmax_plan, &a1)
-    }
-    fn args_for_repro(&self, case: &Case, plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        if plan.launches.is_empty() {
-            return Some(Vec::new());
+        // reports it with the bytes it asked for. The plan's launches name the same scratch,
+        // so they get this buffer.
+        if let Err(e) = ctx.scratch("scores", bytes, 256) {
+            let RunError::Resource(m) = e else {
+                return Err(e);
+            };
+            let what = format!("score buffer [{h}, {l}, {l}] f32 ({bytes} bytes): {m}");
+            ctx.fact("allocation_refused", what.clone());
+            return match self.over_limit {
+                OverLimit::Silent => Ok(()),
+                OverLimit::Loud => Err(RunError::Resource(what)),
+            };
         }
-        // The checked path refuses past the limit before launching: no standalone file
-        // launches what it does.
-        if !unfused_fits(case) {
-            return None;
-        }
-        let (_, l, _) = geometry(case);
-        let bytes = unfused_scratch_bytes(case)?;
-        Some(block_args(case, 0, l, bytes).to_vec())
+        ctx.run_plan(plan)
     }
 }
 
@@ -733,86 +706,67 @@ pub struct Chunked;
 pub static CHUNKED: Chunked = Chunked;
 
 impl Impl for Chunked {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "chunked"
     }
     fn role(&self) -> ImplRole {
         ImplRole::Fixed
     }
-    fn about(&self) -> &'static str {
+    fn about(&self) -> &str {
         "the incident's fix (sanctum-rs 5731769): query rows in blocks of q_chunk (fewer if the block would pass max_buffer_bytes), scores [n_head, block, L]: linear in L; same kernels as unfused, so bit-identical"
     }
-    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, String> {
+    /// Two launches repeated once per query block, whatever L is.
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
         check_unfused_head_dim(case)?;
         let (_, l, h) = geometry(case);
         let Some(blocks) = chunks(case) else {
             return Err(format!(
                 "not even one query row's scores [{h}, 1, {l}] f32 fit max_buffer_bytes {}",
                 max_buffer_bytes(case).unwrap_or(0)
-            ));
+            )
+            .into());
         };
-        if blocks.len() as i64 > MAX_CHUNKS {
+        if blocks.count > MAX_CHUNKS {
             return Err(format!(
                 "{} query blocks (more than {MAX_CHUNKS}): raise q_chunk",
-                blocks.len()
-            ));
+                blocks.count
+            )
+            .into());
         }
-        let rows = blocks.first().map_or(0, |b| b.1);
-        Ok(Plan::kernels(
-            blocks
-                .iter()
-                .flat_map(|&(_, rows)| block_launches(case, rows))
-                .collect(),
+        let bytes = score_bytes(h, blocks.rows, l).unwrap_or(u64::MAX);
+        Ok(
+            block_plan(case, blocks.rows, blocks.count, bytes).with_buffers(vec![BufferPlan {
+                name: format!(
+                    "scores [{h} heads, {} query rows, L = {l}] f32, reused per block",
+                    blocks.rows
+                ),
+                bytes,
+            }]),
         )
-        .with_buffers(vec![BufferPlan {
-            name: format!("scores [{h} heads, {rows} query rows, L = {l}] f32, reused per block"),
-            bytes: score_bytes(h, rows, l).unwrap_or(u64::MAX),
-        }]))
     }
+    /// The plan as stated, with the buffer and the block count on the record.
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
         let (Some(blocks), Some(bytes)) = (chunks(case), chunked_scratch_bytes(case)) else {
             return Err(RunError::Unsupported(
                 "no query block fits max_buffer_bytes".into(),
             ));
         };
-        if plan.launches.len() != 2 * blocks.len() {
+        if plan.repetitions() != blocks.count {
             return Err(RunError::Unsupported(format!(
-                "the plan has {} launches for {} query blocks",
-                plan.launches.len(),
-                blocks.len()
+                "the plan repeats its launches {} times for {} query blocks",
+                plan.repetitions(),
+                blocks.count
             )));
         }
-        ctx.extra
-            .insert("score_buffer_bytes".into(), serde_json::Value::from(bytes));
-        ctx.extra.insert(
-            "query_blocks".into(),
-            serde_json::Value::from(blocks.len() as u64),
-        );
-        // One buffer, reused by every block.
-        let scores = ctx.scratch("scores", bytes, 256)?;
-        for (&(row0, rows), pair) in blocks.iter().zip(plan.launches.chunks(2)) {
-            let [a0, a1] = block_args(case, row0, rows, bytes);
-            let a0 = bind(ctx, &a0, scores)?;
-            let a1 = bind(ctx, &a1, scores)?;
-            ctx.launch(&pair[0], &a0)?;
-            ctx.launch(&pair[1], &a1)?;
-        }
-        Ok(())
-    }
-    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        let bytes = chunked_scratch_bytes(case)?;
-        Some(
-            chunks(case)?
-                .iter()
-                .flat_map(|&(row0, rows)| block_args(case, row0, rows, bytes))
-                .collect(),
-        )
+        ctx.fact("score_buffer_bytes", bytes);
+        ctx.fact("query_blocks", blocks.count);
+        ctx.run_plan(plan)
     }
 }
 
 /// MLX's dispatch as the incident met it: the fused kernel where one exists (head_dim 64, 80,
 /// 128), otherwise the unfused fallback as shipped (silent past the buffer limit). The record
-/// says which path ran (`extra.path`, and the report's case note).
+/// says which path ran (the `path` fact, and the report's case note).
 pub struct MlxDispatch;
 pub static MLX_DISPATCH: MlxDispatch = MlxDispatch;
 
@@ -838,17 +792,17 @@ pub fn fallback_note(case: &Case) -> String {
 }
 
 impl Impl for MlxDispatch {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "mlx-dispatch"
     }
     fn role(&self) -> ImplRole {
         // What shipped: it contains the silent fallback.
         ImplRole::Upstream
     }
-    fn about(&self) -> &'static str {
+    fn about(&self) -> &str {
         "MLX's causal SDPA dispatch: fused for head_dim 64, 80, 128, the unfused fallback (silent past the buffer limit) for every other head_dim"
     }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
         dispatched(case).plan(case, limits)
     }
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
@@ -857,11 +811,8 @@ impl Impl for MlxDispatch {
         } else {
             fallback_note(case)
         };
-        ctx.extra.insert("path".into(), json!(path));
+        ctx.fact("path", path);
         dispatched(case).run(ctx, case, plan)
-    }
-    fn args_for_repro(&self, case: &Case, plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        dispatched(case).args_for_repro(case, plan)
     }
 }
 

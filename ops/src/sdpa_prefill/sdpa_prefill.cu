@@ -11,9 +11,11 @@
 // matrix S = [n_head, rows, L] (masked keys get -inf) into a scratch buffer, the second turns
 // each row of S into probabilities in place and multiplies by V. The unfused fallback runs
 // them once over all L query rows (S is [n_head, L, L]: quadratic in L); the chunked fix runs
-// them once per block of q_chunk rows (`row0` = the block's first query row, so the causal mask
-// is offset per block). Every score and every reduction depends only on (h, i) and the keys,
-// never on the block, so both give bit-identical results.
+// them once per block of q_chunk rows, the same two launches repeated with the block's row
+// pointer stepped (`q_block` = q at the block's first query row `row0`, `out_block` = out at
+// it, so the causal mask is offset per block). Every block has the same grid; rows of the
+// last block at or past L return at once. Every score and every reduction depends only on
+// (h, i) and the keys, never on the block, so both give bit-identical results.
 
 #define SDPA_FUSED_THREADS 128
 #define SDPA_FUSED_WARPS (SDPA_FUSED_THREADS / 32)
@@ -179,16 +181,21 @@ extern "C" __global__ void sdpa_fused_causal_bf16(const unsigned short * q, cons
 }
 
 // grid (rows, n_head), block SDPA_UNFUSED_THREADS, dynamic shared memory D floats (the query
-// row). Block (r, h) fills row r of head h's score block: S[(h*rows + r)*L + j] for all L keys,
-// scale * q_{row0 + r} . k_j where j <= row0 + r and -inf (the causal mask) elsewhere.
+// row). `q_block` points at query row row0 of head 0 (q + row0*D). Block (r, h) fills row r of
+// head h's score block: S[(h*rows + r)*L + j] for all L keys, scale * q_{row0 + r} . k_j where
+// j <= row0 + r and -inf (the causal mask) elsewhere.
 template <typename T>
-__device__ void sdpa_scores_t(const T * q, const T * k, float * S, const int D, const long long L,
-                              const long long row0, const long long rows, const float scale, const int group) {
+__device__ void sdpa_scores_t(const T * q, const T * q_block, const T * k, float * S, const int D,
+                              const long long L, const long long rows, const float scale, const int group) {
     extern __shared__ float s_q[];
+    const long long row0 = (q_block - q) / D;
     const long long r = blockIdx.x;
     const long long h = blockIdx.y;
     const long long hk = h / group;
     const long long i = row0 + r;
+    if (i >= L) {
+        return; // the last block's rows past L (the whole block returns: no barrier is skipped)
+    }
     const long long qrow = (h*L + i)*D;
     for (int d = threadIdx.x; d < D; d += SDPA_UNFUSED_THREADS) {
         s_q[d] = sdpa_ld(q, qrow + d);
@@ -209,28 +216,34 @@ __device__ void sdpa_scores_t(const T * q, const T * k, float * S, const int D, 
     }
 }
 
-extern "C" __global__ void sdpa_scores(const float * q, const float * k, float * S, const int D,
-                                       const long long L, const long long row0, const long long rows,
+extern "C" __global__ void sdpa_scores(const float * q, const float * q_block, const float * k, float * S,
+                                       const int D, const long long L, const long long rows,
                                        const float scale, const int group) {
-    sdpa_scores_t(q, k, S, D, L, row0, rows, scale, group);
+    sdpa_scores_t(q, q_block, k, S, D, L, rows, scale, group);
 }
-extern "C" __global__ void sdpa_scores_bf16(const unsigned short * q, const unsigned short * k, float * S,
-                                            const int D, const long long L, const long long row0,
-                                            const long long rows, const float scale, const int group) {
-    sdpa_scores_t(q, k, S, D, L, row0, rows, scale, group);
+extern "C" __global__ void sdpa_scores_bf16(const unsigned short * q, const unsigned short * q_block,
+                                            const unsigned short * k, float * S, const int D,
+                                            const long long L, const long long rows, const float scale,
+                                            const int group) {
+    sdpa_scores_t(q, q_block, k, S, D, L, rows, scale, group);
 }
 
-// grid (rows, n_head), block SDPA_UNFUSED_THREADS. Block (r, h) turns its row of S into
-// exp(s - max) in place over the causal prefix j <= i (the masked tail is -inf and would add
-// exact zeros), then writes out_i = sum_j p_j v_j / sum_j p_j.
+// grid (rows, n_head), block SDPA_UNFUSED_THREADS. `out_block` points at output row row0 of
+// head 0 (out + row0*D). Block (r, h) turns its row of S into exp(s - max) in place over the
+// causal prefix j <= i (the masked tail is -inf and would add exact zeros), then writes
+// out_i = sum_j p_j v_j / sum_j p_j.
 template <typename T>
-__device__ void sdpa_softmax_pv_t(float * S, const T * v, T * out, const int D, const long long L,
-                                  const long long row0, const long long rows, const int group) {
+__device__ void sdpa_softmax_pv_t(float * S, const T * v, T * out, const T * out_block, const int D,
+                                  const long long L, const long long rows, const int group) {
     __shared__ float s_red[SDPA_UNFUSED_THREADS / 32];
+    const long long row0 = (out_block - out) / D;
     const long long r = blockIdx.x;
     const long long h = blockIdx.y;
     const long long hk = h / group;
     const long long i = row0 + r;
+    if (i >= L) {
+        return; // the last block's rows past L (the whole block returns: no barrier is skipped)
+    }
     const long long nkeys = i + 1;
     float * srow = S + (h*rows + r)*L;
 
@@ -260,13 +273,13 @@ __device__ void sdpa_softmax_pv_t(float * S, const T * v, T * out, const int D, 
     }
 }
 
-extern "C" __global__ void sdpa_softmax_pv(float * S, const float * v, float * out, const int D,
-                                           const long long L, const long long row0, const long long rows,
+extern "C" __global__ void sdpa_softmax_pv(float * S, const float * v, float * out, const float * out_block,
+                                           const int D, const long long L, const long long rows,
                                            const int group) {
-    sdpa_softmax_pv_t(S, v, out, D, L, row0, rows, group);
+    sdpa_softmax_pv_t(S, v, out, out_block, D, L, rows, group);
 }
 extern "C" __global__ void sdpa_softmax_pv_bf16(float * S, const unsigned short * v, unsigned short * out,
-                                                const int D, const long long L, const long long row0,
-                                                const long long rows, const int group) {
-    sdpa_softmax_pv_t(S, v, out, D, L, row0, rows, group);
+                                                const unsigned short * out_block, const int D,
+                                                const long long L, const long long rows, const int group) {
+    sdpa_softmax_pv_t(S, v, out, out_block, D, L, rows, group);
 }

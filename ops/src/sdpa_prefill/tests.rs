@@ -1,4 +1,8 @@
 use super::*;
+use crate::kernel_decl::check_launch;
+use approx::assert_abs_diff_eq;
+use kedge_core::model::rng::Rng;
+use rstest::rstest;
 
 fn case(imp: &str, ne: Ne) -> Case {
     Case::new("sdpa_prefill", imp, DType::F32, ne)
@@ -30,12 +34,8 @@ fn reference_by_hand_l2_d1() {
     let (e0, e1) = (0.5f64.exp(), (-1.0f64).exp());
     let want1 = (e0 * 0.25 + e1 * 4.0) / (e0 + e1);
     assert_eq!(out[0].len(), 2);
-    assert!((out[0][0] - 0.25).abs() < 1e-15, "{}", out[0][0]);
-    assert!(
-        (out[0][1] - want1).abs() < 1e-14,
-        "{} vs {want1}",
-        out[0][1]
-    );
+    assert_abs_diff_eq!(out[0][0], 0.25, epsilon = 1e-15);
+    assert_abs_diff_eq!(out[0][1], want1, epsilon = 1e-14);
 }
 
 #[test]
@@ -43,7 +43,7 @@ fn reference_is_causal_and_a_convex_combination() {
     let (d, l, h) = (4usize, 6usize, 2usize);
     let n = d * l * h;
     let vals = |seed: u64| -> Vec<f64> {
-        let mut r = kedge_core::rng::Rng::stream(seed, 0);
+        let mut r = Rng::stream(seed, 0);
         (0..n).map(|_| r.uniform(-1.0, 1.0) as f64).collect()
     };
     let (q, k, mut v) = (vals(1), vals(2), vals(3));
@@ -69,7 +69,7 @@ fn reference_is_causal_and_a_convex_combination() {
     // A constant v comes back unchanged: the weights sum to one on every row.
     let ones = vec![0.75; n];
     for o in causal_attention(&q, &k, &ones, d, l, h, 1) {
-        assert!((o - 0.75).abs() < 1e-14, "{o}");
+        assert_abs_diff_eq!(o, 0.75, epsilon = 1e-14);
     }
     // Changing the last key and value of head 0 changes only its last row.
     let mut k2 = k.clone();
@@ -122,7 +122,7 @@ fn the_limit_boundary_probes_both_sides_of_512() {
         .iter()
         .find(|b| b.label.contains("score buffer"))
         .expect("the score-buffer boundary");
-    assert_eq!(lim.axis, kedge_core::op::Axis::Ne(1));
+    assert_eq!(lim.axis, Axis::Ne(1));
     assert_eq!(lim.probe_values(), vec![511, 512, 513]);
     assert_eq!(lim.base, [256, 0, 16, 1]);
     assert_eq!(
@@ -143,30 +143,34 @@ fn the_silent_fallback_plans_nothing_past_the_limit() {
     let at = UNFUSED_FALLBACK
         .plan(&modelled("unfused-fallback", [256, 512, 16, 1]), &p)
         .unwrap();
-    let names: Vec<_> = at.launches.iter().map(|l| l.kernel.as_str()).collect();
+    let names: Vec<_> = at.launches.iter().map(|l| l.name()).collect();
     assert_eq!(names, ["sdpa_scores", "sdpa_softmax_pv"]);
     assert_eq!(at.launches[0].grid, [512, 16, 1]);
     assert!(at.violations(&p).is_empty());
+    assert_eq!(at.standalone(), Ok(()));
     let past = UNFUSED_FALLBACK
         .plan(&modelled("unfused-fallback", [256, 513, 16, 1]), &p)
         .unwrap();
     assert!(past.launches.is_empty(), "{:?}", past.launches);
-    // The checked variant states what it would launch and refuses at run time.
+    // The checked variant states what it would launch and refuses at run time: no standalone
+    // file does what it does.
     let checked = UNFUSED_CHECKED
         .plan(&modelled("unfused-checked", [256, 513, 16, 1]), &p)
         .unwrap();
     assert_eq!(checked.launches.len(), 2);
-    assert!(UNFUSED_CHECKED
-        .args_for_repro(&modelled("unfused-checked", [256, 513, 16, 1]), &checked)
-        .is_none());
+    assert!(checked.standalone().is_err());
+    assert!(
+        checked.unchecked[0].contains("resource-limit"),
+        "{:?}",
+        checked.unchecked
+    );
     // The scores buffer passed to both launches is the one [16, 512, 512] buffer.
-    let c = modelled("unfused-fallback", [256, 512, 16, 1]);
-    let args = UNFUSED_FALLBACK.args_for_repro(&c, &at).unwrap();
-    let scratch: Vec<_> = args
+    let scratch: Vec<_> = at
+        .launches
         .iter()
-        .flatten()
+        .flat_map(|l| &l.args)
         .filter_map(|a| match a {
-            ReproArg::Scratch { name, bytes } => Some((name.clone(), *bytes)),
+            KernelArg::Scratch { name, bytes } => Some((name.clone(), *bytes)),
             _ => None,
         })
         .collect();
@@ -197,45 +201,116 @@ fn chunked_buffer_is_linear_in_l() {
     assert!(b(318_528) <= INCIDENT_MAX_BUFFER_BYTES as u64);
 }
 
+/// The block pointer of a launch argument: (tensor, bytes per block).
+fn block_pointer(a: &KernelArg) -> Option<(usize, i64)> {
+    match a {
+        KernelArg::TensorAt {
+            index,
+            offset: 0,
+            step: [s, 0, 0],
+        } => Some((*index, *s)),
+        _ => None,
+    }
+}
+
 #[test]
 fn chunked_offsets_the_mask_per_block_and_covers_every_row() {
     let p = h200();
     // The modelled limit at L = 513: the 2048-row block does not fit, 511 rows do.
     let c = modelled("chunked", [256, 513, 16, 1]);
-    assert_eq!(chunks(&c).unwrap(), vec![(0, 511), (511, 2)]);
+    let blocks = chunks(&c).unwrap();
+    assert_eq!(
+        (blocks.block(0), blocks.block(1)),
+        (Some((0, 511)), Some((511, 2)))
+    );
+    assert_eq!(blocks.block(2), None);
     assert!(chunked_scratch_bytes(&c).unwrap() <= MODELLED_MAX_BUFFER_BYTES as u64);
     let plan = CHUNKED.plan(&c, &p).unwrap();
-    assert_eq!(plan.launches.len(), 4);
-    assert_eq!(plan.launches[2].grid, [2, 16, 1]);
-    let args = CHUNKED.args_for_repro(&c, &plan).unwrap();
-    // row0 (argument 5 of both kernels) is each block's first query row.
-    let row0: Vec<_> = args.iter().map(|a| a[5].clone()).collect();
-    assert_eq!(
-        row0,
-        vec![
-            ReproArg::I64(0),
-            ReproArg::I64(0),
-            ReproArg::I64(511),
-            ReproArg::I64(511)
-        ]
-    );
+    // Two launches, repeated per block; every block has the 511-row grid (the last block's
+    // rows past L return at once).
+    assert_eq!(plan.launches.len(), 2);
+    assert_eq!(plan.repeat, [2, 1, 1]);
+    assert_eq!(plan.launch_count(), 4);
+    assert_eq!(plan.launches[1].grid, [511, 16, 1]);
+    assert_eq!(plan.standalone(), Ok(()));
+    // row0 reaches the kernels as q's and out's row pointer (argument 1 of the scores kernel,
+    // 3 of softmax-PV), one block of 511 rows x 256 f32 further per repetition.
+    let step = 511 * 256 * 4;
+    assert_eq!(block_pointer(&plan.launches[0].args[1]), Some((Q, step)));
+    assert_eq!(block_pointer(&plan.launches[1].args[3]), Some((OUT, step)));
+    assert_eq!(plan.launches[0].args[6], KernelArg::I64(511));
     // q_chunk 16 over 100 rows: six full blocks and one of 4.
     let c = case("chunked", [128, 100, 2, 1]).with_param("q_chunk", 16);
     let blocks = chunks(&c).unwrap();
-    assert_eq!(blocks.len(), 7);
-    assert_eq!(blocks[6], (96, 4));
-    assert_eq!(blocks.iter().map(|b| b.1).sum::<i64>(), 100);
+    assert_eq!(blocks.count, 7);
+    assert_eq!(blocks.block(6), Some((96, 4)));
+    assert_eq!(blocks.last_rows(), 4);
+    assert_eq!(
+        (0..blocks.count)
+            .filter_map(|i| blocks.block(i))
+            .map(|b| b.1)
+            .sum::<i64>(),
+        100
+    );
     // Unfused is chunked with one block of L rows: the same kernels, the same launches.
     let one = case("chunked", [128, 100, 2, 1]);
     let un = case("unfused-fallback", [128, 100, 2, 1]);
-    assert_eq!(
-        CHUNKED.plan(&one, &p).unwrap().launches,
-        UNFUSED_FALLBACK.plan(&un, &p).unwrap().launches
+    let (a, b) = (
+        CHUNKED.plan(&one, &p).unwrap(),
+        UNFUSED_FALLBACK.plan(&un, &p).unwrap(),
     );
-    assert_eq!(
-        CHUNKED.args_for_repro(&one, &CHUNKED.plan(&one, &p).unwrap()),
-        UNFUSED_FALLBACK.args_for_repro(&un, &UNFUSED_FALLBACK.plan(&un, &p).unwrap())
-    );
+    assert_eq!((a.launches, a.repeat), (b.launches, b.repeat));
+}
+
+#[rstest]
+#[case::default_q_chunk(1 << 40, INCIDENT_Q_CHUNK, None)]
+#[case::largest_q_chunk(1 << 40, i32::MAX as i64, Some(513))]
+#[case::most_blocks(1 << 26, 1024, Some(MAX_CHUNKS))]
+#[case::one_past(1 << 26, 1023, None)]
+fn chunked_plans_any_length_in_two_launches(
+    #[case] l: i64,
+    #[case] q_chunk: i64,
+    #[case] blocks: Option<u64>,
+) {
+    // No modelled limit: the device decides, as on a GPU.
+    let c = Case::new("sdpa_prefill", "chunked", DType::F32, [256, l, 16, 1])
+        .with_param("q_chunk", q_chunk);
+    // The formula answers at once, whatever L is.
+    let qb = chunks(&c).unwrap();
+    assert_eq!(qb.count, (l as u64).div_ceil(qb.rows as u64));
+    match (CHUNKED.plan(&c, &h200()), blocks) {
+        (Ok(plan), Some(n)) => {
+            assert_eq!(plan.launches.len(), 2);
+            assert_eq!(plan.buffers.len(), 1);
+            assert_eq!(plan.repeat, [n, 1, 1]);
+            assert!(plan.unchecked.is_empty());
+        }
+        (Err(why), None) => assert!(why.0.contains("raise q_chunk"), "{why}"),
+        (got, want) => panic!("{got:?}, expected {want:?} blocks"),
+    }
+}
+
+#[test]
+fn every_plan_fills_its_kernels_parameters() {
+    let p = h200();
+    let mut checked = 0;
+    for imp in OP.impls() {
+        for dtype in [DType::F32, DType::Bf16] {
+            for (ne, params) in OP.smoke() {
+                let mut c = Case::new("sdpa_prefill", imp.name(), dtype, ne);
+                c.params = params;
+                let Ok(plan) = imp.plan(&c, &p) else {
+                    continue;
+                };
+                for l in &plan.launches {
+                    assert_eq!(check_launch(l), Ok(()), "{} {dtype}", imp.name());
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // fused, unfused (twice), chunked and mlx-dispatch all planned kernels.
+    assert!(checked > 40, "{checked}");
 }
 
 #[test]
@@ -245,10 +320,13 @@ fn fused_supports_64_80_128_only() {
         let plan = FUSED.plan(&case("fused", [d, 33, 4, 1]), &p).unwrap();
         assert_eq!(plan.launches[0].grid, [33, 4, 1]);
         assert!(plan.violations(&p).is_empty());
+        assert_eq!(plan.standalone(), Ok(()));
     }
     assert_eq!(
         FUSED.plan(&case("fused", [256, 513, 16, 1]), &p),
-        Err("fused causal SDPA supports head_dim 64, 80, 128; got 256".to_string())
+        Err(Refusal(
+            "fused causal SDPA supports head_dim 64, 80, 128; got 256".to_string()
+        ))
     );
     assert!(FUSED.plan(&case("fused", [96, 5, 2, 1]), &p).is_err());
     assert!(FUSED.plan(&case("fused", [32, 5, 2, 1]), &p).is_err());
@@ -268,8 +346,8 @@ fn tensors_are_q_k_v_out_of_one_shape() {
 /// The default f32 tolerance tells a right answer from a mask off by one key either way.
 #[test]
 fn the_tolerance_catches_a_mask_off_by_one() {
-    use kedge_core::compare::{compare, Tolerance};
-    use kedge_core::verdict::Verdict;
+    use kedge_core::judge::compare::compare;
+    use kedge_core::{Tolerance, Verdict};
     let c = case("chunked", [64, 128, 4, 1]);
     let specs = OP.tensors(&c).unwrap();
     let inputs = OP.inputs(&c, &specs).unwrap();
@@ -330,7 +408,7 @@ fn the_tolerance_catches_a_mask_off_by_one() {
 #[test]
 fn the_m4_max_profile_puts_the_plan_transition_at_25541() {
     use kedge_core::engine::check_on_cpu;
-    use kedge_core::verdict::Verdict;
+    use kedge_core::Verdict;
     let reg = crate::registry();
     let m4 = LimitsProfile::builtin("m4-max").unwrap();
     // The boundary the suite generates for this profile probes both sides of L*.
@@ -389,13 +467,13 @@ fn mlx_dispatch_takes_the_fallback_for_head_dim_256_and_says_so() {
     for d in FUSED_HEAD_DIMS {
         let c = case("mlx-dispatch", [d, 33, 4, 1]);
         let plan = MLX_DISPATCH.plan(&c, &p).unwrap();
-        assert_eq!(plan.launches[0].kernel, "sdpa_fused_causal");
+        assert_eq!(plan.launches[0].name(), "sdpa_fused_causal");
         assert!(plan.buffers.is_empty());
         assert_eq!(OP.alloc_note(&c), None);
     }
     let c = case("mlx-dispatch", [256, 33, 4, 1]);
     let plan = MLX_DISPATCH.plan(&c, &p).unwrap();
-    let names: Vec<_> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    let names: Vec<_> = plan.launches.iter().map(|l| l.name()).collect();
     assert_eq!(names, ["sdpa_scores", "sdpa_softmax_pv"]);
     assert_eq!(plan.buffers.len(), 1);
     assert_eq!(plan.buffers[0].bytes, 4 * 33 * 33 * 4);
@@ -412,7 +490,7 @@ fn gqa_reads_each_query_heads_own_kv_group() {
     let (d, l, h, kv) = (8usize, 9usize, 8usize, 2usize);
     let g = h / kv;
     let vals = |seed: u64, n: usize| -> Vec<f64> {
-        let mut r = kedge_core::rng::Rng::stream(seed, 0);
+        let mut r = Rng::stream(seed, 0);
         (0..n).map(|_| r.uniform(-1.0, 1.0) as f64).collect()
     };
     let q = vals(1, d * l * h);
@@ -433,8 +511,8 @@ fn gqa_reads_each_query_heads_own_kv_group() {
     assert_eq!(specs[2].ne, [64, 33, 2, 1]);
     assert_eq!(specs[3].ne, [64, 33, 8, 1]);
     let plan = CHUNKED.plan(&c, &h200()).unwrap();
-    for args in CHUNKED.args_for_repro(&c, &plan).unwrap() {
-        assert_eq!(args.last(), Some(&ReproArg::I32(4)));
+    for l in &plan.launches {
+        assert_eq!(l.args.last(), Some(&KernelArg::I32(4)));
     }
     // n_kv_head must divide n_head.
     assert!(OP
@@ -452,16 +530,18 @@ fn bf16_cases_launch_the_bf16_kernels() {
         .unwrap()
         .launches
         .iter()
-        .map(|l| l.kernel.clone())
+        .map(|l| l.name())
         .collect();
     assert_eq!(names, ["sdpa_scores_bf16", "sdpa_softmax_pv_bf16"]);
     let mut f = case("fused", [128, 40, 2, 1]);
     f.dtype = DType::Bf16;
     assert_eq!(
-        FUSED.plan(&f, &p).unwrap().launches[0].kernel,
+        FUSED.plan(&f, &p).unwrap().launches[0].name(),
         "sdpa_fused_causal_bf16"
     );
-    assert!(SRC.contains("extern \"C\" __global__ void sdpa_scores_bf16("));
+    assert!(SRC
+        .source
+        .contains("extern \"C\" __global__ void sdpa_scores_bf16("));
 }
 
 /// The fix's claim on the CPU path of the reference: computing the query axis in blocks with
@@ -470,7 +550,7 @@ fn bf16_cases_launch_the_bf16_kernels() {
 fn the_reference_in_query_blocks_is_bit_identical_to_the_whole() {
     let (d, l, h) = (16usize, 37usize, 3usize);
     let vals = |seed: u64| -> Vec<f64> {
-        let mut r = kedge_core::rng::Rng::stream(seed, 0);
+        let mut r = Rng::stream(seed, 0);
         (0..d * l * h)
             .map(|_| r.uniform(-1.0, 1.0) as f64)
             .collect()

@@ -16,17 +16,15 @@
 //!   canaries (a stray write changes a red zone), poison (an output element nobody wrote),
 //!   reference (a wrong value).
 //!
-//! The "uninitialized shared-memory read" is planted as an uninitialized *global*
+//! An "uninitialized shared-memory read" is planted as an uninitialized *global*
 //! read: initcheck checks global memory only and no compute-sanitizer tool reports an
 //! uninitialized shared-memory read, so planting one would only test luck.
 
-use kedge_core::device::{RunCtx, RunError};
-use kedge_core::host::HostTensor;
-use kedge_core::verdict::Detector;
+use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-const SRC: &str = include_str!("zoo_rows.cu");
-const FILE: &str = "ops/src/zoo/zoo_rows.cu";
+kedge_core::kernel_source!(SRC = "ops/src/zoo/zoo_rows.cu", "zoo_rows.cu");
+
 /// Threads per block (`ZOO_BLOCK` in the kernel file).
 const BLOCK: u64 = 128;
 
@@ -36,88 +34,68 @@ pub static OP: ZooRows = ZooRows;
 /// The ncols at which `planted-wrong-at-one-size` is wrong (a smoke shape has it).
 pub const WRONG_SIZE: i64 = 1000;
 
-/// How a zoo impl launches: the kernel entry and whether it takes a scratch buffer.
+/// A zoo impl as data: its kernel and whether the kernel takes a scratch buffer. Its run is
+/// its plan: one block per row, every kernel taking (x, dst, ncols, nrows[, scratch]).
 pub struct ZooImpl {
-    name: &'static str,
-    entry: &'static str,
-    role: ImplRole,
-    about: &'static str,
-    scratch: bool,
+    pub name: &'static str,
+    pub kernel: Kernel,
+    pub role: ImplRole,
+    pub about: &'static str,
+    pub scratch: bool,
 }
 
 impl ZooImpl {
-    fn kernel(&self) -> Kernel {
-        Kernel {
-            file: FILE,
-            source: SRC,
-            entry: self.entry,
-        }
-    }
-    fn args(&self, case: &Case) -> Vec<ReproArg> {
+    /// The one launch: rows on grid.x, refused past the kernel's int column index or grid.x.
+    pub fn launch(&self, case: &Case, limits: &LimitsProfile) -> Result<LaunchPlan, Refusal> {
         let [n0, n1, n2, n3] = case.ne;
-        let nrows = n1 * n2 * n3;
-        let mut a = vec![
-            ReproArg::Tensor(0),
-            ReproArg::Tensor(1),
-            ReproArg::I32(n0 as i32),
-            ReproArg::I64(nrows),
+        if n0 > i32::MAX as i64 {
+            return Err(format!("ne[0] = {n0} does not fit the kernel's int column index").into());
+        }
+        let nrows = n1
+            .checked_mul(n2)
+            .and_then(|v| v.checked_mul(n3))
+            .ok_or_else(|| Refusal::from("row count overflows"))?;
+        if nrows as u64 > limits.grid_limit(0) {
+            return Err(format!(
+                "{nrows} rows exceed grid.x {}; zoo_rows keeps one row per block",
+                limits.grid_limit(0)
+            )
+            .into());
+        }
+        let mut args = vec![
+            KernelArg::Tensor(0),
+            KernelArg::Tensor(1),
+            KernelArg::I32(n0 as i32),
+            KernelArg::I64(nrows),
         ];
         if self.scratch {
-            a.push(ReproArg::Scratch {
+            args.push(KernelArg::Scratch {
                 name: "never_written".into(),
                 bytes: nrows as u64 * 4,
             });
         }
-        a
+        Ok(LaunchPlan::new(self.kernel, [nrows as u64, 1, 1], [BLOCK, 1, 1], 0).args(args))
     }
 }
 
 impl Impl for ZooImpl {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.name
     }
     fn role(&self) -> ImplRole {
         self.role
     }
-    fn about(&self) -> &'static str {
+    fn about(&self) -> &str {
         self.about
     }
-    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, String> {
-        let [n0, n1, n2, n3] = case.ne;
-        if n0 > i32::MAX as i64 {
-            return Err(format!(
-                "ne[0] = {n0} does not fit the kernel's int column index"
-            ));
-        }
-        let nrows = n1
-            .checked_mul(n2)
-            .and_then(|v| v.checked_mul(n3))
-            .ok_or_else(|| "row count overflows".to_string())?;
-        if nrows as u64 > limits.grid_limit(0) {
-            return Err(format!(
-                "{nrows} rows exceed grid.x {}; zoo_rows keeps one row per block",
-                limits.grid_limit(0)
-            ));
-        }
-        Ok(Plan::kernels(vec![LaunchPlan::new(
-            self.kernel(),
-            [nrows as u64, 1, 1],
-            [BLOCK, 1, 1],
-            0,
-        )]))
-    }
-    fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
-        let args = ctx.resolve_args(&self.args(case))?;
-        ctx.launch(&plan.launches[0], &args)
-    }
-    fn args_for_repro(&self, case: &Case, _plan: &Plan) -> Option<Vec<Vec<ReproArg>>> {
-        Some(vec![self.args(case)])
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        Ok(Plan::single(self.launch(case, limits)?))
     }
 }
 
 pub static CLEAN: ZooImpl = ZooImpl {
     name: "clean",
-    entry: "zoo_rows_clean",
+    kernel: SRC.entry("zoo_rows_clean"),
     role: ImplRole::Fixed,
     about: "the zoo's reference kernel: nothing planted",
     scratch: false,
@@ -125,7 +103,7 @@ pub static CLEAN: ZooImpl = ZooImpl {
 
 pub static READ_PAST_ROW_END_LAST_BLOCK: ZooImpl = ZooImpl {
     name: "planted-read-past-row-end-last-block",
-    entry: "zoo_rows_read_past_row_end_last_block",
+    kernel: SRC.entry("zoo_rows_read_past_row_end_last_block"),
     role: ImplRole::Planted {
         bug: "the last block reads one f32 past its row's end (= past the end of x); the value is discarded",
         expect: &[Detector::GuardPage, Detector::Memcheck],
@@ -136,7 +114,7 @@ pub static READ_PAST_ROW_END_LAST_BLOCK: ZooImpl = ZooImpl {
 
 pub static READ_BEFORE_START: ZooImpl = ZooImpl {
     name: "planted-read-before-start",
-    entry: "zoo_rows_read_before_start",
+    kernel: SRC.entry("zoo_rows_read_before_start"),
     role: ImplRole::Planted {
         bug: "block 0 reads x[-1]; the value is discarded",
         expect: &[Detector::GuardPage, Detector::Memcheck],
@@ -147,7 +125,7 @@ pub static READ_BEFORE_START: ZooImpl = ZooImpl {
 
 pub static UNINIT_GLOBAL_READ: ZooImpl = ZooImpl {
     name: "planted-uninit-global-read",
-    entry: "zoo_rows_uninit_global_read",
+    kernel: SRC.entry("zoo_rows_uninit_global_read"),
     role: ImplRole::Planted {
         bug: "every block reads a device scratch buffer nothing wrote; the value is discarded",
         expect: &[Detector::Initcheck],
@@ -158,7 +136,7 @@ pub static UNINIT_GLOBAL_READ: ZooImpl = ZooImpl {
 
 pub static MISSING_SYNCTHREADS: ZooImpl = ZooImpl {
     name: "planted-missing-syncthreads",
-    entry: "zoo_rows_missing_syncthreads",
+    kernel: SRC.entry("zoo_rows_missing_syncthreads"),
     role: ImplRole::Planted {
         bug: "shared-memory exchange across warps with no __syncthreads between write and read",
         expect: &[Detector::Racecheck],
@@ -169,7 +147,7 @@ pub static MISSING_SYNCTHREADS: ZooImpl = ZooImpl {
 
 pub static UNWRITTEN_TAIL: ZooImpl = ZooImpl {
     name: "planted-unwritten-tail",
-    entry: "zoo_rows_unwritten_tail",
+    kernel: SRC.entry("zoo_rows_unwritten_tail"),
     role: ImplRole::Planted {
         bug: "the output's last element is never written",
         expect: &[Detector::Poison],
@@ -180,7 +158,7 @@ pub static UNWRITTEN_TAIL: ZooImpl = ZooImpl {
 
 pub static WRONG_AT_ONE_SIZE: ZooImpl = ZooImpl {
     name: "planted-wrong-at-one-size",
-    entry: "zoo_rows_wrong_at_one_size",
+    kernel: SRC.entry("zoo_rows_wrong_at_one_size"),
     role: ImplRole::Planted {
         bug: "wrong last column only when ne[0] == 1000",
         expect: &[Detector::Reference],
@@ -191,7 +169,7 @@ pub static WRONG_AT_ONE_SIZE: ZooImpl = ZooImpl {
 
 pub static WRITE_PAST_END: ZooImpl = ZooImpl {
     name: "planted-write-past-end",
-    entry: "zoo_rows_write_past_end",
+    kernel: SRC.entry("zoo_rows_write_past_end"),
     role: ImplRole::Planted {
         bug: "the last block writes one f32 past the end of dst; every value is right",
         expect: &[Detector::Canary, Detector::Memcheck],
@@ -267,11 +245,18 @@ impl Op for ZooRows {
     fn upstream(&self, _case: &Case) -> Option<UpstreamRepro> {
         None
     }
+    /// None: a calibration op. Its planted impls are wrong by design at every shape, so
+    /// probing them at the device's grid and element-count limits would test nothing kedge
+    /// claims; selftest runs their smoke shapes.
+    fn probe_base(&self) -> Option<ProbeBase> {
+        None
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel_decl::check_launch;
 
     #[test]
     fn reference_by_hand() {
@@ -290,9 +275,9 @@ mod tests {
             let c = Case::new("zoo_rows", imp.name(), DType::F32, [WRONG_SIZE, 3, 1, 1]);
             let plan = imp.plan(&c, &h200).unwrap();
             assert!(plan.violations(&h200).is_empty());
-            let entry = plan.launches[0].kernel.clone();
+            let entry = plan.launches[0].name();
             assert!(
-                SRC.contains(&format!("void {entry}(")),
+                SRC.source.contains(&format!("void {entry}(")),
                 "{entry} not in zoo_rows.cu"
             );
             assert!(entries.insert(entry), "two zoo impls share a kernel");
@@ -301,6 +286,80 @@ mod tests {
             }
         }
         assert_eq!(entries.len(), OP.impls().len());
+    }
+
+    #[test]
+    fn planted_impls_keep_their_detectors() {
+        let want: &[(&str, &[Detector])] = &[
+            (
+                "planted-read-past-row-end-last-block",
+                &[Detector::GuardPage, Detector::Memcheck],
+            ),
+            (
+                "planted-read-before-start",
+                &[Detector::GuardPage, Detector::Memcheck],
+            ),
+            ("planted-uninit-global-read", &[Detector::Initcheck]),
+            ("planted-missing-syncthreads", &[Detector::Racecheck]),
+            ("planted-unwritten-tail", &[Detector::Poison]),
+            ("planted-wrong-at-one-size", &[Detector::Reference]),
+            (
+                "planted-write-past-end",
+                &[Detector::Canary, Detector::Memcheck],
+            ),
+        ];
+        let planted: Vec<(&str, &[Detector])> = OP
+            .impls()
+            .into_iter()
+            .filter_map(|i| match i.role() {
+                ImplRole::Planted { expect, .. } => Some((i.name(), expect)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(planted, want);
+        assert_eq!(CLEAN.role(), ImplRole::Fixed);
+    }
+
+    #[test]
+    fn every_plan_is_what_runs_and_fills_its_kernels_parameters() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        for imp in OP.impls() {
+            for (ne, _) in OP.smoke() {
+                let c = Case::new("zoo_rows", imp.name(), DType::F32, ne);
+                let plan = imp.plan(&c, &h200).unwrap();
+                assert_eq!(plan.standalone(), Ok(()), "{}", imp.name());
+                assert_eq!(plan.repeat, [1, 1, 1]);
+                for l in &plan.launches {
+                    assert_eq!(check_launch(l), Ok(()), "{}", imp.name());
+                }
+            }
+        }
+        // The uninitialized read's scratch: one f32 per row, never written.
+        let c = Case::new(
+            "zoo_rows",
+            "planted-uninit-global-read",
+            DType::F32,
+            [64, 5, 4, 3],
+        );
+        let plan = UNINIT_GLOBAL_READ.plan(&c, &h200).unwrap();
+        assert_eq!(
+            plan.launches[0].args[4],
+            KernelArg::Scratch {
+                name: "never_written".into(),
+                bytes: 60 * 4
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_kernel_cannot_index() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let wide = Case::new("zoo_rows", "clean", DType::F32, [1 << 31, 1, 1, 1]);
+        assert!(CLEAN.plan(&wide, &h200).is_err());
+        let tall = Case::new("zoo_rows", "clean", DType::F32, [1, 1 << 31, 1, 1]);
+        assert!(CLEAN.plan(&tall, &h200).is_err());
+        assert_eq!(OP.probe_base(), None);
+        assert_eq!(OP.upstream_name(), None);
     }
 
     #[test]
