@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds ggml as shared libraries for kedge-ggml (which loads them at run time) and, with --cuda,
-# ggml's own test-backend-ops, so a finding can be replayed with upstream's harness.
+# Builds ggml as shared libraries for kedge-ggml (which loads them at run time) and, with --cuda or
+# --tests, ggml's own test-backend-ops, so a finding can be replayed with upstream's harness.
 #
-#   scripts/build-ggml.sh [--cuda] [--dl] [--tarball PATH] [--src DIR] OUTDIR
+#   scripts/build-ggml.sh [--cuda] [--tests] [--dl] [--tarball PATH] [--src DIR] OUTDIR
 #
 #   --cuda          also build the CUDA backend (CUDA_ARCHS, default 90) and test-backend-ops
+#   --tests         also build test-backend-ops (without --cuda: CPU only)
 #   --dl            GGML_BACKEND_DL: backends as loadable modules next to libggml.so, the layout
 #                   llama.cpp releases ship (one CPU module, no per-ISA variants)
 #   --tarball PATH  the source archive (default: $KEDGE_GGML_TARBALL, else the pinned snapshot
@@ -18,10 +19,11 @@
 # (GGML_NATIVE) are off: the libraries are meant to be copied to the machine that runs them.
 set -euo pipefail
 
-usage() { sed -n '5,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CUDA=0
+TESTS=0
 DL=0
 TARBALL=${KEDGE_GGML_TARBALL:-$REPO_ROOT/../shared/upstream/ggml-d99724f.tar.gz}
 SRC=
@@ -29,6 +31,7 @@ OUTDIR=
 while [ $# -gt 0 ]; do
   case "$1" in
     --cuda) CUDA=1 ;;
+    --tests) TESTS=1 ;;
     --dl) DL=1 ;;
     --tarball) TARBALL=${2:?--tarball needs a path}; shift ;;
     --src) SRC=${2:?--src needs a directory}; shift ;;
@@ -93,6 +96,9 @@ FLAGS=(-DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release
 TARGETS=(ggml)
 if [ "$CUDA" = 1 ]; then
   FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90}" -DGGML_BUILD_TESTS=ON)
+  TARGETS+=(test-backend-ops)
+elif [ "$TESTS" = 1 ]; then
+  FLAGS+=(-DGGML_BUILD_TESTS=ON)
   TARGETS+=(test-backend-ops)
 else
   FLAGS+=(-DGGML_BUILD_TESTS=OFF)

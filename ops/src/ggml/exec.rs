@@ -1,5 +1,5 @@
 //! Running a case on a ggml backend: the op's tensors made in a ggml graph (strided inputs as
-//! views of their own base tensor), each in its own buffer, inputs uploaded, outputs poisoned,
+//! views of their own base tensor), each in its own buffer, outputs poisoned, inputs uploaded,
 //! computed, read back.
 
 use kedge_core::contract::imp::{BackendImpl, BackendRun};
@@ -211,7 +211,7 @@ pub fn build(
 }
 
 /// Run `graph` for a case on a backend: supported check, allocation in the case's mode where the
-/// backend lets kedge place memory, upload, poison, compute, read back.
+/// backend lets kedge place memory, poison, upload, compute, read back.
 pub fn run_on(
     ggml: Ggml,
     device: &str,
@@ -268,6 +268,13 @@ pub fn run_on(
             })
             .map_err(graph_err)?,
     }
+    // Outputs are poisoned first, inputs written after: an op whose result is a view of an
+    // input (ggml's in-place clamp and leaky_relu, set_rows into its destination) then runs on
+    // the input's data, and every other output starts as poison.
+    let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?;
+    }
     let mut inputs_iter = inputs.iter();
     let mut by_spec: HashMap<usize, &HostTensor> = HashMap::new();
     for (i, _) in specs
@@ -284,10 +291,6 @@ pub fn run_on(
             .get(i)
             .ok_or_else(|| RunError::Impl(format!("no data for input {}", specs[*i].name)))?;
         g.set_data(*t, &h.bytes).map_err(graph_err)?;
-    }
-    let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
-    for (t, s) in outs.iter().zip(&out_specs) {
-        g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?;
     }
     g.compute(&b).map_err(|e| match e {
         ComputeError::Graph(e) => graph_err(e),

@@ -2,15 +2,105 @@
 //! graph, test-backend-ops line and the small base the generated boundaries start from. Their
 //! reference is ggml's CPU backend from the same build (test-backend-ops' method), so they run
 //! only when a ggml build is loaded (`--ggml DIR`), and never on the CPU backend itself.
+//!
+//! Case model: `case.ne` is the shape test-backend-ops' constructor takes (`ne`, `ne_a`, or the
+//! op's own numbers where the constructor takes scalars, e.g. `[k, m, n, 1]` for a matrix
+//! product), `case.dtype` its `type`, and the rest are typed parameters, so every case prints
+//! as one constructor line and the `vars()` string upstream prints for it
+//! (`scripts/check-upstream-lines.sh` compares the two with upstream's own build).
+//!
+//! Each entry's own boundaries carry the CUDA failure predicted from ggml's source that a case on
+//! the failing side reproduces, by tag: A and B a grid.y/z limit, C a 32-bit index or size, D
+//! something else (an assert, a memcpy pitch, ignored strides), with the `file:line` it comes
+//! from beside it. The generated boundaries (`ProbeBase`) cover the grid.y/z limits and the
+//! 2^31/2^32 element counts on every free dimension. `tests.rs` lists each prediction with the
+//! case that reproduces it.
+
+mod elementwise;
+mod layout;
+mod matmul;
+mod nn;
+mod reduce;
 
 use super::exec::cpu_reference;
 use super::GraphFn;
-use kedge_core::contract::upstream::{cpp_ne, vars_ne};
+use kedge_core::contract::upstream::ggml_float;
+use kedge_core::model::rng::Rng;
 use kedge_core::*;
-use kedge_ggml::{Graph, GraphError, Tensor};
 
 /// Inputs for ops whose inputs need a domain.
 pub type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
+
+/// A parameter value in a static declaration (smoke cases).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pv {
+    I(i64),
+    F(f64),
+    B(bool),
+    S(&'static str),
+}
+
+impl Pv {
+    fn value(self) -> serde_json::Value {
+        match self {
+            Pv::I(x) => x.into(),
+            Pv::F(x) => x.into(),
+            Pv::B(x) => x.into(),
+            Pv::S(x) => x.into(),
+        }
+    }
+}
+
+/// Parameters from a static list.
+pub fn params_of(list: &[(&str, Pv)]) -> Params {
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.value()))
+        .collect()
+}
+
+/// A smoke case: a shape, the parameters that differ from the defaults, and the one dtype it
+/// is for (`None`: every dtype of the op).
+#[derive(Debug, Clone, Copy)]
+pub struct Smoke {
+    pub ne: Ne,
+    pub params: &'static [(&'static str, Pv)],
+    pub dtype: Option<DType>,
+}
+
+/// A smoke case with default parameters.
+pub const fn s(ne: Ne) -> Smoke {
+    Smoke {
+        ne,
+        params: &[],
+        dtype: None,
+    }
+}
+
+/// A smoke case with parameters.
+pub const fn sp(ne: Ne, params: &'static [(&'static str, Pv)]) -> Smoke {
+    Smoke {
+        ne,
+        params,
+        dtype: None,
+    }
+}
+
+/// A smoke case with parameters, in one dtype.
+pub const fn spd(ne: Ne, params: &'static [(&'static str, Pv)], dtype: DType) -> Smoke {
+    Smoke {
+        ne,
+        params,
+        dtype: Some(dtype),
+    }
+}
+
+/// test-backend-ops' `max_nmse_err()`: one value, or one per case where upstream's depends
+/// on the case (a copy between equal types is exact, between types 1e-6).
+#[derive(Clone, Copy)]
+pub enum Nmse {
+    Fixed(f64),
+    PerCase(fn(&Case) -> f64),
+}
 
 /// One ggml op as data.
 pub struct GgmlOpEntry {
@@ -30,14 +120,14 @@ pub struct GgmlOpEntry {
     pub graph: GraphFn,
     /// Where the generated boundaries start (`None`: the op's dimensions are not free).
     pub probe: fn() -> Option<ProbeBase>,
-    /// Small shapes every backend must pass.
-    pub smoke: &'static [Ne],
+    /// Small cases every backend must pass.
+    pub smoke: &'static [Smoke],
     /// The op's own documented thresholds (beyond the generated boundaries).
     pub boundaries: fn(&LimitsProfile) -> Vec<Boundary>,
     /// test-backend-ops' constructor line and `vars()` for the case.
     pub upstream_line: fn(&Case) -> UpstreamRepro,
-    /// test-backend-ops' `max_nmse_err()` for the op.
-    pub nmse: f64,
+    /// test-backend-ops' `max_nmse_err()` for the op (0: exact).
+    pub nmse: Nmse,
     /// Which workload reaches the case's shape, where one is known.
     pub reach: fn(&Case) -> Option<String>,
 }
@@ -79,7 +169,11 @@ impl Op for GgmlOpEntry {
         "ggml's CPU backend from the same build (test-backend-ops' reference)"
     }
     fn tolerance(&self, case: &Case) -> Tolerance {
-        Tolerance::for_dtype(case.dtype).with_nmse(self.nmse)
+        let nmse = match self.nmse {
+            Nmse::Fixed(x) => x,
+            Nmse::PerCase(f) => f(case),
+        };
+        Tolerance::for_dtype(case.dtype).with_nmse(nmse)
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         (self.boundaries)(limits)
@@ -87,15 +181,149 @@ impl Op for GgmlOpEntry {
     fn probe_base(&self) -> Option<ProbeBase> {
         (self.probe)()
     }
+    /// The smoke cases of the op's first dtype (the one cases default to).
     fn smoke(&self) -> Vec<(Ne, Params)> {
-        self.smoke.iter().map(|&ne| (ne, Params::new())).collect()
+        self.smoke
+            .iter()
+            .filter(|s| s.dtype.is_none_or(|d| d == self.dtypes[0]))
+            .map(|s| (s.ne, params_of(s.params)))
+            .collect()
     }
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         Some((self.upstream_line)(case))
     }
+    /// The entry's own note, else the note of the declared boundary the case is a probe of.
     fn reach(&self, case: &Case) -> Option<String> {
-        (self.reach)(case)
+        (self.reach)(case).or_else(|| boundary_reach(self, case))
     }
+}
+
+/// The reach note of a declared boundary whose probe is this case (same dtype where the
+/// boundary fixes one, same shape, the boundary's parameters), unless it names no workload.
+fn boundary_reach(e: &GgmlOpEntry, case: &Case) -> Option<String> {
+    let limits = LimitsProfile::builtin("h200")?;
+    (e.boundaries)(&limits)
+        .into_iter()
+        .filter(|b| b.reach != Reach::SYNTHETIC && b.dtype.is_none_or(|d| d == case.dtype))
+        .find(|b| {
+            b.cases(e.name, &case.imp, case.dtype).iter().any(|c| {
+                c.ne == case.ne && c.params.iter().all(|(k, v)| case.params.get(k) == Some(v))
+            })
+        })
+        .map(|b| format!("{}: {}", b.label, b.reach.0))
+}
+
+/// Every declared op.
+pub static TABLE: &[GgmlOpEntry] = &[
+    // elementwise
+    elementwise::ABS,
+    elementwise::SGN,
+    elementwise::NEG,
+    elementwise::STEP,
+    elementwise::TANH,
+    elementwise::ELU,
+    elementwise::RELU,
+    elementwise::SIGMOID,
+    elementwise::GELU,
+    elementwise::GELU_QUICK,
+    elementwise::GELU_ERF,
+    elementwise::SILU,
+    elementwise::HARDSWISH,
+    elementwise::HARDSIGMOID,
+    elementwise::EXP,
+    elementwise::EXPM1,
+    elementwise::SOFTPLUS,
+    elementwise::FLOOR,
+    elementwise::CEIL,
+    elementwise::ROUND,
+    elementwise::TRUNC,
+    elementwise::SQR,
+    elementwise::SQRT,
+    elementwise::LOG,
+    elementwise::SIN,
+    elementwise::COS,
+    elementwise::CLAMP,
+    elementwise::LEAKY_RELU,
+    elementwise::SCALE,
+    elementwise::REGLU,
+    elementwise::GEGLU,
+    elementwise::SWIGLU,
+    elementwise::GEGLU_ERF,
+    elementwise::GEGLU_QUICK,
+    elementwise::SWIGLU_OAI,
+    elementwise::ADD,
+    elementwise::SUB,
+    elementwise::MUL,
+    elementwise::DIV,
+    // reductions, sorting, normalization
+    reduce::SUM,
+    reduce::SUM_ROWS,
+    reduce::MEAN,
+    reduce::ARGMAX,
+    reduce::COUNT_EQUAL,
+    reduce::ARGSORT,
+    reduce::TOP_K,
+    reduce::GROUP_NORM,
+    reduce::SOFT_MAX_BACK,
+    // layout: padding, joining, gathering, copying
+    layout::PAD,
+    layout::CONCAT,
+    layout::REPEAT,
+    layout::REPEAT_BACK,
+    layout::GET_ROWS,
+    layout::SET_ROWS,
+    layout::CPY,
+    layout::CONT,
+    layout::ACC,
+    layout::DIAG_MASK_INF,
+    // matrix products
+    matmul::MUL_MAT,
+    matmul::MUL_MAT_ID,
+    // model pieces
+    nn::ROPE,
+    nn::RMS_NORM_MUL_ROPE,
+    nn::FLASH_ATTN_EXT,
+    nn::TIMESTEP_EMBEDDING,
+    nn::UPSCALE,
+    nn::INTERPOLATE,
+    nn::IM2COL,
+    nn::POOL_2D,
+    nn::SSM_CONV,
+];
+
+/// Every case kedge derives for an entry without a device, each with where it comes from:
+/// the smoke cases (in every dtype of the entry), then each boundary's cases (the op's own,
+/// then those generated from its probe base on `limits`), smallest probe value first
+/// (`LABEL #0`). Parameters the case leaves out take their defaults when it is validated.
+pub fn cases(e: &GgmlOpEntry, limits: &LimitsProfile) -> Vec<(Case, String)> {
+    const IMPL: &str = "ggml:CPU";
+    let mut out = Vec::new();
+    for (i, sm) in e.smoke.iter().enumerate() {
+        for &d in e
+            .dtypes
+            .iter()
+            .filter(|&&d| sm.dtype.is_none_or(|x| x == d))
+        {
+            let mut c = Case::new(e.name, IMPL, d, sm.ne);
+            c.params = params_of(sm.params);
+            out.push((c, format!("smoke {i} {d}")));
+        }
+    }
+    let d0 = e.dtypes[0];
+    let mut bounds = (e.boundaries)(limits);
+    if let Some(base) = (e.probe)() {
+        bounds.extend(kedge_core::contract::boundary::generated(
+            &base,
+            limits,
+            d0.size(),
+        ));
+    }
+    for b in bounds {
+        for (j, c) in b.cases(e.name, IMPL, d0).into_iter().enumerate() {
+            out.push((c, format!("{} #{j}", b.label)));
+        }
+    }
+    out
 }
 
 // ---- shared pieces of entries ---------------------------------------------------------------
@@ -110,11 +338,36 @@ pub fn no_reach(_: &Case) -> Option<String> {
     None
 }
 
+/// A bad case, in the op's words.
+pub fn bad(case: &Case, msg: impl Into<String>) -> CaseError {
+    CaseError::BadInput {
+        op: case.op.clone(),
+        msg: msg.into(),
+    }
+}
+
+/// A dense input.
+pub fn input(name: &str, dtype: DType, ne: Ne) -> Result<TensorSpec, CaseError> {
+    TensorSpec::dense(name, Role::Input, dtype, ne)
+}
+
+/// A dense output.
+pub fn output(name: &str, dtype: DType, ne: Ne) -> Result<TensorSpec, CaseError> {
+    TensorSpec::dense(name, Role::Output, dtype, ne)
+}
+
+/// An input that is a view of a larger dense tensor of shape `alloc` (test-backend-ops' `v`
+/// views): the view's strides are the larger tensor's, its bytes end at its last element.
+pub fn view_input(name: &str, dtype: DType, ne: Ne, alloc: Ne) -> Result<TensorSpec, CaseError> {
+    let nb = kedge_core::model::shape::dense_strides(&alloc, dtype);
+    TensorSpec::strided(name, Role::Input, dtype, ne, nb)
+}
+
 /// One input `x` and one output `dst` of the case's shape and dtype.
 pub fn same_shape(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
     Ok(vec![
-        TensorSpec::dense("x", Role::Input, case.dtype, case.ne)?,
-        TensorSpec::dense("dst", Role::Output, case.dtype, case.ne)?,
+        input("x", case.dtype, case.ne)?,
+        output("dst", case.dtype, case.ne)?,
     ])
 }
 
@@ -126,77 +379,155 @@ pub fn elementwise_probe() -> Option<ProbeBase> {
     })
 }
 
-/// `type=f32,ne=[...]`-style vars and `test_x(GGML_TYPE_F32, {...})` lines.
-pub fn type_ne_line(ctor: &str, op: &str, case: &Case) -> UpstreamRepro {
+/// The shape of an element-wise op's case with one dimension moved to `v`.
+pub fn with_dim(mut ne: Ne, dim: usize, v: i64) -> Ne {
+    ne[dim] = v;
+    ne
+}
+
+/// `test_cases.emplace_back(new CTOR);` with the `vars()` it prints.
+pub fn repro(op: &str, ctor: String, vars: String) -> UpstreamRepro {
     UpstreamRepro {
-        test_case_line: format!(
-            "test_cases.emplace_back(new {ctor}({}, {}));",
-            case.dtype.ggml_type(),
-            cpp_ne(&case.ne)
-        ),
+        test_case_line: format!("test_cases.emplace_back(new {ctor});"),
         op_name: op.to_string(),
-        vars: format!("type={},ne={}", case.dtype, vars_ne(&case.ne)),
+        vars,
     }
 }
 
-// ---- unary ops -----------------------------------------------------------------------------
+/// A C++ `std::array` literal: `{1, 2, 3}`.
+pub fn cpp_arr(v: &[i64]) -> String {
+    format!(
+        "{{{}}}",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
 
-/// test_unary(op, type, ne_a, v): `GELU(type=f32,ne_a=[...],v=0)`.
-fn unary_line(case: &Case, op: &str) -> UpstreamRepro {
-    UpstreamRepro {
-        test_case_line: format!(
-            "test_cases.emplace_back(new test_unary(GGML_UNARY_OP_{op}, {}, {}, 0));",
-            case.dtype.ggml_type(),
-            cpp_ne(&case.ne)
-        ),
-        op_name: op.to_string(),
-        vars: format!("type={},ne_a={},v=0", case.dtype, vars_ne(&case.ne)),
+/// `vars()`' array: `[1,2,3]`.
+pub fn vars_arr(v: &[i64]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+/// A float as `vars()` prints a C++ `float` (`std::to_string`: `%f` of the float's value).
+pub fn fl(x: f64) -> String {
+    ggml_float(x as f32 as f64)
+}
+
+/// A C++ float literal for a constructor argument (`0.5f`, `1e-6f`).
+pub fn cf(x: f64) -> String {
+    kedge_core::contract::upstream::cpp_float(x)
+}
+
+/// A bool as `vars()` prints it.
+pub fn b01(x: bool) -> u8 {
+    u8::from(x)
+}
+
+/// The kedge dtype of a parameter naming a float type (`"f32"`, `"f16"`, `"bf16"`).
+pub fn float_dtype(name: &str) -> DType {
+    match name {
+        "f16" => DType::F16,
+        "bf16" => DType::Bf16,
+        _ => DType::F32,
     }
 }
 
-macro_rules! unary_entry {
-    ($name:literal, $op:literal, $method:ident, $about:literal) => {
-        GgmlOpEntry {
-            name: $name,
-            upstream: $op,
-            about: $about,
-            dtypes: &[DType::F32, DType::F16],
-            params: &[],
-            tensors: same_shape,
-            inputs: None,
-            graph: {
-                fn g(g: &mut Graph, _c: &Case, x: &[Tensor]) -> Result<Vec<Tensor>, GraphError> {
-                    Ok(vec![g.unary(x[0], kedge_ggml::UnaryOp::$method)?])
-                }
-                g
-            },
-            probe: elementwise_probe,
-            smoke: &[[128, 2, 2, 2], [5, 7, 3, 1], [1, 1, 1, 1]],
-            boundaries: none,
-            upstream_line: {
-                fn l(c: &Case) -> UpstreamRepro {
-                    unary_line(c, $op)
-                }
-                l
-            },
-            nmse: 1e-7,
-            reach: no_reach,
+/// ggml's type of a kedge dtype.
+pub fn ggml_ty(d: DType) -> Result<kedge_ggml::Type, kedge_ggml::GraphError> {
+    super::exec::ggml_type(d).map_err(|e| kedge_ggml::GraphError::Shape {
+        op: "dtype",
+        reason: e.to_string(),
+    })
+}
+
+// ---- inputs ----------------------------------------------------------------------------------
+
+/// Every input uniform in [lo, hi) (integer inputs in [0, 16)), each from its own stream.
+pub fn uniform_inputs(case: &Case, specs: &[TensorSpec], lo: f32, hi: f32) -> Vec<HostTensor> {
+    specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Input)
+        .map(|(i, s)| kedge_core::contract::op::random_tensor(case.seed, i as u64, s, lo, hi))
+        .collect()
+}
+
+/// The default input of spec `i` (uniform in [-1, 1)).
+pub fn default_input(case: &Case, specs: &[TensorSpec], i: usize) -> HostTensor {
+    kedge_core::contract::op::random_tensor(case.seed, i as u64, &specs[i], -1.0, 1.0)
+}
+
+/// A tensor of spec `s` whose span holds `vals` (as f32 converted to the spec's dtype, or as
+/// i32 for I32 specs), laid out as the span's elements in memory order.
+pub fn span_tensor(s: &TensorSpec, vals: &[f32]) -> HostTensor {
+    let n = (s.bytes / s.dtype.size()) as usize;
+    debug_assert_eq!(vals.len(), n);
+    let mut t = HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], vals);
+    t.ne = s.ne;
+    t.nb = s.nb;
+    t
+}
+
+/// An i32 tensor of spec `s` from its span's values in memory order.
+pub fn span_i32(s: &TensorSpec, vals: &[i32]) -> HostTensor {
+    HostTensor::from_bytes(DType::I32, s.ne, s.nb, bytemuck::cast_slice(vals).to_vec())
+}
+
+/// A random permutation of 0..n.
+pub fn permutation(rng: &mut Rng, n: usize) -> Vec<u32> {
+    let mut p: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+
+/// Row values that are all distinct and ordered as `rank`: exact integers while rows fit f32's
+/// 24-bit mantissa (test-backend-ops shuffles 0..ne0), then distinct floats by bit pattern, so
+/// a sort or a maximum has one right answer.
+pub fn distinct_value(rank: u32, n: usize) -> f32 {
+    if n <= 1 << 24 {
+        rank as f32
+    } else {
+        f32::from_bits(0x3f80_0000 + rank)
+    }
+}
+
+/// Inputs whose rows are shuffled distinct values (argsort, argmax, top_k): spec `i`'s span is
+/// filled row by row (a row of `ne0` values every `nb1` bytes); padding between rows gets
+/// values too.
+pub fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor {
+    let n = (s.bytes / s.dtype.size()) as usize;
+    let row = s.ne[0] as usize;
+    let pitch = (s.nb[1] / s.dtype.size()) as usize;
+    let mut rng = Rng::stream(case.seed, i as u64);
+    let mut vals = vec![0f32; n];
+    let mut start = 0;
+    while start < n {
+        let len = row.min(n - start);
+        for (k, p) in permutation(&mut rng, row).into_iter().take(len).enumerate() {
+            vals[start + k] = distinct_value(p, row);
         }
-    };
+        for v in vals
+            .iter_mut()
+            .skip(start + len)
+            .take(pitch.saturating_sub(row))
+        {
+            *v = rng.uniform(-1.0, 1.0);
+        }
+        start += pitch.max(row);
+    }
+    span_tensor(s, &vals)
 }
 
-/// Every declared op.
-pub static TABLE: &[GgmlOpEntry] = &[
-    unary_entry!(
-        "gelu",
-        "GELU",
-        Gelu,
-        "GELU (tanh approximation), elementwise (ggml UNARY GELU)"
-    ),
-    unary_entry!(
-        "silu",
-        "SILU",
-        Silu,
-        "SiLU x*sigmoid(x), elementwise (ggml UNARY SILU)"
-    ),
-];
+#[cfg(test)]
+mod tests;

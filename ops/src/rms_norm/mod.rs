@@ -41,7 +41,7 @@ pub static OP: RowNormOp = RowNormOp {
     reach_ne2: REACH_NE2,
     reach_ne3: Reach::SYNTHETIC.0,
     reach_block_switch: "every LLM: hidden sizes from 1024 up take the 1024-thread path",
-    more_boundaries: crate::row_norm::no_more_boundaries,
+    more_boundaries: dst_offset_past_2p31,
     smoke: &[
         ([64, 5, 4, 3], 0),
         ([1, 1, 1, 1], 0),
@@ -52,6 +52,21 @@ pub static OP: RowNormOp = RowNormOp {
         ([100, 4, 2, 2], 3),
     ],
 };
+
+/// norm.cu:112 computes the destination offset `((sample*nchannels + channel)*nrows + row)*ncols`
+/// in int: the row that starts at element 2^31 is written out of bounds (prediction C15,
+/// 16 GiB per tensor at ne0 = 4096). The generated count boundary stops at 2^31 elements, whose
+/// last row still starts below it, so this one is declared.
+fn dst_offset_past_2p31(_: &LimitsProfile) -> Vec<Boundary> {
+    vec![Boundary::ne(
+        "C15: the row past 524288 of 4096 starts at element 2^31 (int destination offset)",
+        1,
+        524_289,
+        [4096, 0, 1, 1],
+        Reach::SYNTHETIC,
+    )
+    .with_values(vec![524_288, 524_289])]
+}
 
 pub fn rms_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let mean = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;

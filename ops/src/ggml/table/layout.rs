@@ -1,0 +1,880 @@
+//! Ops that move data: PAD, CONCAT, REPEAT, REPEAT_BACK, GET_ROWS, SET_ROWS, CPY, CONT, ACC,
+//! DIAG_MASK_INF.
+
+use super::*;
+use kedge_core::model::shape::dense_strides;
+use kedge_core::OpParams;
+
+fn ne_times(ne: Ne, nr: [i64; 4]) -> Ne {
+    [ne[0] * nr[0], ne[1] * nr[1], ne[2] * nr[2], ne[3] * nr[3]]
+}
+
+// ---- PAD -------------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// Zeros before (lp) and after (rp) each dimension. test_pad's defaults: one after ne0, ne1.
+    pub struct PadParams {
+        lp0: int(0..=1 << 20) = 0, "zeros before dim 0";
+        rp0: int(0..=1 << 20) = 1, "zeros after dim 0";
+        lp1: int(0..=1 << 20) = 0, "zeros before dim 1";
+        rp1: int(0..=1 << 20) = 1, "zeros after dim 1";
+        lp2: int(0..=1 << 20) = 0, "zeros before dim 2";
+        rp2: int(0..=1 << 20) = 0, "zeros after dim 2";
+        lp3: int(0..=1 << 20) = 0, "zeros before dim 3";
+        rp3: int(0..=1 << 20) = 0, "zeros after dim 3";
+    }
+}
+
+impl PadParams {
+    fn pads(&self) -> [(i64, i64); 4] {
+        [
+            (self.lp0, self.rp0),
+            (self.lp1, self.rp1),
+            (self.lp2, self.rp2),
+            (self.lp3, self.rp3),
+        ]
+    }
+}
+
+const PAD_ZERO: &[(&str, Pv)] = &[
+    ("rp0", Pv::I(0)),
+    ("rp1", Pv::I(0)),
+    ("rp2", Pv::I(0)),
+    ("rp3", Pv::I(0)),
+];
+
+pub const PAD: GgmlOpEntry = GgmlOpEntry {
+    name: "pad",
+    upstream: "PAD",
+    about: "zeros around each dimension (ggml_pad_ext; ggml_pad is the right-side case). The line is test_pad where only the ends of dims 0 and 1 are padded, test_pad_ext otherwise",
+    dtypes: &[DType::F32],
+    params: PadParams::SPECS,
+    tensors: |c| {
+        let p = PadParams::of(c).pads();
+        let mut dst = c.ne;
+        for (d, (l, r)) in dst.iter_mut().zip(p) {
+            *d += l + r;
+        }
+        Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, dst)?])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let p = PadParams::of(c);
+        let i = |v: i64| v as i32;
+        Ok(vec![g.pad_ext(
+            x[0],
+            i(p.lp0),
+            i(p.rp0),
+            i(p.lp1),
+            i(p.rp1),
+            i(p.lp2),
+            i(p.rp2),
+            i(p.lp3),
+            i(p.rp3),
+        )?])
+    },
+    // No padding above dim 0, so every probed dimension is the destination's too.
+    probe: || {
+        Some(ProbeBase {
+            params: params_of(&[("rp0", Pv::I(1)), ("rp1", Pv::I(0))]),
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([512, 17, 1, 1]),
+        sp([10, 5, 4, 3], &[("lp0", Pv::I(2)), ("lp2", Pv::I(1)), ("rp3", Pv::I(2))]),
+        sp([8, 3, 2, 1], PAD_ZERO),
+    ],
+    boundaries: |_| {
+        let zero = |b: Boundary| PAD_ZERO.iter().fold(b, |b, (k, v)| b.with_param(k, v.value()));
+        vec![
+            // B5: pad.cu:70, grid (ne0/256, ne1, ne2*ne3) of the destination: ne1 on grid.y.
+            zero(Boundary::ne(
+                "B5: the destination's ne1 (ne1 + rp1) across 65535 on grid.y",
+                1,
+                65535,
+                [64, 0, 1, 1],
+                Reach::SYNTHETIC,
+            ))
+            .with_param("rp1", 1)
+            .with_values(vec![65534, 65535]),
+            // B6: ne2*ne3 of the destination on grid.z.
+            zero(Boundary::ne(
+                "B6: the destination's ne2 (ne2 + rp2) across 65535 on grid.z",
+                2,
+                65535,
+                [8, 1, 0, 1],
+                Reach::SYNTHETIC,
+            ))
+            .with_param("rp2", 1)
+            .with_values(vec![65534, 65535]),
+            // C18: pad.cu:28 computes the destination index in int.
+            Boundary::ne(
+                "C18: destination elements across 2^31 (int dst index)",
+                2,
+                2049,
+                [1023, 1023, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![2048, 2049]),
+        ]
+    },
+    upstream_line: |c| {
+        let p = PadParams::of(c);
+        let (ty, ne, vne) = (c.dtype.ggml_type(), cpp_arr(&c.ne), vars_arr(&c.ne));
+        if p.lp0 == 0 && p.lp1 == 0 && p.lp2 == 0 && p.lp3 == 0 && p.rp2 == 0 && p.rp3 == 0 {
+            repro(
+                "PAD",
+                format!("test_pad({ty}, {ne}, {}, {}, false)", p.rp0, p.rp1),
+                format!(
+                    "type={},ne_a={vne},pad_0={},pad_1={},circular=0",
+                    c.dtype, p.rp0, p.rp1
+                ),
+            )
+        } else {
+            let all = p.pads();
+            let args = all
+                .iter()
+                .map(|(l, r)| format!("{l}, {r}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let vars = all
+                .iter()
+                .enumerate()
+                .map(|(i, (l, r))| format!("lp{i}={l},rp{i}={r}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            repro(
+                "PAD",
+                format!("test_pad_ext({ty}, {ne}, {args}, 0, false)"),
+                format!("type={},ne_a={vne},{vars},tfrm=0,circular=0", c.dtype),
+            )
+        }
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- CONCAT ----------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_concat's layout: b's size along `dim`, and which input is a view (`v` bits).
+    pub struct ConcatParams {
+        dim: int(0..=3) = 2, "the dimension joined along";
+        ne_b_d: int(0..=1 << 30) = 0, "b's size along dim (0: a's)";
+        v: int(0..=15) = 0, "views: 1 a (first three dims), 2 b (first three), 4 a (last two), 8 b (last two)";
+    }
+}
+
+fn concat_shapes(c: &Case) -> (usize, i64, Ne, Ne, Ne) {
+    let p = ConcatParams::of(c);
+    let d = p.dim as usize;
+    let nbd = if p.ne_b_d == 0 { c.ne[d] } else { p.ne_b_d };
+    let b = with_dim(c.ne, d, nbd);
+    let out = with_dim(c.ne, d, c.ne[d] + nbd);
+    (d, nbd, c.ne, b, out)
+}
+
+pub const CONCAT: GgmlOpEntry = GgmlOpEntry {
+    name: "concat",
+    upstream: "CONCAT",
+    about: "a and b joined along dim; v makes either a view of a larger tensor exactly as test_concat does (the non-contiguous CUDA path puts dst ne1, ne2, ne3 on the grid)",
+    dtypes: &[DType::F32, DType::F16],
+    params: ConcatParams::SPECS,
+    tensors: |c| {
+        let v = ConcatParams::of(c).v;
+        let (_, _, a, b, out) = concat_shapes(c);
+        let grow = |ne: Ne, f: [i64; 4]| ne_times(ne, f);
+        let a = if v & 1 != 0 {
+            view_input("a", c.dtype, a, grow(a, [2, 4, 3, 1]))?
+        } else if v & 4 != 0 {
+            view_input("a", c.dtype, a, grow(a, [1, 1, 2, 4]))?
+        } else {
+            input("a", c.dtype, a)?
+        };
+        let b = if v & 2 != 0 {
+            view_input("b", c.dtype, b, grow(b, [3, 2, 4, 1]))?
+        } else if v & 8 != 0 {
+            view_input("b", c.dtype, b, grow(b, [1, 1, 3, 2]))?
+        } else {
+            input("b", c.dtype, b)?
+        };
+        Ok(vec![a, b, output("dst", c.dtype, out)?])
+    },
+    inputs: None,
+    graph: |g, c, x| Ok(vec![g.concat(x[0], x[1], ConcatParams::of(c).dim as i32)?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [16, 1, 1, 1],
+            params: params_of(&[("dim", Pv::I(0))]),
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([10, 5, 5, 5]),
+        sp([10, 5, 5, 5], &[("dim", Pv::I(0)), ("ne_b_d", Pv::I(3)), ("v", Pv::I(1))]),
+        sp([10, 5, 5, 5], &[("dim", Pv::I(1)), ("v", Pv::I(2))]),
+        sp([10, 5, 5, 5], &[("dim", Pv::I(3)), ("ne_b_d", Pv::I(2)), ("v", Pv::I(12))]),
+    ],
+    boundaries: |_| {
+        // B7: concat.cu:166, the non-contiguous path's grid is (dst ne1, ne2, ne3).
+        let b7 = |dim: usize, axis: &str, base: Ne| {
+            Boundary::ne(
+                format!("B7: non-contiguous a (v=1): ne[{dim}] across 65535 on grid.{axis}"),
+                dim,
+                65536,
+                base,
+                Reach("MLA-style concat of a permuted [d, n_head, n_tokens] view along dim 0 puts n_tokens on grid.y (ubatch >= 65536)"),
+            )
+            .with_values(vec![65535, 65536])
+            .with_param("dim", 0)
+            .with_param("ne_b_d", 16)
+            .with_param("v", 1)
+        };
+        vec![b7(2, "y", [16, 1, 0, 1]), b7(3, "z", [16, 1, 1, 0])]
+    },
+    upstream_line: |c| {
+        let p = ConcatParams::of(c);
+        let (d, nbd, ..) = concat_shapes(c);
+        repro(
+            "CONCAT",
+            format!(
+                "test_concat({}, {}, {nbd}, {d}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.v
+            ),
+            format!(
+                "type={},ne_a={},ne_b_d={nbd},dim={d},v={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                p.v
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- REPEAT, REPEAT_BACK ---------------------------------------------------------------------
+
+kedge_core::params! {
+    /// How many times each dimension repeats.
+    pub struct RepeatParams {
+        nr0: int(1..=1 << 20) = 2, "repeats of dim 0";
+        nr1: int(1..=1 << 20) = 2, "repeats of dim 1";
+        nr2: int(1..=1 << 20) = 2, "repeats of dim 2";
+        nr3: int(1..=1 << 20) = 2, "repeats of dim 3";
+    }
+}
+
+impl RepeatParams {
+    fn nr(&self) -> [i64; 4] {
+        [self.nr0, self.nr1, self.nr2, self.nr3]
+    }
+}
+
+/// Repeated twice along dim 0 only: every probed dimension is the destination's too.
+fn repeat_probe(ne0: i64) -> Option<ProbeBase> {
+    Some(ProbeBase {
+        ne: [ne0, 1, 1, 1],
+        params: params_of(&[("nr1", Pv::I(1)), ("nr2", Pv::I(1)), ("nr3", Pv::I(1))]),
+        ..elementwise_probe()?
+    })
+}
+
+pub const REPEAT: GgmlOpEntry = GgmlOpEntry {
+    name: "repeat",
+    upstream: "REPEAT",
+    about: "x tiled nr times along each dimension (ggml_repeat; the target tensor test-backend-ops passes only gives the shape)",
+    dtypes: &[DType::F32, DType::F16],
+    params: RepeatParams::SPECS,
+    tensors: |c| {
+        let dst = ne_times(c.ne, RepeatParams::of(c).nr());
+        Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, dst)?])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let d = ne_times(c.ne, RepeatParams::of(c).nr());
+        Ok(vec![g.repeat_4d(x[0], d[0], d[1], d[2], d[3])?])
+    },
+    probe: || repeat_probe(64),
+    smoke: &[
+        s([10, 5, 4, 3]),
+        sp([10, 5, 4, 1], &[("nr0", Pv::I(1)), ("nr1", Pv::I(1)), ("nr2", Pv::I(1)), ("nr3", Pv::I(1))]),
+        sp([1, 3, 1, 2], &[("nr0", Pv::I(64)), ("nr2", Pv::I(5))]),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let nr = RepeatParams::of(c).nr();
+        repro(
+            "REPEAT",
+            format!(
+                "test_repeat({}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&nr)
+            ),
+            format!("type={},ne={},nr={}", c.dtype, vars_arr(&c.ne), vars_arr(&nr)),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+pub const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
+    name: "repeat_back",
+    upstream: "REPEAT_BACK",
+    about: "sums the nr repetitions of src (ne * nr) into ne: REPEAT's gradient. The generated ne[1] probe at 65536 with nr = [2, 1, 1, 1] is B9 (binbcast.cu:406 puts the destination's ne1 on grid.y; supports_op caps only src ne2*ne3)",
+    dtypes: &[DType::F32],
+    params: RepeatParams::SPECS,
+    tensors: |c| {
+        let src = ne_times(c.ne, RepeatParams::of(c).nr());
+        Ok(vec![input("src", c.dtype, src)?, output("dst", c.dtype, c.ne)?])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        // The target only gives the shape (ggml_repeat_back reads b->ne).
+        let target = g.new_tensor(ggml_ty(c.dtype)?, &c.ne)?;
+        Ok(vec![g.repeat_back(x[0], target)?])
+    },
+    probe: || repeat_probe(8),
+    smoke: &[
+        s([8, 6, 4, 2]),
+        sp([8, 6, 4, 2], &[("nr0", Pv::I(1)), ("nr3", Pv::I(1))]),
+        sp([3, 5, 1, 1], &[("nr0", Pv::I(7)), ("nr1", Pv::I(1)), ("nr2", Pv::I(3)), ("nr3", Pv::I(1))]),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let nr = RepeatParams::of(c).nr();
+        repro(
+            "REPEAT_BACK",
+            format!(
+                "test_repeat_back({}, {}, {}, false)",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&nr)
+            ),
+            format!("type={},ne={},nr={},v=0", c.dtype, vars_arr(&c.ne), vars_arr(&nr)),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- GET_ROWS, SET_ROWS ----------------------------------------------------------------------
+
+kedge_core::params! {
+    /// GET_ROWS' rows gathered per batch.
+    pub struct GetRowsParams {
+        r: int(1..=1 << 30) = 3, "rows to get (test_get_rows' r)";
+    }
+}
+
+pub const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
+    name: "get_rows",
+    upstream: "GET_ROWS",
+    about: "gathers r rows of a [n, m, be1, be2] table by i32 indices in [0, m) (test_get_rows: ne = [n, m, be1, be2]); the result is f32 [n, r, be1, be2]. getrows.cu clamps its grid and loops: a control",
+    dtypes: &[DType::F32, DType::F16],
+    params: GetRowsParams::SPECS,
+    tensors: |c| {
+        let r = GetRowsParams::of(c).r;
+        Ok(vec![
+            input("table", c.dtype, c.ne)?,
+            input("rows", DType::I32, [r, c.ne[2], c.ne[3], 1])?,
+            output("dst", DType::F32, [c.ne[0], r, c.ne[2], c.ne[3]])?,
+        ])
+    },
+    inputs: Some(|c, s| {
+        let m = c.ne[1] as u64;
+        let mut rng = Rng::stream(c.seed, 1);
+        let n = s[1].nelements() as usize;
+        let rows: Vec<i32> = (0..n).map(|_| rng.below(m) as i32).collect();
+        Ok(vec![default_input(c, s, 0), span_i32(&s[1], &rows)])
+    }),
+    graph: |g, _c, x| Ok(vec![g.get_rows(x[0], x[1])?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 8, 1, 1],
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([10, 5, 1, 1]),
+        sp([256, 80, 2, 3], &[("r", Pv::I(17))]),
+        sp([3, 1000, 1, 1], &[("r", Pv::I(700))]),
+    ],
+    boundaries: |_| {
+        vec![Boundary::param(
+            "r across 65535 (rows gathered on the grid, clamped with a loop: a control)",
+            "r",
+            65536,
+            [64, 1024, 1, 1],
+            Reach("the token-embedding lookup of a ubatch of 65536 tokens"),
+        )
+        .with_values(vec![65535, 65536])]
+    },
+    upstream_line: |c| {
+        let r = GetRowsParams::of(c).r;
+        let [n, m, be1, be2] = c.ne;
+        repro(
+            "GET_ROWS",
+            format!(
+                "test_get_rows({}, {n}, {m}, {r}, {be1}, {be2}, false)",
+                c.dtype.ggml_type()
+            ),
+            format!(
+                "type={},n={n},m={m},r={r},be1={be1},be2={be2},v=0",
+                c.dtype
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// test_set_rows' rows and broadcast.
+    pub struct SetRowsParams {
+        r: int(0..=1 << 30) = 0, "rows set per (ne2, ne3) index row (0: all ne1, a permutation)";
+        nr2: int(1..=1 << 20) = 1, "the destination's ne2 is ne2 * nr2";
+        nr3: int(1..=1 << 20) = 1, "the destination's ne3 is ne3 * nr3";
+    }
+}
+
+fn set_rows_dims(c: &Case) -> (i64, Ne) {
+    let p = SetRowsParams::of(c);
+    let r = if p.r == 0 { c.ne[1] } else { p.r };
+    (r, [c.ne[0], c.ne[1], c.ne[2] * p.nr2, c.ne[3] * p.nr3])
+}
+
+pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
+    name: "set_rows",
+    upstream: "SET_ROWS",
+    about: "writes r f32 rows into a destination of the case's dtype at i32 row indices (a shuffled subset of 0..ne1 per index row, as test-backend-ops draws them); the result is the destination itself, and rows not set keep its values. Indices are i32 (kedge has no i64 tensors; the CUDA kernel is the same template for both)",
+    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    params: SetRowsParams::SPECS,
+    tensors: |c| {
+        let (r, dst) = set_rows_dims(c);
+        if r > c.ne[1] {
+            return Err(bad(c, format!("r = {r} rows of {}", c.ne[1])));
+        }
+        Ok(vec![
+            input("dst_in", c.dtype, dst)?,
+            input("src", DType::F32, with_dim(dst, 1, r))?,
+            input("rows", DType::I32, [r, c.ne[2], c.ne[3], 1])?,
+            output("dst", c.dtype, dst)?,
+        ])
+    },
+    inputs: Some(|c, s| {
+        let (r, _) = set_rows_dims(c);
+        let mut rng = Rng::stream(c.seed, 2);
+        let mut rows = Vec::with_capacity(s[2].nelements() as usize);
+        for _ in 0..c.ne[2] * c.ne[3] {
+            let p = permutation(&mut rng, c.ne[1] as usize);
+            rows.extend(p.into_iter().take(r as usize).map(|x| x as i32));
+        }
+        Ok(vec![
+            default_input(c, s, 0),
+            default_input(c, s, 1),
+            span_i32(&s[2], &rows),
+        ])
+    }),
+    graph: |g, _c, x| Ok(vec![g.set_rows(x[0], x[1], x[2])?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 4, 1, 1],
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([16, 5, 1, 1]),
+        sp([64, 11, 2, 3], &[("r", Pv::I(7))]),
+        sp([32, 6, 2, 1], &[("r", Pv::I(3)), ("nr2", Pv::I(3)), ("nr3", Pv::I(2))]),
+    ],
+    boundaries: |_| {
+        // C22: set-rows.cu:145 decomposes the element index from `(uint32_t) i`: from 2^32
+        // source elements the upper rows alias lower ones and are never written.
+        vec![Boundary::ne(
+            "C22: source elements across 2^32 (uint32 index decomposition)",
+            1,
+            1_048_577,
+            [4096, 0, 1, 1],
+            Reach("a source of 2^32 elements in one write; a KV-cache write (n_tokens rows into a large cache) is safe"),
+        )
+        .with_values(vec![1_048_576, 1_048_577])
+        .dtype(DType::F16)]
+    },
+    upstream_line: |c| {
+        let p = SetRowsParams::of(c);
+        let (r, _) = set_rows_dims(c);
+        repro(
+            "SET_ROWS",
+            format!(
+                "test_set_rows(GGML_TYPE_F32, {}, GGML_TYPE_I32, {}, {{{}, {}}}, {r}, false)",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.nr2,
+                p.nr3
+            ),
+            format!(
+                "type_src=f32,type_dst={},type_idx=i32,ne={},nr23=[{},{}],r={r},v=0",
+                c.dtype,
+                vars_arr(&c.ne),
+                p.nr2,
+                p.nr3
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- CPY, CONT -------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// CPY's destination.
+    pub struct CpyParams {
+        dst: choice(["f32", "f16", "bf16"]) = "f16", "the destination's type";
+        dst_row_pad: int(0..=1 << 30) = 0, "the destination is a view of [ne0 + pad, ne1, ne2, ne3] (test_cpy's dst_alloc): strided rows";
+    }
+}
+
+fn cpy_dst(c: &Case) -> Result<TensorSpec, CaseError> {
+    let p = CpyParams::of(c);
+    let d = float_dtype(p.dst);
+    if p.dst_row_pad == 0 {
+        output("dst", d, c.ne)
+    } else {
+        let alloc = with_dim(c.ne, 0, c.ne[0] + p.dst_row_pad);
+        TensorSpec::strided("dst", Role::Output, d, c.ne, dense_strides(&alloc, d))
+    }
+}
+
+pub const CPY: GgmlOpEntry = GgmlOpEntry {
+    name: "cpy",
+    upstream: "CPY",
+    about: "x copied (converted) into a destination of another type, or into strided rows of a larger buffer (dst_row_pad: test_cpy's dst_alloc; the buffer kedge allocates ends at the view's last element)",
+    dtypes: &[DType::F32, DType::F16],
+    params: CpyParams::SPECS,
+    tensors: |c| Ok(vec![input("x", c.dtype, c.ne)?, cpy_dst(c)?]),
+    inputs: None,
+    graph: |g, c, x| {
+        let d = cpy_dst(c).map_err(|e| kedge_ggml::GraphError::Shape {
+            op: "cpy",
+            reason: e.to_string(),
+        })?;
+        let ty = ggml_ty(d.dtype)?;
+        let dst = if CpyParams::of(c).dst_row_pad == 0 {
+            g.new_tensor(ty, &c.ne)?
+        } else {
+            let base = g.new_tensor_1d(ty, (d.bytes / d.dtype.size()) as i64)?;
+            let nb = [d.nb[1] as usize, d.nb[2] as usize, d.nb[3] as usize];
+            g.view(base, &c.ne, &nb, 0)?
+        };
+        Ok(vec![g.cpy(x[0], dst)?])
+    },
+    probe: elementwise_probe,
+    smoke: &[
+        s([10, 10, 10, 1]),
+        sp([64, 3, 2, 1], &[("dst", Pv::S("f32"))]),
+        sp([33, 7, 1, 1], &[("dst", Pv::S("f32")), ("dst_row_pad", Pv::I(31))]),
+        sp([16, 4, 3, 1], &[("dst", Pv::S("bf16")), ("dst_row_pad", Pv::I(3))]),
+    ],
+    boundaries: |_| {
+        // D1: cpy.cu:421-427, 476: a same-type copy with a contiguous prefix goes through
+        // cudaMemcpy2DAsync with the destination's row stride as the pitch; the usual
+        // maximum pitch is 2^31 - 1 (likely "invalid pitch argument").
+        vec![Boundary::param(
+            "D1: the destination's row pitch across 2^31 bytes (cudaMemcpy2DAsync)",
+            "dst_row_pad",
+            536_870_911,
+            [1, 2, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![536_870_910, 536_870_911])
+        .with_param("dst", "f32")]
+    },
+    upstream_line: |c| {
+        let p = CpyParams::of(c);
+        let d = float_dtype(p.dst);
+        let (ts, td) = (c.dtype.ggml_type(), d.ggml_type());
+        if p.dst_row_pad == 0 {
+            repro(
+                "CPY",
+                format!("test_cpy({ts}, {td}, {})", cpp_arr(&c.ne)),
+                format!(
+                    "type_src={},type_dst={d},ne_src={},permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0",
+                    c.dtype,
+                    vars_arr(&c.ne)
+                ),
+            )
+        } else {
+            let alloc = with_dim(c.ne, 0, c.ne[0] + p.dst_row_pad);
+            repro(
+                "CPY",
+                format!(
+                    "test_cpy({ts}, {td}, {ne}, {ne}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, false, {})",
+                    cpp_arr(&alloc),
+                    ne = cpp_arr(&c.ne)
+                ),
+                format!(
+                    "type_src={},type_dst={d},ne_src={ne},ne_dst={ne},permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0,dst_alloc={}",
+                    c.dtype,
+                    vars_arr(&alloc),
+                    ne = vars_arr(&c.ne)
+                ),
+            )
+        }
+    },
+    // test_cpy: a copy between equal types is exact; between float types 1e-6.
+    nmse: Nmse::PerCase(|c| {
+        if float_dtype(CpyParams::of(c).dst) == c.dtype {
+            0.0
+        } else {
+            1e-6
+        }
+    }),
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// CONT's source view.
+    pub struct ContParams {
+        slice: bool = false, "the source is test_cont's view slice [ne0, 1, ne2, ne3] (offset ne1 - 1 elements) instead of the transpose";
+    }
+}
+
+fn cont_out(c: &Case) -> Ne {
+    if ContParams::of(c).slice {
+        with_dim(c.ne, 1, 1)
+    } else {
+        [c.ne[1], c.ne[0], c.ne[2], c.ne[3]]
+    }
+}
+
+pub const CONT: GgmlOpEntry = GgmlOpEntry {
+    name: "cont",
+    upstream: "CONT",
+    about: "a contiguous copy of x transposed (dims 0 and 1 swapped), or of test_cont's view slice",
+    dtypes: &[DType::F32, DType::F16],
+    params: ContParams::SPECS,
+    tensors: |c| {
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output("dst", c.dtype, cont_out(c))?,
+        ])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let src = if ContParams::of(c).slice {
+            let nb = dense_strides(&c.ne, c.dtype);
+            let (nb1, nb2, nb3) = (nb[1] as usize, nb[2] as usize, nb[3] as usize);
+            let off = (nb[0] * (c.ne[1] as u64 - 1)) as usize;
+            g.view(x[0], &cont_out(c), &[nb1, nb2, nb3], off)?
+        } else {
+            g.transpose(x[0])?
+        };
+        Ok(vec![g.cont(src)?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 2, 1, 1],
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([10, 10, 10, 1]),
+        s([1, 300, 2, 1]),
+        sp([40, 9, 3, 1], &[("slice", Pv::B(true))]),
+    ],
+    boundaries: |_| {
+        vec![Boundary::ne(
+            "D1: the slice's pitch (ne0 * ne1 * 4 bytes) across 2^31 (cudaMemcpy2DAsync)",
+            1,
+            524_288,
+            [1024, 0, 2, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![524_287, 524_288])
+        .with_param("slice", true)]
+    },
+    upstream_line: |c| {
+        let slice = ContParams::of(c).slice;
+        repro(
+            "CONT",
+            format!(
+                "test_cont({}, {}, {slice})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne)
+            ),
+            format!(
+                "type={},ne={},use_view_slice={},permute=[0,0,0,0]",
+                c.dtype,
+                vars_arr(&c.ne),
+                b01(slice)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- ACC, DIAG_MASK_INF ----------------------------------------------------------------------
+
+kedge_core::params! {
+    /// ACC's b: its shape (0: a's size in that dimension).
+    pub struct AccParams {
+        b0: int(0..=1 << 30) = 0, "b's ne0 (0: a's)";
+        b1: int(0..=1 << 30) = 0, "b's ne1 (0: a's)";
+        b2: int(0..=1 << 30) = 0, "b's ne2 (0: a's)";
+        b3: int(0..=1 << 30) = 0, "b's ne3 (0: a's)";
+    }
+}
+
+fn acc_b(c: &Case) -> Ne {
+    let p = AccParams::of(c);
+    let pick = |v: i64, a: i64| if v == 0 { a } else { v };
+    [
+        pick(p.b0, c.ne[0]),
+        pick(p.b1, c.ne[1]),
+        pick(p.b2, c.ne[2]),
+        pick(p.b3, c.ne[3]),
+    ]
+}
+
+pub const ACC: GgmlOpEntry = GgmlOpEntry {
+    name: "acc",
+    upstream: "ACC",
+    about: "a with b added into its leading corner (a's strides, offset 0), as test_acc with stride_dim -1",
+    dtypes: &[DType::F32],
+    params: AccParams::SPECS,
+    tensors: |c| {
+        let b = acc_b(c);
+        if (0..4).any(|i| b[i] > c.ne[i]) {
+            return Err(bad(c, format!("b {b:?} does not fit in a {:?}", c.ne)));
+        }
+        Ok(vec![
+            input("a", c.dtype, c.ne)?,
+            input("b", c.dtype, b)?,
+            output("dst", c.dtype, c.ne)?,
+        ])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let nb = dense_strides(&c.ne, c.dtype);
+        Ok(vec![g.acc(
+            x[0],
+            x[1],
+            nb[1] as usize,
+            nb[2] as usize,
+            nb[3] as usize,
+            0,
+        )?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 2, 1, 1],
+            params: params_of(&[("b1", Pv::I(1))]),
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        sp([256, 17, 2, 3], &[("b1", Pv::I(16))]),
+        sp([64, 8, 3, 1], &[("b0", Pv::I(32)), ("b1", Pv::I(3)), ("b2", Pv::I(2))]),
+        s([9, 4, 1, 1]),
+    ],
+    boundaries: |_| {
+        // C23: acc.cu:6 multiplies blockDim.x * blockIdx.x in 32 bits before widening.
+        vec![Boundary::ne(
+            "C23: elements across 2^32 (32-bit thread index)",
+            1,
+            65_537,
+            [65536, 0, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![65_536, 65_537])
+        .with_param("b0", 256)
+        .with_param("b1", 16)]
+    },
+    upstream_line: |c| {
+        let b = acc_b(c);
+        repro(
+            "ACC",
+            format!(
+                "test_acc({}, {}, {}, -1)",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&b)
+            ),
+            format!(
+                "type={},ne_a={},ne_b={},stride_dim=-1",
+                c.dtype,
+                vars_arr(&c.ne),
+                vars_arr(&b)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// DIAG_MASK_INF's offset.
+    pub struct DiagMaskParams {
+        n_past: int(0..=1 << 30) = 5, "columns past the diagonal kept";
+    }
+}
+
+pub const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
+    name: "diag_mask_inf",
+    upstream: "DIAG_MASK_INF",
+    about: "-inf above the diagonal shifted by n_past, in every [ne0, ne1] matrix (the causal mask of attention without flash attention)",
+    dtypes: &[DType::F32],
+    params: DiagMaskParams::SPECS,
+    tensors: same_shape,
+    inputs: None,
+    graph: |g, c, x| Ok(vec![g.diag_mask_inf(x[0], DiagMaskParams::of(c).n_past as i32)?]),
+    probe: || Some(ProbeBase::rows([64, 1, 1, 1])),
+    smoke: &[
+        s([10, 10, 3, 2]),
+        sp([40, 7, 2, 1], &[("n_past", Pv::I(0))]),
+        sp([5, 300, 1, 1], &[("n_past", Pv::I(100))]),
+    ],
+    boundaries: |_| {
+        vec![
+            // B10: diagmask.cu:18-20 puts ceil(ncols / 32) column blocks on grid.y.
+            Boundary::ne(
+                "B10: ne0 across 65535 * 32 (column blocks on grid.y)",
+                0,
+                2_097_121,
+                [0, 1, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![2_097_120, 2_097_121, 2_097_152]),
+            // C20: diagmask.cu:11, `const int i = row*ncols + col`.
+            Boundary::ne(
+                "C20: elements past 2^31 (int element index)",
+                1,
+                32_769,
+                [65536, 0, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![32_768, 32_769]),
+        ]
+    },
+    upstream_line: |c| {
+        let n_past = DiagMaskParams::of(c).n_past;
+        repro(
+            "DIAG_MASK_INF",
+            format!(
+                "test_diag_mask_inf({}, {}, {n_past})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne)
+            ),
+            format!("type={},ne={},n_past={n_past}", c.dtype, vars_arr(&c.ne)),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};

@@ -1,0 +1,352 @@
+//! Matrix products: MUL_MAT and MUL_MAT_ID. Their dimensions are not free (the kernel is chosen
+//! by n, the type and the shape), so they have no generated probes; their boundaries are the
+//! dispatch switches and the predicted failures.
+//!
+//! A quantized weight (`quant`) is a kedge f32 input quantized inside the graph by `ggml_cpy`
+//! (each backend quantizes with its own kernel; test-backend-ops quantizes on the host), then
+//! multiplied: the line printed is test-backend-ops' for that weight type.
+
+use super::*;
+use kedge_core::OpParams;
+use kedge_ggml::{Graph, GraphError, Tensor, Type};
+
+fn quant_type(q: &str) -> Option<Type> {
+    match q {
+        "q8_0" => Some(Type::Q8_0),
+        "q4_0" => Some(Type::Q4_0),
+        _ => None,
+    }
+}
+
+/// The weight's type as test-backend-ops names it (`GGML_TYPE_Q4_0`) and prints it (`q4_0`).
+fn weight_type(c: &Case, quant: &str) -> (String, String) {
+    match quant_type(quant) {
+        Some(t) => (
+            format!("GGML_TYPE_{}", t.name().to_uppercase()),
+            t.name().to_string(),
+        ),
+        None => (c.dtype.ggml_type().to_string(), c.dtype.to_string()),
+    }
+}
+
+/// The weight spec: the case's dtype, or f32 staging for a quantized weight.
+fn weight(c: &Case, quant: &str, ne: Ne) -> Result<TensorSpec, CaseError> {
+    if quant_type(quant).is_some() {
+        if c.dtype != DType::F32 {
+            return Err(bad(c, "a quantized weight is staged as f32: use dtype f32"));
+        }
+        if c.ne[0] % 32 != 0 {
+            return Err(bad(
+                c,
+                format!("k = {} is not a multiple of the 32-element block", c.ne[0]),
+            ));
+        }
+        input("a_f32", DType::F32, ne)
+    } else {
+        input("a", c.dtype, ne)
+    }
+}
+
+/// The weight in the graph: the input, or its quantized copy.
+fn weight_node(g: &mut Graph, quant: &str, a: Tensor) -> Result<Tensor, GraphError> {
+    match quant_type(quant) {
+        Some(t) => {
+            let ne = g.shape(a)?;
+            let q = g.new_tensor(t, &ne)?;
+            g.cpy(a, q)
+        }
+        None => Ok(a),
+    }
+}
+
+fn gemm_shape(c: &Case) -> Result<(i64, i64, i64), CaseError> {
+    if c.ne[3] != 1 {
+        return Err(bad(c, format!("ne = [k, m, n, 1]: ne[3] is {}", c.ne[3])));
+    }
+    Ok((c.ne[0], c.ne[1], c.ne[2]))
+}
+
+const REACH_DECODE: &str = "decode (n = 1) and small batches (speculative drafts, parallel sequences) take the mat-vec kernels; prefill ubatches the matrix ones";
+
+// ---- MUL_MAT ---------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_mul_mat's weight type and batching.
+    pub struct MulMatParams {
+        quant: choice(["none", "q8_0", "q4_0"]) = "none", "quantized weight type (none: the case's dtype)";
+        bs0: int(1..=1 << 20) = 1, "weight batches in dim 2";
+        bs1: int(1..=1 << 20) = 1, "weight batches in dim 3";
+        nr0: int(1..=1 << 20) = 1, "b's dim-2 batches per weight batch (broadcast)";
+        nr1: int(1..=1 << 20) = 1, "b's dim-3 batches per weight batch (broadcast)";
+    }
+}
+
+fn mul_mat_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+    let p = MulMatParams::of(c);
+    let (k, m, n) = gemm_shape(c)?;
+    let (b2, b3) = (p.bs0 * p.nr0, p.bs1 * p.nr1);
+    Ok(vec![
+        weight(c, p.quant, [k, m, p.bs0, p.bs1])?,
+        input("b", DType::F32, [k, n, b2, b3])?,
+        output("dst", DType::F32, [m, n, b2, b3])?,
+    ])
+}
+
+/// A MUL_MAT boundary on `[k, m, n, 1]` with a weight type.
+fn mm(label: &str, dim: usize, values: &[i64], base: Ne, reach: &'static str) -> Boundary {
+    Boundary::ne(label, dim, values[values.len() - 1], base, Reach(reach))
+        .with_values(values.to_vec())
+}
+
+fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
+    let q4 = |b: Boundary| b.with_param("quant", "q4_0").dtype(DType::F32);
+    vec![
+        // Dispatch (ggml-cuda.cu:1815-1869): MMVF for f32 with n <= 3 and f16/bf16 with n = 1,
+        // MMF up to n = 16, MMVQ for quantized weights up to n = 8, then MMQ.
+        mm("f32: n across 3 (MMVF -> MMF/cuBLAS)", 2, &[3, 4], [256, 64, 0, 1], REACH_DECODE)
+            .dtype(DType::F32),
+        mm("f16: n across 1 (MMVF -> MMF)", 2, &[1, 2], [256, 64, 0, 1], REACH_DECODE)
+            .dtype(DType::F16),
+        mm("f16: n across 16 (MMF -> cuBLAS)", 2, &[16, 17], [256, 64, 0, 1], REACH_DECODE)
+            .dtype(DType::F16),
+        q4(mm("q4_0: n across 8 (MMVQ -> MMQ)", 2, &[8, 9], [256, 64, 0, 1], REACH_DECODE)),
+        // C1: mmvf.cu:47 computes row*stride_row in int: an f16 weight of 2^31 elements read
+        // by one token. n = 4 takes MMF on the same weight (half2 units): the control.
+        mm(
+            "C1: f16 weight rows across 2^31 / k elements (MMVF int row offset)",
+            1,
+            &[524_288, 524_544],
+            [4096, 0, 1, 1],
+            "decode against a non-quantized weight of 2^31 elements, e.g. a 262144-vocab x 8192 BF16 lm_head",
+        )
+        .dtype(DType::F16),
+        mm(
+            "C1 control: n = 1 (MMVF) vs n = 4 (MMF) on a 2^31-element f16 weight",
+            2,
+            &[1, 4],
+            [4096, 524_544, 0, 1],
+            "decode (n = 1) against a 2^31-element f16 weight",
+        )
+        .dtype(DType::F16),
+        // C4: mmf.cuh:113, the row offset in half2 units overflows at 2^32 halves.
+        mm(
+            "C4: f16 weight rows across 2^32 / k halves (MMF int row offset)",
+            1,
+            &[1_048_576, 1_048_832],
+            [4096, 0, 4, 1],
+            "a 4-token batch against an f16 weight of 2^32 elements",
+        )
+        .dtype(DType::F16),
+        // C2: mmq.cuh:998 `int offset_dst = ... + jt*J*stride_col_dst`: a destination of 2^31
+        // floats; tiles of 128 columns start at 32768 from n = 32769 on.
+        q4(mm(
+            "C2: q4_0 destination across 2^31 elements (MMQ int tile offset)",
+            2,
+            &[32_768, 33_024],
+            [256, 65536, 0, 1],
+            "all-logits output (perplexity, imatrix): vocab 152k with a ubatch of 14.2k tokens and more",
+        )),
+        // B14: mmvf.cu:450, grid (nrows, nchannels_dst, nsamples): channels on grid.y.
+        Boundary::param(
+            "B14: f32 mat-vec (MMVF) with bs0 across 65535 channels on grid.y",
+            "bs0",
+            65536,
+            [32, 16, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![65535, 65536])
+        .dtype(DType::F32),
+        // B12/B13: quantize.cu:568/584 put b's ne2*ne3 on grid.z before MMVQ and MMQ.
+        q4(Boundary::param(
+            "B12: q4_0 mat-vec (MMVQ), b broadcast nr0 across 65535 (quantize grid.z)",
+            "nr0",
+            65536,
+            [256, 16, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![65535, 65536])),
+        q4(Boundary::param(
+            "B13: q4_0 matrix (MMQ, n = 9), b broadcast nr0 across 65535 (quantize grid.z)",
+            "nr0",
+            65536,
+            [256, 16, 9, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![65535, 65536])),
+    ]
+}
+
+pub const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
+    name: "mul_mat",
+    upstream: "MUL_MAT",
+    about: "dst = a^T b per batch: ne = [k, m, n, 1] with weight a [k, m, bs0, bs1] (the case's dtype, or quant) and f32 b [k, n, bs0*nr0, bs1*nr1] (test_mul_mat's m, n, k, bs, nr). A quantized weight is an f32 input quantized in the graph (ggml_cpy) by the backend under test; test-backend-ops quantizes it on the host",
+    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    params: MulMatParams::SPECS,
+    tensors: mul_mat_tensors,
+    inputs: None,
+    graph: |g, c, x| {
+        let a = weight_node(g, MulMatParams::of(c).quant, x[0])?;
+        Ok(vec![g.mul_mat(a, x[1])?])
+    },
+    probe: || None,
+    smoke: &[
+        s([32, 32, 32, 1]),
+        sp([32, 32, 32, 1], &[("bs0", Pv::I(10)), ("bs1", Pv::I(10)), ("nr0", Pv::I(2)), ("nr1", Pv::I(2))]),
+        s([256, 64, 1, 1]),
+        s([256, 16, 3, 1]),
+        spd([256, 16, 1, 1], &[("quant", Pv::S("q8_0"))], DType::F32),
+        spd([256, 16, 9, 1], &[("quant", Pv::S("q4_0")), ("nr0", Pv::I(3))], DType::F32),
+    ],
+    boundaries: mul_mat_bounds,
+    upstream_line: |c| {
+        let p = MulMatParams::of(c);
+        let (ta, va) = weight_type(c, p.quant);
+        let [k, m, n, _] = c.ne;
+        repro(
+            "MUL_MAT",
+            format!(
+                "test_mul_mat({ta}, GGML_TYPE_F32, {m}, {n}, {k}, {{{}, {}}}, {{{}, {}}})",
+                p.bs0, p.bs1, p.nr0, p.nr1
+            ),
+            format!(
+                "type_a={va},type_b=f32,m={m},n={n},k={k},bs=[{},{}],nr=[{},{}],per=[0,1,2,3],k_v=0,o=1,src_overlap=0",
+                p.bs0, p.bs1, p.nr0, p.nr1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    reach: no_reach,
+};
+
+// ---- MUL_MAT_ID ------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_mul_mat_id's experts.
+    pub struct MulMatIdParams {
+        quant: choice(["none", "q8_0", "q4_0"]) = "none", "quantized expert type (none: the case's dtype)";
+        n_mats: int(1..=1 << 16) = 8, "experts";
+        n_used: int(0..=1 << 16) = 2, "experts per token (0: all)";
+        b: bool = false, "one b row per token, broadcast over its experts";
+    }
+}
+
+fn n_used(c: &Case) -> i64 {
+    let p = MulMatIdParams::of(c);
+    if p.n_used == 0 {
+        p.n_mats
+    } else {
+        p.n_used
+    }
+}
+
+fn mul_mat_id_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+    let p = MulMatIdParams::of(c);
+    let (k, m, n) = gemm_shape(c)?;
+    let used = n_used(c);
+    if used > p.n_mats {
+        return Err(bad(c, format!("n_used {used} > n_mats {}", p.n_mats)));
+    }
+    let ids = if used == p.n_mats {
+        input("ids", DType::I32, [used, n, 1, 1])?
+    } else {
+        view_input("ids", DType::I32, [used, n, 1, 1], [p.n_mats, n, 1, 1])?
+    };
+    Ok(vec![
+        weight(c, p.quant, [k, m, p.n_mats, 1])?,
+        ids,
+        input("b", DType::F32, [k, if p.b { 1 } else { used }, n, 1])?,
+        output("dst", DType::F32, [m, used, n, 1])?,
+    ])
+}
+
+pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
+    name: "mul_mat_id",
+    upstream: "MUL_MAT_ID",
+    about: "a mixture of experts' matrix products: ne = [k, m, n, 1] with n tokens, experts [k, m, n_mats], per-token distinct expert ids (the first n_used of a shuffled 0..n_mats, as test-backend-ops draws them) and f32 b [k, n_used or 1, n]. Quantized experts are quantized in the graph, as for mul_mat",
+    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    params: MulMatIdParams::SPECS,
+    tensors: mul_mat_id_tensors,
+    inputs: Some(|c, s| {
+        let n_mats = MulMatIdParams::of(c).n_mats as usize;
+        let span = (s[1].bytes / 4) as usize;
+        let mut rng = Rng::stream(c.seed, 1);
+        let mut ids = Vec::with_capacity(span + n_mats);
+        while ids.len() < span {
+            ids.extend(permutation(&mut rng, n_mats).into_iter().map(|x| x as i32));
+        }
+        ids.truncate(span);
+        Ok(vec![
+            default_input(c, s, 0),
+            span_i32(&s[1], &ids),
+            default_input(c, s, 2),
+        ])
+    }),
+    graph: |g, c, x| {
+        let a = weight_node(g, MulMatIdParams::of(c).quant, x[0])?;
+        Ok(vec![g.mul_mat_id(a, x[2], x[1])?])
+    },
+    probe: || None,
+    smoke: &[
+        s([32, 32, 32, 1]),
+        sp([32, 32, 32, 1], &[("b", Pv::B(true))]),
+        sp([64, 16, 3, 1], &[("n_mats", Pv::I(4)), ("n_used", Pv::I(0))]),
+        spd([256, 16, 5, 1], &[("quant", Pv::S("q4_0")), ("n_used", Pv::I(4))], DType::F32),
+    ],
+    boundaries: |_| {
+        vec![
+            // MUL_MAT_ID dispatch: MMVQ for quantized experts up to 8 tokens, MMQ after.
+            Boundary::ne(
+                "q4_0: tokens across 8 (MMVQ -> MMQ)",
+                2,
+                9,
+                [256, 64, 0, 1],
+                Reach(REACH_DECODE),
+            )
+            .with_values(vec![8, 9])
+            .with_param("quant", "q4_0")
+            .dtype(DType::F32),
+            // MMF takes float experts while tokens <= 512 (m <= 1024) or <= 128 (m > 1024).
+            Boundary::ne(
+                "f16, m = 1024: tokens across 512 (MMF -> the fallback)",
+                2,
+                513,
+                [256, 1024, 0, 1],
+                Reach(REACH_DECODE),
+            )
+            .with_values(vec![512, 513])
+            .dtype(DType::F16),
+            // C3: mmf.cuh:113/365, the expert offset channel_x*stride_channel_x in half2 units
+            // passes 2^31 with 257 experts of 4096 x 4096.
+            Boundary::param(
+                "C3: f16 experts across 2^32 halves (MMF int expert offset)",
+                "n_mats",
+                257,
+                [4096, 4096, 4, 1],
+                Reach("MoE with f16/bf16 expert tensors of 2^32 elements (Kimi-K2-size bf16 experts)"),
+            )
+            .with_values(vec![256, 257])
+            .with_param("n_used", 0)
+            .dtype(DType::F16),
+        ]
+    },
+    upstream_line: |c| {
+        let p = MulMatIdParams::of(c);
+        let (ta, va) = weight_type(c, p.quant);
+        let [k, m, n, _] = c.ne;
+        let used = n_used(c);
+        repro(
+            "MUL_MAT_ID",
+            format!(
+                "test_mul_mat_id({ta}, GGML_TYPE_F32, {}, {used}, {}, {m}, {n}, {k})",
+                p.n_mats, p.b
+            ),
+            format!(
+                "type_a={va},type_b=f32,n_mats={},n_used={used},b={},m={m},n={n},k={k}",
+                p.n_mats,
+                b01(p.b)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    reach: no_reach,
+};

@@ -1,0 +1,991 @@
+//! Model pieces: ROPE, the fused RMS_NORM+MUL+ROPE, FLASH_ATTN_EXT, TIMESTEP_EMBEDDING,
+//! UPSCALE and INTERPOLATE, IM2COL, POOL_2D, SSM_CONV.
+
+use super::*;
+use kedge_core::OpParams;
+use kedge_ggml::{rope_mode, PoolOp, Prec, RopeParams, ScaleMode, Type};
+
+fn rope_mode_of(mode: &str) -> (i32, &'static str) {
+    if mode == "neox" {
+        (rope_mode::NEOX, "GGML_ROPE_TYPE_NEOX")
+    } else {
+        (rope_mode::NORMAL, "GGML_ROPE_TYPE_NORMAL")
+    }
+}
+
+/// Positions in [0, 512), as test-backend-ops draws them (`rand() % n_ctx`).
+fn positions(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
+    let mut rng = Rng::stream(c.seed, index);
+    let v: Vec<i32> = (0..s.nelements()).map(|_| rng.below(512) as i32).collect();
+    span_i32(s, &v)
+}
+
+// ---- ROPE ------------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_rope's parameters (n_ctx 512, fs 1, ef 0, af 1: YaRN off).
+    pub struct RopeCaseParams {
+        n_dims: int(0..=1 << 30) = 0, "rotated dimensions (0: all of ne0)";
+        mode: choice(["normal", "neox"]) = "normal", "pairs (x[2i], x[2i+1]) or (x[i], x[i + n_dims/2])";
+        ff: bool = false, "frequency factors (f32 [n_dims/2] in [0.9, 1.1))";
+    }
+}
+
+fn n_dims(c: &Case) -> i64 {
+    let n = RopeCaseParams::of(c).n_dims;
+    if n == 0 {
+        c.ne[0]
+    } else {
+        n
+    }
+}
+
+pub const ROPE: GgmlOpEntry = GgmlOpEntry {
+    name: "rope",
+    upstream: "ROPE",
+    about: "rotary position embedding of x [head_dim, n_head, n_tokens, 1] at i32 positions [n_tokens] in [0, 512) (ggml_rope_ext, YaRN off)",
+    dtypes: &[DType::F32, DType::F16],
+    params: RopeCaseParams::SPECS,
+    tensors: |c| {
+        let nd = n_dims(c);
+        if c.ne[0] % 2 != 0 || nd % 2 != 0 || nd > c.ne[0] {
+            return Err(bad(
+                c,
+                format!("ne0 = {} and n_dims = {nd} must be even, n_dims <= ne0", c.ne[0]),
+            ));
+        }
+        let mut v = vec![input("x", c.dtype, c.ne)?, input("pos", DType::I32, [c.ne[2], 1, 1, 1])?];
+        if RopeCaseParams::of(c).ff {
+            v.push(input("freq", DType::F32, [nd / 2, 1, 1, 1])?);
+        }
+        v.push(output("dst", c.dtype, c.ne)?);
+        Ok(v)
+    },
+    inputs: Some(|c, s| {
+        let mut v = vec![default_input(c, s, 0), positions(c, &s[1], 1)];
+        if RopeCaseParams::of(c).ff {
+            v.push(kedge_core::contract::op::random_tensor(c.seed, 2, &s[2], 0.9, 1.1));
+        }
+        Ok(v)
+    }),
+    graph: |g, c, x| {
+        let p = RopeCaseParams::of(c);
+        let rp = RopeParams::new(n_dims(c) as i32, rope_mode_of(p.mode).0);
+        let freq = if p.ff { Some(x[2]) } else { None };
+        Ok(vec![g.rope_ext(x[0], x[1], freq, rp)?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 2, 2, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+        })
+    },
+    smoke: &[
+        s([10, 5, 3, 1]),
+        sp([128, 4, 7, 1], &[("mode", Pv::S("neox"))]),
+        sp([64, 3, 5, 2], &[("n_dims", Pv::I(32)), ("ff", Pv::B(true))]),
+        sp([80, 2, 9, 1], &[("mode", Pv::S("neox")), ("n_dims", Pv::I(40)), ("ff", Pv::B(true))]),
+    ],
+    boundaries: |_| {
+        vec![
+            // B11: rope.cu:384-386, block_nums(nr, ceil(ne00 / 512)): the head dimension's
+            // blocks on grid.y.
+            Boundary::ne(
+                "B11: ne0 across 65535 * 512 (ne0/512 blocks on grid.y)",
+                0,
+                33_553_922,
+                [0, 1, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![33_553_920, 33_553_922, 33_554_432])
+            .with_param("n_dims", 128),
+            // C14: rope.cu:159-160 `int idst`, `const int ix`: elements past 2^31.
+            Boundary::ne(
+                "C14: elements past 2^31 (int idst/ix)",
+                2,
+                524_289,
+                [128, 32, 0, 1],
+                Reach("a Q of 524289 tokens x 32 heads x 128 in one ubatch (f16: 8 GiB)"),
+            )
+            .with_values(vec![524_288, 524_289])
+            .with_param("mode", "neox")
+            .dtype(DType::F16),
+        ]
+    },
+    upstream_line: |c| {
+        let p = RopeCaseParams::of(c);
+        let nd = n_dims(c);
+        let (m, mc) = rope_mode_of(p.mode);
+        repro(
+            "ROPE",
+            format!(
+                "test_rope({}, {}, {nd}, {mc}, 512, 1.0f, 0.0f, 1.0f, {}, 0, true)",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.ff
+            ),
+            format!(
+                "type={},ne_a={},n_dims={nd},mode={m},n_ctx=512,fs=1.000000,ef=0.000000,af=1.000000,ff={},v=0,inplace=0,n_offs=0",
+                c.dtype,
+                vars_arr(&c.ne),
+                b01(p.ff)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- RMS_NORM + MUL + ROPE (fused on CUDA) ---------------------------------------------------
+
+kedge_core::params! {
+    /// test_rms_norm_mul_rope's parameters (no multi_add, no set_rows, no broadcast).
+    pub struct RmsNormMulRopeParams {
+        eps: float = 1e-6, "added to the mean of squares";
+        mode: choice(["normal", "neox"]) = "normal", "RoPE mode";
+    }
+}
+
+pub const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
+    name: "rms_norm_mul_rope",
+    upstream: "RMS_NORM_MUL_ROPE",
+    about: "QK-norm then RoPE: rope(rms_norm(a) * b, pos) over [head_dim, n_head, n_tokens, 1], which ggml's CUDA backend fuses into one kernel (rope.cu:711-851); n_dims = ne0",
+    dtypes: &[DType::F32],
+    params: RmsNormMulRopeParams::SPECS,
+    tensors: |c| {
+        if c.ne[3] != 1 || c.ne[0] % 2 != 0 {
+            return Err(bad(c, format!("ne = {:?}: need an even ne0 and ne[3] = 1", c.ne)));
+        }
+        Ok(vec![
+            input("a", c.dtype, c.ne)?,
+            input("b", c.dtype, c.ne)?,
+            input("pos", DType::I32, [c.ne[2], 1, 1, 1])?,
+            output("dst", c.dtype, c.ne)?,
+        ])
+    },
+    inputs: Some(|c, s| Ok(vec![default_input(c, s, 0), default_input(c, s, 1), positions(c, &s[2], 2)])),
+    graph: |g, c, x| {
+        let p = RmsNormMulRopeParams::of(c);
+        let n = g.rms_norm(x[0], p.eps as f32)?;
+        let m = g.mul(n, x[1])?;
+        let rp = RopeParams::new(c.ne[0] as i32, rope_mode_of(p.mode).0);
+        Ok(vec![g.rope_ext(m, x[2], None, rp)?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            grid_dims: &[1, 2],
+            count_dim: Some(2),
+            row_dim: false,
+            ..ProbeBase::rows([64, 1, 1, 1])
+        })
+    },
+    smoke: &[
+        s([128, 8, 3, 1]),
+        sp([64, 4, 17, 1], &[("mode", Pv::S("neox"))]),
+        s([2, 1, 1, 1]),
+    ],
+    boundaries: |_| {
+        // A4: rope.cu:809, the fused kernel's grid (nrows, nchannels, nsamples) puts n_tokens
+        // on grid.y.
+        vec![Boundary::ne(
+            "A4: n_tokens (ne2) across 65535 on grid.y of the fused kernel",
+            2,
+            65536,
+            [128, 8, 0, 1],
+            Reach("QK-norm models (Qwen3, Gemma-3, OLMo-2) with a ubatch of 65536 tokens: embedding or rerank models on 64k inputs"),
+        )
+        .with_values(vec![65535, 65536])
+        .with_param("mode", "neox")]
+    },
+    upstream_line: |c| {
+        let p = RmsNormMulRopeParams::of(c);
+        let (m, mc) = rope_mode_of(p.mode);
+        repro(
+            "RMS_NORM_MUL_ROPE",
+            format!(
+                "test_rms_norm_mul_rope({}, {}, false, false, false, {mc})",
+                cpp_arr(&c.ne),
+                cf(p.eps)
+            ),
+            format!(
+                "ne={},eps={},multi_add=0,set_rows=0,broadcast=0,mode={m}",
+                vars_arr(&c.ne),
+                fl(p.eps)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- FLASH_ATTN_EXT --------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_flash_attn_ext's parameters beyond ne = [hsk, nb, nh, 1].
+    pub struct FlashAttnParams {
+        kv: int(1..=1 << 30) = 96, "keys and values";
+        hsv: int(0..=1 << 16) = 0, "V head size (0: hsk)";
+        gqa: int(1..=1 << 10) = 1, "query heads per K/V head (nr23[0])";
+        mask: bool = true, "an f16 mask [kv, nb] (test-backend-ops' random -inf/0 blocks)";
+        kv_view: bool = true, "K and V are views of [hs, 2*kv, nh] caches (heads outer), as test-backend-ops makes them";
+    }
+}
+
+fn hsv(c: &Case) -> i64 {
+    let v = FlashAttnParams::of(c).hsv;
+    if v == 0 {
+        c.ne[0]
+    } else {
+        v
+    }
+}
+
+fn kv_spec(c: &Case, name: &str, hs: i64) -> Result<TensorSpec, CaseError> {
+    let p = FlashAttnParams::of(c);
+    let ne = [hs, p.kv, c.ne[2], 1];
+    if p.kv_view {
+        view_input(name, c.dtype, ne, [hs, 2 * p.kv, c.ne[2], 1])
+    } else {
+        input(name, c.dtype, ne)
+    }
+}
+
+/// test-backend-ops' `init_tensor_kq_mask`: uniform [-1, 1), then a fifth of the area in
+/// 128 x 64 blocks of -inf or 0.
+fn kq_mask(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
+    let (ne0, ne1) = (s.ne[0] as usize, s.ne[1] as usize);
+    let mut rng = Rng::stream(c.seed, index);
+    let mut v: Vec<f32> = (0..ne0 * ne1).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let blocks = (0.2 * (ne0 * ne1) as f64 / (128.0 * 64.0)) as usize;
+    for _ in 0..blocks {
+        let p1 = rng.below(ne1 as u64) as usize;
+        let p0 = rng.below(ne0 as u64) as usize;
+        let x = if rng.below(2) == 1 {
+            f32::NEG_INFINITY
+        } else {
+            0.0
+        };
+        for i1 in p1..(p1 + 64).min(ne1) {
+            for i0 in p0..(p0 + 128).min(ne0) {
+                v[i1 * ne0 + i0] = x;
+            }
+        }
+    }
+    span_tensor(s, &v)
+}
+
+pub const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
+    name: "flash_attn_ext",
+    upstream: "FLASH_ATTN_EXT",
+    about: "attention softmax(q k^T / sqrt(hsk) + mask) v: ne = [hsk, nb queries, nh heads, 1], f32 q, K/V of the case's dtype laid out as test_flash_attn_ext makes them (views of [hs, 2*kv, nh] caches: heads outer), f32 precision; the result is [hsv, nh*gqa, nb, 1]",
+    dtypes: &[DType::F16, DType::Bf16, DType::F32],
+    params: FlashAttnParams::SPECS,
+    tensors: |c| {
+        let p = FlashAttnParams::of(c);
+        if c.ne[3] != 1 {
+            return Err(bad(c, format!("ne = [hsk, nb, nh, 1]: ne[3] is {}", c.ne[3])));
+        }
+        let (hsk, nb, nh) = (c.ne[0], c.ne[1], c.ne[2]);
+        let mut v = vec![
+            input("q", DType::F32, [hsk, nb, nh * p.gqa, 1])?,
+            kv_spec(c, "k", hsk)?,
+            kv_spec(c, "v", hsv(c))?,
+        ];
+        if p.mask {
+            v.push(input("mask", DType::F16, [p.kv, nb, 1, 1])?);
+        }
+        v.push(output("dst", DType::F32, [hsv(c), nh * p.gqa, nb, 1])?);
+        Ok(v)
+    },
+    inputs: Some(|c, s| {
+        let mut v = vec![default_input(c, s, 0), default_input(c, s, 1), default_input(c, s, 2)];
+        if FlashAttnParams::of(c).mask {
+            v.push(kq_mask(c, &s[3], 3));
+        }
+        Ok(v)
+    }),
+    graph: |g, c, x| {
+        let mask = FlashAttnParams::of(c).mask.then(|| x[3]);
+        let scale = 1.0 / (c.ne[0] as f32).sqrt();
+        let fa = g.flash_attn_ext(x[0], x[1], x[2], mask, scale, 0.0, 0.0)?;
+        g.set_flash_attn_prec(fa, Prec::F32)?;
+        Ok(vec![fa])
+    },
+    probe: || None,
+    smoke: &[
+        s([128, 8, 4, 1]),
+        sp([64, 3, 2, 1], &[("kv", Pv::I(300)), ("gqa", Pv::I(4))]),
+        sp([80, 1, 3, 1], &[("kv", Pv::I(513)), ("mask", Pv::B(false)), ("kv_view", Pv::B(false))]),
+        sp([192, 5, 2, 1], &[("hsv", Pv::I(128)), ("kv", Pv::I(128))]),
+    ],
+    boundaries: |_| {
+        // C10: fattn-vec.cuh:110 (tile :857, mma :1816) `K += nb13*sequence + nb12*(head /
+        // gqa_ratio)` with int32 nb12: heads-outer K of 2 GiB reads the wrong head.
+        vec![Boundary::ne(
+            "C10: heads x per-head K stride across 2^31 bytes (int32 nb12)",
+            2,
+            33,
+            [128, 1, 0, 1],
+            Reach("K/V laid out heads-outer (test-backend-ops' own layout; diffusion and video models); llama.cpp's KV cache interleaves heads and is immune"),
+        )
+        .with_values(vec![32, 33])
+        .with_param("kv", 131_072)]
+    },
+    upstream_line: |c| {
+        let p = FlashAttnParams::of(c);
+        let (hsk, nb, nh) = (c.ne[0], c.ne[1], c.ne[2]);
+        let hv = hsv(c);
+        let t = c.dtype.ggml_type();
+        repro(
+            "FLASH_ATTN_EXT",
+            format!(
+                "test_flash_attn_ext({hsk}, {hv}, {nh}, {{{}, 1}}, {}, {nb}, {}, false, 0.0f, 0.0f, GGML_PREC_F32, {t}, {t}, {{0, 1, 2, 3}}, {})",
+                p.gqa, p.kv, p.mask, p.kv_view
+            ),
+            format!(
+                "hsk={hsk},hsv={hv},nh={nh},nr23=[{},1],kv={},nb={nb},mask={},sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K={d},type_V={d},permute=[0,1,2,3],kv_view={},v_is_view_of_k=0",
+                p.gqa,
+                p.kv,
+                b01(p.mask),
+                b01(p.kv_view),
+                d = c.dtype
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    reach: no_reach,
+};
+
+// ---- TIMESTEP_EMBEDDING ----------------------------------------------------------------------
+
+kedge_core::params! {
+    /// TIMESTEP_EMBEDDING's size.
+    pub struct TimestepParams {
+        dim: int(1..=1 << 20) = 320, "embedding size";
+        max_period: int(1..=1 << 30) = 10000, "the longest sinusoid's period";
+    }
+}
+
+pub const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
+    name: "timestep_embedding",
+    upstream: "TIMESTEP_EMBEDDING",
+    about: "sinusoidal embeddings f32 [dim, n] of n f32 timesteps (ne = [n, 1, 1, 1])",
+    dtypes: &[DType::F32],
+    params: TimestepParams::SPECS,
+    tensors: |c| {
+        if c.ne[1..].iter().any(|&d| d != 1) {
+            return Err(bad(
+                c,
+                format!("ne = {:?}: timesteps are a vector [n, 1, 1, 1]", c.ne),
+            ));
+        }
+        let dim = TimestepParams::of(c).dim;
+        Ok(vec![
+            input("timesteps", c.dtype, c.ne)?,
+            output("dst", DType::F32, [dim, c.ne[0], 1, 1])?,
+        ])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let p = TimestepParams::of(c);
+        Ok(vec![g.timestep_embedding(
+            x[0],
+            p.dim as i32,
+            p.max_period as i32,
+        )?])
+    },
+    // The only free dimension is ne0 (on grid.y: declared below), and the output is dim times
+    // the input, so no count probe.
+    probe: || None,
+    smoke: &[
+        s([2, 1, 1, 1]),
+        sp([100, 1, 1, 1], &[("dim", Pv::I(63))]),
+        sp(
+            [7, 1, 1, 1],
+            &[("dim", Pv::I(1024)), ("max_period", Pv::I(500))],
+        ),
+    ],
+    boundaries: |_| {
+        vec![
+            // B8: tsembd.cu:30, gridDim(num_blocks, ne00): the timesteps on grid.y.
+            Boundary::ne(
+                "B8: timesteps (ne0) across 65535 on grid.y",
+                0,
+                65536,
+                [0, 1, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![65535, 65536]),
+            // C13: tsembd.cu:3,8, `const int nb1` and `dst + i*nb1` in int.
+            Boundary::param(
+                "C13: the last row's byte offset (n - 1) * dim * 4 across 2^31 (int nb1)",
+                "dim",
+                8194,
+                [65535, 1, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![8192, 8194, 8200]),
+        ]
+    },
+    upstream_line: |c| {
+        let p = TimestepParams::of(c);
+        repro(
+            "TIMESTEP_EMBEDDING",
+            format!(
+                "test_timestep_embedding({}, {}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.dim,
+                p.max_period
+            ),
+            format!(
+                "type={},ne_a={},dim={},max_period={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                p.dim,
+                p.max_period
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- UPSCALE, INTERPOLATE --------------------------------------------------------------------
+
+const SCALE_MODES: [&str; 3] = ["nearest", "bilinear", "bicubic"];
+
+fn scale_mode(name: &str) -> (ScaleMode, &'static str) {
+    match name {
+        "bilinear" => (ScaleMode::Bilinear, "GGML_SCALE_MODE_BILINEAR"),
+        "bicubic" => (ScaleMode::Bicubic, "GGML_SCALE_MODE_BICUBIC"),
+        _ => (ScaleMode::Nearest, "GGML_SCALE_MODE_NEAREST"),
+    }
+}
+
+kedge_core::params! {
+    /// UPSCALE's factor and mode.
+    pub struct UpscaleParams {
+        scale_factor: int(2..=1 << 10) = 2, "ne0 and ne1 grow by this factor (ggml_upscale asserts > 1)";
+        mode: choice(SCALE_MODES) = "nearest", "sampling";
+    }
+}
+
+fn resample_probe() -> Option<ProbeBase> {
+    Some(ProbeBase {
+        ne: [8, 8, 1, 1],
+        params: Params::new(),
+        grid_dims: &[1, 2, 3],
+        count_dim: Some(2),
+        row_dim: false,
+    })
+}
+
+const REACH_VAE: Reach = Reach("the SD / Wan VAE decoder's upsampling at high resolution");
+
+pub const UPSCALE: GgmlOpEntry = GgmlOpEntry {
+    name: "upscale",
+    upstream: "UPSCALE",
+    about:
+        "ne0 and ne1 scaled up by an integer factor (ggml_upscale: nearest, bilinear or bicubic)",
+    dtypes: &[DType::F32],
+    params: UpscaleParams::SPECS,
+    tensors: |c| {
+        let f = UpscaleParams::of(c).scale_factor;
+        let dst = [c.ne[0] * f, c.ne[1] * f, c.ne[2], c.ne[3]];
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output("dst", c.dtype, dst)?,
+        ])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let p = UpscaleParams::of(c);
+        Ok(vec![g.upscale(
+            x[0],
+            p.scale_factor as i32,
+            scale_mode(p.mode).0,
+        )?])
+    },
+    probe: resample_probe,
+    smoke: &[
+        s([16, 12, 3, 1]),
+        sp(
+            [10, 7, 2, 2],
+            &[("mode", Pv::S("bilinear")), ("scale_factor", Pv::I(3))],
+        ),
+        sp([9, 9, 1, 1], &[("mode", Pv::S("bicubic"))]),
+    ],
+    boundaries: |_| {
+        // C12: upscale.cu:32, dst_total_elements is an int product: at 2^31 it is negative
+        // and every thread returns, nothing written.
+        vec![Boundary::ne(
+            "C12: bilinear destination across 2^31 elements (int product; nothing written)",
+            2,
+            2048,
+            [512, 512, 0, 1],
+            REACH_VAE,
+        )
+        .with_values(vec![2047, 2048])
+        .with_param("mode", "bilinear")]
+    },
+    upstream_line: |c| {
+        let p = UpscaleParams::of(c);
+        repro(
+            "UPSCALE",
+            format!(
+                "test_upscale({}, {}, {}, {}, false)",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.scale_factor,
+                scale_mode(p.mode).1
+            ),
+            format!(
+                "type={},ne={},scale_factor={},mode={},transpose=0",
+                c.dtype,
+                vars_arr(&c.ne),
+                p.scale_factor,
+                p.mode
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// INTERPOLATE's target shape (0: the source's size) and mode.
+    pub struct InterpolateParams {
+        t0: int(0..=1 << 30) = 0, "target ne0 (0: ne0)";
+        t1: int(0..=1 << 30) = 0, "target ne1 (0: ne1)";
+        t2: int(0..=1 << 30) = 0, "target ne2 (0: ne2)";
+        t3: int(0..=1 << 30) = 0, "target ne3 (0: ne3)";
+        mode: choice(SCALE_MODES) = "nearest", "sampling";
+    }
+}
+
+fn target(c: &Case) -> Ne {
+    let p = InterpolateParams::of(c);
+    let pick = |t: i64, n: i64| if t == 0 { n } else { t };
+    [
+        pick(p.t0, c.ne[0]),
+        pick(p.t1, c.ne[1]),
+        pick(p.t2, c.ne[2]),
+        pick(p.t3, c.ne[3]),
+    ]
+}
+
+pub const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
+    name: "interpolate",
+    upstream: "UPSCALE",
+    about: "resampled to any target shape (ggml_interpolate, op UPSCALE); identity sizes too, which ggml_upscale refuses",
+    dtypes: &[DType::F32],
+    params: InterpolateParams::SPECS,
+    tensors: |c| Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, target(c))?]),
+    inputs: None,
+    graph: |g, c, x| {
+        let t = target(c);
+        let mode = scale_mode(InterpolateParams::of(c).mode).0 as u32;
+        Ok(vec![g.interpolate(x[0], t[0], t[1], t[2], t[3], mode)?])
+    },
+    probe: resample_probe,
+    smoke: &[
+        sp([2, 5, 7, 11], &[("t0", Pv::I(5)), ("t1", Pv::I(7)), ("t2", Pv::I(11)), ("t3", Pv::I(13))]),
+        sp([20, 9, 3, 1], &[("t0", Pv::I(7)), ("t1", Pv::I(30)), ("mode", Pv::S("bilinear"))]),
+        sp([12, 12, 2, 1], &[("t0", Pv::I(17)), ("t1", Pv::I(5)), ("mode", Pv::S("bicubic"))]),
+    ],
+    boundaries: |_| {
+        // C11: upscale.cu:3-22, nearest takes int byte strides and computes int offsets: a
+        // source of 2 GiB reads out of bounds.
+        vec![Boundary::ne(
+            "C11: nearest, a source across 2^31 bytes (int byte offsets)",
+            2,
+            2049,
+            [512, 512, 0, 1],
+            REACH_VAE,
+        )
+        .with_values(vec![2048, 2049])]
+    },
+    upstream_line: |c| {
+        let p = InterpolateParams::of(c);
+        let t = target(c);
+        repro(
+            "UPSCALE",
+            format!(
+                "test_interpolate({}, {}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&t),
+                scale_mode(p.mode).1
+            ),
+            format!(
+                "type={},ne={},ne_tgt={},mode={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                vars_arr(&t),
+                p.mode
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- IM2COL, POOL_2D -------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_im2col's kernel and geometry (2-D).
+    pub struct Im2colParams {
+        kw: int(1..=1 << 10) = 3, "kernel width";
+        kh: int(1..=1 << 10) = 3, "kernel height";
+        s0: int(1..=1 << 10) = 1, "stride x";
+        s1: int(1..=1 << 10) = 1, "stride y";
+        p0: int(0..=1 << 10) = 1, "padding x";
+        p1: int(0..=1 << 10) = 1, "padding y";
+        d0: int(1..=1 << 10) = 1, "dilation x";
+        d1: int(1..=1 << 10) = 1, "dilation y";
+        dst: choice(["f32", "f16"]) = "f32", "the result's type";
+    }
+}
+
+fn im2col_out(c: &Case) -> Result<Ne, CaseError> {
+    let p = Im2colParams::of(c);
+    let ow = (c.ne[0] + 2 * p.p0 - p.d0 * (p.kw - 1) - 1) / p.s0 + 1;
+    let oh = (c.ne[1] + 2 * p.p1 - p.d1 * (p.kh - 1) - 1) / p.s1 + 1;
+    if ow <= 0 || oh <= 0 {
+        return Err(bad(c, "the input is smaller than the (dilated) kernel"));
+    }
+    Ok([p.kw * p.kh * c.ne[2], ow, oh, c.ne[3]])
+}
+
+pub const IM2COL: GgmlOpEntry = GgmlOpEntry {
+    name: "im2col",
+    upstream: "IM2COL",
+    about: "2-D image to columns for a convolution as a matrix product: input [W, H, C, N] f32, kernel [kw, kh, C, 1] (f16, its shape only); im2col.cu clamps its grid and loops: a control",
+    dtypes: &[DType::F32],
+    params: Im2colParams::SPECS,
+    tensors: |c| {
+        let d = float_dtype(Im2colParams::of(c).dst);
+        Ok(vec![input("input", c.dtype, c.ne)?, output("dst", d, im2col_out(c)?)?])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let p = Im2colParams::of(c);
+        let kernel = g.new_tensor(Type::F16, &[p.kw, p.kh, c.ne[2], 1])?;
+        let i = |v: i64| v as i32;
+        let dst = if p.dst == "f16" { Type::F16 } else { Type::F32 };
+        Ok(vec![g.im2col(
+            kernel,
+            x[0],
+            i(p.s0),
+            i(p.s1),
+            i(p.p0),
+            i(p.p1),
+            i(p.d0),
+            i(p.d1),
+            true,
+            dst,
+        )?])
+    },
+    // The output is kw*kh = 9 times the input: no count probe.
+    probe: || {
+        Some(ProbeBase {
+            ne: [10, 10, 3, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2, 3],
+            count_dim: None,
+            row_dim: false,
+        })
+    },
+    smoke: &[
+        s([10, 10, 3, 1]),
+        sp([20, 11, 4, 2], &[("dst", Pv::S("f16")), ("s0", Pv::I(2)), ("d1", Pv::I(2))]),
+        sp([7, 9, 1, 1], &[("kw", Pv::I(5)), ("kh", Pv::I(1)), ("p1", Pv::I(0))]),
+    ],
+    boundaries: |_| {
+        vec![Boundary::ne(
+            "the result across 2^31 elements (int64 offsets, clamped grid: a control)",
+            2,
+            15,
+            [4096, 4096, 0, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![14, 15, 32])
+        .with_param("dst", "f16")]
+    },
+    upstream_line: |c| {
+        let p = Im2colParams::of(c);
+        let d = float_dtype(p.dst);
+        let k = [p.kw, p.kh, c.ne[2], 1];
+        repro(
+            "IM2COL",
+            format!(
+                "test_im2col({}, GGML_TYPE_F16, {}, {}, {}, {}, {}, {}, {}, {}, {}, true)",
+                c.dtype.ggml_type(),
+                d.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&k),
+                p.s0,
+                p.s1,
+                p.p0,
+                p.p1,
+                p.d0,
+                p.d1
+            ),
+            format!(
+                "type_input={},type_kernel=f16,dst_type={d},ne_input={},ne_kernel={},s0={},s1={},p0={},p1={},d0={},d1={},is_2D=1",
+                c.dtype,
+                vars_arr(&c.ne),
+                vars_arr(&k),
+                p.s0,
+                p.s1,
+                p.p0,
+                p.p1,
+                p.d0,
+                p.d1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// test_pool2d's window.
+    pub struct Pool2dParams {
+        op: choice(["avg", "max"]) = "avg", "pooling";
+        k0: int(1..=1 << 10) = 3, "window width";
+        k1: int(1..=1 << 10) = 3, "window height";
+        s0: int(1..=1 << 10) = 1, "stride x";
+        s1: int(1..=1 << 10) = 1, "stride y";
+        p0: int(0..=1 << 10) = 1, "padding x";
+        p1: int(0..=1 << 10) = 1, "padding y";
+    }
+}
+
+fn pool_out(c: &Case) -> Result<Ne, CaseError> {
+    let p = Pool2dParams::of(c);
+    let ow = (c.ne[0] + 2 * p.p0 - p.k0) / p.s0 + 1;
+    let oh = (c.ne[1] + 2 * p.p1 - p.k1) / p.s1 + 1;
+    if c.ne[0] + 2 * p.p0 < p.k0 || c.ne[1] + 2 * p.p1 < p.k1 || ow <= 0 || oh <= 0 {
+        return Err(bad(c, "the padded input is smaller than the window"));
+    }
+    Ok([ow, oh, c.ne[2], c.ne[3]])
+}
+
+pub const POOL_2D: GgmlOpEntry = GgmlOpEntry {
+    name: "pool_2d",
+    upstream: "POOL_2D",
+    about: "2-D average or max pooling of [W, H, C, N]; f32 result",
+    dtypes: &[DType::F32],
+    params: Pool2dParams::SPECS,
+    tensors: |c| {
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output("dst", DType::F32, pool_out(c)?)?,
+        ])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let p = Pool2dParams::of(c);
+        let op = if p.op == "max" {
+            PoolOp::Max
+        } else {
+            PoolOp::Avg
+        };
+        let i = |v: i64| v as i32;
+        Ok(vec![g.pool_2d(
+            x[0],
+            op,
+            i(p.k0),
+            i(p.k1),
+            i(p.s0),
+            i(p.s1),
+            p.p0 as f32,
+            p.p1 as f32,
+        )?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [10, 10, 3, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+        })
+    },
+    smoke: &[
+        s([10, 10, 3, 1]),
+        sp(
+            [16, 9, 2, 2],
+            &[
+                ("op", Pv::S("max")),
+                ("k0", Pv::I(2)),
+                ("s0", Pv::I(2)),
+                ("p1", Pv::I(0)),
+            ],
+        ),
+        sp(
+            [7, 7, 5, 1],
+            &[("k1", Pv::I(1)), ("s1", Pv::I(3)), ("p0", Pv::I(0))],
+        ),
+    ],
+    boundaries: |_| {
+        // C19: pool2d.cu:19 `src + nc * I_HW` and :91 `const int parallel_elements` in int.
+        vec![Boundary::ne(
+            "C19: a source across 2^31 elements (int channel offset)",
+            2,
+            2049,
+            [1024, 1024, 0, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![2048, 2049])
+        .with_param("k0", 2)
+        .with_param("k1", 2)
+        .with_param("s0", 2)
+        .with_param("s1", 2)
+        .with_param("p0", 0)
+        .with_param("p1", 0)]
+    },
+    upstream_line: |c| {
+        let p = Pool2dParams::of(c);
+        let op = if p.op == "max" {
+            "GGML_OP_POOL_MAX"
+        } else {
+            "GGML_OP_POOL_AVG"
+        };
+        repro(
+            "POOL_2D",
+            format!(
+                "test_pool2d({op}, {}, {}, {}, {}, {}, {}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.k0,
+                p.k1,
+                p.s0,
+                p.s1,
+                p.p0,
+                p.p1
+            ),
+            format!(
+                "pool_type={},type_input={},ne_input={},k0={},k1={},s0={},s1={},p0={},p1={}",
+                p.op,
+                c.dtype,
+                vars_arr(&c.ne),
+                p.k0,
+                p.k1,
+                p.s0,
+                p.s1,
+                p.p0,
+                p.p1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
+
+// ---- SSM_CONV --------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// SSM_CONV's kernel width.
+    pub struct SsmConvParams {
+        d_conv: int(1..=64) = 4, "convolution width (CUDA's kernel has 3, 4, 5, 9 and 15)";
+    }
+}
+
+pub const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
+    name: "ssm_conv",
+    upstream: "SSM_CONV",
+    about: "Mamba's depthwise causal convolution: sx [d_conv - 1 + n_t, d_inner, n_s, 1], weights [d_conv, d_inner]; f32 [d_inner, n_t, n_s]",
+    dtypes: &[DType::F32],
+    params: SsmConvParams::SPECS,
+    tensors: |c| {
+        let d = SsmConvParams::of(c).d_conv;
+        let n_t = c.ne[0] - d + 1;
+        if n_t < 1 || c.ne[3] != 1 {
+            return Err(bad(
+                c,
+                format!("ne = {:?}: need ne0 >= d_conv ({d}) and ne[3] = 1", c.ne),
+            ));
+        }
+        Ok(vec![
+            input("sx", c.dtype, c.ne)?,
+            input("c", c.dtype, [d, c.ne[1], 1, 1])?,
+            output("dst", DType::F32, [c.ne[1], n_t, c.ne[2], 1])?,
+        ])
+    },
+    inputs: None,
+    graph: |g, _c, x| Ok(vec![g.ssm_conv(x[0], x[1])?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [35, 128, 1, 1],
+            params: Params::new(),
+            // ne[1] (d_inner) / 128 is on grid.y; ne[2] (sequences) on x.
+            grid_dims: &[1, 2],
+            count_dim: Some(2),
+            row_dim: false,
+        })
+    },
+    smoke: &[
+        s([10, 128, 2, 1]),
+        sp([3, 256, 1, 1], &[("d_conv", Pv::I(3))]),
+        sp([78, 128, 3, 1], &[("d_conv", Pv::I(15))]),
+        s([4, 1024, 1, 1]),
+    ],
+    boundaries: |_| {
+        vec![
+            // B15: ssm-conv.cu:143, the long-token path puts ceil(n_t / 32) on grid.z.
+            Boundary::ne(
+                "B15: n_t across 65535 * 32 (token blocks on grid.z)",
+                0,
+                2_097_124,
+                [0, 128, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![2_097_123, 2_097_124, 2_097_155]),
+            // C24: ssm-conv.cu:21, `bidx * src0_nb2` with `const int src0_nb2`.
+            Boundary::ne(
+                "C24: sequences x sx's byte stride across 2^31 (int byte offset)",
+                2,
+                1874,
+                [35, 8192, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![1873, 1874, 2048]),
+            // ssm-conv.cu:156 aborts on any other width while supports_op says yes.
+            Boundary::param(
+                "d_conv past the widths CUDA's kernel has (5 -> 6: GGML_ABORT)",
+                "d_conv",
+                6,
+                [9, 128, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![5, 6]),
+        ]
+    },
+    upstream_line: |c| {
+        let d = SsmConvParams::of(c).d_conv;
+        let b = [d, c.ne[1], 1, 1];
+        repro(
+            "SSM_CONV",
+            format!(
+                "test_ssm_conv({}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&b)
+            ),
+            format!(
+                "type={},ne_a={},ne_b={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                vars_arr(&b)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    reach: no_reach,
+};
