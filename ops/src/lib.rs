@@ -1,6 +1,8 @@
 //! kedge's ops. Each module holds one op: its f64 reference, its impls (the `.cu` file beside
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
+pub mod external;
+pub mod fuzz_models;
 pub mod l2_norm;
 pub mod norm;
 pub mod rms_norm;
