@@ -1,8 +1,9 @@
-//! Sets `cfg(kedge_have_nvrtc)` when libnvrtc is installed, for the tests that compile
-//! kernels (see harness/build-support/nvrtc_probe.rs).
+//! Sets `cfg(kedge_have_nvrtc)` and `cfg(kedge_have_nvcc)` for the tests that compile
+//! kernels (see harness/build-support/cuda_tools.rs).
 
-include!("../build-support/nvrtc_probe.rs");
+include!("../build-support/cuda_tools.rs");
 
 fn main() {
     nvrtc_probe();
+    nvcc_probe();
 }

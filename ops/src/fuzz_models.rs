@@ -70,9 +70,10 @@ fn naive_zoo_rows(case: &Case, inputs: &[HostTensor]) -> Vec<Vec<f64>> {
     })]
 }
 
-/// Ops with a naive model.
+/// The naive models of the ops this build has.
 pub fn naive_models() -> Vec<NaiveModel> {
-    vec![
+    let ops: Vec<&str> = crate::all_ops().iter().map(|o| o.name()).collect();
+    let all = vec![
         NaiveModel {
             op: "rms_norm",
             eval: naive_rms_norm,
@@ -89,5 +90,6 @@ pub fn naive_models() -> Vec<NaiveModel> {
             op: "zoo_rows",
             eval: naive_zoo_rows,
         },
-    ]
+    ];
+    all.into_iter().filter(|m| ops.contains(&m.op)).collect()
 }

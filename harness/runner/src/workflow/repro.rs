@@ -821,6 +821,65 @@ mod tests {
         assert_eq!(vars_filter("type=f32,n=3"), "type=f32,n=3");
     }
 
+    /// A launch repeated per row: the standalone file loops over the repeat, stepping the
+    /// row pointers by their planned strides.
+    #[test]
+    fn a_repeated_plan_becomes_a_loop_nest() {
+        use kedge_core::{Kernel, KernelImpl, LaunchPlan, Refusal};
+        const ROW_COPY: Kernel = Kernel {
+            file: "row_copy.cu",
+            source: "extern \"C\" __global__ void row_copy(const float *x, float *y, int n) {\n    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i];\n}\n",
+            entry: "row_copy",
+        };
+        fn per_row(c: &Case, _: &LimitsProfile) -> Result<Plan, Refusal> {
+            let [n0, n1, n2, n3] = c.ne;
+            let row = n0 * 4;
+            let step = [row, row * n1, row * n1 * n2];
+            let l = LaunchPlan::new(ROW_COPY, [1, 1, 1], [32, 1, 1], 0).args(vec![
+                KernelArg::TensorAt {
+                    index: 0,
+                    offset: 0,
+                    step,
+                },
+                KernelArg::TensorAt {
+                    index: 1,
+                    offset: 0,
+                    step,
+                },
+                KernelArg::I32(n0 as i32),
+            ]);
+            Ok(Plan::single(l).repeated([n1 as u64, n2 as u64, n3 as u64]))
+        }
+        let mut reg = kedge_ops::registry();
+        reg.add_impl(
+            "rms_norm",
+            Box::new(KernelImpl {
+                name: "per-row",
+                role: ImplRole::Fixed,
+                about: "one launch per row",
+                plan: per_row,
+            }),
+        )
+        .unwrap();
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let c = reg
+            .validate(&Case::new("rms_norm", "per-row", DType::F32, [8, 3, 2, 1]))
+            .unwrap();
+        let (op, imp) = reg.resolve(&c).unwrap();
+        let cu = cu_file(op, imp, &c, &h200, SourceMode::Embed).unwrap();
+        for want in [
+            "for (unsigned long long i3 = 0; i3 < 1ull; i3++) {",
+            "for (unsigned long long i2 = 0; i2 < 2ull; i2++) {",
+            "for (unsigned long long i1 = 0; i1 < 3ull; i1++) {",
+            "void *a0 = (void *) ((char *) d_0 + (0ll + (long long) i1 * 32ll + (long long) i2 * 96ll + (long long) i3 * 192ll));",
+            "void *a1 = (void *) ((char *) d_1 + (0ll + (long long) i1 * 32ll",
+            "return kedge_fail_at(\"launch 0: row_copy grid=(1,1,1) block=(32,1,1) smem=0\", i1, i2, i3, e);",
+            "printf(\"%llu launch(es) completed without a CUDA error\\n\", 6ull);",
+        ] {
+            assert!(cu.contains(want), "missing {want}:\n{cu}");
+        }
+    }
+
     /// The C generator gives the same values as kedge's Rust one: compiled with the host C
     /// compiler (the part of the `.cu` file that runs on the host is plain C).
     #[test]

@@ -4,18 +4,17 @@
 //! planted-OOB calibration plugin passes in exact mode (values are right) and is caught by
 //! the guard page and by compute-sanitizer memcheck.
 //!
-//! Skips (with a message) on a machine without a CUDA driver or without nvcc on PATH, so
-//! CI (no GPU) passes by skipping. On the H200:
-//!   cargo test --release -p kedge --test external_gpu -- --nocapture --test-threads 1
+//! Ignored unless asked for (they need a GPU). On the H200:
+//!   cargo test --release -p kedge-runner --test runner external_gpu -- --ignored --nocapture --test-threads 1
 //!
 //! A case that faults kills its CUDA context for good, so each OOB case runs in a child
 //! process (this test binary again, one test selected), as kedge's workers do.
 
-use kedge::plugin;
-use kedge::source_impl::{add_source_impl, Geometry, SourceSpec};
-use kedge_core::device::{driver_present, Device};
-use kedge_core::engine::execute;
+use kedge_core::cuda::driver_present;
+use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};
 use kedge_core::{AllocMode, Case, DType, Detector, Registry, Verdict};
+use kedge_runner::external::plugin;
+use kedge_runner::external::source::{add_source_impl, Geometry, SourceSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -31,27 +30,24 @@ fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A device, or None (skip) when this machine has none.
-fn device() -> Option<Device> {
-    if !driver_present() {
-        eprintln!("SKIPPED: no CUDA driver on this machine");
-        return None;
-    }
-    match Device::open(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            eprintln!("SKIPPED: no CUDA device: {e}");
-            None
-        }
-    }
+/// The GPU these tests need.
+fn device() -> DeviceSlot {
+    assert!(
+        driver_present(),
+        "these tests need a GPU: no CUDA driver here"
+    );
+    DeviceSlot::open(0).unwrap_or_else(|e| panic!("these tests need a GPU: {e}"))
 }
 
 /// Build an example plugin with the README's nvcc command into `dir`.
-fn nvcc_build(src: &str, out: &str, dir: &Path) -> Option<PathBuf> {
-    let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
+fn nvcc_build(src: &str, out: &str, dir: &Path) -> PathBuf {
+    let nvcc = std::env::var("NVCC")
+        .ok()
+        .or_else(|| option_env!("KEDGE_NVCC_PATH").map(String::from))
+        .unwrap_or_else(|| "nvcc".into());
     let arch = std::env::var("KEDGE_NVCC_ARCH").unwrap_or_else(|_| "sm_90".into());
     let lib = dir.join(out);
     let r = Command::new(&nvcc)
@@ -68,20 +64,14 @@ fn nvcc_build(src: &str, out: &str, dir: &Path) -> Option<PathBuf> {
         .arg("-o")
         .arg(&lib)
         .output();
-    match r {
-        Err(e) => {
-            eprintln!("SKIPPED: {nvcc} could not be run ({e}); set NVCC or put nvcc on PATH");
-            None
-        }
-        Ok(o) => {
-            assert!(
-                o.status.success(),
-                "nvcc failed on {src}:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            Some(lib)
-        }
-    }
+    let o =
+        r.unwrap_or_else(|e| panic!("{nvcc} could not be run ({e}): set NVCC or put nvcc on PATH"));
+    assert!(
+        o.status.success(),
+        "nvcc failed on {src}:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    lib
 }
 
 fn smoke_shapes() -> Vec<([i64; 4], i64)> {
@@ -100,18 +90,20 @@ fn smoke_shapes() -> Vec<([i64; 4], i64)> {
 
 fn run_case(
     reg: &Registry,
-    dev: &mut Device,
+    dev: &mut DeviceSlot,
     imp: &str,
     ne: [i64; 4],
     pad: i64,
     alloc: AllocMode,
 ) -> kedge_core::CaseResult {
-    let case = Case::new("rms_norm", imp, DType::F32, ne)
-        .with_param("row_pad", pad)
-        .with_alloc(alloc)
-        .validate(reg)
+    let case = reg
+        .validate(
+            &Case::new("rms_norm", imp, DType::F32, ne)
+                .with_param("row_pad", pad)
+                .with_alloc(alloc),
+        )
         .expect("valid case");
-    let ex = execute(reg, dev, &case);
+    let ex = execute(reg, dev, &case, &mut ReferenceCache::default());
     eprintln!(
         "{} -> {} ({:?}) {}",
         case.label(),
@@ -123,16 +115,15 @@ fn run_case(
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn example_plugin_passes_every_shape_in_every_mode() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
     let _g = gpu_lock();
-    let Some(mut dev) = device() else { return };
+    let mut dev = device();
     let dir = tempfile::tempdir().unwrap();
-    let Some(lib) = nvcc_build("rmsnorm_plugin.cu", "libkedge_rmsnorm.so", dir.path()) else {
-        return;
-    };
+    let lib = nvcc_build("rmsnorm_plugin.cu", "libkedge_rmsnorm.so", dir.path());
     let mut reg = kedge_ops::registry();
     let added = plugin::register(&mut reg, &lib, None).expect("example plugin registers");
     assert_eq!(
@@ -152,12 +143,13 @@ fn example_plugin_passes_every_shape_in_every_mode() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn source_kernel_passes_clamped_and_ggml_breaks_at_65536() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
     let _g = gpu_lock();
-    let Some(mut dev) = device() else { return };
+    let mut dev = device();
     let mut reg = kedge_ops::registry();
     let file = root().join("examples/source-kernel/my_rms_norm.cu");
     let clamped = add_source_impl(
@@ -213,12 +205,13 @@ fn source_kernel_passes_clamped_and_ggml_breaks_at_65536() {
 /// Child side: run the OOB plugin once in the mode named by the environment and print the
 /// verdict on a line the parent looks for.
 #[test]
+#[ignore = "needs a GPU"]
 fn oob_child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;
     };
     let lib = PathBuf::from(std::env::var("KEDGE_OOB_PLUGIN").expect("KEDGE_OOB_PLUGIN"));
-    let mut dev = Device::open(0).expect("device");
+    let mut dev = device();
     let mut reg = kedge_ops::registry();
     plugin::register(&mut reg, &lib, None).expect("oob plugin registers");
     let alloc: AllocMode = mode.parse().expect("alloc mode");
@@ -245,7 +238,14 @@ fn child(lib: &Path, mode: &str, sanitizer: Option<&str>) -> String {
         None => Command::new(&exe),
     };
     let out = cmd
-        .args(["--exact", "oob_child", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "external_gpu::oob_child",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_ENV, mode)
         .env("KEDGE_OOB_PLUGIN", lib)
         .output()
@@ -260,21 +260,19 @@ fn child(lib: &Path, mode: &str, sanitizer: Option<&str>) -> String {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn oob_plugin_is_caught_by_guard_page_and_memcheck() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
     let _g = gpu_lock();
-    let Some(dev) = device() else { return };
-    drop(dev);
+    drop(device());
     let dir = tempfile::tempdir().unwrap();
-    let Some(lib) = nvcc_build(
+    let lib = nvcc_build(
         "rmsnorm_plugin_oob.cu",
         "libkedge_rmsnorm_oob.so",
         dir.path(),
-    ) else {
-        return;
-    };
+    );
     // Exact allocations: every value is right, so without a memory detector it passes.
     let exact = child(&lib, "exact", None);
     assert!(exact.contains("KEDGE-VERDICT pass None"), "{exact}");

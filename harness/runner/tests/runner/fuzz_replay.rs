@@ -3,19 +3,20 @@
 //! function the libFuzzer target calls, then a fixed number of pseudo-random inputs does.
 //! No cargo-fuzz or nightly toolchain needed; `fuzz/README.md` says how to fuzz for real.
 
-use kedge_core::rng::Rng;
+use kedge_core::model::rng::Rng;
+use kedge_runner::workflow::fuzz::targets;
 use std::path::PathBuf;
 
 fn seeds_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/seeds")
+        .join("../../fuzz/seeds")
         .join(target)
 }
 
 #[test]
 fn committed_seeds_replay_without_a_crash() {
     let reg = kedge_ops::registry();
-    for (name, f) in kedge::fuzzing::targets() {
+    for (name, f) in targets::targets() {
         let dir = seeds_dir(name);
         let mut n = 0;
         let mut entries: Vec<_> = std::fs::read_dir(&dir)
@@ -38,7 +39,7 @@ fn committed_seeds_replay_without_a_crash() {
 fn bounded_random_inputs_do_not_crash() {
     let reg = kedge_ops::registry();
     let mut rng = Rng::new(0x006b_6564_6765);
-    for (name, f) in kedge::fuzzing::targets() {
+    for (name, f) in targets::targets() {
         for i in 0..1500 {
             let len = rng.below(192) as usize;
             let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
@@ -57,7 +58,7 @@ fn bounded_random_inputs_do_not_crash() {
 #[test]
 fn naive_models_name_real_ops() {
     let reg = kedge_ops::registry();
-    let models = kedge::fuzzing::naive_models();
+    let models = targets::naive_models();
     for m in &models {
         assert!(reg.op(m.op).is_ok(), "naive model for unknown op {}", m.op);
     }
@@ -69,7 +70,7 @@ fn naive_models_name_real_ops() {
         .collect();
     if !missing.is_empty() {
         eprintln!(
-            "ops whose CPU reference has no naive model in kedge::fuzzing yet: {}",
+            "ops whose CPU reference has no naive model in kedge_ops::fuzz_models yet: {}",
             missing.join(", ")
         );
     }

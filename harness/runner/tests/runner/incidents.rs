@@ -1,21 +1,34 @@
 //! Every incident's CPU expectation (`expect_cpu` in corpora/incidents.jsonl), checked with
 //! `engine::check_on_cpu` against the h200 profile: the launch contract and the reference.
-//! Incidents whose op is not in the registry yet are listed, not failed (ops arrive in
-//! separate branches); at least one incident must be checked.
+//! Incidents whose op is not in the registry are listed, not failed; at least one incident
+//! must be checked. The corpus built into kedge is the file in the repository.
 
-use kedge::corpus::{read_expectations, Expected};
 use kedge_core::{engine, LimitsProfile};
+use kedge_runner::select::{Corpus, Expectation, Expected};
 use std::path::PathBuf;
 
-fn incidents() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../corpora/incidents.jsonl")
+fn path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../corpora/incidents.jsonl")
+}
+
+fn read_expectations() -> Vec<Expectation> {
+    Corpus::incidents(Some(&path()))
+        .unwrap()
+        .expectations()
+        .unwrap()
+}
+
+#[test]
+fn the_built_in_incidents_are_the_repository_file() {
+    let file = std::fs::read_to_string(path()).unwrap();
+    assert_eq!(Corpus::incidents(None).unwrap().text, file);
 }
 
 #[test]
 fn every_incident_says_on_the_cpu_what_it_must() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
-    let all = read_expectations(&incidents()).unwrap();
+    let all = read_expectations();
     assert!(!all.is_empty());
     let mut checked = 0;
     let mut not_in_registry = Vec::new();
@@ -25,9 +38,8 @@ fn every_incident_says_on_the_cpu_what_it_must() {
             not_in_registry.push(format!("{} ({})", e.incident, e.case.op));
             continue;
         }
-        let case = e
-            .case
-            .validate(&reg)
+        let case = reg
+            .validate(&e.case)
             .unwrap_or_else(|err| panic!("incident {}: {err}", e.incident));
         assert_eq!(
             case, e.case,
@@ -68,7 +80,7 @@ fn every_incident_says_on_the_cpu_what_it_must() {
 fn rms_norm_incident_names_grid_y_on_the_cpu() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
-    let all = read_expectations(&incidents()).unwrap();
+    let all = read_expectations();
     let e = all
         .iter()
         .find(|e| e.case.op == "rms_norm" && e.case.imp == "ggml" && e.case.ne[2] == 65536)

@@ -1,23 +1,25 @@
 //! A multi-GPU sweep's scheduling with real worker processes and no GPU: one supervisor per
-//! "GPU", each starting a fake worker (a shell script speaking the worker protocol) with
-//! `--device N`. GPU 1 falls off the bus during its 4th case: that case gets `device-fault`
+//! "GPU", each starting a fake worker (a shell script speaking the worker protocol) whose
+//! spec names device N. GPU 1 falls off the bus during its 4th case: that case gets `device-fault`
 //! (as on real hardware, the case in flight is charged), every later worker on GPU 1 cannot
 //! open it, GPU 1 is given up, and GPU 0 runs the rest. Every case gets exactly one verdict,
 //! tagged with the GPU it ran on.
 
-mod common;
-use kedge::schedule::{self, Options};
-use kedge::supervisor::{Progress, Supervisor, SupervisorConfig};
+use crate::common;
 use kedge_core::{Case, DType, Verdict};
+use kedge_runner::external::ExternalSpec;
+use kedge_runner::run::schedule::{self, Options};
+use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
-# Called as: fake-worker.sh worker --device N
-dev="$3"; dir="$(dirname "$0")"
+# Called as: fake-worker.sh worker, its spec ({"protocol":1,"device":N,...}) the first line.
+IFS= read -r spec
+dev=$(printf '%s' "$spec" | sed 's/.*"device":\([0-9]*\).*/\1/'); dir="$(dirname "$0")"
 echo "$$" >> "$dir/started-$dev"
 if [ -e "$dir/gone-$dev" ]; then
-  echo '{"fatal":{"message":"no CUDA device: gpu '"$dev"' fell off the bus","no_driver":false}}'
+  echo '{"fatal":{"message":"no CUDA device: gpu '"$dev"' fell off the bus","kind":"no-device"}}'
   exit 3
 fi
 printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"device_count":2,"limits":%s}}\n' "$$" "$(cat "$dir/limits.json")"
@@ -37,12 +39,11 @@ fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
 fn pool(dir: &std::path::Path, exe: &std::path::Path, gpu: u32) -> Supervisor {
     Supervisor::new(SupervisorConfig {
         exe: exe.to_path_buf(),
-        worker_args: vec!["--device".into(), gpu.to_string()],
+        spec: WorkerSpec::new(gpu, ExternalSpec::default()),
         timeout: Duration::from_secs(10),
         ready_timeout: Duration::from_secs(10),
         sanitize: None,
         work_dir: dir.join(format!("gpu{gpu}")),
-        progress: Progress::Off,
         keep_worker: true,
     })
 }

@@ -7,17 +7,17 @@
 //! Needs gcc. Without it the tests say they skipped, unless `CI` is set: in CI a missing
 //! gcc fails.
 
-use kedge::plugin::{
-    register, EntryError, OpParams, Plugin, PluginError, PluginImpl, TensorDescs, ABI_VERSION,
+use kedge_core::cuda::RunError;
+use kedge_core::{Case, DType, ImplRole, LimitsProfile, Registry};
+use kedge_runner::external::plugin::{
+    register, EntryError, EntryParams, Plugin, PluginError, PluginImpl, TensorDescs, ABI_VERSION,
     MSG_LEN,
 };
-use kedge_core::device::RunError;
-use kedge_core::{Case, DType, ImplRole, LimitsProfile, Registry};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/testplug.c");
-const INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
+const INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../include");
 
 /// A built test plugin; the directory is removed when it drops.
 struct Built {
@@ -124,8 +124,13 @@ fn registered_impls_are_external_and_say_the_plan_is_unchecked() {
     assert_eq!(imp.role().name(), "external");
     let h200 = LimitsProfile::builtin("h200").unwrap();
     // A validated case through the registry, as the CLI will build it.
-    let case = Case::new("rms_norm", "plugin:testplug", DType::F32, [64, 1, 65536, 1])
-        .validate(&r)
+    let case = r
+        .validate(&Case::new(
+            "rms_norm",
+            "plugin:testplug",
+            DType::F32,
+            [64, 1, 65536, 1],
+        ))
         .expect("case with the plugin impl validates");
     let plan = imp.plan(&case, &h200).expect("plan");
     assert!(plan.launches.is_empty());
@@ -142,7 +147,7 @@ fn registered_impls_are_external_and_say_the_plan_is_unchecked() {
     );
     // A dtype outside the entry's mask is refused by plan, with the dtypes it has.
     let f16 = Case::new("rms_norm", "plugin:testplug", DType::F16, [64, 1, 1, 1]);
-    let why = imp.plan(&f16, &h200).unwrap_err();
+    let why = imp.plan(&f16, &h200).unwrap_err().0;
     assert!(why.contains("f16") && why.contains("f32"), "{why}");
     // The same plugin again: its names are taken, and nothing more is added.
     let before = r.impls_of(op).len();
@@ -305,7 +310,7 @@ fn entry_setup(b: &Path) -> (PluginImpl, Case, TensorDescs) {
 
 fn call(imp: &PluginImpl, case: &Case, descs: &mut TensorDescs) -> Result<(), EntryError> {
     let specs = imp.op().tensors(case).unwrap();
-    let params = OpParams::for_case("rms_norm", case, &specs);
+    let params = EntryParams::for_case(imp.op(), case, &specs);
     // SAFETY: the test plugin only reads the descriptors, never the memory they name.
     unsafe { imp.call_entry(descs, &params, std::ptr::null_mut()) }
 }

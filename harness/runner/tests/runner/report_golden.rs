@@ -1,11 +1,11 @@
 //! Reports and gate on a fixture sweep split over two shards, against committed golden files.
-//! `KEDGE_BLESS=1 cargo test -p kedge --test report_golden` rewrites the golden files; review
-//! the diff before committing it.
+//! `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner report_golden` rewrites the golden
+//! files; review the diff before committing it.
 
-use kedge::gate::{gate, Baseline};
-use kedge::report::{find_transitions, render_all, summarize};
-use kedge::results::ResultSet;
 use kedge_core::{AllocMode, Verdict};
+use kedge_runner::gate::{gate, Baseline};
+use kedge_runner::report::{find_transitions, render_all, summarize};
+use kedge_runner::results::ResultSet;
 use std::path::PathBuf;
 
 fn dir(sub: &str) -> PathBuf {
@@ -72,8 +72,8 @@ fn merged_shards_give_the_same_report_in_any_order() {
         v
     };
     assert_eq!(
-        kedge::report::render_markdown(&strip(&a)),
-        kedge::report::render_markdown(&strip(&b))
+        kedge_runner::report::render_markdown(&strip(&a)),
+        kedge_runner::report::render_markdown(&strip(&b))
     );
 }
 
@@ -152,7 +152,7 @@ fn markdown_states_allocation_mode_and_rerun_per_failure() {
     let r = render_all(&shards()).unwrap();
     let md = &r.markdown;
     for res in shards().results.iter().filter(|r| r.verdict.is_failure()) {
-        let rerun = kedge::results::rerun_command(res);
+        let rerun = kedge_runner::results::rerun_command(res);
         assert!(md.contains(&format!("`{rerun}`")), "missing {rerun}");
         assert!(
             md.contains(&format!(

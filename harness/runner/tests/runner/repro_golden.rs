@@ -3,11 +3,11 @@
 //! Each op has one case line in `golden/repro/cases.jsonl` and its expected repro text in
 //! `golden/repro/<op>.txt` (kernel sources replaced by a placeholder line, so editing a kernel
 //! does not change the golden). A new op needs only those two things. To (re)write goldens:
-//! `KEDGE_BLESS=1 cargo test -p kedge --test repro_golden`, then read the diff.
+//! `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner repro_golden`, then read the diff.
 
-use kedge::repro::{self, ReproInput, SourceMode};
-use kedge_core::case::parse_corpus;
+use kedge_core::model::case::parse_corpus;
 use kedge_core::LimitsProfile;
+use kedge_runner::workflow::repro::{self, ReproInput, SourceMode};
 use std::path::PathBuf;
 
 fn dir() -> PathBuf {
@@ -32,8 +32,8 @@ fn repro_output_matches_the_golden_file_of_every_op() {
             ));
             continue;
         };
-        let case = case
-            .validate(&reg)
+        let case = reg
+            .validate(case)
             .unwrap_or_else(|e| panic!("{}:{line}: {e}", cases_path.display()));
         let r = repro::build(&ReproInput {
             reg: &reg,
@@ -53,7 +53,7 @@ fn repro_output_matches_the_golden_file_of_every_op() {
         }
         match std::fs::read_to_string(&golden) {
             Err(_) => problems.push(format!(
-                "no golden file {} for op {}: run `KEDGE_BLESS=1 cargo test -p kedge --test repro_golden`, read it, commit it",
+                "no golden file {} for op {}: run `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner repro_golden`, read it, commit it",
                 golden.display(),
                 op.name()
             )),
@@ -64,7 +64,7 @@ fn repro_output_matches_the_golden_file_of_every_op() {
                     .position(|(a, b)| a != b)
                     .unwrap_or(want.lines().count().min(got.lines().count()));
                 problems.push(format!(
-                    "{} differs from the repro of op {} at line {}:\n  golden: {:?}\n  now:    {:?}\n(if the change is intended: KEDGE_BLESS=1 cargo test -p kedge --test repro_golden)",
+                    "{} differs from the repro of op {} at line {}:\n  golden: {:?}\n  now:    {:?}\n(if the change is intended: KEDGE_BLESS=1 cargo test -p kedge-runner --test runner repro_golden)",
                     golden.display(),
                     op.name(),
                     first + 1,
@@ -83,14 +83,14 @@ fn repro_output_matches_the_golden_file_of_every_op() {
 fn rms_norm_incident_repro_has_the_upstream_line_the_limit_and_the_command() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
-    let case = kedge_core::Case::new(
-        "rms_norm",
-        "ggml",
-        kedge_core::DType::F32,
-        [64, 1, 65536, 1],
-    )
-    .validate(&reg)
-    .unwrap();
+    let case = reg
+        .validate(&kedge_core::Case::new(
+            "rms_norm",
+            "ggml",
+            kedge_core::DType::F32,
+            [64, 1, 65536, 1],
+        ))
+        .unwrap();
     let r = repro::build(&ReproInput {
         reg: &reg,
         case: &case,
@@ -143,24 +143,55 @@ fn rms_norm_incident_repro_has_the_upstream_line_the_limit_and_the_command() {
     );
 }
 
-/// The standalone file is valid CUDA: nvcc (the front end and the device compiler) accepts it.
-/// Skipped without nvcc (set KEDGE_NVCC or put nvcc on PATH; `.ci/run` installs the wheel).
+const ROW_COPY: kedge_core::Kernel = kedge_core::Kernel {
+    file: "row_copy.cu",
+    source: "extern \"C\" __global__ void row_copy(const float *x, float *y, int n) {\n    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i];\n}\n",
+    entry: "row_copy",
+};
+
+/// One launch per row, repeated over rows, channels and samples.
+fn per_row(
+    c: &kedge_core::Case,
+    _: &LimitsProfile,
+) -> Result<kedge_core::Plan, kedge_core::Refusal> {
+    use kedge_core::KernelArg;
+    let [n0, n1, n2, n3] = c.ne;
+    let row = n0 * 4;
+    let step = [row, row * n1, row * n1 * n2];
+    let at = |index| KernelArg::TensorAt {
+        index,
+        offset: 0,
+        step,
+    };
+    let l = kedge_core::LaunchPlan::new(ROW_COPY, [1, 1, 1], [32, 1, 1], 0).args(vec![
+        at(0),
+        at(1),
+        KernelArg::I32(n0 as i32),
+    ]);
+    Ok(kedge_core::Plan::single(l).repeated([n1 as u64, n2 as u64, n3 as u64]))
+}
+
+/// The standalone file is valid CUDA: nvcc (the front end and the device compiler) accepts it,
+/// for every op's golden case (repeated plans become loop nests) and every impl of the
+/// calibration zoo when it is built in (one of them takes a scratch buffer).
 #[test]
+#[cfg_attr(
+    not(kedge_have_nvcc),
+    ignore = "nvcc not found at build time: pip install nvidia-cuda-nvcc==13.0.88 and put its nvidia/cu13/bin on PATH (or set KEDGE_NVCC)"
+)]
 fn standalone_cu_compiles_with_nvcc() {
-    let nvcc = std::env::var("KEDGE_NVCC").unwrap_or_else(|_| "nvcc".into());
-    if std::process::Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("KEDGE_REQUIRE_NVRTC").is_none(),
-            "nvcc is required here (KEDGE_REQUIRE_NVRTC set) but '{nvcc}' was not found"
-        );
-        eprintln!("SKIPPED: no nvcc ('{nvcc}'); set KEDGE_NVCC to run this test");
-        return;
-    }
-    let reg = kedge_ops::registry();
+    let nvcc = option_env!("KEDGE_NVCC_PATH").unwrap_or("nvcc");
+    let mut reg = kedge_ops::registry();
+    reg.add_impl(
+        "rms_norm",
+        Box::new(kedge_core::KernelImpl {
+            name: "per-row",
+            role: kedge_core::ImplRole::Fixed,
+            about: "one launch per row: a repeated plan",
+            plan: per_row,
+        }),
+    )
+    .unwrap();
     let h200 = LimitsProfile::builtin("h200").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(self::dir().join("cases.jsonl")).unwrap();
@@ -168,18 +199,38 @@ fn standalone_cu_compiles_with_nvcc() {
         .unwrap()
         .into_iter()
         .map(|(_, c)| c)
+        .filter(|c| reg.op(&c.op).is_ok())
         .collect();
-    // Every planted zoo impl too: one of them takes a scratch buffer.
-    for imp in reg.impls_of(reg.op("zoo_rows").unwrap()) {
-        cases.push(kedge_core::Case::new(
-            "zoo_rows",
-            imp.name(),
-            kedge_core::DType::F32,
-            [64, 2, 1, 1],
-        ));
+    if let Ok(zoo) = reg.op("zoo_rows") {
+        for imp in reg.impls_of(zoo) {
+            cases.push(kedge_core::Case::new(
+                "zoo_rows",
+                imp.name(),
+                kedge_core::DType::F32,
+                [64, 2, 1, 1],
+            ));
+        }
     }
+    // A padded rms_norm case with the clamped fix, beside the golden one, and a repeated
+    // plan (a C loop nest).
+    cases.push(
+        kedge_core::Case::new(
+            "rms_norm",
+            "clamped",
+            kedge_core::DType::F32,
+            [100, 4, 2, 2],
+        )
+        .with_param("row_pad", 3),
+    );
+    cases.push(kedge_core::Case::new(
+        "rms_norm",
+        "per-row",
+        kedge_core::DType::F32,
+        [8, 3, 2, 2],
+    ));
+    let mut compiled = 0;
     for (i, c) in cases.iter().enumerate() {
-        let c = c.validate(&reg).unwrap();
+        let c = reg.validate(c).unwrap();
         let r = repro::build(&ReproInput {
             reg: &reg,
             case: &c,
@@ -195,7 +246,7 @@ fn standalone_cu_compiles_with_nvcc() {
         let cu = dir.path().join(format!("repro{i}.cu"));
         let ptx = dir.path().join(format!("repro{i}.ptx"));
         std::fs::write(&cu, &source).unwrap();
-        let out = std::process::Command::new(&nvcc)
+        let out = std::process::Command::new(nvcc)
             .args(["-arch=compute_90", "-ptx", "-o"])
             .arg(&ptx)
             .arg(&cu)
@@ -219,17 +270,13 @@ fn standalone_cu_compiles_with_nvcc() {
             c.label()
         );
         let ptx_text = std::fs::read_to_string(&ptx).unwrap();
-        // Every planned entry is in the PTX. A plan may launch nothing: sdpa_prefill's
-        // unfused-fallback past its buffer limit returns with no work done, and its repro
-        // launches nothing either.
-        let plan = kedge_core::Registry::resolve(&reg, &c)
-            .unwrap()
-            .1
-            .plan(&c, &h200)
-            .unwrap();
+        // Every planned entry is in the PTX.
+        let plan = reg.resolve(&c).unwrap().1.plan(&c, &h200).unwrap();
         for l in &plan.launches {
-            let entry = &l.kernel;
+            let entry = l.name();
             assert!(ptx_text.contains(&format!(".entry {entry}(")), "{entry}");
         }
+        compiled += 1;
     }
+    assert!(compiled > 0, "no repro had a standalone .cu");
 }

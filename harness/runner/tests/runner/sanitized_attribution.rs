@@ -6,8 +6,8 @@
 //! XML parser and attribution run end to end without a GPU. The same comparison on the H200,
 //! with the real compute-sanitizer, is in scripts/device-check.sh.
 
-use kedge::supervisor::{SanitizeSpec, Supervisor, SupervisorConfig};
-use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
+use kedge_core::{Case, CaseResult, DType, Detector, Tool, Under, Verdict};
+use kedge_runner::run::{SanitizeSpec, Supervisor, SupervisorConfig, WorkerSpec};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -16,6 +16,7 @@ const FAKE_SANITIZER: &str = r#"#!/usr/bin/env bash
 # usage: fake-sanitizer.sh XML -- WORKER...   (seed 13 reads past its end; seed 666 also crashes)
 xml="$1"; shift; shift
 dir="$(dirname "$0")"
+IFS= read -r spec
 echo '<?xml version="1.0" encoding="utf-8"?>' > "$xml"
 echo '<ComputeSanitizerOutput>' >> "$xml"
 echo "========= COMPUTE-SANITIZER"
@@ -58,9 +59,9 @@ fn setup(dir: &Path) -> std::path::PathBuf {
     // The Precise record of the real fixture captured on an H200.
     let fixture = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/compute-sanitizer/memcheck-oob-read-exact-alloc.xml"
+        "/tests/fixtures/sanitizer/memcheck-oob-read-exact-alloc.xml"
     ))
-    .expect("shared/fixtures present beside the repository");
+    .expect("the memcheck fixture");
     let start = fixture.find("<record>").unwrap();
     let end = fixture.find("</record>").unwrap() + "</record>".len();
     std::fs::write(dir.join("oob.xml"), format!("  {}\n", &fixture[start..end])).unwrap();
@@ -71,29 +72,28 @@ fn setup(dir: &Path) -> std::path::PathBuf {
 }
 
 fn run(dir: &Path, wrapper: &Path, cases: &[Case], batch: usize) -> Vec<CaseResult> {
-    let tool = kedge::sanitizer::Tool::Memcheck;
+    let tool = Tool::Memcheck;
     let spec = SanitizeSpec {
-        tool: "memcheck".into(),
+        tool,
         prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
         attribute: Box::new(move |xml: &Path, started: usize| {
-            let parsed = kedge::sanitizer::parse_xml_file(xml).map_err(|e| e.to_string())?;
-            let att = kedge::sanitizer::attribute(&parsed.records, started);
+            let parsed = kedge_runner::sanitizer::parse_xml_file(xml).map_err(|e| e.to_string())?;
+            let att = kedge_runner::sanitizer::attribute(&parsed.records, started);
             Ok(att
                 .per_case
                 .iter()
-                .map(|r| kedge::sanitizer::case_findings(r, tool))
+                .map(|r| kedge_runner::sanitizer::case_findings(r, tool))
                 .collect())
         }),
         batch,
     };
     let mut sup = Supervisor::new(SupervisorConfig {
         exe: "unused-by-the-fake".into(),
-        worker_args: vec![],
+        spec: WorkerSpec::default(),
         timeout: Duration::from_secs(10),
         ready_timeout: Duration::from_secs(10),
         sanitize: Some(spec),
         work_dir: dir.join(format!("w{batch}")),
-        progress: kedge::supervisor::Progress::Lines,
         keep_worker: false,
     });
     let mut out = Vec::new();
@@ -146,7 +146,7 @@ fn batch_attribution_equals_one_case_per_worker() {
             }
             _ => assert_eq!(r.verdict, Verdict::Pass, "{}: {}", r.case.label(), r.detail),
         }
-        assert_eq!(r.under, "memcheck");
+        assert_eq!(r.under, Under::Tool(Tool::Memcheck));
     }
     // The crash (seed 666) also left its supervisor verdict in `also`.
     let crashed = batched.iter().find(|r| r.case.seed == 666).unwrap();

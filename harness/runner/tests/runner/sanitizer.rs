@@ -1,11 +1,11 @@
 //! The sanitizer parser and attribution on the real fixture and on `synthetic-*` fixtures.
 
-use kedge::sanitizer::{
+use kedge_core::judge::result::Finding;
+use kedge_core::{Detector, Verdict};
+use kedge_runner::sanitizer::{
     attribute, case_findings, enrich_from_text, findings_to_verdict, parse_text, parse_xml,
     parse_xml_file, Direction, Record, RecordClass, RecordKind, SanitizerError, Tool,
 };
-use kedge_core::verdict::Finding;
-use kedge_core::{Detector, Verdict};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {

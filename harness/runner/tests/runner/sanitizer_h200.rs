@@ -9,8 +9,8 @@
 //!
 //! Host paths inside the files were replaced by WORKDIR / kedge.
 
-use kedge::sanitizer::{analyze_run, Tool};
 use kedge_core::{Detector, Verdict};
+use kedge_runner::sanitizer::{analyze_run, Tool};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {

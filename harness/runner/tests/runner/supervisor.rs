@@ -3,13 +3,16 @@
 //! case still gets its verdict. The worker here is a small shell script speaking the worker
 //! protocol, so the test needs no GPU; the real worker is exercised on the device machine.
 
-mod common;
-use kedge::supervisor::{Supervisor, SupervisorConfig};
+use crate::common;
 use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
+use kedge_runner::external::ExternalSpec;
+use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
 use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
 # Speaks kedge's worker protocol. seed 666: crash with SIGSEGV; seed 777: hang.
+# The first line is the worker spec; the test checks what it said.
+IFS= read -r spec; echo "$spec" >> "$(dirname "$0")/specs"
 # compute-sanitizer prints a banner on stdout before the worker speaks: so does this.
 echo "========= COMPUTE-SANITIZER"
 printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
@@ -42,14 +45,16 @@ fn case(seed: u64) -> Case {
 fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let exe = fake_worker(dir.path());
+    let mut ext = ExternalSpec::default();
+    ext.plugins.push("/plugins/libmine.so".into());
+    let spec = WorkerSpec::new(2, ext);
     let mut sup = Supervisor::new(SupervisorConfig {
         exe,
-        worker_args: vec![],
+        spec: spec.clone(),
         timeout: Duration::from_millis(1500),
         ready_timeout: Duration::from_secs(10),
         sanitize: None,
         work_dir: dir.path().join("w"),
-        progress: kedge::supervisor::Progress::Lines,
         keep_worker: false,
     });
     let cases = vec![
@@ -105,32 +110,10 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     // First worker, one after the crash, one after the hang, one after the retirement.
     assert_eq!(summary.workers_started, 4);
     assert_eq!(summary.workers_replaced, 3);
-}
-
-#[test]
-fn results_file_resume_skips_finished_cases() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("results.jsonl");
-    let mut w = kedge::results::ResultsWriter::open(&path, false).unwrap();
-    let r = CaseResult::new(&case(1), Verdict::Pass, Detector::None, "ok");
-    w.write(&r).unwrap();
-    drop(w);
-    // A torn last line (interrupted write) is ignored, not fatal.
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"id\":\"tor"))
-        .unwrap();
-    let done = kedge::results::finished_ids(&path, "native");
-    assert!(done.contains(&case(1).id()));
-    assert!(!done.contains(&case(2).id()));
-    let mut w = kedge::results::ResultsWriter::open(&path, true).unwrap();
-    w.write(&CaseResult::new(
-        &case(2),
-        Verdict::Pass,
-        Detector::None,
-        "ok",
-    ))
-    .unwrap();
-    assert_eq!(kedge::results::read(&path).unwrap().len(), 2);
+    // Every worker got the typed spec first: its GPU and the plugins of the command line.
+    let specs = std::fs::read_to_string(dir.path().join("specs")).unwrap();
+    assert_eq!(specs.lines().count(), 4);
+    for line in specs.lines() {
+        assert_eq!(serde_json::from_str::<WorkerSpec>(line).unwrap(), spec);
+    }
 }
