@@ -1,4 +1,5 @@
 use crate::args::ProfileArg;
+use kedge_core::LimitsProfile;
 use kedge_runner::console::Out;
 use kedge_runner::errors::OutputError;
 use kedge_runner::gate::{gate, Baseline};
@@ -27,6 +28,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
+    let profile = a.profile.get()?;
     let set = ResultSet::load(&a.results)?;
     if let Some(w) = &a.write_baseline {
         for t in &set.torn {
@@ -52,7 +54,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
     let baseline = Baseline::load(path)?;
     let mut outcome = gate(&baseline, &set.results).with_torn(set.torn.clone());
     if let Some(e) = &a.expect {
-        let expected = expected_cases(e, &a.profile)?;
+        let expected = expected_cases(e, &profile)?;
         outcome = outcome.expecting(&expected, &set.results);
     }
     Out::stdout().text(&outcome.render());
@@ -60,10 +62,10 @@ pub fn run(a: Args) -> Result<Status, Error> {
 }
 
 /// A suite's cases, or a plan file's.
-fn expected_cases(e: &str, profile: &ProfileArg) -> Result<Vec<kedge_core::Case>, Error> {
+fn expected_cases(e: &str, profile: &LimitsProfile) -> Result<Vec<kedge_core::Case>, Error> {
     let reg = kedge_ops::registry();
     if let Ok(suite) = e.parse::<Suite>() {
-        return Ok(Selection::default().cases(&reg, suite, &profile.get()?, None)?);
+        return Ok(Selection::default().cases(&reg, suite, profile, None)?);
     }
     let corpus = Corpus::read(Path::new(e))?;
     let cases = corpus.cases()?;

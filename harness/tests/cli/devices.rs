@@ -1,17 +1,9 @@
 //! `kedge sweep --devices` on the command line (no GPU needed): a list of ordinals parses,
 //! anything else exits 2 saying what is wrong, and it cannot be mixed with `--device`.
 
-use std::process::Command;
-
 fn kedge(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kedge"))
-        .args(args)
-        .output()
-        .expect("run kedge");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (rc, _, err) = crate::kedge(args);
+    (rc, err)
 }
 
 #[test]

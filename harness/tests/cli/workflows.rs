@@ -1,20 +1,7 @@
-//! The issue-6 subcommands through the real binary, on the CPU: `minimize --cpu`, `repro`
-//! (from a case and from a verdict line), `selftest --cpu`, `fuzz --cpu`.
+//! The workflows through the real binary, on the CPU: `minimize --cpu`, `repro` (from a case
+//! and from a verdict line), `selftest --cpu`, `fuzz --cpu`.
 
-use std::process::Command;
-
-fn kedge(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kedge"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .expect("running kedge");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::kedge;
 
 const INCIDENT: &str = r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}"#;
 
@@ -46,11 +33,14 @@ fn repro_takes_a_case_or_a_verdict_line_and_rejects_garbage() {
     assert!(out.contains("nvcc -arch=sm_90 -o repro repro.cu"));
     assert!(out.contains("extern \"C\" __global__ void rms_norm_ggml_256("));
     // A verdict line with no launch limit involved: the comment names the verdict.
-    let verdict = r#"{"id":"x","case":{"op":"zoo_rows","impl":"planted-wrong-at-one-size","dtype":"f32","ne":[1000,3,1,1]},"verdict":"wrong-values","detector":"reference","detail":"nmse 1.5e-3","under":"native","ms":1.0}"#;
+    let verdict = r#"{"id":"x","case":{"op":"rms_norm","impl":"clamped","dtype":"f32","ne":[1000,3,1,1]},"verdict":"wrong-values","detector":"reference","detail":"nmse 1.5e-3","under":"native","ms":1.0}"#;
     let (rc, out, err) = kedge(&["repro", verdict]);
     assert_eq!(rc, 0, "{err}");
-    assert!(out.contains("upstream's test-backend-ops has no equivalent of op zoo_rows"));
-    assert!(out.contains("zoo_rows_wrong_at_one_size"));
+    assert!(
+        out.contains("// kedge: wrong-values (reference) with impl clamped: nmse 1.5e-3"),
+        "{out}"
+    );
+    assert!(out.contains("rms_norm_clamped_256"));
     assert!(out.contains("# kedge saw: wrong-values (reference) under native: nmse 1.5e-3"));
     let (rc, _, err) = kedge(&["repro", "{not json"]);
     assert_eq!(rc, 2, "{err}");
@@ -67,7 +57,10 @@ fn selftest_on_the_cpu_checks_the_incidents_and_says_what_did_not_run() {
     assert!(out.contains(
         "| cpu | launch-error (launch-contract) | launch-error (launch-contract) | PASS |"
     ));
-    assert!(out.contains("| planted-missing-syncthreads |"));
+    assert!(
+        out.contains("| rms_norm | planted-read-past-end |"),
+        "{out}"
+    );
     assert!(out.contains("NOT RUN"));
     assert!(out.contains("not run:"));
     assert!(out_dir.join("selftest.md").exists());

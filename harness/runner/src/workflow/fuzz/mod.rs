@@ -86,6 +86,15 @@ pub fn fuzz(req: &FuzzRequest) -> Result<FuzzOutcome, Error> {
         max_elements: MaxElements::from_flag(req.max_elements, Some(FUZZ_MAX_ELEMENTS)),
     };
     let cases = generate(&reg, &limits, &spec, req.cases, req.fuzz_seed);
+    if cases.is_empty() && req.cases > 0 {
+        return Err(crate::select::SelectError::Empty {
+            why: format!(
+                "none of the cases generated (seed {}) passes the filters and --max-elements",
+                req.fuzz_seed
+            ),
+        }
+        .into());
+    }
     crate::note!("fuzz: {} cases (seed {})", cases.len(), req.fuzz_seed);
     let mut gpu: Option<GpuExecutor> = match &engine {
         Some(e) => Some(e.executor(None)?),
