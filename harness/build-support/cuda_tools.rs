@@ -10,6 +10,7 @@
 // missing library or compiler fails the build instead.
 
 /// The directories searched, in order.
+#[allow(dead_code)]
 fn nvrtc_search_dirs() -> Vec<std::path::PathBuf> {
     use std::path::PathBuf;
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -40,6 +41,7 @@ fn nvrtc_search_dirs() -> Vec<std::path::PathBuf> {
 }
 
 /// The first `libnvrtc.so*` in the search directories.
+#[allow(dead_code)]
 fn find_nvrtc() -> Option<std::path::PathBuf> {
     for dir in nvrtc_search_dirs() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -59,6 +61,7 @@ fn find_nvrtc() -> Option<std::path::PathBuf> {
 }
 
 /// Declare `cfg(kedge_have_nvrtc)` and set it when libnvrtc is found.
+#[allow(dead_code)]
 fn nvrtc_probe() {
     println!("cargo::rustc-check-cfg=cfg(kedge_have_nvrtc)");
     for var in [
@@ -87,6 +90,7 @@ fn nvrtc_probe() {
 }
 
 /// The `nvcc` a test should use: `KEDGE_NVCC`, else the first on PATH or under CUDA_HOME.
+#[allow(dead_code)]
 fn find_nvcc() -> Option<std::path::PathBuf> {
     use std::path::PathBuf;
     if let Some(p) = std::env::var_os("KEDGE_NVCC") {
@@ -106,6 +110,7 @@ fn find_nvcc() -> Option<std::path::PathBuf> {
 }
 
 /// Declare `cfg(kedge_have_nvcc)` and set it (with `KEDGE_NVCC_PATH`) when nvcc is found.
+#[allow(dead_code)]
 fn nvcc_probe() {
     println!("cargo::rustc-check-cfg=cfg(kedge_have_nvcc)");
     for var in ["PATH", "KEDGE_NVCC", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "KEDGE_REQUIRE_NVRTC"] {

@@ -1,8 +1,8 @@
-//! Every case an op declares (smoke shapes and boundary probes, on every built-in profile)
-//! validates against the registry and gets its tensors: a declaration the op itself rejects
-//! would make suite generation fail.
+//! Every case an op declares (smoke shapes, its own boundary probes and the generated ones,
+//! on every built-in profile) validates against the registry and gets its tensors: a
+//! declaration the op itself rejects would make suite generation fail.
 
-use kedge_core::op::Axis;
+use crate::boundaries;
 use kedge_core::{Case, LimitsProfile};
 
 #[test]
@@ -21,7 +21,7 @@ fn every_declared_case_is_valid() {
                 c.params = params;
                 cases.push((format!("smoke {ne:?}"), c));
             }
-            for b in op.boundaries(&p) {
+            for b in boundaries(*op, &p) {
                 assert!(
                     !b.reach.0.is_empty(),
                     "{}: '{}' has no reach note",
@@ -39,21 +39,13 @@ fn every_declared_case_is_valid() {
                     b.label,
                     b.at
                 );
-                for v in probes {
-                    let mut c = Case::new(op.name(), imp, b.dtype.unwrap_or(dtype), b.base);
-                    c.params = b.params.clone();
-                    match b.axis {
-                        Axis::Ne(d) => c.ne[d] = v,
-                        Axis::Param(name) => {
-                            c.params.insert(name.to_string(), v.into());
-                        }
-                    }
-                    cases.push((format!("{} = {v}", b.label), c));
+                for c in b.cases(op.name(), imp, dtype) {
+                    cases.push((format!("{}: {}", b.label, c.label()), c));
                 }
             }
             for (what, c) in cases {
-                let c = c
-                    .validate(&reg)
+                let c = reg
+                    .validate(&c)
                     .unwrap_or_else(|e| panic!("{} {what}: {e}", op.name()));
                 op.tensors(&c)
                     .unwrap_or_else(|e| panic!("{} {what}: {e}", op.name()));

@@ -1,13 +1,22 @@
-//! Cross-checks of the ops norm, l2_norm, rms_norm_mul_add and add_id through the registry, as
-//! the engine will use them: every smoke shape validates, its inputs fit its tensors and its
-//! reference yields one value per output element; every boundary probe validates, upstream's
-//! impl breaks the h200 limits exactly on the probes past 65535 on the axes its grid puts
-//! there, and the fixed impl never does.
+//! Cross-checks of the row ops (rms_norm, norm, l2_norm, rms_norm_mul_add) and add_id through
+//! the registry, as the engine uses them: every smoke shape validates, its inputs fit its
+//! tensors and its reference yields one value per output element; every boundary probe (own
+//! and generated) validates, upstream's impl breaks the h200 limits exactly on the probes
+//! past 65535 on the axes its grid puts there, and the fixed impl never does. Ops of the list
+//! this build does not have are skipped.
 
-use kedge_core::op::Axis;
-use kedge_core::{Case, DType, LimitsProfile, Role};
+use crate::boundaries;
+use kedge_core::{Axis, Case, DType, LimitsProfile, Role};
 
-const OPS: &[&str] = &["norm", "l2_norm", "rms_norm_mul_add", "add_id"];
+const OPS: &[&str] = &["rms_norm", "norm", "l2_norm", "rms_norm_mul_add", "add_id"];
+
+/// The ops of `OPS` this build has.
+fn ops() -> Vec<&'static str> {
+    let reg = kedge_ops::registry();
+    let v: Vec<&str> = OPS.iter().copied().filter(|o| reg.op(o).is_ok()).collect();
+    assert!(!v.is_empty());
+    v
+}
 
 /// The ne axes upstream's grid puts on grid.y / grid.z (capped at 65535).
 fn ggml_capped_axes(op: &str) -> &'static [usize] {
@@ -20,15 +29,15 @@ fn ggml_capped_axes(op: &str) -> &'static [usize] {
 #[test]
 fn smoke_references_run_on_the_ops_own_inputs() {
     let reg = kedge_ops::registry();
-    for name in OPS {
+    for name in ops() {
         let op = reg.op(name).unwrap();
         let smoke = op.smoke();
         assert!(!smoke.is_empty(), "{name} has no smoke shapes");
         for (ne, params) in smoke {
             let mut c = Case::new(name, "ggml", DType::F32, ne);
             c.params = params;
-            let c = c
-                .validate(&reg)
+            let c = reg
+                .validate(&c)
                 .unwrap_or_else(|e| panic!("{name} {ne:?}: {e}"));
             let specs = op.tensors(&c).unwrap();
             let inputs = op.inputs(&c, &specs).unwrap();
@@ -61,10 +70,10 @@ fn smoke_references_run_on_the_ops_own_inputs() {
 fn boundary_probes_break_ggml_exactly_past_the_grid_limit() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
-    for name in OPS {
+    for name in ops() {
         let op = reg.op(name).unwrap();
         let mut transitions = 0;
-        for b in op.boundaries(&h200) {
+        for b in boundaries(op, &h200) {
             assert!(
                 !b.reach.0.is_empty(),
                 "{name} {}: no reachability note",
@@ -74,13 +83,10 @@ fn boundary_probes_break_ggml_exactly_past_the_grid_limit() {
                 continue;
             };
             let mut failed_at = Vec::new();
-            for v in b.probe_values() {
-                let mut ne = b.base;
-                ne[d] = v;
-                let mut c = Case::new(name, "ggml", DType::F32, ne);
-                c.params = b.params.clone();
-                let c = c
-                    .validate(&reg)
+            for c in b.cases(name, "ggml", DType::F32) {
+                let (ne, v) = (c.ne, c.ne[d]);
+                let c = reg
+                    .validate(&c)
                     .unwrap_or_else(|e| panic!("{name} {}: {ne:?}: {e}", b.label));
                 assert!(op.upstream(&c).is_some(), "{name} {ne:?}: no upstream line");
                 let expect_fail = ggml_capped_axes(name).contains(&d) && v > 65_535;
@@ -113,7 +119,7 @@ fn boundary_probes_break_ggml_exactly_past_the_grid_limit() {
             }
         }
         // Every op has a boundary on each axis its upstream grid caps (add_id: n_tokens;
-        // the row ops: ne[2] and ne[3]).
+        // the row ops: ne[2] and ne[3]), generated from the profile's grid limits.
         assert!(
             transitions >= ggml_capped_axes(name).len(),
             "{name}: only {transitions} boundaries show the ggml launch failing"
