@@ -76,7 +76,7 @@ fn expected_cases(e: &str, profile: &LimitsProfile) -> Result<Vec<kedge_core::Ca
                 .map_err(|error| kedge_runner::select::SelectError::AtLine {
                     source_name: e.to_string(),
                     line,
-                    error,
+                    error: Box::new(error),
                 })?,
         );
     }

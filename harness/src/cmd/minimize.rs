@@ -44,14 +44,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
                 r.detector
             );
         }
-        minimize(
-            &reg,
-            &case,
-            None,
-            &prof,
-            a.budget,
-            Probes::Cpu(prof.clone()),
-        )?
+        minimize(&reg, &case, None, &prof, a.budget, Probes::Cpu(&prof))?
     } else {
         let tools = a.exec.tools()?;
         let tool = tools

@@ -20,7 +20,10 @@ pub enum ExternalError {
     #[error(transparent)]
     Plugin(#[from] PluginError),
     #[error("kernel {file}: {error}")]
-    Source { file: PathBuf, error: SourceError },
+    Source {
+        file: PathBuf,
+        error: Box<SourceError>,
+    },
     #[error("--kernel needs the op it implements: --kernel-op OP or a single -o OP")]
     KernelOpMissing,
 }
@@ -79,7 +82,7 @@ impl ExternalSpec {
             let a =
                 source::add_source_impl(&mut reg, s).map_err(|error| ExternalError::Source {
                     file: s.file.clone(),
-                    error,
+                    error: Box::new(error),
                 })?;
             added.push(Added {
                 note: format!(

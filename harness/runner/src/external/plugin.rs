@@ -144,7 +144,10 @@ pub enum PluginError {
         name: String,
     },
     #[error("plugin {path}: {error}")]
-    Registry { path: PathBuf, error: CaseError },
+    Registry {
+        path: PathBuf,
+        error: Box<CaseError>,
+    },
 }
 
 /// How one call of an entry ended, when it did not end in `KEDGE_OK`.
@@ -493,7 +496,7 @@ pub fn register(
         reg.add_impl(op, Box::new(i))
             .map_err(|error| PluginError::Registry {
                 path: plugin.path.clone(),
-                error,
+                error: Box::new(error),
             })?;
     }
     Ok(seen)

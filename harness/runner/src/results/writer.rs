@@ -137,7 +137,7 @@ mod tests {
             "ok",
         ))
         .unwrap();
-        let set = ResultSet::load(&[path.clone()]).unwrap();
+        let set = ResultSet::load(std::slice::from_ref(&path)).unwrap();
         assert_eq!(set.results.len(), 2);
         assert!(set.torn.is_empty());
         // A second writer on the same file is refused while the first holds it.

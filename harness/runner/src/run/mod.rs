@@ -52,7 +52,7 @@ pub enum EngineError {
         /// "; not run: ..." when every GPU was lost.
         left: String,
         #[source]
-        source: schedule::ScheduleError<SupervisorError>,
+        source: Box<schedule::ScheduleError<SupervisorError>>,
     },
     #[error("the worker returned no verdict for {case}")]
     NoVerdict { case: String },
@@ -600,7 +600,7 @@ impl Executor for GpuExecutor {
                 gpus,
                 written,
                 left,
-                source,
+                source: Box::new(source),
             }
         })?;
         for d in sched.lost() {

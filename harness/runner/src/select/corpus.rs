@@ -61,7 +61,7 @@ impl Corpus {
     pub fn cases(&self) -> Result<Vec<(usize, Case)>, SelectError> {
         let cases = parse_corpus(&self.text).map_err(|error| SelectError::InCorpus {
             source_name: self.source.to_string(),
-            error,
+            error: Box::new(error),
         })?;
         if cases.is_empty() {
             return Err(SelectError::EmptyCorpus {
@@ -80,10 +80,10 @@ impl Corpus {
             }
             let e: Expectation = serde_json::from_str(t).map_err(|e| SelectError::InCorpus {
                 source_name: self.source.to_string(),
-                error: CaseError::MalformedJson {
+                error: Box::new(CaseError::MalformedJson {
                     line: i + 1,
                     msg: e.to_string(),
-                },
+                }),
             })?;
             out.push(e);
         }

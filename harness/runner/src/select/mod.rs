@@ -24,7 +24,7 @@ pub enum SelectError {
     Case(#[from] CaseError),
     /// A case line given with `--case` (numbered from 1 in the order given).
     #[error("--case #{index}: {error}")]
-    CaseFlag { index: usize, error: CaseError },
+    CaseFlag { index: usize, error: Box<CaseError> },
     #[error("cannot read corpus {path}: {source}")]
     Corpus {
         path: PathBuf,
@@ -34,13 +34,13 @@ pub enum SelectError {
     #[error("{source_name}: {error}")]
     InCorpus {
         source_name: String,
-        error: CaseError,
+        error: Box<CaseError>,
     },
     #[error("{source_name}: line {line}: {error}")]
     AtLine {
         source_name: String,
         line: usize,
-        error: CaseError,
+        error: Box<CaseError>,
     },
     #[error("{source_name}: no case in it (it is empty or only comments), so it selects nothing")]
     EmptyCorpus { source_name: String },
@@ -69,7 +69,7 @@ pub enum SelectError {
     Declared {
         op: String,
         case: String,
-        error: CaseError,
+        error: Box<CaseError>,
     },
     /// Nothing left to run, and why.
     #[error("no case selected: {why}")]
@@ -431,11 +431,14 @@ impl Filters {
 fn locate(source: &str, line: usize, error: CaseError) -> SelectError {
     match line {
         0 => SelectError::Case(error),
-        _ if source == "--case" => SelectError::CaseFlag { index: line, error },
+        _ if source == "--case" => SelectError::CaseFlag {
+            index: line,
+            error: Box::new(error),
+        },
         _ => SelectError::AtLine {
             source_name: source.to_string(),
             line,
-            error,
+            error: Box::new(error),
         },
     }
 }
@@ -469,7 +472,7 @@ impl Selection {
             for (i, line) in self.cases.iter().enumerate() {
                 let c = Case::parse_line(i + 1, line).map_err(|error| SelectError::CaseFlag {
                     index: i + 1,
-                    error,
+                    error: Box::new(error),
                 })?;
                 numbered.push((i + 1, c));
             }

@@ -133,7 +133,7 @@ pub fn generate(
                     let c = reg.validate(&c).map_err(|error| SelectError::Declared {
                         op: op.name().to_string(),
                         case: c.label(),
-                        error,
+                        error: Box::new(error),
                     })?;
                     total += 1;
                     if f.matches(*op, &c) && seen.insert(c.id()) {

@@ -75,12 +75,12 @@ fn the_minimize_workflow_refuses_a_passing_case() {
             [64, 1, 65536, 1],
         ))
         .unwrap();
-    let report = minimize(&reg, &bad, None, &h200, 400, Probes::Cpu(h200.clone())).unwrap();
+    let report = minimize(&reg, &bad, None, &h200, 400, Probes::Cpu(&h200)).unwrap();
     assert_eq!(report.minimized.case.ne, [1, 1, 65536, 1]);
     let good = reg
         .validate(&Case::new("rms_norm", "ggml", DType::F32, [64, 1, 2, 1]))
         .unwrap();
-    let e = minimize(&reg, &good, None, &h200, 400, Probes::Cpu(h200.clone())).unwrap_err();
+    let e = minimize(&reg, &good, None, &h200, 400, Probes::Cpu(&h200)).unwrap_err();
     assert_eq!(e.exit_code(), 2);
     assert!(
         e.to_string()

@@ -44,7 +44,7 @@ fn a_cpu_sweep_writes_its_plan_results_summary_and_reports() {
     assert!(o.cases > 0);
     let plan = std::fs::read_to_string(dir.path().join("plan.jsonl")).unwrap();
     assert_eq!(plan.lines().count(), o.cases);
-    let set = ResultSet::load(&[o.results.clone()]).unwrap();
+    let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
     assert_eq!(set.results.len(), o.cases);
     assert!(set.results.iter().all(|r| r.under == Under::Cpu));
     let text = std::fs::read_to_string(dir.path().join("sweep-summary.json")).unwrap();

@@ -135,7 +135,7 @@ pub fn fuzz(req: &FuzzRequest) -> Result<FuzzOutcome, Error> {
         }
         let probes = match gpu.as_mut() {
             Some(g) => Probes::Gpu(g),
-            None => Probes::Cpu(limits.clone()),
+            None => Probes::Cpu(&limits),
         };
         let report = match minimize::minimize(&reg, &r.case, Some(r), &limits, req.budget, probes) {
             Ok(x) => x,

@@ -17,7 +17,7 @@ use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Op, Params, Registry
 /// What a case's probes run on.
 pub enum Probes<'a> {
     /// The CPU-side check against this profile.
-    Cpu(LimitsProfile),
+    Cpu(&'a LimitsProfile),
     /// One case per fresh worker.
     Gpu(&'a mut GpuExecutor),
 }
@@ -58,7 +58,7 @@ pub fn minimize(
     let boundaries = crate::select::suite::boundaries(op, limits, case.dtype);
     let report = match probes {
         Probes::Cpu(profile) => {
-            let cpu = CpuExecutor::new(reg, profile);
+            let cpu = CpuExecutor::new(reg, profile.clone());
             let pred = |c: &Case| -> Result<CaseResult, std::convert::Infallible> {
                 Ok(match reg.validate(c) {
                     Ok(c) => cpu.check(&c),
