@@ -6,21 +6,24 @@ fn kedge(args: &[&str]) -> (i32, String) {
     (rc, err)
 }
 
-#[test]
-fn bad_device_lists_exit_2_and_say_why() {
+#[rstest::rstest]
+#[case("a,b", "'a' is not a GPU ordinal")]
+#[case("0,x", "'x' is not a GPU ordinal")]
+#[case("", "no GPU given")]
+#[case("0,,1", "'' is not a GPU ordinal")]
+#[case("1,1", "GPU 1 is listed twice")]
+fn bad_device_lists_exit_2_and_say_why(#[case] list: &str, #[case] says: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    for (list, says) in [
-        ("a,b", "'a' is not a GPU ordinal"),
-        ("0,x", "'x' is not a GPU ordinal"),
-        ("", "no GPU given"),
-        ("0,,1", "'' is not a GPU ordinal"),
-        ("1,1", "GPU 1 is listed twice"),
-    ] {
-        let (rc, err) = kedge(&["sweep", "--cpu", "--out", out, "--devices", list]);
-        assert_eq!(rc, 2, "--devices {list:?}: {err}");
-        assert!(err.contains(says), "--devices {list:?}: {err}");
-    }
+    let (rc, err) = kedge(&["sweep", "--cpu", "--out", out, "--devices", list]);
+    assert_eq!(rc, 2, "--devices {list:?}: {err}");
+    assert!(err.contains(says), "--devices {list:?}: {err}");
+}
+
+#[test]
+fn devices_and_device_do_not_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
     let (rc, err) = kedge(&[
         "sweep",
         "--cpu",

@@ -301,16 +301,15 @@ impl RunEngineBuilder {
             Some(e) => e,
             None => std::env::current_exe().map_err(EngineError::Exe)?,
         };
-        let mut engine = RunEngine {
+        let workers = Workers {
             exe,
             spec: WorkerSpec::new(0, self.external),
             opts: self.opts,
             work_dir: self.work_dir,
             keep_workers: self.keep_workers,
-            fleet: None,
         };
-        engine.fleet = Some(engine.probe(&self.gpus)?);
-        Ok(engine)
+        let fleet = workers.probe(&self.gpus)?;
+        Ok(RunEngine { workers, fleet })
     }
 }
 
@@ -323,14 +322,19 @@ fn hint(command: &str) -> Option<&'static str> {
     }
 }
 
-/// The GPU side of a run: a fleet of probed GPUs and how to start workers on them.
-pub struct RunEngine {
+/// How to start workers: the binary, their spec, their options and where their logs go.
+struct Workers {
     exe: PathBuf,
     spec: WorkerSpec,
     opts: EngineOptions,
     work_dir: PathBuf,
     keep_workers: bool,
-    fleet: Option<Fleet>,
+}
+
+/// The GPU side of a run: a fleet of probed GPUs and how to start workers on them.
+pub struct RunEngine {
+    workers: Workers,
+    fleet: Fleet,
 }
 
 impl RunEngine {
@@ -349,14 +353,50 @@ impl RunEngine {
     }
 
     pub fn fleet(&self) -> &Fleet {
-        // Set by `build` before the engine is handed out.
-        self.fleet.as_ref().expect("a built engine has a fleet")
+        &self.fleet
     }
 
     pub fn limits(&self) -> &LimitsProfile {
-        &self.fleet().limits
+        &self.fleet.limits
     }
 
+    /// The compute-sanitizer wrapping for one tool (see `Workers::sanitize_spec`).
+    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, Error> {
+        self.workers.sanitize_spec(tool)
+    }
+
+    /// An executor running natively (`None`) or under a sanitizer tool, one worker pool per
+    /// GPU of the fleet (logs in `WORK/TOOL/gpuN/`).
+    pub fn executor(&self, tool: Option<Tool>) -> Result<GpuExecutor, Error> {
+        let under = tool.map(Under::Tool).unwrap_or(Under::Native);
+        let mut pools = Vec::new();
+        for &g in &self.fleet.gpus {
+            let dir = self
+                .workers
+                .work_dir
+                .join(under.name())
+                .join(format!("gpu{g}"));
+            let sanitize = match tool {
+                Some(t) => Some(self.workers.sanitize_spec(t)?),
+                None => None,
+            };
+            pools.push((g, self.workers.supervisor(g, &dir, sanitize)));
+        }
+        Ok(GpuExecutor {
+            under,
+            pools,
+            progress: self.workers.opts.progress,
+            device: format!(
+                "{} (driver {}; gpus {})",
+                self.fleet.device,
+                self.fleet.driver_version,
+                self.fleet.gpu_list()
+            ),
+        })
+    }
+}
+
+impl Workers {
     fn supervisor(&self, gpu: u32, dir: &Path, sanitize: Option<SanitizeSpec>) -> Supervisor {
         Supervisor::new(SupervisorConfig {
             exe: self.exe.clone(),
@@ -481,32 +521,6 @@ impl RunEngine {
             } else {
                 1
             },
-        })
-    }
-
-    /// An executor running natively (`None`) or under a sanitizer tool, one worker pool per
-    /// GPU of the fleet (logs in `WORK/TOOL/gpuN/`).
-    pub fn executor(&self, tool: Option<Tool>) -> Result<GpuExecutor, Error> {
-        let under = tool.map(Under::Tool).unwrap_or(Under::Native);
-        let mut pools = Vec::new();
-        for &g in &self.fleet().gpus {
-            let dir = self.work_dir.join(under.name()).join(format!("gpu{g}"));
-            let sanitize = match tool {
-                Some(t) => Some(self.sanitize_spec(t)?),
-                None => None,
-            };
-            pools.push((g, self.supervisor(g, &dir, sanitize)));
-        }
-        Ok(GpuExecutor {
-            under,
-            pools,
-            progress: self.opts.progress,
-            device: format!(
-                "{} (driver {}; gpus {})",
-                self.fleet().device,
-                self.fleet().driver_version,
-                self.fleet().gpu_list()
-            ),
         })
     }
 }

@@ -229,9 +229,9 @@ fn reference_vs_naive_inner(reg: &Registry, u: &mut Unstructured<'_>) -> AResult
     for (o, (r, n)) in reference.iter().zip(&naive).enumerate() {
         assert_eq!(r.len(), n.len(), "{}: output {o} length", case.to_line());
         for (i, (a, b)) in r.iter().zip(n).enumerate() {
-            let tol = 1e-12 * b.abs().max(1.0);
             assert!(
-                (a - b).abs() <= tol || (a.is_nan() && b.is_nan()),
+                approx::relative_eq!(*a, *b, epsilon = 1e-12, max_relative = 1e-12)
+                    || (a.is_nan() && b.is_nan()),
                 "{}: output {o}[{i}]: reference {a}, naive model {b}",
                 case.to_line()
             );
