@@ -12,6 +12,7 @@ mod repro;
 mod run;
 mod selftest;
 mod sweep;
+mod worker;
 
 use kedge_runner::Error;
 
@@ -64,7 +65,7 @@ pub fn dispatch(cmd: Command) -> Result<i32, Error> {
         Command::Selftest(a) => selftest::run(a)?,
         Command::Fuzz(a) => fuzz::run(a)?,
         Command::CompareRuns(a) => compare_runs::run(a)?,
-        Command::Worker => return Ok(kedge_runner::run::worker::main()),
+        Command::Worker => return Ok(worker::run()),
     };
     Ok(status.exit_code())
 }

@@ -663,14 +663,3 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
     }
     names.join(", ")
 }
-
-/// A sink that writes every result to a results file first.
-pub fn recording<'a>(
-    w: &'a mut crate::results::ResultsWriter,
-    mut then: impl FnMut(&CaseResult) -> Result<(), Error> + 'a,
-) -> impl FnMut(CaseResult) -> Result<(), Error> + 'a {
-    move |r| {
-        w.write(&r).map_err(Error::from)?;
-        then(&r)
-    }
-}

@@ -684,6 +684,30 @@ mod tests {
     }
 
     #[test]
+    fn the_incidents_suite_is_the_incidents_of_this_builds_ops() {
+        let r = reg();
+        let cases = sel().cases(&r, Suite::Incidents, &h200(), None).unwrap();
+        assert!(cases
+            .iter()
+            .any(|c| c.op == "rms_norm" && c.ne == [64, 1, 65536, 1]));
+        assert!(cases.iter().all(|c| r.op(&c.op).is_ok()));
+        // A corpus given by the user is bad input when it names an op kedge does not know.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.jsonl");
+        std::fs::write(
+            &p,
+            r#"{"op":"nosuch","impl":"ggml","dtype":"f32","ne":[1,1,1,1]}"#,
+        )
+        .unwrap();
+        let s = Selection {
+            corpus: Some(p),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("unknown op 'nosuch'"), "{e}");
+    }
+
+    #[test]
     fn explicit_cases_take_the_same_filters() {
         let r = reg();
         let line = r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1]}"#;
