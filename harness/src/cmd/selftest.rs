@@ -22,6 +22,9 @@ pub struct Args {
     /// results.jsonl and selftest.md go here.
     #[arg(long, default_value = "kedge-selftest")]
     out: PathBuf,
+    /// An incidents corpus instead of the one built into kedge (corpora/incidents.jsonl).
+    #[arg(long, value_name = "FILE")]
+    incidents: Option<PathBuf>,
     #[command(flatten)]
     resume: ResumeArgs,
 }
@@ -58,7 +61,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
         engine: a.exec.engine(),
         out: a.out,
         mode: a.resume.mode(),
-        incidents: None,
+        incidents: a.incidents,
         exe: None,
     };
     let o = selftest(&req)?;

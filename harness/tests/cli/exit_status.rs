@@ -162,6 +162,8 @@ fn arg(a: &str) -> String {
 #[case::sweep_shard(&["sweep", "--cpu", "--out", "@new", "--shard", "0/2"], 2, "1-based")]
 #[case::sweep_tool(&["sweep", "--cpu", "--out", "@new", "--sanitize", "asan"], 2, "unknown sanitizer tool")]
 #[case::run_tool(&["run", "-o", "rms_norm", "--sanitize", "asan"], 2, "unknown sanitizer tool")]
+#[case::selftest_incidents_empty(&["selftest", "--cpu", "--out", "@new", "--incidents", "@empty"], 2, "no case in it")]
+#[case::selftest_incidents_missing(&["selftest", "--cpu", "--out", "@new", "--incidents", "@missing"], 2, "cannot read corpus")]
 #[case::selftest_tool(&["selftest", "--cpu", "--out", "@new", "--sanitize", "asan"], 2, "unknown sanitizer tool")]
 #[case::plan_kernel_op(&["plan", "--kernel", "examples/source-kernel/my_rms_norm.cu", "--entry", "my_rms_norm"], 2, "--kernel needs the op")]
 #[case::plan_plugin(&["plan", "--plugin", "@missing"], 2, "file not found")]

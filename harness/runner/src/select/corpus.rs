@@ -70,7 +70,7 @@ impl Corpus {
         }
         Ok(cases)
     }
-    /// Its lines as incident expectations.
+    /// Its lines as incident expectations (none at all is an error, as for `cases`).
     pub fn expectations(&self) -> Result<Vec<Expectation>, SelectError> {
         let mut out = Vec::new();
         for (i, line) in self.text.lines().enumerate() {
@@ -86,6 +86,11 @@ impl Corpus {
                 }),
             })?;
             out.push(e);
+        }
+        if out.is_empty() {
+            return Err(SelectError::EmptyCorpus {
+                source_name: self.source.to_string(),
+            });
         }
         Ok(out)
     }
