@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Bit-identity of impls on the same case: group results.jsonl rows by (op, dtype, ne, params
-except the ones named with --ignore) and compare each impl's `extra.output_digest`.
+except the ones named with --ignore) and compare each impl's `observed.output_digests`.
 Usage: compare-digests.py RESULTS.jsonl [--ignore q_chunk,...]   Exit 1 if any group differs."""
 import json
 import sys
@@ -15,7 +15,7 @@ for line in open(path):
     c = r["case"]
     params = {k: v for k, v in c.get("params", {}).items() if k not in ignore}
     key = (c["op"], c["dtype"], tuple(c["ne"]), json.dumps(params, sort_keys=True))
-    d = r.get("extra", {}).get("output_digest")
+    d = r.get("observed", {}).get("output_digests")
     groups.setdefault(key, []).append((c["impl"], r["verdict"], d))
 bad = 0
 for key, rows in groups.items():

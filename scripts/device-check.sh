@@ -36,9 +36,12 @@ fi
 # The default suite (smoke + boundary) of every op, natively, in guard mode, under memcheck.
 # The same suite three ways (the >2^31-element cases are left out here: see the int32 part).
 MAXE=268435456
-want native && run sweep-native "$K" sweep default --alloc exact --max-elements $MAXE --out "$W/native"
-want guard && run sweep-guard "$K" sweep default --alloc guard --max-elements $MAXE --out "$W/guard"
-want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements $MAXE --out "$W/memcheck"
+# Every output directory here is this script's own: --force starts each over on a re-run.
+want native && run sweep-native "$K" sweep default --alloc exact --max-elements $MAXE --force --out "$W/native"
+want guard && run sweep-guard "$K" sweep default --alloc guard --max-elements $MAXE --force --out "$W/guard"
+want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements $MAXE --force --out "$W/memcheck"
+# The shipped baseline gates the native sweep: only the upstream launch paths may fail.
+want native && run gate-native "$K" gate --baseline corpora/known-failures.jsonl "$W/native/results.jsonl" --expect "$W/native/plan.jsonl"
 for d in native guard memcheck; do
   [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
 done
@@ -56,7 +59,7 @@ if want plugin; then
     nvcc -O2 -arch=sm_90 -Xcompiler -fPIC -shared -I../../harness/include rmsnorm_plugin.cu -o "$W/libkedge_rmsnorm.so" && \
     nvcc -O2 -arch=sm_90 -Xcompiler -fPIC -shared -I../../harness/include rmsnorm_plugin_oob.cu -o "$W/libkedge_rmsnorm_oob.so" ) > "$W/plugin-build.log" 2>&1
   say "plugin build rc=$?"
-  run plugin-sweep "$K" sweep default -o rms_norm --plugin "$W/libkedge_rmsnorm.so" --impl plugin:example-rmsnorm --alloc exact,guard,canary --out "$W/plugin"
+  run plugin-sweep "$K" sweep default -o rms_norm --plugin "$W/libkedge_rmsnorm.so" --impl plugin:example-rmsnorm --alloc exact,guard,canary --force --out "$W/plugin"
   OOB='{"op":"rms_norm","impl":"plugin:example-rmsnorm-oob","dtype":"f32","ne":[64,5,4,3]}'
   run plugin-oob-exact "$K" run --plugin "$W/libkedge_rmsnorm_oob.so" --case "$OOB" --alloc exact --results "$W/plugin-oob.jsonl"
   run plugin-oob-guard "$K" run --plugin "$W/libkedge_rmsnorm_oob.so" --case "$OOB" --alloc guard --results "$W/plugin-oob.jsonl"
@@ -64,23 +67,23 @@ if want plugin; then
 fi
 if want source; then
   for g in clamped ggml; do
-    run source-$g "$K" sweep default -o rms_norm --kernel examples/source-kernel/my_rms_norm.cu --entry my_rms_norm --geometry $g --impl source:my_rms_norm:$g --out "$W/source-$g"
+    run source-$g "$K" sweep default -o rms_norm --kernel examples/source-kernel/my_rms_norm.cu --entry my_rms_norm --geometry $g --impl source:my_rms_norm:$g --force --out "$W/source-$g"
   done
 fi
 
 # Calibration: every planted bug against the detector it is planted for, natively and under
 # memcheck, initcheck and racecheck; fixed impls must pass.
 if want selftest; then
-  # Planted bugs live in rms_norm, cumsum (2^31 elements) and the zoo; the other ops' fixed
-  # impls are covered by the sweeps above.
-  run selftest "$K" selftest -o ${SELFTEST_OPS:-rms_norm,cumsum,zoo_rows} --tools memcheck,initcheck,racecheck --max-elements 268435456 --out "$W/selftest"
+  # Every op by default; SELFTEST_OPS=rms_norm,... narrows it (the sweeps above cover the
+  # other ops' fixed impls).
+  run selftest "$K" selftest ${SELFTEST_OPS:+-o "$SELFTEST_OPS"} --sanitize memcheck,initcheck,racecheck --max-elements 268435456 --force --out "$W/selftest"
   cp "$W/selftest.log" "$OUT/selftest.txt" 2>/dev/null
 fi
 
 # The incidents: shrink each to its minimal case and transition, then the repro for upstream,
 # and the standalone .cu built with nvcc and run on both sides.
 if want incidents; then
-  run sweep-incidents "$K" sweep incidents --out "$W/incidents"
+  run sweep-incidents "$K" sweep incidents --force --out "$W/incidents"
   for inc in \
     'rms_norm {"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}' \
     'add_id {"op":"add_id","impl":"ggml","dtype":"f32","ne":[64,4,65536,1],"params":{"n_experts":8}}' \
@@ -110,7 +113,7 @@ fi
 # synccheck over the smoke suite of the block-reducing ops: no planted synccheck bug (a
 # divergent barrier can hang the GPU), so this captures clean real XML for the parser tests.
 if want synccheck; then
-  run synccheck "$K" sweep smoke -o rms_norm,softmax,cumsum,zoo_rows --sanitize synccheck --out "$W/synccheck"
+  run synccheck "$K" sweep smoke -o ${SYNCCHECK_OPS:-rms_norm,softmax,cumsum,zoo_rows} --sanitize synccheck --force --out "$W/synccheck"
 fi
 
 if want fuzz; then
@@ -121,8 +124,8 @@ fi
 # the end) under memcheck with 16 cases per worker and with one case per worker.
 if want attribution; then
   SEL=(default -o rms_norm --impl clamped,planted-read-past-end --alloc exact --sanitize memcheck)
-  run attribution-batch16 "$K" sweep "${SEL[@]}" --batch 16 --out "$W/attr-batch16"
-  run attribution-batch1 "$K" sweep "${SEL[@]}" --batch 1 --out "$W/attr-batch1"
+  run attribution-batch16 "$K" sweep "${SEL[@]}" --batch 16 --force --out "$W/attr-batch16"
+  run attribution-batch1 "$K" sweep "${SEL[@]}" --batch 1 --force --out "$W/attr-batch1"
   run attribution-compare python3 scripts/compare-attribution.py "$W/attr-batch16/results.jsonl" "$W/attr-batch1/results.jsonl"
 fi
 
@@ -160,7 +163,7 @@ if want sdpa; then
   done
   python3 scripts/compare-digests.py "$W/sdpa-bitident.jsonl" > "$W/sdpa-bitident.txt" 2>&1
   say "sdpa bit-identity rc=$?"; grep -E "^(SAME|DIFFER)" "$W/sdpa-bitident.txt" | tee -a "$SUM" > /dev/null
-  run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --out "$W/sdpa"
+  run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --force --out "$W/sdpa"
 fi
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The sanitizer sweep a user runs on a GPU box: the default suite under memcheck (exact
 # allocations, --padding 512), then initcheck and racecheck on the smoke suite, with reports.
-#   scripts/sanitizer-sweep.sh [OUTDIR] [-o OP,...]      (KEDGE=path/to/kedge)
+#   scripts/sanitizer-sweep.sh [OUTDIR] [KEDGE-FLAGS...]      (KEDGE=path/to/kedge)
+# The flags go to both sweeps (-o OP,..., --filter REGEX, ...). Into an OUTDIR that holds a
+# previous run, pass --resume to continue it or --force to start over.
 set -u
 OUT=${1:-kedge-sanitize}; shift || true
 K=${KEDGE:-kedge}

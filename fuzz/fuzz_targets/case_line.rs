@@ -1,5 +1,5 @@
-//! Fuzz target `case_line`: the body is `kedge::fuzzing::case_line`, which `cargo test` also replays
-//! over `fuzz/seeds/case_line/` (harness/tests/fuzz_replay.rs).
+//! Fuzz target `case_line`: the body is `kedge_runner::workflow::fuzz::targets::case_line`, which `cargo test` also replays
+//! over `fuzz/seeds/case_line/` (the runner tests' `fuzz_replay` module).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -9,5 +9,5 @@ static REGISTRY: OnceLock<kedge_core::Registry> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
     let reg = REGISTRY.get_or_init(kedge_ops::registry);
-    kedge::fuzzing::case_line(reg, data);
+    kedge_runner::workflow::fuzz::targets::case_line(reg, data);
 });

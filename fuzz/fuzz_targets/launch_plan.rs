@@ -1,5 +1,5 @@
-//! Fuzz target `launch_plan`: the body is `kedge::fuzzing::launch_plan`, which `cargo test` also replays
-//! over `fuzz/seeds/launch_plan/` (harness/tests/fuzz_replay.rs).
+//! Fuzz target `launch_plan`: the body is `kedge_runner::workflow::fuzz::targets::launch_plan`, which `cargo test` also replays
+//! over `fuzz/seeds/launch_plan/` (the runner tests' `fuzz_replay` module).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -9,5 +9,5 @@ static REGISTRY: OnceLock<kedge_core::Registry> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
     let reg = REGISTRY.get_or_init(kedge_ops::registry);
-    kedge::fuzzing::launch_plan(reg, data);
+    kedge_runner::workflow::fuzz::targets::launch_plan(reg, data);
 });

@@ -1,5 +1,5 @@
-//! Fuzz target `reference_vs_naive`: the body is `kedge::fuzzing::reference_vs_naive`, which `cargo test` also replays
-//! over `fuzz/seeds/reference_vs_naive/` (harness/tests/fuzz_replay.rs).
+//! Fuzz target `reference_vs_naive`: the body is `kedge_runner::workflow::fuzz::targets::reference_vs_naive`, which `cargo test` also replays
+//! over `fuzz/seeds/reference_vs_naive/` (the runner tests' `fuzz_replay` module).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -9,5 +9,5 @@ static REGISTRY: OnceLock<kedge_core::Registry> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
     let reg = REGISTRY.get_or_init(kedge_ops::registry);
-    kedge::fuzzing::reference_vs_naive(reg, data);
+    kedge_runner::workflow::fuzz::targets::reference_vs_naive(reg, data);
 });

@@ -1,5 +1,5 @@
 //! Fuzz target `sanitizer_xml`: compute-sanitizer's `--xml` output parser and the per-case
-//! attribution never panic on any input (body in `kedge::fuzzing::sanitizer_xml`, replayed by
+//! attribution never panic on any input (body in `kedge_runner::workflow::fuzz::targets::sanitizer_xml`, replayed by
 //! `cargo test`).
 #![no_main]
 
@@ -7,5 +7,5 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let reg = kedge_ops::registry();
-    kedge::fuzzing::sanitizer_xml(&reg, data);
+    kedge_runner::workflow::fuzz::targets::sanitizer_xml(&reg, data);
 });

@@ -3,7 +3,9 @@
 
 pub mod add_id;
 pub mod cumsum;
+pub mod external;
 pub mod fp8_gemm;
+pub mod fuzz_models;
 pub mod ggml;
 #[cfg(test)]
 mod kernel_decl;

@@ -183,8 +183,8 @@ fn plans_repeat_without_growing() {
     assert_eq!(p.repetitions(), 65_535 * 6);
     assert_eq!(p.launch_count(), 0);
     assert!(
-        p.standalone().is_err(),
-        "a plan that launches nothing has no .cu"
+        p.standalone().is_ok(),
+        "a plan that launches nothing is written as such (a silent fallback's repro)"
     );
     let mut u = Plan::default();
     u.unchecked.push("a library call".into());

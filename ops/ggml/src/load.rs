@@ -134,8 +134,21 @@ fn open_global(path: &Path) -> Result<Library, LoadError> {
     // ggml's own static state and nothing else. The caller asked for this directory.
     unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| LoadError::Open {
         library: path.to_path_buf(),
-        reason: e.to_string(),
+        reason: with_sources(&e),
     })
+}
+
+/// An error and its sources: libloading puts the dynamic linker's own words (`dlerror`) in the
+/// source of a "dlopen failed".
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }
 
 fn symbol(lib: &Library, name: &str) -> Option<*mut c_void> {

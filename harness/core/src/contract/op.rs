@@ -154,6 +154,12 @@ pub trait Op: Send + Sync {
     fn alloc_note(&self, _case: &Case) -> Option<String> {
         None
     }
+    /// How code kedge did not write implements this op (harness/include/kedge.h): the params
+    /// struct a plugin's entry receives and, for the row ops, the published kernel ABI of
+    /// NVRTC source kernels. `None`: plugins get the params as JSON, and no source-kernel ABI.
+    fn external_abi(&self) -> Option<ExternalAbi> {
+        None
+    }
     /// Rough multiply-adds of the f64 reference, so a CPU-only sweep can leave out the
     /// references it could not finish (attention is quadratic in L, a GEMM is K·M·N).
     /// Default: the product of `ne`.
@@ -162,6 +168,36 @@ pub trait Op: Send + Sync {
             .iter()
             .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64))
     }
+}
+
+/// An op's C ABI for external code (harness/include/kedge.h), as data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExternalAbi {
+    /// kedge.h's params struct for a plugin entry (`kedge_params_rms_norm`); `None`: the
+    /// case's parameters as JSON (`kedge_params_json`).
+    pub params: Option<CParams>,
+    /// The op follows kedge.h's row-op kernel ABI, and this parameter is its last argument
+    /// (`float eps_or_scale`).
+    pub row_kernel_scalar: Option<&'static str>,
+}
+
+/// A params struct of kedge.h: its C name and its fields in declaration order. Every field
+/// is 4 bytes, so the struct is the fields packed in order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CParams {
+    pub c_name: &'static str,
+    pub fields: &'static [CField],
+}
+
+/// One 4-byte field of a kedge.h params struct and where its value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CField {
+    /// `float`: the case's parameter of this name.
+    F32(&'static str),
+    /// `int32_t`: the case's integer or boolean parameter of this name.
+    I32(&'static str),
+    /// `int32_t`: 1 when the case has an input tensor of this name (softmax's mask).
+    HasInput(&'static str),
 }
 
 /// Uniform [-1, 1) floats (never all zero), per tensor from its own stream. Integer tensors

@@ -1,0 +1,105 @@
+//! Impls from outside kedge: a shared library implementing `harness/include/kedge.h`
+//! (`plugin`), or a CUDA source file following the published row-op kernel ABI, compiled by
+//! NVRTC (`source`). `ExternalSpec` names them; the command line builds it once and the
+//! workers receive it in their `WorkerSpec`, so every process builds the same registry.
+
+pub mod plugin;
+pub mod source;
+
+pub use plugin::PluginError;
+pub use source::{Geometry, SourceError, SourceSpec};
+
+use kedge_core::Registry;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// A plugin or source kernel that cannot be added (bad input: exit 2).
+#[derive(Debug, Error)]
+pub enum ExternalError {
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error("kernel {file}: {error}")]
+    Source {
+        file: PathBuf,
+        error: Box<SourceError>,
+    },
+    #[error("--kernel needs the op it implements: --kernel-op OP or a single -o OP")]
+    KernelOpMissing,
+}
+
+/// The external impls of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExternalSpec {
+    /// Shared libraries implementing kedge.h; their impls are `plugin:<name>[:<variant>]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<PathBuf>,
+    /// NVRTC source kernels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceSpec>,
+}
+
+/// What adding an external impl did, for the person running kedge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Added {
+    pub op: String,
+    pub imp: String,
+    pub note: String,
+}
+
+impl ExternalSpec {
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty() && self.sources.is_empty()
+    }
+
+    /// Absolute paths, so a worker started elsewhere finds the same files.
+    pub fn absolute(mut self) -> Self {
+        let abs = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        self.plugins = self.plugins.iter().map(abs).collect();
+        for s in &mut self.sources {
+            s.file = abs(&s.file);
+        }
+        self
+    }
+
+    /// kedge's ops plus these impls.
+    pub fn registry(&self) -> Result<(Registry, Vec<Added>), ExternalError> {
+        let mut reg = kedge_ops::registry();
+        let mut added = Vec::new();
+        for p in &self.plugins {
+            for (op, imp) in plugin::register(&mut reg, p, None)? {
+                added.push(Added {
+                    note: format!(
+                        "plugin {}: impl {imp} of {op} (launch contract not checked: the plugin launches its own kernels)",
+                        p.display()
+                    ),
+                    op,
+                    imp,
+                });
+            }
+        }
+        for s in &self.sources {
+            let a =
+                source::add_source_impl(&mut reg, s).map_err(|error| ExternalError::Source {
+                    file: s.file.clone(),
+                    error: Box::new(error),
+                })?;
+            added.push(Added {
+                note: format!(
+                    "source kernel {}: impl {} of {}{}",
+                    s.file.display(),
+                    a.name,
+                    a.op,
+                    if a.checked {
+                        ""
+                    } else {
+                        " (signature not checked here: NVRTC is not installed)"
+                    }
+                ),
+                op: a.op,
+                imp: a.name,
+            });
+        }
+        Ok((reg, added))
+    }
+}

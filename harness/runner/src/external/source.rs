@@ -1,0 +1,513 @@
+//! NVRTC source impls: a user's `.cu` file with one `extern "C"` kernel that follows the row-op
+//! kernel ABI kedge publishes (harness/include/kedge.h, "Row-op kernel ABI";
+//! examples/README.md). kedge compiles it through the same NVRTC cache as its built-in
+//! kernels and launches it itself, so unlike a plugin its launch IS planned and checked
+//! against the limits profile.
+//!
+//! The signature is checked when the file is added (compiled for `compute_90`, the entry's
+//! PTX parameter list compared with the ABI), so a kernel with the wrong parameters is an
+//! error at load with both lists shown, not wrong values in every case.
+
+use kedge_core::cuda::nvrtc::{self, NvrtcError};
+use kedge_core::model::shape::dense_strides;
+use kedge_core::{
+    Case, CaseError, DType, Impl, ImplRole, Kernel, KernelArg, LaunchPlan, LimitsProfile, Op, Plan,
+    Refusal, Registry, Role, TensorSpec,
+};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use thiserror::Error;
+
+/// The row ABI's parameter list as PTX types: x, dst, ncols, nrows, nchannels, nsamples,
+/// stride_row, stride_channel, stride_sample, eps_or_scale.
+pub const ROW_ABI_PTX: [&str; 10] = [
+    ".u64", ".u64", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64", ".f32",
+];
+/// The same, as C, for messages.
+pub const ROW_ABI_C: &str = "extern \"C\" __global__ void NAME(const float* x, float* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps_or_scale)";
+
+/// The architecture the signature check compiles for (PTX, no GPU needed).
+pub const CHECK_ARCH: &str = "compute_90";
+
+/// How rows map onto the grid (one row per block either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Geometry {
+    /// grid = (nrows, nchannels, nsamples): ggml's norm.cu launch. Breaks past 65535 on y/z.
+    Ggml,
+    /// grid clamped to the device limits on y and z; the kernel grid-strides over them.
+    Clamped,
+}
+
+impl Geometry {
+    pub const ALL: [Geometry; 2] = [Geometry::Ggml, Geometry::Clamped];
+    pub fn name(self) -> &'static str {
+        match self {
+            Geometry::Ggml => "ggml",
+            Geometry::Clamped => "clamped",
+        }
+    }
+}
+
+impl FromStr for Geometry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Geometry::ALL
+            .into_iter()
+            .find(|g| g.name() == s)
+            .ok_or_else(|| format!("unknown geometry '{s}' (known: ggml, clamped)"))
+    }
+}
+
+/// What the user asked for: `--kernel FILE --entry NAME --kernel-op OP --geometry G
+/// [--block B]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceSpec {
+    pub op: String,
+    pub file: PathBuf,
+    pub entry: String,
+    pub geometry: Geometry,
+    /// Threads per block (a multiple of 32, at most 1024).
+    pub block: u32,
+    /// Impl name; default `source:<entry>:<geometry>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl SourceSpec {
+    pub fn new(op: &str, file: &Path, entry: &str, geometry: Geometry) -> Self {
+        SourceSpec {
+            op: op.to_string(),
+            file: file.to_path_buf(),
+            entry: entry.to_string(),
+            geometry,
+            block: 256,
+            name: None,
+        }
+    }
+    pub fn impl_name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("source:{}:{}", self.entry, self.geometry.name()))
+    }
+}
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SourceError {
+    #[error("op '{op}' has no published kernel ABI for source kernels (ops with one: {known})")]
+    NoAbi { op: String, known: String },
+    #[error(transparent)]
+    Registry(#[from] CaseError),
+    #[error("kernel file {path}: {msg}")]
+    Read { path: PathBuf, msg: String },
+    #[error("entry '{0}' is not a C identifier")]
+    BadEntry(String),
+    #[error("block size {0}: must be a multiple of 32 from 32 to 1024")]
+    BadBlock(u32),
+    #[error("{0}")]
+    Compile(#[from] NvrtcError),
+    #[error("{file}: no kernel entry '{entry}' in the compiled PTX (entries found: {found}); declare it extern \"C\" __global__ so its name is not mangled")]
+    EntryMissing {
+        file: String,
+        entry: String,
+        found: String,
+    },
+    #[error("{file}: entry '{entry}' has parameters ({found}) but the row ABI is ({expected}): {abi}", abi = ROW_ABI_C)]
+    Signature {
+        file: String,
+        entry: String,
+        found: String,
+        expected: String,
+    },
+    #[error("impl '{name}' of op {op} already exists; choose another name")]
+    NameTaken { op: String, name: String },
+}
+
+/// What `add_source_impl` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Added {
+    pub op: String,
+    pub name: String,
+    /// Whether the compile and signature check ran (false: NVRTC is not installed here; the
+    /// kernel is compiled when first launched, on the GPU machine).
+    pub checked: bool,
+}
+
+/// Add a source kernel as an impl of its op.
+pub fn add_source_impl(reg: &mut Registry, spec: &SourceSpec) -> Result<Added, SourceError> {
+    let imp = SourceImpl::new(reg, spec)?;
+    let checked = if nvrtc::present() {
+        imp.check_signature()?;
+        true
+    } else {
+        false
+    };
+    let op = imp.op.name();
+    if reg.imp(imp.op, imp.name).is_ok() {
+        return Err(SourceError::NameTaken {
+            op: op.to_string(),
+            name: imp.name.to_string(),
+        });
+    }
+    let name = imp.name.to_string();
+    reg.add_impl(op, Box::new(imp))?;
+    Ok(Added {
+        op: op.to_string(),
+        name,
+        checked,
+    })
+}
+
+/// A row-op kernel from a user's file, launched by kedge with a published geometry.
+pub struct SourceImpl {
+    op: &'static dyn Op,
+    name: &'static str,
+    about: &'static str,
+    kernel: Kernel,
+    geometry: Geometry,
+    block: u64,
+    /// The parameter passed as the kernel's last argument (the op's `ExternalAbi`).
+    scalar: &'static str,
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+/// Leak a string for the `&'static str` fields of `Kernel` and `Impl`. Source impls live for
+/// the whole process (the registry leaks them too), so nothing is lost that would be freed.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+impl SourceImpl {
+    /// Read the file and build the impl (no compilation).
+    pub fn new(reg: &Registry, spec: &SourceSpec) -> Result<SourceImpl, SourceError> {
+        let op = reg.op(&spec.op)?;
+        let scalar = kedge_ops::external::abi(op)
+            .and_then(|a| a.row_kernel_scalar)
+            .ok_or_else(|| SourceError::NoAbi {
+                op: op.name().to_string(),
+                known: kedge_ops::external::row_kernel_ops(reg.ops()).join(", "),
+            })?;
+        if !is_identifier(&spec.entry) {
+            return Err(SourceError::BadEntry(spec.entry.clone()));
+        }
+        if !(32..=1024).contains(&spec.block) || spec.block & 31 != 0 {
+            return Err(SourceError::BadBlock(spec.block));
+        }
+        let source = std::fs::read_to_string(&spec.file).map_err(|e| SourceError::Read {
+            path: spec.file.clone(),
+            msg: e.to_string(),
+        })?;
+        let file = spec.file.display().to_string();
+        let about = format!(
+            "external NVRTC source kernel {} in {} ({} geometry, {} threads per block)",
+            spec.entry,
+            file,
+            spec.geometry.name(),
+            spec.block
+        );
+        Ok(SourceImpl {
+            op,
+            name: leak(spec.impl_name()),
+            about: leak(about),
+            kernel: Kernel {
+                file: leak(file),
+                source: leak(source),
+                entry: leak(spec.entry.clone()),
+            },
+            geometry: spec.geometry,
+            block: spec.block as u64,
+            scalar,
+        })
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// Compile for `CHECK_ARCH` (through the cache) and compare the entry's PTX parameters
+    /// with the row ABI.
+    pub fn check_signature(&self) -> Result<(), SourceError> {
+        let c = nvrtc::compile(&self.kernel, CHECK_ARCH, &[])?;
+        let ptx = String::from_utf8_lossy(&c.image);
+        check_ptx_signature(&ptx, self.kernel.file, self.kernel.entry)
+    }
+}
+
+/// Every `.entry` in a PTX text with its parameter types, in order.
+pub fn ptx_entries(ptx: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut rest = ptx;
+    while let Some(i) = rest.find(".entry ") {
+        rest = &rest[i + ".entry ".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim().to_string();
+        let Some(close) = rest[open..].find(')') else {
+            break;
+        };
+        let params = &rest[open + 1..open + close];
+        let types = params
+            .split(',')
+            .filter_map(|p| {
+                let mut toks = p.split_whitespace();
+                // `.param .u64 .ptr .align 1 name` or `.param .u32 name`: the type follows .param.
+                toks.find(|t| *t == ".param")?;
+                toks.next().map(str::to_string)
+            })
+            .collect();
+        out.push((name, types));
+        rest = &rest[open + close..];
+    }
+    out
+}
+
+/// The named entry's parameters match `ROW_ABI_PTX`.
+pub fn check_ptx_signature(ptx: &str, file: &str, entry: &str) -> Result<(), SourceError> {
+    let entries = ptx_entries(ptx);
+    let Some((_, types)) = entries.iter().find(|(n, _)| n == entry) else {
+        return Err(SourceError::EntryMissing {
+            file: file.to_string(),
+            entry: entry.to_string(),
+            found: if entries.is_empty() {
+                "none".into()
+            } else {
+                entries
+                    .iter()
+                    .map(|e| e.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        });
+    };
+    if types
+        .iter()
+        .map(String::as_str)
+        .ne(ROW_ABI_PTX.iter().copied())
+    {
+        return Err(SourceError::Signature {
+            file: file.to_string(),
+            entry: entry.to_string(),
+            found: types.join(" "),
+            expected: ROW_ABI_PTX.join(" "),
+        });
+    }
+    Ok(())
+}
+
+/// The row ABI's extents and element strides, taken from the op's own tensor specs, or why
+/// this case does not fit the ABI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowArgs {
+    pub ncols: i64,
+    pub nrows: i64,
+    pub nchannels: i64,
+    pub nsamples: i64,
+    pub stride_row: i64,
+    pub stride_channel: i64,
+    pub stride_sample: i64,
+}
+
+impl RowArgs {
+    /// One f32 input `x` (any element strides) and one dense f32 output: anything else (a
+    /// softmax mask, another dtype) is not what the published ABI passes.
+    pub fn of(specs: &[TensorSpec]) -> Result<RowArgs, String> {
+        let ins: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Input).collect();
+        let outs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+        if ins.len() != 1 || outs.len() != 1 {
+            return Err(format!(
+                "the row kernel ABI passes one input and one output; this case has inputs [{}] and outputs [{}] (a softmax mask needs a plugin)",
+                ins.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+                outs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let (x, dst) = (ins[0], outs[0]);
+        for t in [x, dst] {
+            if t.dtype != DType::F32 {
+                return Err(format!(
+                    "the row kernel ABI is f32; tensor {} is {}",
+                    t.name, t.dtype
+                ));
+            }
+        }
+        if x.ne != dst.ne {
+            return Err(format!(
+                "input and output shapes differ ({:?} vs {:?})",
+                x.ne, dst.ne
+            ));
+        }
+        if dst.nb != dense_strides(&dst.ne, DType::F32) {
+            return Err(format!("output {} is not dense", dst.name));
+        }
+        if x.nb[0] != 4 || x.nb[1..].iter().any(|b| b % 4 != 0) {
+            return Err(format!(
+                "input {} has byte strides {:?}: the ABI needs contiguous rows and element strides",
+                x.name, x.nb
+            ));
+        }
+        let elems = |b: u64| -> Result<i64, String> {
+            i64::try_from(b / 4).map_err(|_| format!("stride {b} bytes does not fit long long"))
+        };
+        if x.ne[0] > i32::MAX as i64 {
+            return Err(format!(
+                "ncols {} does not fit the ABI's int ncols",
+                x.ne[0]
+            ));
+        }
+        Ok(RowArgs {
+            ncols: x.ne[0],
+            nrows: x.ne[1],
+            nchannels: x.ne[2],
+            nsamples: x.ne[3],
+            stride_row: elems(x.nb[1])?,
+            stride_channel: elems(x.nb[2])?,
+            stride_sample: elems(x.nb[3])?,
+        })
+    }
+}
+
+impl SourceImpl {
+    fn row_args(&self, case: &Case) -> Result<RowArgs, Refusal> {
+        if case.dtype != DType::F32 {
+            return Err(Refusal(format!(
+                "the row kernel ABI is f32 only; case is {}",
+                case.dtype
+            )));
+        }
+        let specs = self.op.tensors(case).map_err(|e| Refusal(e.to_string()))?;
+        RowArgs::of(&specs).map_err(Refusal)
+    }
+}
+
+impl SourceImpl {
+    /// The case's value of the ABI's scalar parameter (validated cases name every one; the
+    /// op's default otherwise).
+    fn scalar_value(&self, case: &Case) -> f32 {
+        case.params
+            .get(self.scalar)
+            .cloned()
+            .or_else(|| {
+                self.op
+                    .params()
+                    .iter()
+                    .find(|p| p.name == self.scalar)
+                    .map(|p| p.default_value())
+            })
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0) as f32
+    }
+}
+
+impl Impl for SourceImpl {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn role(&self) -> ImplRole {
+        ImplRole::External
+    }
+    fn about(&self) -> &str {
+        self.about
+    }
+    /// One launch with the ABI's arguments: kedge plans it, so it is checked against the
+    /// profile, run as stated, and written out by `kedge repro` like a built-in kernel.
+    fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        let a = self.row_args(case)?;
+        let grid = match self.geometry {
+            Geometry::Ggml => [a.nrows as u64, a.nchannels as u64, a.nsamples as u64],
+            Geometry::Clamped => {
+                if a.nrows as u64 > limits.grid_limit(0) {
+                    return Err(Refusal(format!(
+                        "ne[1] = {} rows exceeds grid.x {}; the clamped geometry keeps one row per block.x",
+                        a.nrows,
+                        limits.grid_limit(0)
+                    )));
+                }
+                [
+                    a.nrows as u64,
+                    (a.nchannels as u64).min(limits.grid_limit(1)),
+                    (a.nsamples as u64).min(limits.grid_limit(2)),
+                ]
+            }
+        };
+        let args = vec![
+            KernelArg::Tensor(0),
+            KernelArg::Tensor(1),
+            KernelArg::I32(a.ncols as i32),
+            KernelArg::I64(a.nrows),
+            KernelArg::I64(a.nchannels),
+            KernelArg::I64(a.nsamples),
+            KernelArg::I64(a.stride_row),
+            KernelArg::I64(a.stride_channel),
+            KernelArg::I64(a.stride_sample),
+            KernelArg::F32(self.scalar_value(case)),
+        ];
+        Ok(Plan::single(
+            LaunchPlan::new(self.kernel, grid, [self.block, 1, 1], 0).args(args),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PTX: &str = r#"
+.visible .entry good(
+	.param .u64 .ptr .align 1 good_param_0,
+	.param .u64 .ptr .align 1 good_param_1,
+	.param .u32 good_param_2,
+	.param .u64 good_param_3,
+	.param .u64 good_param_4,
+	.param .u64 good_param_5,
+	.param .u64 good_param_6,
+	.param .u64 good_param_7,
+	.param .u64 good_param_8,
+	.param .f32 good_param_9
+)
+{
+	ret;
+}
+.visible .entry short_one(
+	.param .u64 short_one_param_0,
+	.param .u64 short_one_param_1,
+	.param .u32 short_one_param_2,
+	.param .f32 short_one_param_3
+)
+{
+	ret;
+}
+"#;
+
+    #[test]
+    fn ptx_signatures_are_read_and_compared() {
+        let e = ptx_entries(PTX);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].0, "good");
+        assert_eq!(e[0].1, ROW_ABI_PTX.map(String::from).to_vec());
+        assert_eq!(e[1].1, vec![".u64", ".u64", ".u32", ".f32"]);
+        assert!(check_ptx_signature(PTX, "f.cu", "good").is_ok());
+        match check_ptx_signature(PTX, "f.cu", "short_one") {
+            Err(SourceError::Signature { found, .. }) => assert_eq!(found, ".u64 .u64 .u32 .f32"),
+            other => panic!("expected a signature error, got {other:?}"),
+        }
+        match check_ptx_signature(PTX, "f.cu", "absent") {
+            Err(SourceError::EntryMissing { found, .. }) => assert_eq!(found, "good, short_one"),
+            other => panic!("expected a missing entry, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn geometry_names_round_trip() {
+        for g in Geometry::ALL {
+            assert_eq!(g.name().parse::<Geometry>(), Ok(g));
+        }
+        assert!("grid".parse::<Geometry>().is_err());
+        assert!(is_identifier("my_rms_norm2"));
+        assert!(!is_identifier("2x"));
+        assert!(!is_identifier("a-b"));
+    }
+}

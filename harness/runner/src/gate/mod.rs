@@ -1,0 +1,523 @@
+//! `kedge gate --baseline FILE results.jsonl`: pass only when every failure is a known one,
+//! and never on nothing: no results, a cut-off results file, or (with `--expect`) a case
+//! expected but without a result all fail the gate. A known failure that now passes fails it
+//! too (trim the baseline), as the README says.
+//!
+//! Baseline format: JSON lines, one known failure each,
+//! `{"id":"3fa2c1d4e5f6","verdict":"launch-error","case":{...}}` (`case` optional, for
+//! people and for re-running; blank lines and `#` comments allowed). `Baseline::from_results`
+//! writes one from a results file; `known_failures` computes the one kedge ships
+//! (corpora/known-failures.jsonl).
+
+use crate::results::TornLine;
+use kedge_core::{Case, CaseResult, LimitsProfile, Registry, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: not a baseline line (expected {{\"id\":...,\"verdict\":...}}): {msg}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        msg: String,
+    },
+    #[error("{path}:{line}: verdict '{verdict}' is not a failure; a baseline lists failures")]
+    NotAFailure {
+        path: PathBuf,
+        line: usize,
+        verdict: Verdict,
+    },
+    #[error("{path}:{line}: case id {id} listed twice")]
+    Duplicate {
+        path: PathBuf,
+        line: usize,
+        id: String,
+    },
+}
+
+/// One known failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineEntry {
+    pub id: String,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<Case>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Baseline {
+    /// By case id.
+    pub entries: BTreeMap<String, BaselineEntry>,
+}
+
+impl Baseline {
+    pub fn load(path: &Path) -> Result<Baseline, GateError> {
+        let text = std::fs::read_to_string(path).map_err(|source| GateError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Baseline::parse(path, &text)
+    }
+
+    /// Parse baseline text; `path` is used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Baseline, GateError> {
+        let mut entries = BTreeMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let e: BaselineEntry = serde_json::from_str(t).map_err(|e| GateError::Malformed {
+                path: path.to_path_buf(),
+                line: i + 1,
+                msg: e.to_string(),
+            })?;
+            if !e.verdict.is_failure() {
+                return Err(GateError::NotAFailure {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    verdict: e.verdict,
+                });
+            }
+            if entries.contains_key(&e.id) {
+                return Err(GateError::Duplicate {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    id: e.id,
+                });
+            }
+            entries.insert(e.id.clone(), e);
+        }
+        Ok(Baseline { entries })
+    }
+
+    /// Every failing case of `results` as a known failure (the worst verdict when a case
+    /// has several results, e.g. native and memcheck).
+    pub fn from_results(results: &[CaseResult]) -> Baseline {
+        let mut entries: BTreeMap<String, BaselineEntry> = BTreeMap::new();
+        for r in results.iter().filter(|r| r.verdict.is_failure()) {
+            let worse = entries
+                .get(&r.id)
+                .is_none_or(|e| r.verdict.severity() > e.verdict.severity());
+            if worse {
+                entries.insert(
+                    r.id.clone(),
+                    BaselineEntry {
+                        id: r.id.clone(),
+                        verdict: r.verdict,
+                        case: Some(r.case.clone()),
+                    },
+                );
+            }
+        }
+        Baseline { entries }
+    }
+
+    /// The file form: one JSON line per entry, sorted by id.
+    pub fn to_jsonl(&self) -> String {
+        self.to_jsonl_with(None)
+    }
+
+    /// The file form after a `#` comment header (each line of `header` commented).
+    pub fn to_jsonl_with(&self, header: Option<&str>) -> String {
+        let mut s = String::new();
+        for l in header.into_iter().flat_map(str::lines) {
+            s.push_str(&format!("# {l}\n"));
+        }
+        for e in self.entries.values() {
+            // Serializing this plain struct cannot fail.
+            s.push_str(&serde_json::to_string(e).unwrap_or_default());
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// A failure the baseline does not excuse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewFailure {
+    pub result: CaseResult,
+    /// Set when the case is in the baseline with another verdict (it fails differently now).
+    pub known_as: Option<Verdict>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GateOutcome {
+    pub new_failures: Vec<NewFailure>,
+    /// Failing results whose case and verdict are in the baseline.
+    pub still_failing_known: Vec<CaseResult>,
+    /// Known failures whose every result now passes: trim them from the baseline.
+    pub fixed_known: Vec<BaselineEntry>,
+    /// Known failures with no result here (another shard, or not run this time).
+    pub not_run_known: Vec<BaselineEntry>,
+    /// Results that did not fail (pass, unsupported, skipped).
+    pub not_failing: usize,
+    /// Results gated.
+    pub results: usize,
+    /// Cut-off last lines of the results files: those cases have no result.
+    pub torn: Vec<TornLine>,
+    /// Cases expected (`--expect`) with no result.
+    pub missing: Vec<Case>,
+    /// How many cases were expected, when an expectation was given.
+    pub expected: Option<usize>,
+}
+
+impl GateOutcome {
+    /// Also fail on cut-off results files.
+    pub fn with_torn(mut self, torn: Vec<TornLine>) -> Self {
+        self.torn = torn;
+        self
+    }
+
+    /// Also fail on every expected case without a result.
+    pub fn expecting(mut self, expected: &[Case], results: &[CaseResult]) -> Self {
+        let have: std::collections::HashSet<&str> = results.iter().map(|r| r.id.as_str()).collect();
+        self.missing = expected
+            .iter()
+            .filter(|c| !have.contains(c.id().as_str()))
+            .cloned()
+            .collect();
+        self.expected = Some(expected.len());
+        self
+    }
+
+    /// Why the gate fails, one reason each; empty when it passes.
+    pub fn reasons(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.results == 0 {
+            v.push("no results: there is nothing to gate (did the sweep run?)".to_string());
+        }
+        for t in &self.torn {
+            v.push(format!("incomplete results: {t}"));
+        }
+        if !self.missing.is_empty() {
+            v.push(format!(
+                "{} of {} expected cases have no result",
+                self.missing.len(),
+                self.expected.unwrap_or(self.missing.len())
+            ));
+        }
+        if !self.new_failures.is_empty() {
+            v.push(format!("{} new failure(s)", self.new_failures.len()));
+        }
+        if !self.fixed_known.is_empty() {
+            v.push(format!(
+                "{} known failure(s) now pass: remove them from the baseline",
+                self.fixed_known.len()
+            ));
+        }
+        v
+    }
+
+    /// 0 only when there were results, all of them complete, every expected case has one,
+    /// every failure is in the baseline and every known failure still fails.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(!self.reasons().is_empty())
+    }
+    pub fn passed(&self) -> bool {
+        self.exit_code() == 0
+    }
+
+    /// What a CI log shows.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "gate: {} ({} new failure(s), {} known still failing, {} known now passing, {} known not run, {} not failing)\n",
+            if self.passed() { "PASS" } else { "FAIL" },
+            self.new_failures.len(),
+            self.still_failing_known.len(),
+            self.fixed_known.len(),
+            self.not_run_known.len(),
+            self.not_failing,
+        ));
+        for r in self.reasons() {
+            s.push_str(&format!("REASON  {r}\n"));
+        }
+        for c in &self.missing {
+            s.push_str(&format!("MISSING {} {}\n", c.id(), c.label()));
+        }
+        for n in &self.new_failures {
+            let r = &n.result;
+            let known = match n.known_as {
+                Some(v) => format!(" (known as {v}, now {})", r.verdict),
+                None => String::new(),
+            };
+            s.push_str(&format!(
+                "NEW     {} {} {} ({}, {}){}: {}\n        re-run: {}\n",
+                r.id,
+                r.case.label(),
+                r.verdict,
+                r.detector,
+                r.under,
+                known,
+                r.detail,
+                crate::results::rerun_command(r)
+            ));
+        }
+        for e in &self.fixed_known {
+            let label = e.case.as_ref().map(Case::label).unwrap_or_default();
+            s.push_str(&format!(
+                "FIXED   {} {} (was {}): remove it from the baseline\n",
+                e.id, label, e.verdict
+            ));
+        }
+        for r in &self.still_failing_known {
+            s.push_str(&format!(
+                "KNOWN   {} {} {}\n",
+                r.id,
+                r.case.label(),
+                r.verdict
+            ));
+        }
+        s
+    }
+}
+
+/// The failing result that stands for a case: the most severe (first on ties), the same
+/// choice `Baseline::from_results` makes, so a baseline written from results passes them.
+fn worst_failure<'a>(results: impl Iterator<Item = &'a CaseResult>) -> Option<&'a CaseResult> {
+    let mut best: Option<&CaseResult> = None;
+    for r in results.filter(|r| r.verdict.is_failure()) {
+        if best.is_none_or(|b| r.verdict.severity() > b.verdict.severity()) {
+            best = Some(r);
+        }
+    }
+    best
+}
+
+/// Compare results with the baseline, case by case: a case with several results (native and
+/// memcheck) is judged by its worst failure.
+pub fn gate(baseline: &Baseline, results: &[CaseResult]) -> GateOutcome {
+    let mut out = GateOutcome {
+        not_failing: results.iter().filter(|r| !r.verdict.is_failure()).count(),
+        results: results.len(),
+        ..GateOutcome::default()
+    };
+    let mut ids: Vec<&str> = Vec::new();
+    for r in results {
+        if !ids.contains(&r.id.as_str()) {
+            ids.push(&r.id);
+        }
+    }
+    for id in &ids {
+        let of_case = || results.iter().filter(move |r| r.id == *id);
+        match (worst_failure(of_case()), baseline.entries.get(*id)) {
+            (Some(r), Some(e)) if e.verdict == r.verdict => out.still_failing_known.push(r.clone()),
+            (Some(r), known) => out.new_failures.push(NewFailure {
+                result: r.clone(),
+                known_as: known.map(|e| e.verdict),
+            }),
+            // Only a pass counts as fixed; a case that was only skipped said nothing.
+            (None, Some(e)) if of_case().any(|r| r.verdict == Verdict::Pass) => {
+                let mut e = e.clone();
+                if e.case.is_none() {
+                    // An id-only baseline line: name the case from its result.
+                    e.case = of_case().next().map(|r| r.case.clone());
+                }
+                out.fixed_known.push(e)
+            }
+            (None, Some(e)) => out.not_run_known.push(e.clone()),
+            (None, None) => {}
+        }
+    }
+    for e in baseline.entries.values() {
+        if !ids.contains(&e.id.as_str()) {
+            out.not_run_known.push(e.clone());
+        }
+    }
+    out
+}
+
+/// The header of the baseline kedge ships.
+pub const KNOWN_FAILURES_HEADER: &str = "Known failures: the upstream launch paths (ggml impls) of the default suite at the limits of
+the h200 profile, as the CPU-side checks find them (launch-contract), which a GPU sweep sees as
+launch-error (driver). Usage: kedge gate --baseline corpora/known-failures.jsonl RESULTS
+Regenerate: kedge sweep --cpu --out DIR && kedge gate --write-baseline corpora/known-failures.jsonl DIR/results.jsonl";
+
+/// The known failures of the default suite on the CPU against `limits`: every case whose
+/// CPU-side check fails (the upstream launch paths past the grid limits).
+pub fn known_failures(reg: &Registry, limits: &LimitsProfile) -> Result<Baseline, crate::Error> {
+    let cases = crate::select::Selection::default().cases(
+        reg,
+        crate::select::Suite::Default,
+        limits,
+        None,
+    )?;
+    let results: Vec<CaseResult> = cases
+        .iter()
+        .map(|c| kedge_core::engine::check_on_cpu(reg, c, limits, false))
+        .collect();
+    Ok(Baseline::from_results(&results))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kedge_core::{DType, Detector};
+
+    fn res(ne2: i64, v: Verdict) -> CaseResult {
+        let c = Case::new("rms_norm", "ggml", DType::F32, [64, 1, ne2, 1]);
+        CaseResult::new(&c, v, Detector::Driver, format!("{v} at {ne2}"))
+    }
+
+    #[test]
+    fn new_known_and_fixed_are_told_apart() {
+        let old = vec![
+            res(65536, Verdict::LaunchError),
+            res(70000, Verdict::LaunchError),
+            res(1, Verdict::Pass),
+        ];
+        let baseline = Baseline::from_results(&old);
+        assert_eq!(baseline.entries.len(), 2);
+        let now = vec![
+            res(65536, Verdict::LaunchError), // known, still failing
+            res(70000, Verdict::Pass),        // known, fixed
+            res(1, Verdict::WrongValues),     // new
+        ];
+        let g = gate(&baseline, &now);
+        assert_eq!(g.new_failures.len(), 1);
+        assert_eq!(g.new_failures[0].result.id, now[2].id);
+        assert_eq!(g.new_failures[0].known_as, None);
+        assert_eq!(g.still_failing_known.len(), 1);
+        assert_eq!(g.still_failing_known[0].id, now[0].id);
+        assert_eq!(g.fixed_known.len(), 1);
+        assert_eq!(g.fixed_known[0].id, now[1].id);
+        assert_eq!(g.exit_code(), 1);
+        // Fixed alone fails too (the README's contract).
+        let fixed_only = gate(
+            &baseline,
+            &[res(65536, Verdict::LaunchError), res(70000, Verdict::Pass)],
+        );
+        assert!(fixed_only.new_failures.is_empty());
+        assert_eq!(fixed_only.exit_code(), 1);
+        assert!(fixed_only
+            .render()
+            .contains("now pass: remove them from the baseline"));
+        let text = g.render();
+        assert!(text.starts_with("gate: FAIL"), "{text}");
+        assert!(text.contains(&format!("NEW     {}", now[2].id)), "{text}");
+        assert!(text.contains("kedge run --case '"), "{text}");
+        assert!(text.contains(&format!("FIXED   {}", now[1].id)), "{text}");
+    }
+
+    #[test]
+    fn only_known_failures_pass_the_gate() {
+        let now = vec![res(65536, Verdict::LaunchError), res(1, Verdict::Pass)];
+        let g = gate(&Baseline::from_results(&now), &now);
+        assert!(g.passed(), "{}", g.render());
+        assert_eq!(g.exit_code(), 0);
+        assert_eq!(g.not_failing, 1);
+        // An empty baseline and one failure: exit 1.
+        assert_eq!(gate(&Baseline::default(), &now).exit_code(), 1);
+        // Unsupported and skipped never fail a gate.
+        let g = gate(
+            &Baseline::default(),
+            &[res(2, Verdict::Unsupported), res(3, Verdict::Skipped)],
+        );
+        assert!(g.passed());
+    }
+
+    #[test]
+    fn a_known_case_failing_differently_is_new() {
+        let base = Baseline::from_results(&[res(65536, Verdict::LaunchError)]);
+        let g = gate(&base, &[res(65536, Verdict::OobRead)]);
+        assert_eq!(g.exit_code(), 1);
+        assert_eq!(g.new_failures[0].known_as, Some(Verdict::LaunchError));
+        assert!(g.render().contains("known as launch-error, now oob-read"));
+    }
+
+    #[test]
+    fn known_but_absent_or_only_skipped_is_not_fixed() {
+        let base = Baseline::from_results(&[
+            res(65536, Verdict::LaunchError),
+            res(70000, Verdict::LaunchError),
+        ]);
+        let g = gate(&base, &[res(70000, Verdict::Skipped)]);
+        assert!(g.passed(), "{}", g.render());
+        assert!(g.fixed_known.is_empty());
+        assert_eq!(g.not_run_known.len(), 2);
+    }
+
+    #[test]
+    fn baseline_file_round_trips_and_rejects_bad_lines() {
+        let base =
+            Baseline::from_results(&[res(65536, Verdict::LaunchError), res(1, Verdict::Pass)]);
+        let text = base.to_jsonl();
+        assert_eq!(text.lines().count(), 1);
+        assert!(text.contains("\"verdict\":\"launch-error\""), "{text}");
+        let p = Path::new("baseline.jsonl");
+        let back = Baseline::parse(p, &format!("# known\n\n{text}")).unwrap();
+        assert_eq!(back, base);
+        // Without the case: id and verdict are enough.
+        let id = res(65536, Verdict::Pass).id;
+        let min = format!("{{\"id\":\"{id}\",\"verdict\":\"launch-error\"}}\n");
+        assert_eq!(Baseline::parse(p, &min).unwrap().entries.len(), 1);
+        let e = Baseline::parse(p, "{\"id\":\"x\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("baseline.jsonl:1:"), "{e}");
+        let e = Baseline::parse(p, "{\"id\":\"x\",\"verdict\":\"pass\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a failure"), "{e}");
+        let two = format!("{min}{min}");
+        assert!(matches!(
+            Baseline::parse(p, &two),
+            Err(GateError::Duplicate { line: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn baseline_from_results_keeps_the_worst_verdict_of_a_case() {
+        let mut native = res(5, Verdict::WrongValues);
+        native.under = kedge_core::Under::Native;
+        let mut mem = res(5, Verdict::OobRead);
+        mem.under = kedge_core::Under::Tool(kedge_core::Tool::Memcheck);
+        let both = [native.clone(), mem.clone()];
+        let b = Baseline::from_results(&both);
+        assert_eq!(b.entries[&native.id].verdict, Verdict::OobRead);
+        // A baseline written from results passes those results.
+        let g = gate(&b, &both);
+        assert!(g.passed(), "{}", g.render());
+        assert_eq!(g.still_failing_known.len(), 1);
+        assert_eq!(
+            g.still_failing_known[0].under,
+            kedge_core::Under::Tool(kedge_core::Tool::Memcheck)
+        );
+    }
+
+    #[test]
+    fn no_results_a_torn_file_or_a_missing_case_fail_the_gate() {
+        let g = gate(&Baseline::default(), &[]);
+        assert_eq!(g.exit_code(), 1);
+        assert!(g.render().contains("no results"), "{}", g.render());
+        let ok = vec![res(1, Verdict::Pass)];
+        let torn = TornLine {
+            path: "r.jsonl".into(),
+            line: 2,
+            msg: "EOF".into(),
+        };
+        let g = gate(&Baseline::default(), &ok).with_torn(vec![torn]);
+        assert_eq!(g.exit_code(), 1);
+        assert!(g.render().contains("r.jsonl:2"), "{}", g.render());
+        let expected = vec![ok[0].case.clone(), res(2, Verdict::Pass).case];
+        let g = gate(&Baseline::default(), &ok).expecting(&expected, &ok);
+        assert_eq!(g.exit_code(), 1);
+        assert_eq!(g.missing.len(), 1);
+        assert!(g.render().contains("1 of 2 expected cases have no result"));
+        assert!(g
+            .render()
+            .contains(&format!("MISSING {}", expected[1].id())));
+        let g = gate(&Baseline::default(), &ok).expecting(&expected[..1], &ok);
+        assert!(g.passed(), "{}", g.render());
+    }
+}

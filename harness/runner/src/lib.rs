@@ -1,0 +1,28 @@
+//! kedge-runner: everything between the command line and `kedge-core`, laid out by phase as
+//! cargo-nextest lays out its runner.
+//!
+//! - `select`: which cases (suites, corpora, filters, shards).
+//! - `run`: the one run engine: executors on the CPU and on GPUs, the supervisor and its
+//!   worker protocol (a typed `WorkerSpec`), scheduling over several GPUs.
+//! - `sanitizer`: compute-sanitizer command lines, XML parsing, per-case attribution.
+//! - `results`: writing (one writer per output directory), reading and merging results.
+//! - `report`: Markdown, JSON and JUnit reports.
+//! - `gate`: a baseline of known failures and the CI verdict.
+//! - `workflow`: the commands' work as functions with typed outcomes (sweep, plan,
+//!   minimize, repro, selftest, fuzz, compare-runs).
+//! - `external`: impls from outside kedge (plugins, NVRTC source kernels).
+//! - `errors`: one error type whose every variant knows its exit status; `console`: stderr
+//!   notes and a stdout that survives a closed pipe.
+
+pub mod console;
+pub mod errors;
+pub mod external;
+pub mod gate;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod sanitizer;
+pub mod select;
+pub mod workflow;
+
+pub use errors::{exit, Error, Status};

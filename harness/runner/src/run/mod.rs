@@ -1,0 +1,665 @@
+//! The one run engine every command uses. Cases run through an `Executor`: on the CPU
+//! (`CpuExecutor`: the launch and allocation contracts against a profile, and the reference)
+//! or on GPUs (`GpuExecutor`: worker processes owned by a supervisor per GPU, pulling from one
+//! shared queue, optionally wrapped in compute-sanitizer). `RunEngine::builder` assembles the
+//! GPU side: it checks for a driver, probes the GPUs (in workers: the supervisor never opens
+//! CUDA itself), and hands out one executor per sanitizer tool.
+
+pub mod progress;
+pub mod protocol;
+pub mod schedule;
+pub mod supervisor;
+pub mod worker;
+
+pub use progress::{Progress, Ticker};
+pub use protocol::{FatalKind, WorkerMsg, WorkerSpec};
+pub use schedule::DeviceList;
+pub use supervisor::{SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError};
+
+use crate::errors::{exit, Error, NoGpu};
+use crate::external::ExternalSpec;
+use crate::sanitizer::{self as san, SanitizerConfig};
+use kedge_core::engine::check_on_cpu;
+use kedge_core::{Case, CaseResult, LimitsProfile, Registry, Tool, Under, Verdict};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// The worker pool could not run the cases.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error("starting a worker on gpu {gpu}: {source}")]
+    Probe {
+        gpu: u32,
+        #[source]
+        source: SupervisorError,
+    },
+    #[error("the worker on gpu {gpu} reported no limits")]
+    NoLimits { gpu: u32 },
+    #[error("gpu {gpu} ({device}) has other limits than gpu {first} ({first_device}): a sweep builds its cases for one GPU's limits; sweep each kind of GPU on its own (--devices)")]
+    MixedLimits {
+        gpu: u32,
+        device: String,
+        first: u32,
+        first_device: String,
+    },
+    #[error("the {under} run on GPUs {gpus} stopped after {written} results: {source}{left}")]
+    Stopped {
+        under: Under,
+        gpus: String,
+        written: usize,
+        /// "; not run: ..." when every GPU was lost.
+        left: String,
+        #[source]
+        source: Box<schedule::ScheduleError<SupervisorError>>,
+    },
+    #[error("the worker returned no verdict for {case}")]
+    NoVerdict { case: String },
+    #[error("cannot find the kedge binary to start workers: {0}")]
+    Exe(std::io::Error),
+}
+
+impl EngineError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            EngineError::Probe {
+                source: SupervisorError::NoGpu(_),
+                ..
+            } => exit::NO_GPU,
+            EngineError::MixedLimits { .. } => exit::BAD_INPUT,
+            _ => exit::ENVIRONMENT,
+        }
+    }
+}
+
+/// How a set of cases ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunStats {
+    /// Cases that got a result.
+    pub ran: usize,
+    pub wall_s: f64,
+    /// Worker processes started, and how many of them replaced one that died.
+    pub workers: usize,
+    pub replaced: usize,
+    /// Per GPU: cases run and why it was lost, if it was.
+    pub per_gpu: Vec<GpuRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuRun {
+    pub gpu: u32,
+    pub cases: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
+}
+
+/// Where results go as they become final.
+pub type Sink<'a> = dyn FnMut(CaseResult) -> Result<(), Error> + 'a;
+
+/// Runs cases one way (on the CPU, natively on GPUs, under one sanitizer tool).
+pub trait Executor {
+    /// How this executor's results are marked.
+    fn under(&self) -> Under;
+    /// Run `cases`, passing each result to `sink` as soon as it is final.
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error>;
+    /// The device the cases ran on, as a person names it.
+    fn device(&self) -> String;
+}
+
+/// The CPU side of cases: the launch and allocation contracts against a profile and, for
+/// references up to `reference_limit` multiply-adds, the reference. Results are `skipped`
+/// when the plan fits (the device part did not run).
+pub struct CpuExecutor<'a> {
+    pub reg: &'a Registry,
+    pub limits: LimitsProfile,
+    /// Compute references of at most this much work (`Op::reference_work`); `None`: none.
+    pub reference_limit: Option<u64>,
+    pub progress: Progress,
+}
+
+/// References above this many multiply-adds are not computed by a CPU-side sweep (it would
+/// need tens of GiB); the GPU sweep computes them.
+pub const CPU_REFERENCE_LIMIT: u64 = 1 << 26;
+
+impl<'a> CpuExecutor<'a> {
+    pub fn new(reg: &'a Registry, limits: LimitsProfile) -> Self {
+        CpuExecutor {
+            reg,
+            limits,
+            reference_limit: None,
+            progress: Progress::Off,
+        }
+    }
+    pub fn with_references(mut self, limit: u64) -> Self {
+        self.reference_limit = Some(limit);
+        self
+    }
+
+    /// One case's CPU-side result.
+    pub fn check(&self, c: &Case) -> CaseResult {
+        let with_ref = self.reference_limit.is_some_and(|lim| {
+            self.reg
+                .op(&c.op)
+                .map(|op| op.reference_work(c))
+                .unwrap_or(u64::MAX)
+                <= lim
+        });
+        let mut r = check_on_cpu(self.reg, c, &self.limits, with_ref);
+        if let (Some(lim), false) = (self.reference_limit, with_ref) {
+            if r.verdict == Verdict::Skipped {
+                r.detail.push_str(&format!(
+                    "; reference not computed on the CPU (over {lim} multiply-adds); device run skipped"
+                ));
+            }
+        }
+        r
+    }
+}
+
+impl Executor for CpuExecutor<'_> {
+    fn under(&self) -> Under {
+        Under::Cpu
+    }
+    fn device(&self) -> String {
+        format!("profile {} (no GPU used)", self.limits.name)
+    }
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+        let t0 = Instant::now();
+        let ticker = Ticker::new(self.progress, cases.len());
+        for (i, c) in cases.iter().enumerate() {
+            let r = self.check(c);
+            ticker.case(i + 1, &r);
+            sink(r)?;
+        }
+        ticker.finish();
+        Ok(RunStats {
+            ran: cases.len(),
+            wall_s: t0.elapsed().as_secs_f64(),
+            ..RunStats::default()
+        })
+    }
+}
+
+/// Which GPUs a command runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gpus {
+    /// This one (`--device N`; 0 by default).
+    One(u32),
+    /// These (`--devices 0,1`): each must start a worker and share the first one's limits.
+    Listed(Vec<u32>),
+    /// Every GPU the driver shows; one that cannot start a worker or has other limits is
+    /// left out with a note.
+    All,
+}
+
+/// Worker options, from the command line.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// A case with no verdict after this long is `timeout` and its worker killed.
+    pub timeout: Duration,
+    /// How long a worker may take to open its GPU.
+    pub ready_timeout: Duration,
+    /// Cases per sanitized worker (memcheck; the other tools run one case per worker).
+    pub batch: usize,
+    /// Extra compute-sanitizer options, overriding kedge's defaults.
+    pub sanitizer_args: Option<String>,
+    pub progress: Progress,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            timeout: Duration::from_secs(120),
+            ready_timeout: Duration::from_secs(180),
+            batch: 16,
+            sanitizer_args: None,
+            progress: Progress::auto(),
+        }
+    }
+}
+
+/// The GPUs a run uses, and what their workers said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fleet {
+    pub gpus: Vec<u32>,
+    /// The first GPU's limits: every case is built for them.
+    pub limits: LimitsProfile,
+    pub device: String,
+    pub driver_version: i32,
+}
+
+impl Fleet {
+    pub fn gpu_list(&self) -> String {
+        self.gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Assembles the GPU side of a run.
+pub struct RunEngineBuilder {
+    command: &'static str,
+    exe: Option<PathBuf>,
+    external: ExternalSpec,
+    opts: EngineOptions,
+    work_dir: PathBuf,
+    gpus: Gpus,
+    keep_workers: bool,
+    check_driver: bool,
+}
+
+impl RunEngineBuilder {
+    /// The kedge binary workers start from (default: this process's).
+    pub fn exe(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.exe = Some(exe.into());
+        self
+    }
+    pub fn external(mut self, e: ExternalSpec) -> Self {
+        self.external = e;
+        self
+    }
+    pub fn options(mut self, o: EngineOptions) -> Self {
+        self.opts = o;
+        self
+    }
+    /// Worker logs and sanitizer XML go under here.
+    pub fn work_dir(mut self, d: impl Into<PathBuf>) -> Self {
+        self.work_dir = d.into();
+        self
+    }
+    pub fn gpus(mut self, g: Gpus) -> Self {
+        self.gpus = g;
+        self
+    }
+    /// Keep a native worker between `run` calls (a sweep), or start each call clean
+    /// (`minimize`'s probes).
+    pub fn keep_workers(mut self, keep: bool) -> Self {
+        self.keep_workers = keep;
+        self
+    }
+    /// Skip the driver check in this process (fake workers in tests need no driver).
+    pub fn without_driver_check(mut self) -> Self {
+        self.check_driver = false;
+        self
+    }
+
+    /// Check for a driver, start a worker on each GPU to read its limits, and keep the GPUs
+    /// that can run.
+    pub fn build(self) -> Result<RunEngine, Error> {
+        if self.check_driver && !kedge_core::cuda::driver_present() {
+            return Err(NoGpu {
+                command: self.command,
+                why: kedge_core::cuda::DeviceError::NoDriver.to_string(),
+                hint: hint(self.command),
+            }
+            .into());
+        }
+        let exe = match self.exe {
+            Some(e) => e,
+            None => std::env::current_exe().map_err(EngineError::Exe)?,
+        };
+        let workers = Workers {
+            exe,
+            spec: WorkerSpec::new(0, self.external),
+            opts: self.opts,
+            work_dir: self.work_dir,
+            keep_workers: self.keep_workers,
+        };
+        let fleet = workers.probe(&self.gpus)?;
+        Ok(RunEngine { workers, fleet })
+    }
+}
+
+fn hint(command: &str) -> Option<&'static str> {
+    match command {
+        "run" => Some("`kedge plan` checks launches without one"),
+        "minimize" => Some("--cpu shrinks launch-limit failures without one"),
+        "fuzz" => Some("--cpu fuzzes the launch contract without one"),
+        _ => None,
+    }
+}
+
+/// How to start workers: the binary, their spec, their options and where their logs go.
+struct Workers {
+    exe: PathBuf,
+    spec: WorkerSpec,
+    opts: EngineOptions,
+    work_dir: PathBuf,
+    keep_workers: bool,
+}
+
+/// The GPU side of a run: a fleet of probed GPUs and how to start workers on them.
+pub struct RunEngine {
+    workers: Workers,
+    fleet: Fleet,
+}
+
+impl RunEngine {
+    /// `command` names what needs the GPU in messages (`kedge run needs a GPU ...`).
+    pub fn builder(command: &'static str) -> RunEngineBuilder {
+        RunEngineBuilder {
+            command,
+            exe: None,
+            external: ExternalSpec::default(),
+            opts: EngineOptions::default(),
+            work_dir: std::env::temp_dir().join(format!("kedge-{command}-{}", std::process::id())),
+            gpus: Gpus::One(0),
+            keep_workers: true,
+            check_driver: true,
+        }
+    }
+
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    pub fn limits(&self) -> &LimitsProfile {
+        &self.fleet.limits
+    }
+
+    /// The compute-sanitizer wrapping for one tool (see `Workers::sanitize_spec`).
+    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, Error> {
+        self.workers.sanitize_spec(tool)
+    }
+
+    /// An executor running natively (`None`) or under a sanitizer tool, one worker pool per
+    /// GPU of the fleet (logs in `WORK/TOOL/gpuN/`).
+    pub fn executor(&self, tool: Option<Tool>) -> Result<GpuExecutor, Error> {
+        let under = tool.map(Under::Tool).unwrap_or(Under::Native);
+        let mut pools = Vec::new();
+        for &g in &self.fleet.gpus {
+            let dir = self
+                .workers
+                .work_dir
+                .join(under.name())
+                .join(format!("gpu{g}"));
+            let sanitize = match tool {
+                Some(t) => Some(self.workers.sanitize_spec(t)?),
+                None => None,
+            };
+            pools.push((g, self.workers.supervisor(g, &dir, sanitize)));
+        }
+        Ok(GpuExecutor {
+            under,
+            pools,
+            progress: self.workers.opts.progress,
+            device: format!(
+                "{} (driver {}; gpus {})",
+                self.fleet.device,
+                self.fleet.driver_version,
+                self.fleet.gpu_list()
+            ),
+        })
+    }
+}
+
+impl Workers {
+    fn supervisor(&self, gpu: u32, dir: &Path, sanitize: Option<SanitizeSpec>) -> Supervisor {
+        Supervisor::new(SupervisorConfig {
+            exe: self.exe.clone(),
+            spec: self.spec.on(gpu),
+            timeout: self.opts.timeout,
+            ready_timeout: self.opts.ready_timeout,
+            sanitize,
+            work_dir: dir.to_path_buf(),
+            keep_worker: self.keep_workers,
+        })
+    }
+
+    fn probe_one(&self, gpu: u32) -> Result<supervisor::RunSummary, EngineError> {
+        let dir = self.work_dir.join(format!("probe-gpu{gpu}"));
+        self.supervisor(gpu, &dir, None)
+            .probe()
+            .map_err(|source| EngineError::Probe { gpu, source })
+    }
+
+    /// Every GPU is probed first, because cases are built for one set of limits: a listed
+    /// GPU that cannot start a worker, or whose limits differ from the first's, stops the run
+    /// here; when the GPUs were not listed, such a GPU is left out with a note (a machine's
+    /// display GPU should not stop its sweep).
+    fn probe(&self, gpus: &Gpus) -> Result<Fleet, Error> {
+        let (first, listed): (u32, Option<Vec<u32>>) = match gpus {
+            Gpus::One(g) => (*g, Some(vec![*g])),
+            Gpus::Listed(l) => (l.first().copied().unwrap_or(0), Some(l.clone())),
+            Gpus::All => (0, None),
+        };
+        let s0 = self.probe_one(first)?;
+        let limits = s0
+            .limits
+            .clone()
+            .ok_or(EngineError::NoLimits { gpu: first })?;
+        let explicit = listed.is_some();
+        let candidates = listed.unwrap_or_else(|| match s0.device_count {
+            Some(n) if n > 0 => (0..n).filter_map(|g| u32::try_from(g).ok()).collect(),
+            // The driver could not count: the GPU the probe opened.
+            _ => vec![first],
+        });
+        let others: Vec<(u32, Result<supervisor::RunSummary, EngineError>)> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = candidates
+                    .iter()
+                    .filter(|&&g| g != first)
+                    .map(|&g| (g, s.spawn(move || self.probe_one(g))))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|(g, h)| (g, h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+                    .collect()
+            });
+        let mut fleet = Fleet {
+            gpus: vec![first],
+            device: s0.device.clone().unwrap_or_default(),
+            driver_version: s0.driver_version.unwrap_or_default(),
+            limits,
+        };
+        for (g, r) in others {
+            let unfit = match r {
+                Ok(s) if s.limits.as_ref() == Some(&fleet.limits) => None,
+                Ok(s) => Some(EngineError::MixedLimits {
+                    gpu: g,
+                    device: s.device.unwrap_or_default(),
+                    first,
+                    first_device: fleet.limits.device.clone(),
+                }),
+                Err(e) => Some(e),
+            };
+            match unfit {
+                None => fleet.gpus.push(g),
+                Some(e) if explicit => return Err(e.into()),
+                Some(e) => crate::note!("gpu {g} left out: {e}"),
+            }
+        }
+        Ok(fleet)
+    }
+
+    /// The compute-sanitizer wrapping for one tool: kedge's defaults, the user's overrides,
+    /// and the parser that attributes each worker's records to its cases.
+    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, Error> {
+        let path = san::find_sanitizer()?;
+        let mut cfg = SanitizerConfig::new(tool);
+        if let Some(a) = &self.opts.sanitizer_args {
+            cfg.apply_args(a)?;
+        }
+        let mut prefix = vec![path.display().to_string()];
+        prefix.extend(
+            cfg.args(Path::new("{xml}"))
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned()),
+        );
+        prefix.push("--".into());
+        Ok(SanitizeSpec {
+            tool,
+            prefix,
+            attribute: Box::new(move |xml: &Path, started: usize| {
+                let mut run = san::analyze_run(xml, tool, started, None)
+                    .map_err(|e| format!("reading {}: {e}", xml.display()))?;
+                // No marker at all (a sanitizer set up to hide API errors, say): with one case
+                // in the worker every record is still its own; with more, they cannot be split.
+                if run.markers == 0 && !run.preamble.is_empty() {
+                    if started == 1 {
+                        let pre = std::mem::take(&mut run.preamble);
+                        run.per_case[0].primary.extend(pre.primary);
+                        run.per_case[0].secondary.extend(pre.secondary);
+                    } else {
+                        return Err(format!(
+                            "{}: no kedge_case_marker records, so its records cannot be attributed to the {started} cases of this worker; rerun with --batch 1",
+                            xml.display()
+                        ));
+                    }
+                }
+                Ok(run.per_case)
+            }),
+            // Attribution splits a worker's records at kedge_case_marker API-error records.
+            // Only memcheck reports API errors (seen on the H200: an initcheck worker's XML
+            // held 68 Initcheck records and no marker), so the other tools run one case per
+            // worker.
+            batch: if tool == Tool::Memcheck {
+                self.opts.batch.max(1)
+            } else {
+                1
+            },
+        })
+    }
+}
+
+/// Failed batches in a row (a worker that would not start or could not open its GPU) after
+/// which a run gives a GPU up.
+const GPU_MAX_FAILURES: usize = 3;
+
+/// Cases on GPUs: one supervisor (worker pool) per GPU pulling from one shared queue.
+pub struct GpuExecutor {
+    under: Under,
+    pools: Vec<(u32, Supervisor)>,
+    progress: Progress,
+    device: String,
+}
+
+impl GpuExecutor {
+    /// Run one case and return its result (a predicate for `minimize`).
+    pub fn run_one(&mut self, case: &Case) -> Result<CaseResult, Error> {
+        let mut got = None;
+        self.run(std::slice::from_ref(case), &mut |r| {
+            got = Some(r);
+            Ok(())
+        })?;
+        got.ok_or_else(|| EngineError::NoVerdict { case: case.label() }.into())
+    }
+
+    pub fn set_progress(&mut self, p: Progress) {
+        self.progress = p;
+    }
+}
+
+impl Executor for GpuExecutor {
+    fn under(&self) -> Under {
+        self.under
+    }
+    fn device(&self) -> String {
+        self.device.clone()
+    }
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+        let t0 = Instant::now();
+        let started_before: Vec<usize> = self
+            .pools
+            .iter()
+            .map(|(_, s)| s.workers_started())
+            .collect();
+        // One case per pull keeps the GPUs level (a native worker stays alive between
+        // pulls); a sanitized worker's XML is read when it ends, so there a pull is one
+        // worker's batch.
+        let opts = schedule::Options {
+            batch: self
+                .pools
+                .first()
+                .and_then(|(_, s)| s.cases_per_worker())
+                .unwrap_or(1),
+            max_failures: GPU_MAX_FAILURES,
+        };
+        let ticker = Ticker::new(self.progress, cases.len());
+        let mut written = 0usize;
+        let mut sink_error: Option<Error> = None;
+        let res = schedule::run(cases, &mut self.pools, opts, |f| {
+            let mut r = f.output;
+            r.gpu = Some(f.device);
+            written += 1;
+            ticker.case(written, &r);
+            sink(r).map_err(|e| {
+                let io = std::io::Error::other(e.to_string());
+                sink_error = Some(e);
+                io
+            })
+        });
+        ticker.finish();
+        if let Some(e) = sink_error {
+            return Err(e);
+        }
+        let gpus = self
+            .pools
+            .iter()
+            .map(|(g, _)| g.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let sched = res.map_err(|source| {
+            let left = match &source {
+                schedule::ScheduleError::AllLost { not_run, .. } => {
+                    format!("; not run: {}", name_cases(cases, not_run))
+                }
+                _ => String::new(),
+            };
+            EngineError::Stopped {
+                under: self.under,
+                gpus,
+                written,
+                left,
+                source: Box::new(source),
+            }
+        })?;
+        for d in sched.lost() {
+            crate::note!(
+                "{}: gpu {} lost after {} cases ({}); the other GPUs ran its unfinished cases",
+                self.under,
+                d.device,
+                d.ran,
+                d.lost.as_deref().unwrap_or_default()
+            );
+        }
+        let started: Vec<usize> = self
+            .pools
+            .iter()
+            .zip(&started_before)
+            .map(|((_, s), before)| s.workers_started() - before)
+            .collect();
+        Ok(RunStats {
+            ran: sched.ran(),
+            wall_s: t0.elapsed().as_secs_f64(),
+            workers: started.iter().sum(),
+            replaced: started.iter().map(|n| n.saturating_sub(1)).sum(),
+            per_gpu: sched
+                .devices
+                .iter()
+                .map(|d| GpuRun {
+                    gpu: d.device,
+                    cases: d.ran,
+                    lost: d.lost.clone(),
+                })
+                .collect(),
+        })
+    }
+}
+
+/// The first few cases of `which` by label, and how many more.
+fn name_cases(cases: &[Case], which: &[usize]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = which
+        .iter()
+        .take(SHOWN)
+        .filter_map(|&i| cases.get(i).map(Case::label))
+        .collect();
+    if which.len() > SHOWN {
+        names.push(format!("and {} more", which.len() - SHOWN));
+    }
+    names.join(", ")
+}

@@ -1,0 +1,545 @@
+//! The supervisor: owns worker processes, feeds them cases, streams verdicts, replaces a
+//! worker whose context died, kills a hung one, and wraps workers in compute-sanitizer.
+//! Cases never run in the supervisor itself.
+
+use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
+use super::schedule::BatchError;
+use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    /// The worker found no driver or could not open its GPU.
+    #[error("{0}")]
+    NoGpu(String),
+    /// The worker could not read its spec or build its registry.
+    #[error("the worker could not start: {0}")]
+    Setup(String),
+    #[error("could not start a worker ({cmd}): {err}")]
+    Spawn { cmd: String, err: std::io::Error },
+    #[error("worker did not become ready within {0:?}")]
+    NotReady(Duration),
+    #[error("writing results: {0}")]
+    Sink(std::io::Error),
+    #[error("{0}")]
+    Sanitizer(String),
+}
+
+/// How to wrap a worker in a sanitizer and read back what it found.
+pub struct SanitizeSpec {
+    pub tool: Tool,
+    /// Program and arguments placed before the worker command; `{xml}` is replaced by the
+    /// XML file of that worker.
+    pub prefix: Vec<String>,
+    /// Parse one worker's XML and attribute findings: `started` cases ran in order; returns
+    /// the findings for each of them.
+    /// `Send + Sync`: a multi-GPU sweep runs one supervisor per GPU, each on its own thread.
+    #[allow(clippy::type_complexity)]
+    pub attribute: Box<
+        dyn Fn(&std::path::Path, usize) -> Result<Vec<crate::sanitizer::CaseFindings>, String>
+            + Send
+            + Sync,
+    >,
+    /// Cases per worker: the XML is read when a worker ends.
+    pub batch: usize,
+}
+
+pub struct SupervisorConfig {
+    /// The kedge binary (workers are `kedge worker`, reading `spec` as their first line).
+    pub exe: PathBuf,
+    pub spec: WorkerSpec,
+    pub timeout: Duration,
+    pub ready_timeout: Duration,
+    pub sanitize: Option<SanitizeSpec>,
+    /// Where worker logs (stderr) and sanitizer XML go.
+    pub work_dir: PathBuf,
+    /// Keep a native worker alive between `run` calls: a multi-GPU sweep hands each GPU one
+    /// case at a time, and a fresh worker per case would pay for a CUDA context each time.
+    /// Off where each call should start clean (`minimize`'s probes).
+    pub keep_worker: bool,
+}
+
+/// What happened, beyond the results themselves.
+#[derive(Debug, Default, Clone)]
+pub struct RunSummary {
+    pub workers_started: usize,
+    pub workers_replaced: usize,
+    pub device: Option<String>,
+    pub driver_version: Option<i32>,
+    pub limits: Option<LimitsProfile>,
+    /// GPUs the worker's driver shows (what `sweep` runs on when not told).
+    pub device_count: Option<usize>,
+    pub ran: usize,
+}
+
+/// What a worker says once it has opened its device.
+#[derive(Debug, Clone)]
+struct ReadyInfo {
+    device: String,
+    driver_version: i32,
+    limits: LimitsProfile,
+    device_count: Option<usize>,
+}
+
+impl RunSummary {
+    fn note_ready(&mut self, r: &ReadyInfo) {
+        self.device = Some(r.device.clone());
+        self.driver_version = Some(r.driver_version);
+        self.limits = Some(r.limits.clone());
+        self.device_count = r.device_count;
+    }
+}
+
+struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Option<String>>,
+    xml: Option<PathBuf>,
+    index: usize,
+}
+
+impl Worker {
+    fn kill(&mut self) {
+        // The worker leads its own process group (compute-sanitizer and its child included).
+        let pgid = self.child.id() as i32;
+        // SAFETY: plain syscall on a pid we own.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+    fn recv(&self, t: Duration) -> Result<Option<String>, RecvTimeoutError> {
+        self.rx.recv_timeout(t)
+    }
+    /// Close stdin and wait for a clean exit, killing it if it lingers.
+    fn finish(&mut self, t: Duration) -> Option<std::process::ExitStatus> {
+        self.stdin.take();
+        let t0 = Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => return Some(s),
+                Ok(None) if t0.elapsed() < t => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    self.kill();
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+pub fn describe_exit(s: Option<std::process::ExitStatus>) -> String {
+    match s {
+        None => "was killed".into(),
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exited with status {c}"),
+            (None, Some(sig)) => format!("died from signal {sig}"),
+            _ => "ended".into(),
+        },
+    }
+}
+
+pub struct Supervisor {
+    cfg: SupervisorConfig,
+    spawned: usize,
+    /// A ready worker kept from the last `run` (`keep_worker`), and what it said when ready.
+    idle: Option<(Worker, ReadyInfo)>,
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some((mut w, _)) = self.idle.take() {
+            w.finish(Duration::from_secs(30));
+        }
+    }
+}
+
+impl Supervisor {
+    pub fn new(cfg: SupervisorConfig) -> Self {
+        Supervisor {
+            cfg,
+            spawned: 0,
+            idle: None,
+        }
+    }
+
+    /// Cases each worker runs before it is read out and replaced (a sanitized worker's
+    /// batch); `None`: a worker runs until it dies.
+    pub fn cases_per_worker(&self) -> Option<usize> {
+        self.cfg.sanitize.as_ref().map(|s| s.batch.max(1))
+    }
+
+    /// Workers started so far, replacements included.
+    pub fn workers_started(&self) -> usize {
+        self.spawned
+    }
+
+    /// The worker kept from the last run, unless it has exited since (its GPU may be gone):
+    /// sending it a case would blame the case for the worker's death.
+    fn take_idle(&mut self) -> Option<(Worker, ReadyInfo)> {
+        let (mut w, info) = self.idle.take()?;
+        match w.child.try_wait() {
+            Ok(None) => Some((w, info)),
+            _ => {
+                w.finish(Duration::from_secs(5));
+                None
+            }
+        }
+    }
+
+    fn spawn(&mut self) -> Result<Worker, SupervisorError> {
+        let index = self.spawned;
+        self.spawned += 1;
+        let _ = std::fs::create_dir_all(&self.cfg.work_dir);
+        let xml = self.cfg.sanitize.as_ref().map(|s| {
+            self.cfg
+                .work_dir
+                .join(format!("{}-worker-{index}.xml", s.tool))
+        });
+        let mut argv: Vec<String> = Vec::new();
+        if let (Some(s), Some(x)) = (&self.cfg.sanitize, &xml) {
+            let _ = std::fs::remove_file(x);
+            argv.extend(
+                s.prefix
+                    .iter()
+                    .map(|a| a.replace("{xml}", &x.display().to_string())),
+            );
+        }
+        argv.push(self.cfg.exe.display().to_string());
+        argv.push("worker".into());
+        let log_path = self.cfg.work_dir.join(format!("worker-{index}.log"));
+        let log = std::fs::File::create(&log_path).map_err(|err| SupervisorError::Spawn {
+            cmd: log_path.display().to_string(),
+            err,
+        })?;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|err| SupervisorError::Spawn {
+            cmd: argv.join(" "),
+            err,
+        })?;
+        let stdout = child.stdout.take().ok_or_else(|| SupervisorError::Spawn {
+            cmd: argv.join(" "),
+            err: std::io::Error::other("no stdout"),
+        })?;
+        let mut stdin = child.stdin.take();
+        // The spec first: everything the worker is. A worker that died at once shows up as
+        // a worker that never became ready.
+        if let Some(i) = stdin.as_mut() {
+            let _ = writeln!(i, "{}", self.cfg.spec.to_line()).and_then(|_| i.flush());
+        }
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let r = BufReader::new(stdout);
+            for line in r.lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(Some(l)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(None);
+        });
+        Ok(Worker {
+            child,
+            stdin,
+            rx,
+            xml,
+            index,
+        })
+    }
+
+    /// Start one worker, wait until it has opened the device, and stop it: the live limits
+    /// (cases are generated for them) without opening a context in the supervisor.
+    pub fn probe(&mut self) -> Result<RunSummary, SupervisorError> {
+        let mut w = self.spawn()?;
+        let mut s = RunSummary {
+            workers_started: 1,
+            ..Default::default()
+        };
+        let res = self.wait_ready(&mut w).map(|info| {
+            s.note_ready(&info);
+            s
+        });
+        w.finish(Duration::from_secs(30));
+        res
+    }
+
+    /// Wait for a worker's `ready` line. Lines that are not worker messages (compute-sanitizer
+    /// prints a banner on stdout) are skipped.
+    fn wait_ready(&self, w: &mut Worker) -> Result<ReadyInfo, SupervisorError> {
+        let deadline = Instant::now() + self.cfg.ready_timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match w.recv(left) {
+                Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
+                    Ok(WorkerMsg::Ready {
+                        device,
+                        driver_version,
+                        limits,
+                        device_count,
+                        ..
+                    }) => {
+                        return Ok(ReadyInfo {
+                            device,
+                            driver_version,
+                            limits: *limits,
+                            device_count,
+                        });
+                    }
+                    Ok(WorkerMsg::Fatal { message, kind }) => {
+                        w.finish(Duration::from_secs(5));
+                        return Err(match kind {
+                            FatalKind::NoDriver | FatalKind::NoDevice => {
+                                SupervisorError::NoGpu(message)
+                            }
+                            FatalKind::Setup => SupervisorError::Setup(message),
+                        });
+                    }
+                    Ok(other) => {
+                        w.kill();
+                        return Err(SupervisorError::Spawn {
+                            cmd: "kedge worker".into(),
+                            err: std::io::Error::other(format!(
+                                "unexpected message before ready: {other:?}"
+                            )),
+                        });
+                    }
+                    Err(_) => continue,
+                },
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                    let st = w.finish(Duration::from_secs(5));
+                    return Err(SupervisorError::Spawn {
+                        cmd: "kedge worker".into(),
+                        err: std::io::Error::other(format!(
+                            "worker {} before it was ready; see {}",
+                            describe_exit(st),
+                            self.cfg
+                                .work_dir
+                                .join(format!("worker-{}.log", w.index))
+                                .display()
+                        )),
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    w.kill();
+                    return Err(SupervisorError::NotReady(self.cfg.ready_timeout));
+                }
+            }
+        }
+    }
+
+    /// Run `cases`, calling `sink` with each result as soon as it is final.
+    pub fn run(
+        &mut self,
+        cases: &[Case],
+        sink: &mut dyn FnMut(CaseResult) -> std::io::Result<()>,
+    ) -> Result<RunSummary, SupervisorError> {
+        let mut summary = RunSummary::default();
+        let under = self
+            .cfg
+            .sanitize
+            .as_ref()
+            .map(|s| Under::Tool(s.tool))
+            .unwrap_or(Under::Native);
+        let batch = self
+            .cfg
+            .sanitize
+            .as_ref()
+            .map(|s| s.batch.max(1))
+            .unwrap_or(usize::MAX);
+        let mut i = 0;
+        let mut emit = |r: CaseResult| -> Result<(), SupervisorError> {
+            sink(r).map_err(SupervisorError::Sink)
+        };
+        let keep = self.cfg.keep_worker && self.cfg.sanitize.is_none();
+        while i < cases.len() {
+            let (mut w, info) = match self.take_idle() {
+                Some(kept) => kept,
+                None => {
+                    let mut w = self.spawn()?;
+                    summary.workers_started += 1;
+                    if summary.workers_started > 1 {
+                        summary.workers_replaced += 1;
+                    }
+                    // Wait for the worker to open the device.
+                    let info = self.wait_ready(&mut w)?;
+                    (w, info)
+                }
+            };
+            summary.note_ready(&info);
+            let mut held: Vec<CaseResult> = Vec::new();
+            let mut started = 0usize;
+            let mut worker_gone = false;
+            while i < cases.len() && started < batch && !worker_gone {
+                let case = &cases[i];
+                let mut retiring = false;
+                let sent = match w.stdin.as_mut() {
+                    Some(s) => writeln!(s, "{}", case.to_line())
+                        .and_then(|_| s.flush())
+                        .is_ok(),
+                    None => false,
+                };
+                started += 1;
+                let t0 = Instant::now();
+                let r = if !sent {
+                    worker_gone = true;
+                    let st = w.finish(Duration::from_secs(5));
+                    died(
+                        case,
+                        &format!("worker {} before the case could be sent", describe_exit(st)),
+                    )
+                } else {
+                    loop {
+                        match w.recv(self.cfg.timeout) {
+                            Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
+                                Ok(WorkerMsg::Result(r)) => break *r,
+                                Ok(WorkerMsg::Retiring { .. }) => {
+                                    // Its result follows; then it exits. Send it nothing more.
+                                    retiring = true;
+                                    continue;
+                                }
+                                Ok(WorkerMsg::Error { message }) => {
+                                    break CaseResult::new(
+                                        case,
+                                        Verdict::Unsupported,
+                                        Detector::Supervisor,
+                                        message,
+                                    )
+                                }
+                                _ => continue, // stray output: keep waiting
+                            },
+                            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                                worker_gone = true;
+                                let st = w.finish(Duration::from_secs(10));
+                                break died(
+                                    case,
+                                    &format!(
+                                        "worker {} while running this case (its log: {})",
+                                        describe_exit(st),
+                                        self.cfg
+                                            .work_dir
+                                            .join(format!("worker-{}.log", w.index))
+                                            .display()
+                                    ),
+                                );
+                            }
+                            Err(RecvTimeoutError::Timeout) => {
+                                worker_gone = true;
+                                w.kill();
+                                let mut r = CaseResult::new(
+                                    case,
+                                    Verdict::Timeout,
+                                    Detector::Supervisor,
+                                    format!(
+                                        "no verdict within {:?}; worker killed",
+                                        self.cfg.timeout
+                                    ),
+                                );
+                                r.ms = t0.elapsed().as_secs_f64() * 1e3;
+                                break r;
+                            }
+                        }
+                    }
+                };
+                let mut r = r;
+                r.under = under;
+                i += 1;
+                summary.ran += 1;
+                if self.cfg.sanitize.is_some() {
+                    held.push(r);
+                } else {
+                    emit(r)?;
+                }
+                // A worker whose context died exits by itself after writing its verdict.
+                if retiring {
+                    worker_gone = true;
+                }
+                if !worker_gone {
+                    if let Ok(Some(st)) = w.child.try_wait() {
+                        let _ = st;
+                        worker_gone = true;
+                    }
+                }
+            }
+            if keep && !worker_gone && i == cases.len() {
+                // Alive and done with this run: the next run starts with it.
+                self.idle = Some((w, info));
+                break;
+            }
+            // A worker that exits EXIT_CONTEXT_DEAD after a sticky fault is expected; the
+            // next loop starts a fresh one.
+            w.finish(Duration::from_secs(60));
+            if let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) {
+                let findings =
+                    (spec.attribute)(xml, started).map_err(SupervisorError::Sanitizer)?;
+                for (r, f) in held.iter_mut().zip(findings) {
+                    merge_findings(r, f);
+                }
+                for r in held {
+                    emit(r)?;
+                }
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// A supervisor is one GPU's worker pool in a multi-GPU sweep.
+impl super::schedule::Runner<Case> for Supervisor {
+    type Output = CaseResult;
+    type Error = SupervisorError;
+
+    fn run_batch(
+        &mut self,
+        batch: &[Case],
+        done: &mut dyn FnMut(usize, CaseResult),
+    ) -> Result<(), BatchError<SupervisorError>> {
+        // `run` gives results in the batch's order (a sanitized worker's when it ends).
+        let mut k = 0;
+        let res = self.run(batch, &mut |r| {
+            done(k, r);
+            k += 1;
+            Ok(())
+        });
+        res.map(|_| ()).map_err(|e| match e {
+            // A worker that cannot start or cannot open the GPU: retried, then the GPU is lost
+            // and its cases go to the others.
+            SupervisorError::NoGpu(_)
+            | SupervisorError::Spawn { .. }
+            | SupervisorError::NotReady(_) => BatchError::Device(e),
+            // An unreadable sanitizer report, results that cannot be written, a worker that
+            // cannot build its registry: another GPU would do no better.
+            SupervisorError::Sink(_)
+            | SupervisorError::Sanitizer(_)
+            | SupervisorError::Setup(_) => BatchError::Fatal(e),
+        })
+    }
+}
+
+fn died(case: &Case, what: &str) -> CaseResult {
+    CaseResult::new(
+        case,
+        Verdict::DeviceFault,
+        Detector::Supervisor,
+        what.to_string(),
+    )
+}
+
+/// Fold a case's sanitizer findings into its result (see `sanitizer::merge_into_result`).
+pub fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
+    crate::sanitizer::merge_into_result(r, &cf);
+}

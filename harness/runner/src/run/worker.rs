@@ -1,0 +1,118 @@
+//! The worker: `kedge worker` (hidden). Reads its `WorkerSpec` line, builds the same registry
+//! as the command that started it, opens its GPU, then runs one case per line in, one
+//! verdict line out. The supervisor owns it; a fault that kills the CUDA context kills only
+//! this process.
+
+use super::protocol::{FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
+use crate::errors::exit;
+use kedge_core::cuda::{device_count, kedge_case_marker, DeviceError};
+use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};
+use kedge_core::Case;
+use std::io::{BufRead, Write};
+
+fn send(out: &mut impl Write, msg: &WorkerMsg) -> std::io::Result<()> {
+    writeln!(out, "{}", msg.to_line())?;
+    out.flush()
+}
+
+fn fatal(out: &mut impl Write, kind: FatalKind, message: String) -> i32 {
+    let _ = send(out, &WorkerMsg::Fatal { message, kind });
+    match kind {
+        FatalKind::NoDriver | FatalKind::NoDevice => exit::NO_GPU,
+        FatalKind::Setup => exit::ENVIRONMENT,
+    }
+}
+
+/// Run the worker on stdin/stdout. Returns the process exit code.
+pub fn main() -> i32 {
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut out = std::io::stdout().lock();
+    let spec = match lines.next() {
+        Some(Ok(l)) => l,
+        _ => return fatal(&mut out, FatalKind::Setup, "no worker spec on stdin".into()),
+    };
+    let spec: WorkerSpec = match serde_json::from_str(&spec) {
+        Ok(s) => s,
+        Err(e) => return fatal(&mut out, FatalKind::Setup, format!("bad worker spec: {e}")),
+    };
+    if spec.protocol != PROTOCOL {
+        return fatal(
+            &mut out,
+            FatalKind::Setup,
+            format!(
+                "worker spec of protocol {}, this kedge speaks {PROTOCOL}",
+                spec.protocol
+            ),
+        );
+    }
+    let reg = match spec.external.registry() {
+        Ok((r, _)) => r,
+        Err(e) => return fatal(&mut out, FatalKind::Setup, e.to_string()),
+    };
+    let mut slot = match DeviceSlot::open(spec.device as usize) {
+        Ok(s) => s,
+        Err(e) => {
+            let kind = match e {
+                DeviceError::NoDriver => FatalKind::NoDriver,
+                _ => FatalKind::NoDevice,
+            };
+            return fatal(&mut out, kind, e.to_string());
+        }
+    };
+    let Some(dev) = slot.opened() else {
+        return fatal(
+            &mut out,
+            FatalKind::NoDevice,
+            "the device did not open".into(),
+        );
+    };
+    let ready = WorkerMsg::Ready {
+        device: dev.limits.device.clone(),
+        driver_version: dev.driver_version,
+        limits: Box::new(dev.limits.clone()),
+        pid: std::process::id(),
+        device_count: device_count().ok(),
+    };
+    if send(&mut out, &ready).is_err() {
+        return exit::ENVIRONMENT;
+    }
+    let mut refs = ReferenceCache::default();
+    let mut seq = 0u64;
+    for line in lines {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let case: Case = match serde_json::from_str(&line) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = send(
+                    &mut out,
+                    &WorkerMsg::Error {
+                        message: format!("bad case line: {e}"),
+                    },
+                );
+                continue;
+            }
+        };
+        // Marks the start of this case in compute-sanitizer's record stream.
+        kedge_case_marker(seq);
+        seq += 1;
+        let ex = execute(&reg, &mut slot, &case, &mut refs);
+        if ex.context_dead {
+            let reason = format!("the CUDA context is dead after: {}", ex.result.detail);
+            if send(&mut out, &WorkerMsg::Retiring { reason }).is_err() {
+                return exit::ENVIRONMENT;
+            }
+        }
+        if send(&mut out, &WorkerMsg::Result(Box::new(ex.result))).is_err() {
+            return exit::ENVIRONMENT;
+        }
+        if ex.context_dead {
+            // Every later call in this process would fail: hand over to a fresh worker.
+            return EXIT_CONTEXT_DEAD;
+        }
+    }
+    exit::OK
+}

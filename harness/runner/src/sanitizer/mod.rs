@@ -1,0 +1,218 @@
+//! compute-sanitizer: build the command line that wraps a worker, parse the XML it saves
+//! (and the text it prints), attribute every record to exactly one case, and turn records
+//! into `Finding`s and a verdict.
+//!
+//! Attribution does not depend on timing: the worker calls `kedge_case_marker(seq)` before
+//! each case, a deliberate API error that the sanitizer records (in order) with a host frame
+//! named `kedge_case_marker`. Records between marker k and marker k+1 belong to case k.
+
+mod attribute;
+mod command;
+mod run;
+mod text;
+mod xml;
+
+pub use attribute::{
+    attribute, case_findings, findings_to_verdict, is_sticky_fault, Attribution, CaseFindings,
+    RecordClass,
+};
+pub use command::{
+    find_sanitizer, find_sanitizer_with, parse_tools, SanitizerConfig, Tool, SANITIZER_ENV,
+};
+pub use run::{analyze_run, finding_detail, merge_into_result, SanitizedRun};
+pub use text::{enrich_from_text, parse_allocation_hint, parse_text, TextRecord};
+pub use xml::{parse_xml, parse_xml_file, ParsedXml};
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The host frame that marks the start of a case in the sanitizer's record stream.
+pub const MARKER_FRAME: &str = "kedge_case_marker";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SanitizerError {
+    #[error(
+        "compute-sanitizer not found: install the CUDA toolkit (it ships in $CUDA_HOME/bin) \
+         or set {SANITIZER_ENV} (looked in: {looked})"
+    )]
+    NotFound { looked: String },
+    #[error("{SANITIZER_ENV}={path} does not name an executable file")]
+    BadOverride { path: PathBuf },
+    #[error("unknown sanitizer tool '{0}' (known: memcheck, initcheck, racecheck, synccheck)")]
+    UnknownTool(String),
+    #[error("sanitizer option '{0}' is set by kedge itself and cannot be overridden")]
+    ReservedOption(String),
+    #[error("sanitizer option '{opt}': {msg}")]
+    BadOption { opt: String, msg: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not compute-sanitizer XML, or XML that is wrong somewhere other than a cut-off end.
+    #[error("malformed compute-sanitizer XML at line {line}, column {column}: {msg}")]
+    Malformed {
+        line: usize,
+        column: usize,
+        msg: String,
+    },
+}
+
+impl SanitizerError {
+    /// A missing or unreadable tool is the environment (5); options the user gave are bad
+    /// input (2).
+    pub fn exit_code(&self) -> i32 {
+        use crate::errors::exit;
+        match self {
+            SanitizerError::UnknownTool(_)
+            | SanitizerError::ReservedOption(_)
+            | SanitizerError::BadOption { .. } => exit::BAD_INPUT,
+            SanitizerError::NotFound { .. }
+            | SanitizerError::BadOverride { .. }
+            | SanitizerError::Io { .. }
+            | SanitizerError::Malformed { .. } => exit::ENVIRONMENT,
+        }
+    }
+}
+
+/// `<kind>` of a record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordKind {
+    /// A precise memory-access error (memcheck, initcheck).
+    Precise,
+    /// An imprecise error (a hardware exception the tool could not pin to an access).
+    Imprecise,
+    /// A CUDA API call returned an error.
+    Api,
+    /// A racecheck hazard.
+    Hazard,
+    /// A leak-check record at exit.
+    Leak,
+    Other(String),
+}
+
+impl RecordKind {
+    pub fn parse(s: &str) -> RecordKind {
+        match s {
+            "Precise" => RecordKind::Precise,
+            "Imprecise" => RecordKind::Imprecise,
+            "Api" => RecordKind::Api,
+            "Hazard" | "RaceHazard" => RecordKind::Hazard,
+            "Leak" | "MemoryLeak" => RecordKind::Leak,
+            other => RecordKind::Other(other.to_string()),
+        }
+    }
+    pub fn name(&self) -> &str {
+        match self {
+            RecordKind::Precise => "Precise",
+            RecordKind::Imprecise => "Imprecise",
+            RecordKind::Api => "Api",
+            RecordKind::Hazard => "Hazard",
+            RecordKind::Leak => "Leak",
+            RecordKind::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for RecordKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    Read,
+    Write,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Read => "read",
+            Direction::Write => "write",
+        }
+    }
+}
+
+/// The failing CUDA call of an `Api` record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ApiError {
+    /// `cuStreamSynchronize`.
+    pub api: String,
+    /// `CUDA_ERROR_LAUNCH_FAILED`.
+    pub error: String,
+    /// `unspecified launch failure`.
+    pub message: Option<String>,
+    /// 719.
+    pub result: Option<i64>,
+}
+
+/// "N bytes after the nearest allocation at A of size S bytes": how far past which allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AllocationHint {
+    pub distance: u64,
+    /// `true`: past the end ("after"); `false`: before the start.
+    pub after: bool,
+    pub base: String,
+    pub size: u64,
+}
+
+impl fmt::Display for AllocationHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} bytes {} the nearest allocation at {} of size {} bytes",
+            self.distance,
+            if self.after { "after" } else { "before" },
+            self.base,
+            self.size
+        )
+    }
+}
+
+/// One `<record>` of compute-sanitizer XML, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub kind: RecordKind,
+    /// `Error`, `Warning` ...
+    pub level: Option<String>,
+    /// `<what><text>`: the sentence the tool prints.
+    pub text: String,
+    /// `__global__`, `__shared__` ...
+    pub space: Option<String>,
+    pub size: Option<u64>,
+    pub direction: Option<Direction>,
+    /// `<what><error>`: `out of bounds`, `misaligned` ... (for `Api` records see `api`).
+    pub error: Option<String>,
+    pub address: Option<String>,
+    /// `<where><func>`: the kernel.
+    pub kernel: Option<String>,
+    pub pc: Option<String>,
+    pub thread: Option<[u64; 3]>,
+    pub block: Option<[u64; 3]>,
+    /// Host stack, innermost first; frames without a symbol are left out.
+    pub host_frames: Vec<String>,
+    pub api: Option<ApiError>,
+    pub allocation: Option<AllocationHint>,
+    /// Every leaf under the record as (path, text), e.g. (`what/text`, ...), so a field this
+    /// parser does not type (hazard details, synccheck specifics) is still available.
+    pub fields: Vec<(String, String)>,
+    /// 1-based line of `<record>` in the file.
+    pub line: usize,
+}
+
+impl Record {
+    /// Is this the `kedge_case_marker` API error that separates cases?
+    pub fn is_marker(&self) -> bool {
+        self.kind == RecordKind::Api && self.host_frames.iter().any(|f| f.contains(MARKER_FRAME))
+    }
+    /// The first leaf whose path ends with `suffix` (`"hazard/type"`).
+    pub fn field(&self, suffix: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(p, _)| p == suffix || p.ends_with(&format!("/{suffix}")))
+            .map(|(_, v)| v.as_str())
+    }
+}

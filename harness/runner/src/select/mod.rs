@@ -1,0 +1,743 @@
+//! Selection: what the user asked for (a suite, a corpus, JSON case lines, one case from
+//! flags) narrowed by the same filters everywhere (`-o`, `--impl`, `--dtype`, `-p`,
+//! `--filter`, `--alloc`, `--seed`), into validated cases. No filter is ever dropped: an
+//! unknown op, impl, dtype or parameter, or a selection left empty, is an error that says why.
+
+pub mod corpus;
+pub mod shard;
+pub mod suite;
+
+pub use corpus::{Corpus, Expectation, Expected};
+pub use shard::{Shard, ShardError};
+pub use suite::Suite;
+
+use kedge_core::{AllocMode, Case, CaseError, DType, Impl, ImplRole, LimitsProfile, Op, Registry};
+use regex::Regex;
+use serde_json::Value;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Bad input while selecting cases (exit status 2).
+#[derive(Debug, Error)]
+pub enum SelectError {
+    #[error(transparent)]
+    Case(#[from] CaseError),
+    /// A case line given with `--case` (numbered from 1 in the order given).
+    #[error("--case #{index}: {error}")]
+    CaseFlag { index: usize, error: Box<CaseError> },
+    #[error("cannot read corpus {path}: {source}")]
+    Corpus {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{source_name}: {error}")]
+    InCorpus {
+        source_name: String,
+        error: Box<CaseError>,
+    },
+    #[error("{source_name}: line {line}: {error}")]
+    AtLine {
+        source_name: String,
+        line: usize,
+        error: Box<CaseError>,
+    },
+    #[error("{source_name}: no case in it (it is empty or only comments), so it selects nothing")]
+    EmptyCorpus { source_name: String },
+    #[error("unknown profile '{name}' (built in: {known})")]
+    UnknownProfile { name: String, known: String },
+    #[error("{0}")]
+    BadAlloc(String),
+    #[error("{0}")]
+    BadDtype(String),
+    #[error("--ne takes 1 to 4 comma-separated dimensions: {0}")]
+    BadNe(String),
+    #[error("-p/--param takes NAME=VALUE, got '{0}'")]
+    BadParamFlag(String),
+    #[error("--filter '{regex}' is not a regular expression: {msg}")]
+    BadFilter { regex: String, msg: String },
+    #[error("no selected op has an impl '{imp}' (impls of {ops}: {known})")]
+    UnknownImpl {
+        imp: String,
+        ops: String,
+        known: String,
+    },
+    #[error("a case from flags (--ne) needs exactly one -o OP and one --impl IMPL")]
+    NeedsOneOpImpl,
+    /// An op's own declaration yields a case it rejects: a bug in the op.
+    #[error("op {op} declared a case it rejects: {case}: {error}")]
+    Declared {
+        op: String,
+        case: String,
+        error: Box<CaseError>,
+    },
+    /// Nothing left to run, and why.
+    #[error("no case selected: {why}")]
+    Empty { why: String },
+}
+
+/// What the user asked for, as given (the CLI's flags, uninterpreted).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// `--case JSON` (repeatable).
+    pub cases: Vec<String>,
+    /// `--corpus FILE`.
+    pub corpus: Option<PathBuf>,
+    /// `-o OP[,OP]`, kedge's names or ggml's (`RMS_NORM`).
+    pub ops: Vec<String>,
+    /// `--impl IMPL[,IMPL]`.
+    pub impls: Vec<String>,
+    /// `--ne NE0,NE1,NE2,NE3`: one case from flags.
+    pub ne: Option<String>,
+    /// `--dtype`.
+    pub dtype: Option<String>,
+    /// `-p NAME=VALUE` (repeatable): overrides that parameter in every case.
+    pub params: Vec<String>,
+    /// `--seed`: overrides every case's seed.
+    pub seed: Option<u64>,
+    /// `--alloc MODE[,MODE]`: every case in each mode (`None`: generated cases `exact`,
+    /// given cases their own).
+    pub allocs: Option<String>,
+    /// `--include-planted`: calibration impls in generated suites.
+    pub include_planted: bool,
+    /// `--filter REGEX`: keep cases whose upstream `vars()` string (test-backend-ops'
+    /// `-p`) matches, or whose kedge label does for ops without an upstream line.
+    pub filter: Option<String>,
+}
+
+/// A comma list: `a,b` → [a, b], blanks dropped.
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect()
+}
+
+/// `exact,guard` → the modes, in order.
+pub fn parse_allocs(s: &str) -> Result<Vec<AllocMode>, SelectError> {
+    let v = split_list(s);
+    if v.is_empty() {
+        return Err(SelectError::BadAlloc(
+            "--alloc names no mode (known: exact, guard, guard-front, canary)".into(),
+        ));
+    }
+    v.iter()
+        .map(|m| m.parse::<AllocMode>().map_err(SelectError::BadAlloc))
+        .collect()
+}
+
+/// `64,1,65536` → [64, 1, 65536, 1].
+pub fn parse_ne(s: &str) -> Result<kedge_core::Ne, SelectError> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return Err(SelectError::BadNe(format!("got '{s}'")));
+    }
+    let mut ne = [1i64; 4];
+    for (i, p) in parts.iter().enumerate() {
+        ne[i] = p
+            .parse::<i64>()
+            .map_err(|_| SelectError::BadNe(format!("'{p}' is not an integer")))?;
+    }
+    Ok(ne)
+}
+
+/// `NAME=VALUE`: the value as JSON when it parses (`1e-3`, `true`), else as a string.
+pub fn parse_param(s: &str) -> Result<(String, Value), SelectError> {
+    let (k, v) = s
+        .split_once('=')
+        .filter(|(k, _)| !k.trim().is_empty())
+        .ok_or_else(|| SelectError::BadParamFlag(s.to_string()))?;
+    let val = serde_json::from_str(v.trim()).unwrap_or_else(|_| Value::String(v.to_string()));
+    Ok((k.trim().to_string(), val))
+}
+
+/// A built-in limits profile by name.
+pub fn profile(name: &str) -> Result<LimitsProfile, SelectError> {
+    LimitsProfile::builtin(name).ok_or_else(|| SelectError::UnknownProfile {
+        name: name.to_string(),
+        known: LimitsProfile::BUILTIN.join(", "),
+    })
+}
+
+/// The filters of a selection, checked against a registry.
+#[derive(Clone)]
+pub struct Filters {
+    /// The ops selected (all when `-o` was not given), in registry order.
+    pub ops: Vec<&'static dyn Op>,
+    /// Whether `-o` named them.
+    pub ops_named: bool,
+    pub impls: Vec<String>,
+    pub dtype: Option<DType>,
+    pub params: Vec<(String, Value)>,
+    pub seed: Option<u64>,
+    /// `Some` when `--alloc` was given.
+    pub allocs: Option<Vec<AllocMode>>,
+    pub include_planted: bool,
+    pub regex: Option<Regex>,
+    /// The filters as given, for messages.
+    given: Vec<String>,
+    /// Ops left out because they lack the dtype or a parameter (not named by `-o`).
+    pub left_out: Vec<String>,
+}
+
+impl Filters {
+    /// Check every filter against the registry.
+    pub fn resolve(reg: &Registry, s: &Selection) -> Result<Filters, SelectError> {
+        let mut given = Vec::new();
+        let ops_named = !s.ops.is_empty();
+        let mut ops: Vec<&'static dyn Op> = Vec::new();
+        if ops_named {
+            given.push(format!("-o {}", s.ops.join(",")));
+            for name in &s.ops {
+                let op = reg.op(name)?;
+                if !ops.iter().any(|o| o.name() == op.name()) {
+                    ops.push(op);
+                }
+            }
+        } else {
+            ops = reg.ops().to_vec();
+        }
+        let dtype = match &s.dtype {
+            None => None,
+            Some(d) => {
+                given.push(format!("--dtype {d}"));
+                Some(d.parse::<DType>().map_err(SelectError::BadDtype)?)
+            }
+        };
+        let params: Vec<(String, Value)> = s
+            .params
+            .iter()
+            .map(|p| parse_param(p))
+            .collect::<Result<_, _>>()?;
+        for p in &s.params {
+            given.push(format!("-p {p}"));
+        }
+        let mut left_out = Vec::new();
+        let mut kept = Vec::new();
+        for op in ops {
+            let lacks_dtype = dtype.filter(|d| !op.dtypes().contains(d));
+            if let Some(d) = lacks_dtype {
+                if ops_named {
+                    return Err(CaseError::UnsupportedDtype {
+                        op: op.name().to_string(),
+                        dtype: d,
+                        known: names(op.dtypes().iter().map(|d| d.name())),
+                    }
+                    .into());
+                }
+                left_out.push(format!("{} (no {d})", op.name()));
+                continue;
+            }
+            let mut missing = None;
+            for (k, v) in &params {
+                match op.params().iter().find(|p| p.name == k) {
+                    Some(spec) => {
+                        spec.check(v).map_err(|msg| CaseError::BadParam {
+                            op: op.name().to_string(),
+                            param: k.clone(),
+                            msg,
+                        })?;
+                    }
+                    None => {
+                        missing = Some(k.clone());
+                        break;
+                    }
+                }
+            }
+            if let Some(k) = missing {
+                if ops_named {
+                    return Err(CaseError::UnknownParam {
+                        op: op.name().to_string(),
+                        param: k,
+                        known: if op.params().is_empty() {
+                            "none".into()
+                        } else {
+                            names(op.params().iter().map(|p| p.name))
+                        },
+                    }
+                    .into());
+                }
+                left_out.push(format!("{} (no parameter {k})", op.name()));
+                continue;
+            }
+            kept.push(op);
+        }
+        if kept.is_empty() {
+            return Err(SelectError::Empty {
+                why: format!(
+                    "no op has what {} asks for ({})",
+                    given.join(" "),
+                    left_out.join(", ")
+                ),
+            });
+        }
+        let impls = s.impls.clone();
+        if !impls.is_empty() {
+            given.push(format!("--impl {}", impls.join(",")));
+            let mut known: Vec<String> = Vec::new();
+            for op in &kept {
+                for i in reg.impls_of(*op) {
+                    if !known.iter().any(|k| k == i.name()) {
+                        known.push(i.name().to_string());
+                    }
+                }
+            }
+            for imp in &impls {
+                if !known.contains(imp) {
+                    return Err(SelectError::UnknownImpl {
+                        imp: imp.clone(),
+                        ops: names(kept.iter().map(|o| o.name())),
+                        known: known.join(", "),
+                    });
+                }
+            }
+        }
+        let allocs = match &s.allocs {
+            None => None,
+            Some(a) => {
+                given.push(format!("--alloc {a}"));
+                Some(parse_allocs(a)?)
+            }
+        };
+        let regex = match &s.filter {
+            None => None,
+            Some(r) => {
+                given.push(format!("--filter '{r}'"));
+                Some(Regex::new(r).map_err(|e| SelectError::BadFilter {
+                    regex: r.clone(),
+                    msg: e.to_string(),
+                })?)
+            }
+        };
+        if let Some(seed) = s.seed {
+            given.push(format!("--seed {seed}"));
+        }
+        Ok(Filters {
+            ops: kept,
+            ops_named,
+            impls,
+            dtype,
+            params,
+            seed: s.seed,
+            allocs,
+            include_planted: s.include_planted,
+            regex,
+            given,
+            left_out,
+        })
+    }
+
+    /// Is `imp` selected? Planted calibration impls only when `planted` or named.
+    pub fn impl_selected(&self, imp: &dyn Impl, planted: bool) -> bool {
+        let named = self.impls.iter().any(|i| i == imp.name());
+        if !self.impls.is_empty() && !named {
+            return false;
+        }
+        named || planted || !matches!(imp.role(), ImplRole::Planted { .. })
+    }
+
+    pub fn op_selected(&self, name: &str) -> bool {
+        self.ops.iter().any(|o| o.name() == name)
+    }
+
+    /// The case with the parameter and seed overrides, once per allocation mode asked for
+    /// (its own mode when none was).
+    pub fn expand(&self, mut c: Case) -> Vec<Case> {
+        for (k, v) in &self.params {
+            c.params.insert(k.clone(), v.clone());
+        }
+        if let Some(s) = self.seed {
+            c.seed = s;
+        }
+        match &self.allocs {
+            None => vec![c],
+            Some(modes) => modes.iter().map(|&m| c.clone().with_alloc(m)).collect(),
+        }
+    }
+
+    /// Does a validated case pass `--filter`? The regex is searched in the op's upstream
+    /// `vars()` string (what test-backend-ops' `-p` matches), else in the kedge label.
+    pub fn matches(&self, op: &dyn Op, c: &Case) -> bool {
+        match &self.regex {
+            None => true,
+            Some(re) => match op.upstream(c) {
+                Some(u) => re.is_match(&u.vars),
+                None => re.is_match(&c.label()),
+            },
+        }
+    }
+
+    /// Given cases (corpus lines, `--case` lines, incidents) through the filters: op, impl and
+    /// dtype select among them, `-p`/`--seed`/`--alloc` override, `--filter` selects; each
+    /// is validated, naming its line. `from_flags`: the cases were built from these very
+    /// flags (`--ne`), so op, impl and dtype are not filters.
+    pub fn explicit(
+        &self,
+        reg: &Registry,
+        numbered: Vec<(usize, Case)>,
+        source: &str,
+        from_flags: bool,
+    ) -> Result<Vec<Case>, SelectError> {
+        let total = numbered.len();
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (line, c) in numbered {
+            let op = reg.op(&c.op).map_err(|error| locate(source, line, error))?;
+            if !from_flags {
+                if self.ops_named && !self.op_selected(op.name()) {
+                    continue;
+                }
+                if !self.impls.is_empty() && !self.impls.contains(&c.imp) {
+                    continue;
+                }
+                if self.dtype.is_some_and(|d| d != c.dtype) {
+                    continue;
+                }
+            }
+            for c in self.expand(c) {
+                let v = reg
+                    .validate(&c)
+                    .map_err(|error| locate(source, line, error))?;
+                if self.matches(op, &v) && seen.insert(v.id()) {
+                    out.push(v);
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(SelectError::Empty {
+                why: self.why_empty(source, total),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Why nothing is left of `total` cases from `what`.
+    pub fn why_empty(&self, what: &str, total: usize) -> String {
+        let mut why = if self.given.is_empty() {
+            format!("{what} has no case for the selected ops")
+        } else {
+            format!(
+                "{} left none of the {total} cases of {what}",
+                self.given.join(" ")
+            )
+        };
+        if !self.left_out.is_empty() {
+            why.push_str(&format!(" (ops left out: {})", self.left_out.join(", ")));
+        }
+        why
+    }
+}
+
+fn locate(source: &str, line: usize, error: CaseError) -> SelectError {
+    match line {
+        0 => SelectError::Case(error),
+        _ if source == "--case" => SelectError::CaseFlag {
+            index: line,
+            error: Box::new(error),
+        },
+        _ => SelectError::AtLine {
+            source_name: source.to_string(),
+            line,
+            error: Box::new(error),
+        },
+    }
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    it.collect::<Vec<_>>().join(", ")
+}
+
+impl Selection {
+    /// Were cases given explicitly (JSON lines, a corpus, or `--ne`)?
+    pub fn is_explicit(&self) -> bool {
+        !self.cases.is_empty() || self.corpus.is_some() || self.ne.is_some()
+    }
+
+    /// The selected cases: the explicit ones when given, else the suite's (generated for
+    /// `limits`). `incidents` overrides the built-in incidents corpus.
+    pub fn cases(
+        &self,
+        reg: &Registry,
+        suite: Suite,
+        limits: &LimitsProfile,
+        incidents: Option<&std::path::Path>,
+    ) -> Result<Vec<Case>, SelectError> {
+        let f = Filters::resolve(reg, self)?;
+        if !self.is_explicit() {
+            return suite::generate(reg, suite, limits, &f, incidents);
+        }
+        let mut out = Vec::new();
+        if !self.cases.is_empty() {
+            let mut numbered = Vec::new();
+            for (i, line) in self.cases.iter().enumerate() {
+                let c = Case::parse_line(i + 1, line).map_err(|error| SelectError::CaseFlag {
+                    index: i + 1,
+                    error: Box::new(error),
+                })?;
+                numbered.push((i + 1, c));
+            }
+            out.extend(f.explicit(reg, numbered, "--case", false)?);
+        }
+        if let Some(p) = &self.corpus {
+            let corpus = Corpus::read(p)?;
+            let cases = corpus.cases()?;
+            out.extend(f.explicit(reg, cases, &corpus.source.to_string(), false)?);
+        }
+        if let Some(ne) = &self.ne {
+            out.extend(self.case_from_flags(reg, &f, ne)?);
+        }
+        Ok(out)
+    }
+
+    fn case_from_flags(
+        &self,
+        reg: &Registry,
+        f: &Filters,
+        ne: &str,
+    ) -> Result<Vec<Case>, SelectError> {
+        let ne = parse_ne(ne)?;
+        let ([op], [imp]) = (f.ops.as_slice(), self.impls.as_slice()) else {
+            return Err(SelectError::NeedsOneOpImpl);
+        };
+        if !f.ops_named {
+            return Err(SelectError::NeedsOneOpImpl);
+        }
+        let dtype = f.dtype.unwrap_or(op.dtypes()[0]);
+        let c = Case::new(op.name(), imp, dtype, ne);
+        f.explicit(reg, vec![(0, c)], "flags", true)
+    }
+}
+
+/// Elements of a case's largest tensor: what `--max-elements` bounds. (The product of `ne` is
+/// not a size for every op: a GEMM's ne = [K, M, N] multiplies to its work.) A case whose
+/// tensors cannot be described counts as the product of its `ne`.
+pub fn largest_tensor_elements(reg: &Registry, c: &Case) -> u64 {
+    let product = |ne: &kedge_core::Ne| {
+        ne.iter()
+            .map(|&x| x.max(0) as u64)
+            .fold(1u64, u64::saturating_mul)
+    };
+    match reg.op(&c.op).and_then(|op| op.tensors(c)) {
+        Ok(specs) => specs
+            .iter()
+            .map(|t| product(&t.ne))
+            .max()
+            .unwrap_or_else(|| product(&c.ne)),
+        Err(_) => product(&c.ne),
+    }
+}
+
+/// `--max-elements N`: the largest tensor a case may have. 0 means no limit, in every command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxElements(Option<u64>);
+
+impl MaxElements {
+    pub const NONE: MaxElements = MaxElements(None);
+    /// The flag's value, or `default` when it was not given; 0 is no limit.
+    pub fn from_flag(flag: Option<u64>, default: Option<u64>) -> MaxElements {
+        MaxElements(match flag {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => default,
+        })
+    }
+    pub fn limit(self) -> Option<u64> {
+        self.0
+    }
+    /// Keep the cases within the limit; returns how many were left out.
+    pub fn retain(self, reg: &Registry, cases: &mut Vec<Case>) -> usize {
+        let Some(max) = self.0 else { return 0 };
+        let before = cases.len();
+        cases.retain(|c| largest_tensor_elements(reg, c) <= max);
+        before - cases.len()
+    }
+    pub fn allows(self, reg: &Registry, c: &Case) -> bool {
+        self.0
+            .is_none_or(|max| largest_tensor_elements(reg, c) <= max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reg() -> Registry {
+        kedge_ops::registry()
+    }
+    fn h200() -> LimitsProfile {
+        LimitsProfile::builtin("h200").unwrap()
+    }
+    fn sel() -> Selection {
+        Selection::default()
+    }
+
+    #[test]
+    fn max_elements_zero_is_no_limit() {
+        assert_eq!(MaxElements::from_flag(Some(0), Some(5)).limit(), None);
+        assert_eq!(MaxElements::from_flag(None, Some(5)).limit(), Some(5));
+        assert_eq!(MaxElements::from_flag(Some(7), None).limit(), Some(7));
+    }
+
+    #[test]
+    fn ggml_spelling_and_unknown_names() {
+        let r = reg();
+        let s = Selection {
+            ops: vec!["RMS_NORM".into()],
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Smoke, &h200(), None).unwrap();
+        assert!(cases.iter().all(|c| c.op == "rms_norm"));
+        let s = Selection {
+            ops: vec!["nosuch".into()],
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("unknown op 'nosuch'"), "{e}");
+        assert!(e.to_string().contains("rms_norm"), "{e}");
+        let s = Selection {
+            impls: vec!["nosuch".into()],
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("'nosuch'"), "{e}");
+        assert!(e.to_string().contains("clamped"), "{e}");
+    }
+
+    #[test]
+    fn dtype_and_params_apply_in_suite_mode() {
+        let r = reg();
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            dtype: Some("bf16".into()),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("does not support dtype bf16"), "{e}");
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            dtype: Some("f32".into()),
+            params: vec!["eps=0.001".into()],
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        assert!(!cases.is_empty());
+        assert!(cases
+            .iter()
+            .all(|c| c.params["eps"] == serde_json::json!(0.001)));
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            params: vec!["eps=-x".into()],
+            ..sel()
+        };
+        assert!(s.cases(&r, Suite::Smoke, &h200(), None).is_err());
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            params: vec!["epz=1".into()],
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("no parameter 'epz'"), "{e}");
+    }
+
+    #[test]
+    fn filter_matches_upstream_vars_and_empty_is_an_error() {
+        let r = reg();
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            impls: vec!["ggml".into()],
+            filter: Some(r"ne=\[64,1,65536,1\]".into()),
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Boundary, &h200(), None).unwrap();
+        assert_eq!(cases.len(), 1);
+        assert_eq!(cases[0].ne, [64, 1, 65536, 1]);
+        let s = Selection {
+            filter: Some("nothing-matches-this".into()),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(matches!(e, SelectError::Empty { .. }), "{e}");
+        assert!(e.to_string().contains("--filter"), "{e}");
+        let s = Selection {
+            filter: Some("(".into()),
+            ..sel()
+        };
+        assert!(matches!(
+            s.cases(&r, Suite::Smoke, &h200(), None),
+            Err(SelectError::BadFilter { .. })
+        ));
+    }
+
+    #[test]
+    fn the_boundary_suite_has_both_sides_of_the_grid_limit() {
+        let r = reg();
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            impls: vec!["ggml".into()],
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Boundary, &h200(), None).unwrap();
+        for v in [65535, 65536] {
+            assert!(cases.iter().any(|c| c.ne[2] == v), "ne[2] = {v} missing");
+            assert!(cases.iter().any(|c| c.ne[3] == v), "ne[3] = {v} missing");
+        }
+    }
+
+    #[test]
+    fn the_incidents_suite_is_the_incidents_of_this_builds_ops() {
+        let r = reg();
+        let cases = sel().cases(&r, Suite::Incidents, &h200(), None).unwrap();
+        assert!(cases
+            .iter()
+            .any(|c| c.op == "rms_norm" && c.ne == [64, 1, 65536, 1]));
+        assert!(cases.iter().all(|c| r.op(&c.op).is_ok()));
+        // A corpus given by the user is bad input when it names an op kedge does not know.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.jsonl");
+        std::fs::write(
+            &p,
+            r#"{"op":"nosuch","impl":"ggml","dtype":"f32","ne":[1,1,1,1]}"#,
+        )
+        .unwrap();
+        let s = Selection {
+            corpus: Some(p),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("unknown op 'nosuch'"), "{e}");
+    }
+
+    #[test]
+    fn explicit_cases_take_the_same_filters() {
+        let r = reg();
+        let line = r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1]}"#;
+        let s = Selection {
+            cases: vec![line.into()],
+            params: vec!["eps=0.5".into()],
+            allocs: Some("exact,guard".into()),
+            seed: Some(9),
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Smoke, &h200(), None).unwrap();
+        assert_eq!(cases.len(), 2);
+        assert!(cases.iter().all(|c| c.seed == 9 && c.params["eps"] == 0.5));
+        let s = Selection {
+            cases: vec![line.into()],
+            impls: vec!["clamped".into()],
+            ..sel()
+        };
+        assert!(matches!(
+            s.cases(&r, Suite::Smoke, &h200(), None),
+            Err(SelectError::Empty { .. })
+        ));
+        let s = Selection {
+            ne: Some("64,1,65536".into()),
+            ops: vec!["rms_norm".into()],
+            ..sel()
+        };
+        assert!(matches!(
+            s.cases(&r, Suite::Smoke, &h200(), None),
+            Err(SelectError::NeedsOneOpImpl)
+        ));
+    }
+}

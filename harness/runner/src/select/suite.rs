@@ -1,0 +1,168 @@
+//! Suites: the cases kedge builds from the ops' declarations. `smoke` is each op's small
+//! shapes; `boundary` each op's own boundaries plus the ones kedge generates from the device's
+//! limits (`contract::boundary::generated`), both sides of each; `default` both; `selftest`
+//! both with the calibration impls; `incidents` the incidents corpus (those of ops this build
+//! has).
+
+use super::corpus::Corpus;
+use super::{Filters, SelectError};
+use kedge_core::contract::boundary::generated;
+use kedge_core::{Boundary, Case, DType, Impl, LimitsProfile, Op, Registry};
+use std::collections::HashSet;
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Suite {
+    Smoke,
+    Boundary,
+    Incidents,
+    /// Smoke + boundary of every impl, planted calibration impls included.
+    Selftest,
+    /// Smoke + boundary.
+    Default,
+}
+
+impl Suite {
+    pub const ALL: [Suite; 5] = [
+        Suite::Smoke,
+        Suite::Boundary,
+        Suite::Incidents,
+        Suite::Selftest,
+        Suite::Default,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Smoke => "smoke",
+            Suite::Boundary => "boundary",
+            Suite::Incidents => "incidents",
+            Suite::Selftest => "selftest",
+            Suite::Default => "default",
+        }
+    }
+    fn smoke(self) -> bool {
+        matches!(self, Suite::Smoke | Suite::Default | Suite::Selftest)
+    }
+    fn boundary(self) -> bool {
+        matches!(self, Suite::Boundary | Suite::Default | Suite::Selftest)
+    }
+}
+
+impl fmt::Display for Suite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Suite {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Suite::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown suite '{s}' (known: smoke, boundary, incidents, selftest, default)"
+                )
+            })
+    }
+}
+
+/// Every boundary of an op for a profile: its own, then the generated ones for `dtype`'s
+/// element size (when the op declares a probe base).
+pub fn boundaries(op: &dyn Op, limits: &LimitsProfile, dtype: DType) -> Vec<Boundary> {
+    let mut v = op.boundaries(limits);
+    if let Some(base) = op.probe_base() {
+        v.extend(generated(&base, limits, dtype.size()));
+    }
+    v
+}
+
+/// The raw (unvalidated) cases of one impl of an op in a suite, for `dtype` (`None`: the op's
+/// first dtype, and each boundary's own when it names one).
+pub fn raw_cases(
+    op: &dyn Op,
+    imp: &dyn Impl,
+    suite: Suite,
+    limits: &LimitsProfile,
+    dtype: Option<DType>,
+) -> Vec<Case> {
+    let default = dtype.unwrap_or(op.dtypes()[0]);
+    let mut raw = Vec::new();
+    if suite.smoke() {
+        for (ne, params) in op.smoke() {
+            let mut c = Case::new(op.name(), imp.name(), default, ne);
+            c.params = params;
+            raw.push(c);
+        }
+    }
+    if suite.boundary() {
+        for b in boundaries(op, limits, default) {
+            // A boundary of another dtype says nothing about this one.
+            if dtype.is_some() && b.dtype.is_some_and(|d| Some(d) != dtype) {
+                continue;
+            }
+            raw.extend(b.cases(op.name(), imp.name(), default));
+        }
+    }
+    raw
+}
+
+/// Build the cases of a suite for a limits profile, filtered and validated.
+pub fn generate(
+    reg: &Registry,
+    suite: Suite,
+    limits: &LimitsProfile,
+    f: &Filters,
+    incidents: Option<&std::path::Path>,
+) -> Result<Vec<Case>, SelectError> {
+    if suite == Suite::Incidents {
+        let corpus = Corpus::incidents(incidents)?;
+        // The incidents of ops this build does not have are left out, and said so: the
+        // corpus records every incident kedge knows, not only this build's.
+        let (known, other): (Vec<_>, Vec<_>) = corpus
+            .cases()?
+            .into_iter()
+            .partition(|(_, c)| reg.op(&c.op).is_ok());
+        if !other.is_empty() {
+            let mut ops: Vec<&str> = other.iter().map(|(_, c)| c.op.as_str()).collect();
+            ops.sort_unstable();
+            ops.dedup();
+            crate::note!(
+                "{} incidents of ops this build does not have left out ({})",
+                other.len(),
+                ops.join(", ")
+            );
+        }
+        return f.explicit(reg, known, &corpus.source.to_string(), false);
+    }
+    let planted = f.include_planted || suite == Suite::Selftest;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut total = 0usize;
+    for op in &f.ops {
+        for imp in reg.impls_of(*op) {
+            if !f.impl_selected(imp, planted) {
+                continue;
+            }
+            for raw in raw_cases(*op, imp, suite, limits, f.dtype) {
+                for c in f.expand(raw) {
+                    let c = reg.validate(&c).map_err(|error| SelectError::Declared {
+                        op: op.name().to_string(),
+                        case: c.label(),
+                        error: Box::new(error),
+                    })?;
+                    total += 1;
+                    if f.matches(*op, &c) && seen.insert(c.id()) {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(SelectError::Empty {
+            why: f.why_empty(&format!("suite {suite}"), total),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,66 @@
+//! corpora/known-failures.jsonl, the baseline the README gates on, is exactly the known
+//! failures of the default suite: the upstream launch paths at the h200 profile's limits, as
+//! the CPU-side checks find them. When ops, boundaries or case ids change, regenerate it:
+//! `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner known_failures` (or with the
+//! commands in its header), and read the diff.
+
+use kedge_core::{LimitsProfile, Verdict};
+use kedge_runner::gate::{gate, known_failures, Baseline, KNOWN_FAILURES_HEADER};
+use kedge_runner::run::{CpuExecutor, Executor};
+use kedge_runner::select::{Selection, Suite};
+use std::path::PathBuf;
+
+fn path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../corpora/known-failures.jsonl")
+}
+
+#[test]
+fn the_shipped_baseline_is_the_default_suites_known_failures() {
+    let reg = kedge_ops::registry();
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    let want = known_failures(&reg, &h200).unwrap();
+    let text = want.to_jsonl_with(Some(KNOWN_FAILURES_HEADER));
+    if std::env::var("KEDGE_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(path(), &text).unwrap();
+    }
+    assert!(!want.entries.is_empty());
+    // Every known failure is a plan past a limit of the profile (a launch, or a buffer), and
+    // never a fixed impl's.
+    for e in want.entries.values() {
+        assert!(
+            matches!(e.verdict, Verdict::LaunchError | Verdict::ResourceLimit),
+            "{e:?}"
+        );
+        let c = e.case.as_ref().expect("entries carry their case");
+        let (_, imp) = reg.resolve(c).expect("a known impl");
+        assert_ne!(imp.role(), kedge_core::ImplRole::Fixed, "{e:?}");
+    }
+    let have = std::fs::read_to_string(path()).unwrap();
+    assert!(
+        have == text,
+        "{} is not current (regenerate with KEDGE_BLESS=1 cargo test -p kedge-runner --test runner known_failures, then read the diff)",
+        path().display()
+    );
+    assert_eq!(Baseline::load(&path()).unwrap(), want);
+}
+
+/// The README's `kedge gate --baseline corpora/known-failures.jsonl RESULTS` passes on the
+/// default sweep's results (on the CPU here).
+#[test]
+fn the_default_sweep_passes_the_shipped_gate() {
+    let reg = kedge_ops::registry();
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    let cases = Selection::default()
+        .cases(&reg, Suite::Default, &h200, None)
+        .unwrap();
+    let mut results = Vec::new();
+    CpuExecutor::new(&reg, h200)
+        .run(&cases, &mut |r| {
+            results.push(r);
+            Ok(())
+        })
+        .unwrap();
+    let g = gate(&Baseline::load(&path()).unwrap(), &results);
+    assert!(g.passed(), "{}", g.render());
+    assert!(!g.still_failing_known.is_empty());
+}

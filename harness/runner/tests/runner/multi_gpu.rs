@@ -1,0 +1,122 @@
+//! A multi-GPU sweep's scheduling with real worker processes and no GPU: one supervisor per
+//! "GPU", each starting a fake worker (a shell script speaking the worker protocol) whose
+//! spec names device N. GPU 1 falls off the bus during its 4th case: that case gets `device-fault`
+//! (as on real hardware, the case in flight is charged), every later worker on GPU 1 cannot
+//! open it, GPU 1 is given up, and GPU 0 runs the rest. Every case gets exactly one verdict,
+//! tagged with the GPU it ran on.
+
+use crate::common;
+use kedge_core::{Case, DType, Verdict};
+use kedge_runner::external::ExternalSpec;
+use kedge_runner::run::schedule::{self, Options};
+use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
+# Called as: fake-worker.sh worker, its spec ({"protocol":1,"device":N,...}) the first line.
+IFS= read -r spec
+dev=$(printf '%s' "$spec" | sed 's/.*"device":\([0-9]*\).*/\1/'); dir="$(dirname "$0")"
+echo "$$" >> "$dir/started-$dev"
+if [ -e "$dir/gone-$dev" ]; then
+  echo '{"fatal":{"message":"no CUDA device: gpu '"$dev"' fell off the bus","kind":"no-device"}}'
+  exit 3
+fi
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"device_count":2,"limits":%s}}\n' "$$" "$(cat "$dir/limits.json")"
+n=0
+while IFS= read -r line; do
+  n=$((n+1))
+  if [ "$dev" = 1 ] && [ "$n" -ge 4 ]; then touch "$dir/gone-$dev"; exit 0; fi
+  [ "$dev" = 0 ] && sleep 0.05
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+"#;
+
+fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
+    common::install_fake_worker(dir, FAKE_WORKER)
+}
+
+fn pool(dir: &std::path::Path, exe: &std::path::Path, gpu: u32) -> Supervisor {
+    Supervisor::new(SupervisorConfig {
+        exe: exe.to_path_buf(),
+        spec: WorkerSpec::new(gpu, ExternalSpec::default()),
+        timeout: Duration::from_secs(10),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: None,
+        work_dir: dir.join(format!("gpu{gpu}")),
+        keep_worker: true,
+    })
+}
+
+#[test]
+fn a_gpu_lost_mid_sweep_hands_its_cases_to_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_worker(dir.path());
+    let cases: Vec<Case> = (1..=20)
+        .map(|i| Case::new("rms_norm", "clamped", DType::F32, [64, i, 1, 1]))
+        .collect();
+    let mut pools = vec![
+        (0, pool(dir.path(), &exe, 0)),
+        (1, pool(dir.path(), &exe, 1)),
+    ];
+    let mut got = BTreeMap::new();
+    let summary = schedule::run(&cases, &mut pools, Options::default(), |f| {
+        let mut r = f.output;
+        r.gpu = Some(f.device);
+        // Keyed by the case itself: the fake worker does not compute ids.
+        assert!(got.insert(r.case.id(), r).is_none(), "a case ran twice");
+        Ok(())
+    })
+    .unwrap();
+
+    assert_eq!(got.len(), cases.len(), "every case has a verdict");
+    let on = |g| got.values().filter(|r| r.gpu == Some(g)).count();
+    assert_eq!(on(1), 4, "{summary:?}");
+    assert_eq!(on(0), 16, "{summary:?}");
+    let charged: Vec<_> = got
+        .values()
+        .filter(|r| r.verdict != Verdict::Pass)
+        .collect();
+    assert_eq!(charged.len(), 1, "only the case in flight when GPU 1 went");
+    assert_eq!(charged[0].verdict, Verdict::DeviceFault);
+    assert_eq!(charged[0].gpu, Some(1));
+
+    let gpu1 = &summary.devices[1];
+    let why = gpu1.lost.as_deref().unwrap_or_default();
+    assert!(why.contains("fell off the bus"), "{gpu1:?}");
+    assert!(summary.devices[0].lost.is_none());
+    // GPU 0 kept one worker for all its cases; GPU 1 had its first one and then three tries
+    // that could not open the device.
+    assert_eq!(pools[0].1.workers_started(), 1);
+    assert_eq!(pools[1].1.workers_started(), 4);
+    drop(pools);
+    let started = |g| {
+        std::fs::read_to_string(dir.path().join(format!("started-{g}")))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!((started(0), started(1)), (1, 4));
+}
+
+#[test]
+fn every_gpu_lost_stops_with_the_cases_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_worker(dir.path());
+    // Both "GPUs" are gone before the sweep starts.
+    for g in [0, 1] {
+        std::fs::write(dir.path().join(format!("gone-{g}")), "").unwrap();
+    }
+    let cases: Vec<Case> = (1..=3)
+        .map(|i| Case::new("rms_norm", "clamped", DType::F32, [64, i, 1, 1]))
+        .collect();
+    let mut pools = vec![
+        (0, pool(dir.path(), &exe, 0)),
+        (1, pool(dir.path(), &exe, 1)),
+    ];
+    let err = schedule::run(&cases, &mut pools, Options::default(), |_| Ok(())).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.starts_with("every device was lost"), "{msg}");
+    assert!(msg.contains("gpu 0 fell off the bus"), "{msg}");
+    assert!(msg.ends_with("3 of 3 cases were not run"), "{msg}");
+}

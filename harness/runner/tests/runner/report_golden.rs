@@ -1,0 +1,196 @@
+//! Reports and gate on a fixture sweep split over two shards, against committed golden files.
+//! `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner report_golden` rewrites the golden
+//! files; review the diff before committing it.
+
+use kedge_core::{AllocMode, Verdict};
+use kedge_runner::gate::{gate, Baseline};
+use kedge_runner::report::{find_transitions, render_all, summarize};
+use kedge_runner::results::ResultSet;
+use std::path::PathBuf;
+
+fn dir(sub: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(sub)
+}
+
+fn shards() -> ResultSet {
+    let d = dir("fixtures/results");
+    ResultSet::load(&[d.join("shard-1.jsonl"), d.join("shard-2.jsonl")]).unwrap()
+}
+
+fn check_golden(name: &str, got: &str) {
+    let path = dir("golden").join(name);
+    if std::env::var("KEDGE_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with KEDGE_BLESS=1 to create it)",
+            path.display()
+        )
+    });
+    if want != got {
+        let first = want
+            .lines()
+            .zip(got.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(got.lines().count()));
+        panic!(
+            "{} differs from the output at line {}:\n want: {:?}\n  got: {:?}\n(KEDGE_BLESS=1 rewrites it)",
+            path.display(),
+            first + 1,
+            want.lines().nth(first),
+            got.lines().nth(first)
+        );
+    }
+}
+
+#[test]
+fn shards_merge_with_the_rerun_replacing_the_first_attempt() {
+    let s = shards();
+    assert_eq!(s.results.len(), 13);
+    assert_eq!(s.replaced, 1);
+    let rerun = s
+        .results
+        .iter()
+        .find(|r| r.case.ne == [1025, 1, 1, 1])
+        .unwrap();
+    assert_eq!(rerun.verdict, Verdict::WrongValues);
+}
+
+#[test]
+fn merged_shards_give_the_same_report_in_any_order() {
+    let d = dir("fixtures/results");
+    let a = ResultSet::load(&[d.join("shard-1.jsonl"), d.join("shard-2.jsonl")]).unwrap();
+    let b = ResultSet::load(&[d.join("shard-2.jsonl"), d.join("shard-1.jsonl")]).unwrap();
+    // Only the duplicated case differs (last wins); drop it and the reports must agree.
+    let strip = |s: &ResultSet| {
+        let mut v = s.results.clone();
+        v.retain(|r| r.case.ne != [1025, 1, 1, 1]);
+        v
+    };
+    assert_eq!(
+        kedge_runner::report::render_markdown(&strip(&a)),
+        kedge_runner::report::render_markdown(&strip(&b))
+    );
+}
+
+#[test]
+fn transitions_are_found_on_both_sides() {
+    let s = shards();
+    let t = find_transitions(&s.results);
+    let sentences: Vec<String> = t
+        .iter()
+        .map(|t| format!("{}/{} {} {}", t.op, t.imp, t.axis, t.sentence()))
+        .collect();
+    assert!(
+        sentences.contains(
+            &"rms_norm/ggml ne[2] passes at 65535, fails at 65536 (launch-error, driver)"
+                .to_string()
+        ),
+        "{sentences:#?}"
+    );
+    assert!(
+        sentences.contains(
+            &"rms_norm/ggml ne[0] passes at 1024, fails at 1025 (wrong-values, reference)"
+                .to_string()
+        ),
+        "{sentences:#?}"
+    );
+    assert!(
+        sentences.contains(
+            &"rms_norm/ggml ne[0] fails at 1025 (wrong-values, reference), passes at 1026"
+                .to_string()
+        ),
+        "{sentences:#?}"
+    );
+    assert!(
+        sentences.contains(
+            &"sdpa_prefill/unfused ne[1] passes at 4096, fails at 8192 (silent-failure, poison)"
+                .to_string()
+        ),
+        "{sentences:#?}"
+    );
+    // Different impls, allocation modes or run kinds are never compared with each other.
+    assert_eq!(t.len(), 4, "{sentences:#?}");
+}
+
+#[test]
+fn summary_counts_and_alloc_modes() {
+    let s = summarize(&shards().results);
+    assert_eq!(s.counts.results, 13);
+    assert_eq!(s.cases, 13);
+    assert_eq!(s.counts.pass, 6);
+    assert_eq!(s.counts.fail, 5);
+    assert_eq!(s.counts.unsupported, 1);
+    assert_eq!(s.counts.skipped, 1);
+    assert_eq!(s.by_alloc[&AllocMode::Guard], 1);
+    let fp8 = s.ops.iter().find(|o| o.op == "fp8_gemm").unwrap();
+    assert_eq!(fp8.counts.failures_by_verdict[&Verdict::OobRead], 1);
+    assert_eq!(fp8.counts.failures_by_verdict[&Verdict::DeviceFault], 1);
+    let oob = fp8
+        .failures
+        .iter()
+        .find(|f| f.verdict == Verdict::OobRead)
+        .unwrap();
+    assert!(oob.rerun.ends_with(" --sanitize memcheck"), "{}", oob.rerun);
+    assert_eq!(oob.alloc, AllocMode::Exact);
+}
+
+#[test]
+fn reports_match_golden_files() {
+    let r = render_all(&shards()).unwrap();
+    check_golden("report.md", &r.markdown);
+    check_golden("report.json", &r.json);
+    check_golden("report.junit.xml", &r.junit);
+}
+
+#[test]
+fn markdown_states_allocation_mode_and_rerun_per_failure() {
+    let r = render_all(&shards()).unwrap();
+    let md = &r.markdown;
+    for res in shards().results.iter().filter(|r| r.verdict.is_failure()) {
+        let rerun = kedge_runner::results::rerun_command(res);
+        assert!(md.contains(&format!("`{rerun}`")), "missing {rerun}");
+        assert!(
+            md.contains(&format!(
+                "`{}`: {} ({}), under {}, allocation {}",
+                res.id, res.verdict, res.detector, res.under, res.case.alloc
+            )),
+            "missing header of {}",
+            res.id
+        );
+    }
+    assert!(md.contains("test-backend-ops puts all of a case's tensors in one buffer"));
+    assert!(md.contains("--padding does not cover"));
+}
+
+#[test]
+fn junit_has_one_testcase_per_result_with_failures_and_skips() {
+    let r = render_all(&shards()).unwrap();
+    let x = &r.junit;
+    assert_eq!(x.matches("<testcase ").count(), 13);
+    assert_eq!(x.matches("<failure").count(), 5);
+    assert_eq!(x.matches("<skipped").count(), 2);
+    assert!(x.contains("classname=\"rms_norm/ggml\""));
+    assert!(x.contains("[memcheck]"));
+}
+
+#[test]
+fn gate_on_the_fixture_names_new_known_and_fixed() {
+    let s = shards();
+    let base = Baseline::load(&dir("fixtures/results").join("baseline.jsonl")).unwrap();
+    let g = gate(&base, &s.results);
+    assert_eq!(g.exit_code(), 1);
+    assert_eq!(g.still_failing_known.len(), 1);
+    assert_eq!(g.still_failing_known[0].verdict, Verdict::LaunchError);
+    assert_eq!(g.fixed_known.len(), 1);
+    assert_eq!(g.new_failures.len(), 4);
+    check_golden("gate.txt", &g.render());
+    // A baseline written from these results lets them through.
+    let all = Baseline::from_results(&s.results);
+    assert_eq!(gate(&all, &s.results).exit_code(), 0);
+    check_golden("baseline-from-results.jsonl", &all.to_jsonl());
+}

@@ -1,0 +1,158 @@
+//! Attribution must not depend on luck: a batch of cases run in one sanitized worker gets the
+//! same findings per case as each case run alone. Here the "sanitizer" is a shell wrapper that
+//! writes compute-sanitizer XML the way the real tool does for kedge's workers (a marker `Api`
+//! record with a `kedge_case_marker` host frame before each case, a `Precise` out-of-bounds
+//! record for a case that reads past its end) around a fake worker, so the real supervisor,
+//! XML parser and attribution run end to end without a GPU. The same comparison on the H200,
+//! with the real compute-sanitizer, is in scripts/device-check.sh.
+
+use kedge_core::{Case, CaseResult, DType, Detector, Tool, Under, Verdict};
+use kedge_runner::run::{SanitizeSpec, Supervisor, SupervisorConfig, WorkerSpec};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+const FAKE_SANITIZER: &str = r#"#!/usr/bin/env bash
+# usage: fake-sanitizer.sh XML -- WORKER...   (seed 13 reads past its end; seed 666 also crashes)
+xml="$1"; shift; shift
+dir="$(dirname "$0")"
+IFS= read -r spec
+echo '<?xml version="1.0" encoding="utf-8"?>' > "$xml"
+echo '<ComputeSanitizerOutput>' >> "$xml"
+echo "========= COMPUTE-SANITIZER"
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$dir/limits.json")"
+while IFS= read -r line; do
+  cat "$dir/marker.xml" >> "$xml"
+  case "$line" in
+    *'"seed":13'*|*'"seed":666'*) cat "$dir/oob.xml" >> "$xml" ;;
+  esac
+  case "$line" in
+    *'"seed":666'*) exit 1 ;;   # dies mid-batch: the file is left without its closing tag
+  esac
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+echo '</ComputeSanitizerOutput>' >> "$xml"
+"#;
+
+const MARKER: &str = r#"  <record>
+    <kind>Api</kind>
+    <what>
+      <text>Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to &quot;invalid argument&quot; on CUDA API call to cuMemAlloc_v2.</text>
+      <api>cuMemAlloc_v2</api>
+      <error>CUDA_ERROR_INVALID_VALUE</error>
+      <message>invalid argument</message>
+      <result>1</result>
+    </what>
+    <hostStack>
+      <saveLocation>error</saveLocation>
+      <frame><func>cuMemAlloc_v2</func><pc>0x1</pc><module>libcuda.so.1</module></frame>
+      <frame><func>kedge_case_marker</func><pc>0x2</pc><module>kedge</module></frame>
+    </hostStack>
+  </record>
+"#;
+
+fn setup(dir: &Path) -> std::path::PathBuf {
+    let limits =
+        serde_json::to_string(&kedge_core::LimitsProfile::builtin("h200").unwrap()).unwrap();
+    std::fs::write(dir.join("limits.json"), limits).unwrap();
+    std::fs::write(dir.join("marker.xml"), MARKER).unwrap();
+    // The Precise record of the real fixture captured on an H200.
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/sanitizer/memcheck-oob-read-exact-alloc.xml"
+    ))
+    .expect("the memcheck fixture");
+    let start = fixture.find("<record>").unwrap();
+    let end = fixture.find("</record>").unwrap() + "</record>".len();
+    std::fs::write(dir.join("oob.xml"), format!("  {}\n", &fixture[start..end])).unwrap();
+    let p = dir.join("fake-sanitizer.sh");
+    std::fs::write(&p, FAKE_SANITIZER).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn run(dir: &Path, wrapper: &Path, cases: &[Case], batch: usize) -> Vec<CaseResult> {
+    let tool = Tool::Memcheck;
+    let spec = SanitizeSpec {
+        tool,
+        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
+        attribute: Box::new(move |xml: &Path, started: usize| {
+            let parsed = kedge_runner::sanitizer::parse_xml_file(xml).map_err(|e| e.to_string())?;
+            let att = kedge_runner::sanitizer::attribute(&parsed.records, started);
+            Ok(att
+                .per_case
+                .iter()
+                .map(|r| kedge_runner::sanitizer::case_findings(r, tool))
+                .collect())
+        }),
+        batch,
+    };
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe: "unused-by-the-fake".into(),
+        spec: WorkerSpec::default(),
+        timeout: Duration::from_secs(10),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: Some(spec),
+        work_dir: dir.join(format!("w{batch}")),
+        keep_worker: false,
+    });
+    let mut out = Vec::new();
+    sup.run(cases, &mut |r| {
+        out.push(r);
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
+fn case(seed: u64) -> Case {
+    let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);
+    c.seed = seed;
+    c
+}
+
+#[test]
+fn batch_attribution_equals_one_case_per_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = setup(dir.path());
+    let cases: Vec<Case> = [1, 13, 2, 3, 13, 666, 4, 5].into_iter().map(case).collect();
+    // Distinct ids for the two seed-13 cases: different shapes.
+    let mut cases = cases;
+    cases[4].ne = [32, 2, 1, 1];
+    let batched = run(dir.path(), &wrapper, &cases, 16);
+    let alone = run(dir.path(), &wrapper, &cases, 1);
+    assert_eq!(batched.len(), cases.len());
+    assert_eq!(alone.len(), cases.len());
+    let key = |r: &CaseResult| {
+        (
+            r.case.clone(),
+            r.verdict,
+            r.detector,
+            r.findings
+                .iter()
+                .map(|f| (f.text.clone(), f.count))
+                .collect::<Vec<_>>(),
+        )
+    };
+    for (b, a) in batched.iter().zip(&alone) {
+        assert_eq!(key(b), key(a), "case {}", b.case.label());
+    }
+    for r in &batched {
+        match r.case.seed {
+            13 | 666 => {
+                assert_eq!(r.verdict, Verdict::OobRead, "{}", r.detail);
+                assert_eq!(r.detector, Detector::Memcheck);
+                assert_eq!(r.findings[0].kernel.as_deref(), Some("copy_shift"));
+            }
+            _ => assert_eq!(r.verdict, Verdict::Pass, "{}: {}", r.case.label(), r.detail),
+        }
+        assert_eq!(r.under, Under::Tool(Tool::Memcheck));
+    }
+    // The crash (seed 666) also left its supervisor verdict in `also`.
+    let crashed = batched.iter().find(|r| r.case.seed == 666).unwrap();
+    assert!(
+        crashed.also.contains(&Detector::Supervisor),
+        "{:?}",
+        crashed.also
+    );
+}

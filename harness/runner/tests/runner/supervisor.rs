@@ -1,0 +1,119 @@
+//! The supervisor against real subprocesses: a worker that crashes (SIGSEGV) and one that
+//! hangs are killed and replaced, their cases get `device-fault` / `timeout`, and every other
+//! case still gets its verdict. The worker here is a small shell script speaking the worker
+//! protocol, so the test needs no GPU; the real worker is exercised on the device machine.
+
+use crate::common;
+use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
+use kedge_runner::external::ExternalSpec;
+use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
+use std::time::Duration;
+
+const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
+# Speaks kedge's worker protocol. seed 666: crash with SIGSEGV; seed 777: hang.
+# The first line is the worker spec; the test checks what it said.
+IFS= read -r spec; echo "$spec" >> "$(dirname "$0")/specs"
+# compute-sanitizer prints a banner on stdout before the worker speaks: so does this.
+echo "========= COMPUTE-SANITIZER"
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
+while IFS= read -r line; do
+  case "$line" in
+    *'"seed":666'*) kill -SEGV $$ ;;
+    *'"seed":777'*) sleep 600 ;;
+    *'"seed":555'*)
+      # A sticky fault: announce retirement, give the verdict, linger a moment (as a
+      # sanitizer-wrapped worker does while the tool writes its report), then exit.
+      echo '{"retiring":{"reason":"context dead"}}'
+      echo '{"result":{"id":"x","case":'"$line"',"verdict":"device-fault","detector":"device-sync","detail":"fake fault","under":"native","ms":0.0}}'
+      sleep 0.5; exit 86 ;;
+  esac
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+"#;
+
+fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
+    common::install_fake_worker(dir, FAKE_WORKER)
+}
+
+fn case(seed: u64) -> Case {
+    let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);
+    c.seed = seed;
+    c
+}
+
+#[test]
+fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_worker(dir.path());
+    let mut ext = ExternalSpec::default();
+    ext.plugins.push("/plugins/libmine.so".into());
+    let spec = WorkerSpec::new(2, ext);
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe,
+        spec: spec.clone(),
+        timeout: Duration::from_millis(1500),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: None,
+        work_dir: dir.path().join("w"),
+        keep_worker: false,
+    });
+    let cases = vec![
+        case(1),
+        case(2),
+        case(666),
+        case(3),
+        case(777),
+        case(4),
+        case(555),
+        case(5),
+    ];
+    let mut got: Vec<CaseResult> = Vec::new();
+    let summary = sup.run(&cases, &mut |r| {
+        got.push(r);
+        Ok(())
+    });
+    let summary = summary.unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}",
+            std::fs::read_to_string(dir.path().join("w/worker-0.log")).unwrap_or_default()
+        )
+    });
+    assert_eq!(
+        got.len(),
+        cases.len(),
+        "every case gets exactly one verdict"
+    );
+    for (c, r) in cases.iter().zip(&got) {
+        assert_eq!(&r.case, c, "verdicts come back in order");
+    }
+    let by_seed = |s: u64| got.iter().find(|r| r.case.seed == s).unwrap();
+    assert_eq!(by_seed(666).verdict, Verdict::DeviceFault);
+    assert_eq!(by_seed(666).detector, Detector::Supervisor);
+    assert!(
+        by_seed(666).detail.contains("signal 11"),
+        "{}",
+        by_seed(666).detail
+    );
+    assert_eq!(by_seed(777).verdict, Verdict::Timeout);
+    // The retiring worker's own verdict is kept; the case after it goes to a new worker
+    // (not to the one that is exiting, which would charge it a death it did not cause).
+    assert_eq!(by_seed(555).verdict, Verdict::DeviceFault);
+    assert_eq!(by_seed(555).detector, Detector::DeviceSync);
+    for s in [1, 2, 3, 4, 5] {
+        assert_eq!(
+            by_seed(s).verdict,
+            Verdict::Pass,
+            "case {s}: {}",
+            by_seed(s).detail
+        );
+    }
+    // First worker, one after the crash, one after the hang, one after the retirement.
+    assert_eq!(summary.workers_started, 4);
+    assert_eq!(summary.workers_replaced, 3);
+    // Every worker got the typed spec first: its GPU and the plugins of the command line.
+    let specs = std::fs::read_to_string(dir.path().join("specs")).unwrap();
+    assert_eq!(specs.lines().count(), 4);
+    for line in specs.lines() {
+        assert_eq!(serde_json::from_str::<WorkerSpec>(line).unwrap(), spec);
+    }
+}

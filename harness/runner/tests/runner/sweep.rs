@@ -1,0 +1,108 @@
+//! The sweep workflow on the CPU (this machine has no GPU): what it writes, one writer per
+//! output directory, results never overwritten unasked, and a sweep killed mid-write resumed
+//! with counts that come from the results file.
+
+use kedge_core::{LimitsProfile, Under};
+use kedge_runner::errors::OutputError;
+use kedge_runner::results::{OutDir, OutMode, ResultSet};
+use kedge_runner::run::{EngineOptions, Gpus, Progress};
+use kedge_runner::select::{Selection, Suite};
+use kedge_runner::workflow::sweep::{sweep, SweepRequest, SweepSummary};
+use kedge_runner::{Error, Status};
+use std::path::Path;
+
+fn request(out: &Path, mode: OutMode) -> SweepRequest {
+    SweepRequest {
+        suite: Suite::Smoke,
+        selection: Selection {
+            ops: vec!["rms_norm".into(), "norm".into()],
+            ..Selection::default()
+        },
+        profile: LimitsProfile::builtin("h200").unwrap(),
+        shard: None,
+        max_elements: None,
+        tools: Vec::new(),
+        cpu: true,
+        gpus: Gpus::All,
+        external: Default::default(),
+        engine: EngineOptions {
+            progress: Progress::Off,
+            ..EngineOptions::default()
+        },
+        out: out.to_path_buf(),
+        mode,
+        exe: None,
+    }
+}
+
+#[test]
+fn a_cpu_sweep_writes_its_plan_results_summary_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = sweep(&request(dir.path(), OutMode::Fresh)).unwrap();
+    assert_eq!(o.status, Status::GpuSkipped);
+    assert_eq!(o.status.exit_code(), 4);
+    assert!(o.cases > 0);
+    let plan = std::fs::read_to_string(dir.path().join("plan.jsonl")).unwrap();
+    assert_eq!(plan.lines().count(), o.cases);
+    let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
+    assert_eq!(set.results.len(), o.cases);
+    assert!(set.results.iter().all(|r| r.under == Under::Cpu));
+    let text = std::fs::read_to_string(dir.path().join("sweep-summary.json")).unwrap();
+    let s: SweepSummary = serde_json::from_str(&text).unwrap();
+    assert_eq!(s, o.summary);
+    assert_eq!(s.runs.len(), 1);
+    assert_eq!((s.runs[0].under, s.runs[0].cases), (Under::Cpu, o.cases));
+    assert_eq!(s.runs[0].missing, 0);
+    for f in ["report.md", "report.json", "junit.xml"] {
+        assert!(dir.path().join(f).is_file(), "{f}");
+    }
+}
+
+#[test]
+fn results_are_never_overwritten_unasked_and_one_kedge_writes_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = sweep(&request(dir.path(), OutMode::Fresh)).unwrap();
+    let before = std::fs::read_to_string(&first.results).unwrap();
+    let e = sweep(&request(dir.path(), OutMode::Fresh)).unwrap_err();
+    assert!(
+        matches!(e, Error::Output(OutputError::ResultsExist { .. })),
+        "{e}"
+    );
+    assert_eq!(e.exit_code(), 2);
+    assert_eq!(std::fs::read_to_string(&first.results).unwrap(), before);
+    // Another kedge holding the directory: refused, with who holds it.
+    let held = OutDir::open(dir.path()).unwrap();
+    let e = sweep(&request(dir.path(), OutMode::Force)).unwrap_err();
+    assert!(
+        matches!(e, Error::Output(OutputError::Locked { .. })),
+        "{e}"
+    );
+    assert_eq!(e.exit_code(), 5);
+    drop(held);
+    let again = sweep(&request(dir.path(), OutMode::Force)).unwrap();
+    assert_eq!(again.cases, first.cases);
+}
+
+#[test]
+fn a_killed_sweep_resumes_and_counts_what_the_results_file_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = sweep(&request(dir.path(), OutMode::Fresh)).unwrap();
+    let text = std::fs::read_to_string(&full.results).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 4);
+    // kill -9 after three results and half of the fourth.
+    let cut = format!(
+        "{}\n{}",
+        lines[..3].join("\n"),
+        &lines[3][..lines[3].len() / 2]
+    );
+    std::fs::write(&full.results, cut).unwrap();
+    let resumed = sweep(&request(dir.path(), OutMode::Resume)).unwrap();
+    let row = &resumed.summary.runs[0];
+    assert_eq!(row.cases, full.cases, "counted from the results file");
+    assert_eq!(row.ran_now, full.cases - 3, "only the unfinished cases ran");
+    assert_eq!(row.missing, 0);
+    let set = ResultSet::load(&[resumed.results]).unwrap();
+    assert!(set.torn.is_empty());
+    assert_eq!(set.results.len(), full.cases);
+}

@@ -1,0 +1,211 @@
+//! The flag groups commands share: one definition each, so a flag means the same in every
+//! command that takes it.
+
+use kedge_core::{LimitsProfile, Tool};
+use kedge_runner::errors::Error;
+use kedge_runner::external::{ExternalError, ExternalSpec, Geometry, SourceSpec};
+use kedge_runner::run::{EngineOptions, Progress};
+use kedge_runner::sanitizer::parse_tools;
+use kedge_runner::select::{profile, Selection};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `-o OP[,OP]`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OpsArg {
+    /// Op(s), comma separated, kedge's names or ggml's (`RMS_NORM`), like test-backend-ops -o.
+    #[arg(
+        short = 'o',
+        long = "op",
+        value_name = "OP[,OP]",
+        value_delimiter = ','
+    )]
+    pub ops: Vec<String>,
+}
+
+/// Which cases of a selection: the same filters in every command.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
+    #[command(flatten)]
+    pub ops: OpsArg,
+    /// Impl(s), comma separated.
+    #[arg(long = "impl", value_name = "IMPL[,IMPL]", value_delimiter = ',')]
+    pub impls: Vec<String>,
+    /// Only cases of this dtype (an op named with -o must have it).
+    #[arg(long, value_name = "DTYPE")]
+    pub dtype: Option<String>,
+    /// Set an op parameter in every case (repeatable), checked against the op's declaration.
+    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// Keep cases whose test-backend-ops vars() string matches (as test-backend-ops -p
+    /// does), or whose kedge label does for ops without an upstream line.
+    #[arg(long, value_name = "REGEX")]
+    pub filter: Option<String>,
+    /// Include planted calibration impls in generated suites.
+    #[arg(long)]
+    pub include_planted: bool,
+}
+
+/// Cases given explicitly.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CaseArgs {
+    /// A case as one JSON line (repeatable).
+    #[arg(long = "case", value_name = "JSON")]
+    pub cases: Vec<String>,
+    /// A corpus file: one case per line (an empty one is an error).
+    #[arg(long, value_name = "FILE")]
+    pub corpus: Option<PathBuf>,
+    /// One case from flags (with one -o and one --impl), in ggml order: ne0,ne1,ne2,ne3
+    /// (missing trailing dims are 1).
+    #[arg(long, value_name = "NE0,NE1,NE2,NE3")]
+    pub ne: Option<String>,
+    /// The seed of every case.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// `--alloc MODE[,MODE]`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AllocArg {
+    /// Allocation mode(s), comma separated: exact, guard, guard-front, canary.
+    #[arg(long, value_name = "MODE[,MODE]")]
+    pub alloc: Option<String>,
+}
+
+/// What to build a selection from.
+pub fn selection(f: &FilterArgs, c: Option<&CaseArgs>, a: &AllocArg) -> Selection {
+    let c = c.cloned().unwrap_or_default();
+    Selection {
+        cases: c.cases,
+        corpus: c.corpus,
+        ops: f.ops.ops.clone(),
+        impls: f.impls.clone(),
+        ne: c.ne,
+        dtype: f.dtype.clone(),
+        params: f.params.clone(),
+        seed: c.seed,
+        allocs: a.alloc.clone(),
+        include_planted: f.include_planted,
+        filter: f.filter.clone(),
+    }
+}
+
+/// `--profile NAME`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileArg {
+    /// Built-in limits profile: h200, h100, gb10, rtx3090, ada-12gb, m4-max.
+    #[arg(long, default_value = "h200")]
+    pub profile: String,
+}
+
+impl ProfileArg {
+    pub fn get(&self) -> Result<LimitsProfile, Error> {
+        Ok(profile(&self.profile)?)
+    }
+}
+
+/// How cases run on a GPU.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExecArgs {
+    /// Run workers under compute-sanitizer tools, comma separated: memcheck, initcheck,
+    /// racecheck, synccheck. Each tool runs the whole selection once.
+    #[arg(long, value_name = "TOOL[,TOOL]")]
+    pub sanitize: Option<String>,
+    /// Extra compute-sanitizer options, overriding kedge's defaults: "--padding 0".
+    #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
+    pub sanitizer_args: Option<String>,
+    /// Cases per sanitized worker (its XML is read when it ends).
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
+    /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
+    #[arg(long, value_name = "N")]
+    pub max_elements: Option<u64>,
+    /// Seconds a case may run before its worker is killed (verdict `timeout`).
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// GPU (ordinal) the workers use; default 0 (`sweep`: every GPU, see --devices).
+    #[arg(long, value_name = "N")]
+    pub device: Option<u32>,
+}
+
+impl ExecArgs {
+    pub fn engine(&self) -> EngineOptions {
+        EngineOptions {
+            timeout: Duration::from_secs(self.timeout),
+            batch: self.batch,
+            sanitizer_args: self.sanitizer_args.clone(),
+            progress: Progress::auto(),
+            ..EngineOptions::default()
+        }
+    }
+    /// The sanitizer tools asked for (empty: natively).
+    pub fn tools(&self) -> Result<Vec<Tool>, Error> {
+        match &self.sanitize {
+            None => Ok(Vec::new()),
+            Some(s) => Ok(parse_tools(s)?),
+        }
+    }
+}
+
+/// Impls from outside kedge.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExtArgs {
+    /// A shared library implementing kedge.h (repeatable). Its impls are `plugin:<name>`.
+    #[arg(long = "plugin", value_name = "PATH")]
+    pub plugins: Vec<PathBuf>,
+    /// A CUDA source file with a kernel following kedge's published row-op ABI (kedge.h).
+    #[arg(long, value_name = "FILE.cu", requires = "entry")]
+    pub kernel: Option<PathBuf>,
+    /// The kernel's `extern "C"` entry name.
+    #[arg(long, value_name = "NAME")]
+    pub entry: Option<String>,
+    /// The op the kernel implements (default: the single -o OP).
+    #[arg(long, value_name = "OP")]
+    pub kernel_op: Option<String>,
+    /// Grid mapping for the source kernel: ggml (grid = rows, channels, samples) or clamped.
+    #[arg(long, default_value = "clamped")]
+    pub geometry: Geometry,
+    /// Threads per block for the source kernel.
+    #[arg(long, default_value_t = 256)]
+    pub block: u32,
+}
+
+impl ExtArgs {
+    /// The external impls; `ops` are the -o names (a source kernel's op when --kernel-op is
+    /// not given and exactly one op is).
+    pub fn spec(&self, ops: &[String]) -> Result<ExternalSpec, Error> {
+        let mut spec = ExternalSpec {
+            plugins: self.plugins.clone(),
+            sources: Vec::new(),
+        };
+        if let (Some(file), Some(entry)) = (&self.kernel, &self.entry) {
+            let op = match (&self.kernel_op, ops) {
+                (Some(o), _) => o.clone(),
+                (None, [one]) => one.clone(),
+                _ => return Err(ExternalError::KernelOpMissing.into()),
+            };
+            let mut s = SourceSpec::new(&op, file, entry, self.geometry);
+            s.block = self.block;
+            spec.sources.push(s);
+        }
+        Ok(spec.absolute())
+    }
+}
+
+/// `--resume` / `--force` for a results file that is already there.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ResumeArgs {
+    /// Continue the run in --out: keep results.jsonl, skip finished cases.
+    #[arg(long, conflicts_with = "force")]
+    pub resume: bool,
+    /// Start over in --out: the results already there are discarded.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl ResumeArgs {
+    pub fn mode(&self) -> kedge_runner::results::OutMode {
+        kedge_runner::results::OutMode::of_flags(self.resume, self.force)
+    }
+}

@@ -1,0 +1,78 @@
+use crate::args::{selection, AllocArg, ExecArgs, FilterArgs, ProfileArg};
+use kedge_runner::console::Out;
+use kedge_runner::workflow::fuzz::{fuzz, FuzzRequest};
+use kedge_runner::{note, Error, Status};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Allocation modes to draw from (default exact,guard).
+    #[command(flatten)]
+    alloc: AllocArg,
+    /// Cases to generate.
+    #[arg(long, default_value_t = 200)]
+    cases: usize,
+    /// The generator's seed (each generated case draws its own input seed).
+    #[arg(long, default_value_t = 1)]
+    fuzz_seed: u64,
+    /// CPU-side checks only (launch contract against --profile).
+    #[arg(long)]
+    cpu: bool,
+    #[command(flatten)]
+    profile: ProfileArg,
+    /// Predicate runs per failure when shrinking it.
+    #[arg(long, default_value_t = 200)]
+    budget: usize,
+    /// Shrink at most this many failures (the rest are listed, not shrunk).
+    #[arg(long, default_value_t = 20)]
+    max_shrinks: usize,
+    #[command(flatten)]
+    exec: ExecArgs,
+    /// Where finds are appended.
+    #[arg(long, default_value = "corpora/fuzz-finds.jsonl")]
+    finds: PathBuf,
+}
+
+pub fn run(a: Args) -> Result<Status, Error> {
+    let req = FuzzRequest {
+        selection: selection(&a.filter, None, &a.alloc),
+        cases: a.cases,
+        fuzz_seed: a.fuzz_seed,
+        cpu: a.cpu,
+        profile: a.profile.get()?,
+        budget: a.budget,
+        max_shrinks: a.max_shrinks,
+        max_elements: a.exec.max_elements,
+        finds: a.finds.clone(),
+        engine: a.exec.engine(),
+        device: a.exec.device.unwrap_or(0),
+        exe: None,
+    };
+    let o = fuzz(&req)?;
+    let mut out = Out::stdout();
+    for (r, why) in &o.unshrunk {
+        out.line(format!("{why}: {}", r.to_line()));
+    }
+    for f in &o.new_finds {
+        out.line(format!(
+            "find: {} {} ({}){}",
+            f.case.label(),
+            f.verdict,
+            f.detector,
+            f.transition
+                .as_ref()
+                .map(|t| format!("; {t}"))
+                .unwrap_or_default()
+        ));
+    }
+    note!(
+        "fuzz: {} new finds appended to {} ({} already known, {} not shrunk)",
+        o.new_finds.len(),
+        a.finds.display(),
+        o.known,
+        o.unshrunk.len()
+    );
+    Ok(o.status)
+}

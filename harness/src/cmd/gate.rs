@@ -1,0 +1,84 @@
+use crate::args::ProfileArg;
+use kedge_core::LimitsProfile;
+use kedge_runner::console::Out;
+use kedge_runner::errors::OutputError;
+use kedge_runner::gate::{gate, Baseline};
+use kedge_runner::results::ResultSet;
+use kedge_runner::select::{Corpus, Selection, Suite};
+use kedge_runner::{note, Error, Status};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Known failures: JSON lines {"id":..,"verdict":..,"case":{..}}.
+    #[arg(long, required_unless_present = "write_baseline")]
+    baseline: Option<PathBuf>,
+    /// results.jsonl files (shards are merged).
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// Write the results' failures as a new baseline to this file instead of gating.
+    #[arg(long, value_name = "FILE")]
+    write_baseline: Option<PathBuf>,
+    /// The cases that must have a result: a suite (generated for --profile) or a plan file
+    /// (a sweep's plan.jsonl, or `kedge plan --json`). Cases without one fail the gate.
+    #[arg(long, value_name = "SUITE|FILE")]
+    expect: Option<String>,
+    #[command(flatten)]
+    profile: ProfileArg,
+}
+
+pub fn run(a: Args) -> Result<Status, Error> {
+    let profile = a.profile.get()?;
+    let set = ResultSet::load(&a.results)?;
+    if let Some(w) = &a.write_baseline {
+        for t in &set.torn {
+            note!("{t}");
+        }
+        let b = Baseline::from_results(&set.results);
+        std::fs::write(
+            w,
+            b.to_jsonl_with(Some(kedge_runner::gate::KNOWN_FAILURES_HEADER)),
+        )
+        .map_err(|e| OutputError::write(w, e))?;
+        note!(
+            "baseline of {} known failures (from {} results) written to {}",
+            b.entries.len(),
+            set.results.len(),
+            w.display()
+        );
+        return Ok(Status::Ok);
+    }
+    let Some(path) = &a.baseline else {
+        return Ok(Status::Ok);
+    };
+    let baseline = Baseline::load(path)?;
+    let mut outcome = gate(&baseline, &set.results).with_torn(set.torn.clone());
+    if let Some(e) = &a.expect {
+        let expected = expected_cases(e, &profile)?;
+        outcome = outcome.expecting(&expected, &set.results);
+    }
+    Out::stdout().text(&outcome.render());
+    Ok(Status::failed_if(!outcome.passed()))
+}
+
+/// A suite's cases, or a plan file's.
+fn expected_cases(e: &str, profile: &LimitsProfile) -> Result<Vec<kedge_core::Case>, Error> {
+    let reg = kedge_ops::registry();
+    if let Ok(suite) = e.parse::<Suite>() {
+        return Ok(Selection::default().cases(&reg, suite, profile, None)?);
+    }
+    let corpus = Corpus::read(Path::new(e))?;
+    let cases = corpus.cases()?;
+    let mut out = Vec::with_capacity(cases.len());
+    for (line, c) in cases {
+        out.push(
+            reg.validate(&c)
+                .map_err(|error| kedge_runner::select::SelectError::AtLine {
+                    source_name: e.to_string(),
+                    line,
+                    error: Box::new(error),
+                })?,
+        );
+    }
+    Ok(out)
+}

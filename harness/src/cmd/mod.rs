@@ -1,0 +1,71 @@
+//! One file per command: its flags and how they become a workflow request.
+
+mod compare_runs;
+mod fuzz;
+mod gate;
+mod limits;
+mod list;
+mod minimize;
+mod plan;
+mod report;
+mod repro;
+mod run;
+mod selftest;
+mod sweep;
+mod worker;
+
+use kedge_runner::Error;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Print a device's limits: the live device, or a built-in profile (--profile).
+    Limits(limits::Args),
+    /// List ops, impls and their roles, params, boundaries with reachability.
+    List(list::Args),
+    /// Check the launches and buffers impls plan against a limits profile; no GPU needed.
+    Plan(plan::Args),
+    /// Run cases on the GPU (each in a worker process) and print their verdict lines.
+    Run(run::Args),
+    /// Run a suite: on a GPU every check; without one, the CPU-side checks.
+    Sweep(sweep::Args),
+    /// Reports from results.jsonl files (shards are merged): report.md, report.json, junit.xml.
+    Report(report::Args),
+    /// Exit 0 only when there are results and every failure in them is a known one.
+    Gate(gate::Args),
+    /// Shrink a failing case (keeping its verdict and detector), find the transition from
+    /// both sides, and print the repro.
+    Minimize(minimize::Args),
+    /// Print a case's repro: test-backend-ops line(s) and command, kedge one-liner, and a
+    /// standalone .cu file with its nvcc command.
+    Repro(repro::Args),
+    /// Calibration: every planted bug must be found by its detector, every fixed impl must
+    /// pass, every incident must say what it must.
+    Selftest(selftest::Args),
+    /// Boundary-biased random cases; failures are shrunk and appended to a finds corpus.
+    Fuzz(fuzz::Args),
+    /// Wall time of sweeps side by side (from their sweep-summary.json files), as Markdown.
+    CompareRuns(compare_runs::Args),
+    /// A worker: reads its spec and case lines on stdin, writes verdict lines on stdout.
+    #[command(hide = true)]
+    Worker,
+}
+
+/// Run a command; its exit status.
+pub fn dispatch(cmd: Command) -> Result<i32, Error> {
+    let status = match cmd {
+        Command::Limits(a) => limits::run(a)?,
+        Command::List(a) => list::run(a)?,
+        Command::Plan(a) => plan::run(a)?,
+        Command::Run(a) => run::run(a)?,
+        Command::Sweep(a) => sweep::run(a)?,
+        Command::Report(a) => report::run(a)?,
+        Command::Gate(a) => gate::run(a)?,
+        Command::Minimize(a) => minimize::run(a)?,
+        Command::Repro(a) => repro::run(a)?,
+        Command::Selftest(a) => selftest::run(a)?,
+        Command::Fuzz(a) => fuzz::run(a)?,
+        Command::CompareRuns(a) => compare_runs::run(a)?,
+        Command::Worker => return Ok(worker::run()),
+    };
+    Ok(status.exit_code())
+}

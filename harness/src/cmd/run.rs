@@ -1,0 +1,67 @@
+use crate::args::{selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs};
+use kedge_runner::console::Out;
+use kedge_runner::results::ResultsWriter;
+use kedge_runner::run::{Executor, Gpus, RunEngine};
+use kedge_runner::select::{profile, Suite};
+use kedge_runner::{note, Error, Status};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    filter: FilterArgs,
+    #[command(flatten)]
+    cases: CaseArgs,
+    #[command(flatten)]
+    alloc: AllocArg,
+    #[command(flatten)]
+    exec: ExecArgs,
+    /// Append results to this file as well.
+    #[arg(long, value_name = "FILE")]
+    results: Option<PathBuf>,
+    #[command(flatten)]
+    ext: ExtArgs,
+}
+
+pub fn run(a: Args) -> Result<Status, Error> {
+    let ext = a.ext.spec(&a.filter.ops.ops)?;
+    let (reg, added) = ext.registry()?;
+    for x in &added {
+        note!("{}", x.note);
+    }
+    let sel = selection(&a.filter, Some(&a.cases), &a.alloc);
+    // Bad input is bad input with or without a GPU: select once before looking for one.
+    let mut cases = sel.cases(&reg, Suite::Smoke, &profile("h200")?, None)?;
+    let tools = a.exec.tools()?;
+    let engine = RunEngine::builder("run")
+        .external(ext)
+        .options(a.exec.engine())
+        .gpus(Gpus::One(a.exec.device.unwrap_or(0)))
+        .build()?;
+    if !sel.is_explicit() {
+        cases = sel.cases(&reg, Suite::Smoke, engine.limits(), None)?;
+    }
+    let mut writer = match &a.results {
+        Some(p) => Some(ResultsWriter::append(p)?),
+        None => None,
+    };
+    let mut out = Out::stdout();
+    let mut failures = 0usize;
+    let runs: Vec<Option<kedge_core::Tool>> = if tools.is_empty() {
+        vec![None]
+    } else {
+        tools.into_iter().map(Some).collect()
+    };
+    for tool in runs {
+        let mut ex = engine.executor(tool)?;
+        ex.run(&cases, &mut |r| {
+            failures += usize::from(r.verdict.is_failure());
+            out.line(r.to_line());
+            if let Some(w) = writer.as_mut() {
+                w.write(&r)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(Status::failed_if(failures > 0))
+}

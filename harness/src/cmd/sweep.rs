@@ -1,0 +1,68 @@
+use crate::args::{
+    selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs, ProfileArg, ResumeArgs,
+};
+use kedge_runner::run::{DeviceList, Gpus};
+use kedge_runner::select::{Shard, Suite};
+use kedge_runner::workflow::sweep::{sweep, SweepRequest};
+use kedge_runner::{Error, Status};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// smoke, boundary, incidents, selftest or default (smoke + boundary).
+    #[arg(default_value = "default")]
+    suite: Suite,
+    #[command(flatten)]
+    filter: FilterArgs,
+    #[command(flatten)]
+    cases: CaseArgs,
+    #[command(flatten)]
+    alloc: AllocArg,
+    #[command(flatten)]
+    exec: ExecArgs,
+    /// Output directory: plan.jsonl, results.jsonl, sweep-summary.json, reports, worker logs.
+    #[arg(long, default_value = "kedge-out")]
+    out: PathBuf,
+    #[command(flatten)]
+    resume: ResumeArgs,
+    /// Profile for the CPU-side checks when no GPU is used.
+    #[command(flatten)]
+    profile: ProfileArg,
+    /// Run only the CPU-side checks even if a GPU is present.
+    #[arg(long)]
+    cpu: bool,
+    /// Run shard K of N (1-based); `kedge report` merges the shards' results.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<Shard>,
+    /// GPUs to spread the sweep over, e.g. 0,1 (default: every GPU the driver shows;
+    /// `--device N` is the list N). Each GPU has its own workers and pulls cases from one
+    /// queue; a GPU lost mid-sweep hands its unfinished cases to the others.
+    #[arg(long, value_name = "LIST", conflicts_with = "device")]
+    devices: Option<DeviceList>,
+    #[command(flatten)]
+    ext: ExtArgs,
+}
+
+pub fn run(a: Args) -> Result<Status, Error> {
+    let gpus = match (&a.devices, a.exec.device) {
+        (Some(l), _) => Gpus::Listed(l.ordinals().to_vec()),
+        (None, Some(d)) => Gpus::Listed(vec![d]),
+        (None, None) => Gpus::All,
+    };
+    let req = SweepRequest {
+        suite: a.suite,
+        selection: selection(&a.filter, Some(&a.cases), &a.alloc),
+        profile: a.profile.get()?,
+        shard: a.shard,
+        max_elements: a.exec.max_elements,
+        tools: a.exec.tools()?,
+        cpu: a.cpu,
+        gpus,
+        external: a.ext.spec(&a.filter.ops.ops)?,
+        engine: a.exec.engine(),
+        out: a.out,
+        mode: a.resume.mode(),
+        exe: None,
+    };
+    Ok(sweep(&req)?.status)
+}

@@ -1,0 +1,87 @@
+//! The workflows through the real binary, on the CPU: `minimize --cpu`, `repro` (from a case
+//! and from a verdict line), `selftest --cpu`, `fuzz --cpu`.
+
+use crate::kedge;
+
+const INCIDENT: &str = r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}"#;
+
+#[test]
+fn minimize_on_the_cpu_prints_the_minimum_the_transition_and_the_repro() {
+    let (rc, out, err) = kedge(&["minimize", "--cpu", INCIDENT]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains("# minimized: [64,1,65536,1] -> [1,1,65536,1]"),
+        "{out}"
+    );
+    assert!(out.contains(
+        "transition ne[2]: plan fits (cpu) at 65535, launch-error (launch-contract) at 65536 (both run)"
+    ));
+    assert!(out.contains("// ne[2] = 65536 > grid.y limit 65535 (h200)"));
+    assert!(out.contains(
+        "test_cases.emplace_back(new test_rms_norm(GGML_TYPE_F32, {1, 1, 65536, 1}, false, 1e-6f));"
+    ));
+    assert!(out.contains(
+        "test_cases.emplace_back(new test_rms_norm(GGML_TYPE_F32, {1, 1, 65535, 1}, false, 1e-6f));"
+    ));
+}
+
+#[test]
+fn repro_takes_a_case_or_a_verdict_line_and_rejects_garbage() {
+    let (rc, out, _) = kedge(&["repro", INCIDENT]);
+    assert_eq!(rc, 0);
+    assert!(out.contains(r"test-backend-ops test -b CUDA0 -o RMS_NORM -p 'ne=\[64,1,65536,1\]'"));
+    assert!(out.contains("nvcc -arch=sm_90 -o repro repro.cu"));
+    assert!(out.contains("extern \"C\" __global__ void rms_norm_ggml_256("));
+    // A verdict line with no launch limit involved: the comment names the verdict.
+    let verdict = r#"{"id":"x","case":{"op":"rms_norm","impl":"clamped","dtype":"f32","ne":[1000,3,1,1]},"verdict":"wrong-values","detector":"reference","detail":"nmse 1.5e-3","under":"native","ms":1.0}"#;
+    let (rc, out, err) = kedge(&["repro", verdict]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains("// kedge: wrong-values (reference) with impl clamped: nmse 1.5e-3"),
+        "{out}"
+    );
+    assert!(out.contains("rms_norm_clamped_256"));
+    assert!(out.contains("# kedge saw: wrong-values (reference) under native: nmse 1.5e-3"));
+    let (rc, _, err) = kedge(&["repro", "{not json"]);
+    assert_eq!(rc, 2, "{err}");
+}
+
+#[test]
+fn selftest_on_the_cpu_checks_the_incidents_and_says_what_did_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("st");
+    let (rc, out, err) = kedge(&["selftest", "--cpu", "--out", out_dir.to_str().unwrap()]);
+    // Nothing failed, but the GPU part did not run: exit 4 (GPU checks skipped).
+    assert_eq!(rc, 4, "{out}\n{err}");
+    assert!(out.contains("| ggml-norm-grid-y-limit |"));
+    assert!(out.contains(
+        "| cpu | launch-error (launch-contract) | launch-error (launch-contract) | PASS |"
+    ));
+    assert!(
+        out.contains("| rms_norm | planted-read-past-end |"),
+        "{out}"
+    );
+    assert!(out.contains("NOT RUN"));
+    assert!(out.contains("not run:"));
+    assert!(out_dir.join("selftest.md").exists());
+}
+
+#[test]
+fn fuzz_on_the_cpu_appends_shrunk_finds_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let finds = dir.path().join("finds.jsonl");
+    let f = finds.to_str().unwrap();
+    let (rc, out, err) = kedge(&[
+        "fuzz", "--cpu", "-o", "rms_norm", "--cases", "60", "--finds", f,
+    ]);
+    assert_eq!(rc, 1, "{out}\n{err}");
+    let text = std::fs::read_to_string(&finds).unwrap();
+    assert!(text.contains(r#""ne":[1,1,65536,1]"#), "{text}");
+    let n = text.lines().count();
+    // The same run again finds nothing new.
+    let (rc, _, _) = kedge(&[
+        "fuzz", "--cpu", "-o", "rms_norm", "--cases", "60", "--finds", f,
+    ]);
+    assert_eq!(rc, 0);
+    assert_eq!(std::fs::read_to_string(&finds).unwrap().lines().count(), n);
+}

@@ -1,0 +1,19 @@
+//! kedge-ops' integration tests, in one binary: every op's declarations through the registry,
+//! its kernels through NVRTC (ignored when the build found no libnvrtc), the incident corpus.
+
+mod corpus;
+mod declarations;
+mod nvrtc_compile;
+mod row_ops;
+
+use kedge_core::contract::boundary::generated;
+use kedge_core::{Boundary, LimitsProfile, Op};
+
+/// An op's boundaries on a profile: its own, then those generated from its probe base.
+pub fn boundaries(op: &dyn Op, limits: &LimitsProfile) -> Vec<Boundary> {
+    let mut v = op.boundaries(limits);
+    if let Some(base) = op.probe_base() {
+        v.extend(generated(&base, limits, op.dtypes()[0].size()));
+    }
+    v
+}
