@@ -3,7 +3,7 @@
 
 use kedge_core::{LimitsProfile, Tool};
 use kedge_runner::errors::Error;
-use kedge_runner::external::{ExternalError, ExternalSpec, Geometry, SourceSpec};
+use kedge_runner::external::{ExternalError, ExternalSpec, Geometry, GgmlSpec, SourceSpec};
 use kedge_runner::run::{EngineOptions, Progress};
 use kedge_runner::sanitizer::parse_tools;
 use kedge_runner::select::{profile, Selection};
@@ -169,6 +169,13 @@ pub struct ExtArgs {
     /// Threads per block for the source kernel.
     #[arg(long, default_value_t = 256)]
     pub block: u32,
+    /// A ggml build (its shared libraries: libggml-base, libggml and the backends, linked or
+    /// as loadable modules): each backend device becomes an impl, `ggml:CUDA0`, `ggml:CPU`.
+    #[arg(long, value_name = "DIR")]
+    pub ggml: Option<PathBuf>,
+    /// Only these of the ggml build's devices (ggml's names, comma separated: CUDA0,CPU).
+    #[arg(long, value_name = "LIST", requires = "ggml", value_delimiter = ',')]
+    pub ggml_device: Vec<String>,
 }
 
 impl ExtArgs {
@@ -178,6 +185,10 @@ impl ExtArgs {
         let mut spec = ExternalSpec {
             plugins: self.plugins.clone(),
             sources: Vec::new(),
+            ggml: self.ggml.as_ref().map(|dir| GgmlSpec {
+                dir: dir.clone(),
+                devices: self.ggml_device.clone(),
+            }),
         };
         if let (Some(file), Some(entry)) = (&self.kernel, &self.entry) {
             let op = match (&self.kernel_op, ops) {

@@ -4,6 +4,7 @@
 mod basics;
 mod devices;
 mod exit_status;
+mod ggml;
 mod out_dir;
 mod pipes;
 mod worker;

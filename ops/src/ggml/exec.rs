@@ -22,6 +22,7 @@ pub type GraphFn = fn(&mut Graph, &Case, &[Tensor]) -> Result<Vec<Tensor>, Graph
 /// An op on one backend device of a ggml build.
 pub struct GgmlImpl {
     ggml: Ggml,
+    host: bool,
     op: &'static str,
     device: String,
     description: String,
@@ -36,10 +37,12 @@ impl GgmlImpl {
         op: &'static str,
         device: &str,
         description: &str,
+        host: bool,
         graph: GraphFn,
     ) -> Self {
         GgmlImpl {
             ggml,
+            host,
             op,
             device: device.to_string(),
             description: description.to_string(),
@@ -55,7 +58,7 @@ impl GgmlImpl {
     pub fn impl_name(&self) -> String {
         self.name.clone()
     }
-    fn library(&self) -> LibraryInfo {
+    fn info(&self) -> LibraryInfo {
         LibraryInfo {
             name: "ggml".into(),
             version: self.ggml.version(),
@@ -86,6 +89,9 @@ impl Impl for GgmlImpl {
     }
     fn backend(&self) -> Option<&dyn BackendImpl> {
         Some(self)
+    }
+    fn needs_gpu(&self) -> bool {
+        !self.host
     }
 }
 
@@ -365,6 +371,9 @@ fn time_on(
 }
 
 impl BackendImpl for GgmlImpl {
+    fn library(&self) -> LibraryInfo {
+        self.info()
+    }
     fn time(
         &self,
         case: &Case,
@@ -395,7 +404,7 @@ impl BackendImpl for GgmlImpl {
         Ok(BackendRun {
             outputs: ran.outputs,
             allocations: ran.allocations,
-            library: self.library(),
+            library: self.info(),
             not_applied: ran.not_applied,
             facts: Default::default(),
         })

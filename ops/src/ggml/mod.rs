@@ -77,7 +77,8 @@ pub fn register(
             if cpu_reference && d.kind == DeviceKind::Cpu {
                 continue;
             }
-            let imp = GgmlImpl::new(ggml, op, &d.name, &d.description, graph);
+            let host = d.kind == DeviceKind::Cpu;
+            let imp = GgmlImpl::new(ggml, op, &d.name, &d.description, host, graph);
             let name = imp.impl_name();
             reg.add_impl(op, Box::new(imp))
                 .map_err(|e| SetupError::Registry(e.to_string()))?;
@@ -143,21 +144,25 @@ mod tests {
         assert!(!r.impls.iter().any(|(o, _)| o == "gelu"));
         let mut slot = DeviceSlot::new(0);
         let mut refs = ReferenceCache::default();
-        for (op, ne) in [
-            ("rms_norm", [64, 5, 4, 3]),
-            ("norm", [1024, 2, 1, 1]),
-            ("l2_norm", [31, 7, 3, 2]),
-        ] {
-            let case = reg
-                .validate(&Case::new(op, "ggml:CPU", DType::F32, ne))
-                .expect("valid");
+        let mut checked = 0;
+        for op in reg.ops() {
+            if !r.impls.iter().any(|(o, _)| o == op.name()) {
+                continue;
+            }
+            let (ne, params) = op.smoke().into_iter().next().expect("a smoke case");
+            let mut case = Case::new(op.name(), "ggml:CPU", DType::F32, ne);
+            case.params = params;
+            let case = reg.validate(&case).expect("valid");
             let ex = execute(&reg, &mut slot, &case, &mut refs);
             assert_eq!(ex.result.verdict, Verdict::Pass, "{}", ex.result.detail);
             let lib = ex.result.observed.library.expect("library recorded");
             assert_eq!(lib.name, "ggml");
             assert!(lib.device.starts_with("CPU"), "{}", lib.device);
             assert!(ex.result.observed.allocations.len() >= 2);
+            checked += 1;
         }
+        // rms_norm, rms_norm_mul_add, norm, l2_norm, softmax, cumsum, tri, add_id.
+        assert_eq!(checked, 8);
         // A padded row (a strided view of its own base tensor) too.
         let case = reg
             .validate(

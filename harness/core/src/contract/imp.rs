@@ -88,6 +88,11 @@ pub trait Impl: Send + Sync {
     fn backend(&self) -> Option<&dyn BackendImpl> {
         None
     }
+    /// Does running the impl need a GPU? Not for a library's host backend (ggml's CPU
+    /// backend), which then runs on a machine without one.
+    fn needs_gpu(&self) -> bool {
+        true
+    }
 }
 
 /// An impl as data: its plan is what runs.
@@ -117,6 +122,8 @@ impl Impl for KernelImpl {
 /// through its C API). The engine hands it the op's tensors and kedge's inputs and judges
 /// what comes back exactly as for a kernel impl.
 pub trait BackendImpl: Send + Sync {
+    /// The library build and device, recorded in every verdict of the impl.
+    fn library(&self) -> LibraryInfo;
     /// Run the case: each tensor its own allocation, inputs uploaded, outputs poisoned with
     /// `model::host::poison_pattern` before the run, outputs read back in spec order.
     fn execute(

@@ -280,13 +280,21 @@ fn execute_backend(
     let t = Instant::now();
     let (specs, inputs) = match refs.inputs(op, case) {
         Ok(x) => x,
-        Err(e) => return bad_input(case, e),
+        Err(e) => {
+            let mut ex = bad_input(case, e);
+            ex.result.observed.library = Some(backend.library());
+            return ex;
+        }
     };
     timings.setup = ms(t);
     let t = Instant::now();
     let run: BackendRun = match backend.execute(case, &specs, &inputs) {
         Ok(r) => r,
-        Err(e) => return failed(case, e),
+        Err(e) => {
+            let mut ex = failed(case, e);
+            ex.result.observed.library = Some(backend.library());
+            return ex;
+        }
     };
     timings.run = ms(t);
     let outs: Vec<(TensorSpec, HostTensor)> = specs

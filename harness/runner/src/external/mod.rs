@@ -26,6 +26,18 @@ pub enum ExternalError {
     },
     #[error("--kernel needs the op it implements: --kernel-op OP or a single -o OP")]
     KernelOpMissing,
+    #[error(transparent)]
+    Ggml(#[from] kedge_ops::ggml::SetupError),
+}
+
+/// A user's ggml build whose backends become impls (`ggml:CUDA0`, `ggml:CPU`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GgmlSpec {
+    /// The build's directory (its shared libraries, or `lib/` under it).
+    pub dir: PathBuf,
+    /// Backend devices to use, ggml's names (`CUDA0`, `CPU`); empty: every one the build has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 /// The external impls of a run.
@@ -37,6 +49,9 @@ pub struct ExternalSpec {
     /// NVRTC source kernels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceSpec>,
+    /// A ggml build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ggml: Option<GgmlSpec>,
 }
 
 /// What adding an external impl did, for the person running kedge.
@@ -49,7 +64,7 @@ pub struct Added {
 
 impl ExternalSpec {
     pub fn is_empty(&self) -> bool {
-        self.plugins.is_empty() && self.sources.is_empty()
+        self.plugins.is_empty() && self.sources.is_empty() && self.ggml.is_none()
     }
 
     /// Absolute paths, so a worker started elsewhere finds the same files.
@@ -58,6 +73,9 @@ impl ExternalSpec {
         self.plugins = self.plugins.iter().map(abs).collect();
         for s in &mut self.sources {
             s.file = abs(&s.file);
+        }
+        if let Some(g) = &mut self.ggml {
+            g.dir = abs(&g.dir);
         }
         self
     }
@@ -98,6 +116,36 @@ impl ExternalSpec {
                 ),
                 op: a.op,
                 imp: a.name,
+            });
+        }
+        if let Some(g) = &self.ggml {
+            let r = kedge_ops::ggml::register(&mut reg, &g.dir, &g.devices)?;
+            let devices = r
+                .devices
+                .iter()
+                .map(|(n, d)| format!("{n} ({d})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            added.push(Added {
+                op: String::new(),
+                imp: String::new(),
+                note: format!(
+                    "ggml {} ({}) from {}: {} impls of {} ops on {devices}{}",
+                    r.version,
+                    r.commit,
+                    g.dir.display(),
+                    r.impls.len(),
+                    r.impls
+                        .iter()
+                        .map(|(o, _)| o.as_str())
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len(),
+                    if r.missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", r.missing.join("; "))
+                    }
+                ),
             });
         }
         Ok((reg, added))

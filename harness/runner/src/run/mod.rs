@@ -58,6 +58,8 @@ pub enum EngineError {
     NoVerdict { case: String },
     #[error("cannot find the kedge binary to start workers: {0}")]
     Exe(std::io::Error),
+    #[error("the host-backend run stopped: {0}")]
+    Host(SupervisorError),
 }
 
 impl EngineError {
@@ -105,6 +107,96 @@ pub trait Executor {
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error>;
     /// The device the cases ran on, as a person names it.
     fn device(&self) -> String;
+    /// Does this executor take the case? A sweep without a GPU gives a library's host-backend
+    /// cases to a host executor and the rest to the CPU side.
+    fn accepts(&self, _case: &Case) -> bool {
+        true
+    }
+}
+
+/// Does running the case need a GPU (every kernel impl does; a library's host backend not)?
+pub fn needs_gpu(reg: &Registry, c: &Case) -> bool {
+    reg.resolve(c).map(|(_, i)| i.needs_gpu()).unwrap_or(true)
+}
+
+/// Cases whose impl runs on a library's host backend (ggml's CPU backend), run natively in
+/// worker processes that open no GPU, on a machine that may have none: the library is under
+/// test, so it runs crash-isolated like any impl.
+pub struct HostExecutor<'a> {
+    reg: &'a Registry,
+    sup: Supervisor,
+    progress: Progress,
+}
+
+impl<'a> HostExecutor<'a> {
+    pub fn new(
+        reg: &'a Registry,
+        exe: Option<PathBuf>,
+        external: ExternalSpec,
+        opts: &EngineOptions,
+        work_dir: &Path,
+    ) -> Result<Self, Error> {
+        let exe = match exe {
+            Some(e) => e,
+            None => std::env::current_exe().map_err(EngineError::Exe)?,
+        };
+        let mut spec = WorkerSpec::new(0, external);
+        spec.open_gpu = false;
+        Ok(HostExecutor {
+            reg,
+            sup: Supervisor::new(SupervisorConfig {
+                exe,
+                spec,
+                timeout: opts.timeout,
+                ready_timeout: opts.ready_timeout,
+                sanitize: None,
+                work_dir: work_dir.to_path_buf(),
+                keep_worker: true,
+            }),
+            progress: opts.progress,
+        })
+    }
+}
+
+impl Executor for HostExecutor<'_> {
+    fn under(&self) -> Under {
+        Under::Native
+    }
+    fn device(&self) -> String {
+        "the host (a library's CPU backend; no GPU used)".into()
+    }
+    fn accepts(&self, c: &Case) -> bool {
+        !needs_gpu(self.reg, c)
+    }
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+        let t0 = Instant::now();
+        let ticker = Ticker::new(self.progress, cases.len());
+        let mut done = 0usize;
+        let mut failed: Option<Error> = None;
+        let summary = self
+            .sup
+            .run(cases, &mut |r| {
+                done += 1;
+                ticker.case(done, &r);
+                sink(r).map_err(|e| {
+                    let io = std::io::Error::other(e.to_string());
+                    failed = Some(e);
+                    io
+                })
+            })
+            .map_err(|e| match failed.take() {
+                Some(f) => f,
+                None => Error::from(EngineError::Host(e)),
+            })?;
+        ticker.finish();
+        Ok(RunStats {
+            ran: summary.ran,
+            wall_s: t0.elapsed().as_secs_f64(),
+            workers: summary.workers_started,
+            replaced: summary.workers_replaced,
+            per_gpu: Vec::new(),
+        })
+    }
 }
 
 /// The CPU side of cases: the launch and allocation contracts against a profile and, for
@@ -113,6 +205,8 @@ pub trait Executor {
 pub struct CpuExecutor<'a> {
     pub reg: &'a Registry,
     pub limits: LimitsProfile,
+    /// Leave the cases a host executor runs (a library's host backend) to it.
+    pub skip_host: bool,
     /// Compute references of at most this much work (`Op::reference_work`); `None`: none.
     pub reference_limit: Option<u64>,
     pub progress: Progress,
@@ -127,6 +221,7 @@ impl<'a> CpuExecutor<'a> {
         CpuExecutor {
             reg,
             limits,
+            skip_host: false,
             reference_limit: None,
             progress: Progress::Off,
         }
@@ -160,6 +255,9 @@ impl<'a> CpuExecutor<'a> {
 impl Executor for CpuExecutor<'_> {
     fn under(&self) -> Under {
         Under::Cpu
+    }
+    fn accepts(&self, c: &Case) -> bool {
+        !self.skip_host || needs_gpu(self.reg, c)
     }
     fn device(&self) -> String {
         format!("profile {} (no GPU used)", self.limits.name)

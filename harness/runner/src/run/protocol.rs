@@ -7,7 +7,7 @@ use kedge_core::{CaseResult, LimitsProfile};
 use serde::{Deserialize, Serialize};
 
 /// The protocol this kedge speaks; a worker refuses a spec of another.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// Exit code of a worker whose context died after a case (the result was written first).
 pub const EXIT_CONTEXT_DEAD: i32 = 86;
@@ -21,6 +21,14 @@ pub struct WorkerSpec {
     pub device: u32,
     #[serde(default)]
     pub external: ExternalSpec,
+    /// Open the GPU at start (the default). A worker that only runs impls on a host backend
+    /// (ggml's CPU backend) needs none, so it runs on a machine without a GPU.
+    #[serde(default = "yes")]
+    pub open_gpu: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl WorkerSpec {
@@ -29,6 +37,7 @@ impl WorkerSpec {
             protocol: PROTOCOL,
             device,
             external,
+            open_gpu: true,
         }
     }
     /// The same spec on another GPU.
@@ -63,7 +72,9 @@ pub enum WorkerMsg {
     Ready {
         device: String,
         driver_version: i32,
-        limits: Box<LimitsProfile>,
+        /// The GPU's limits; absent for a worker that runs host backends only (no GPU opened).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limits: Option<Box<LimitsProfile>>,
         pid: u32,
         /// GPUs this worker's driver shows (`sweep`'s default is all of them). Absent when
         /// the driver could not say.
@@ -84,6 +95,14 @@ pub enum WorkerMsg {
     /// exits after that result, so the supervisor must not send it another case.
     Retiring {
         reason: String,
+    },
+    /// A library under test is aborting the process (ggml on a CUDA error or a failed
+    /// assertion): its own last words, sent from its abort hook before it dies. The case in
+    /// flight is judged from them.
+    Aborting {
+        message: String,
+        #[serde(default)]
+        log: Vec<String>,
     },
 }
 

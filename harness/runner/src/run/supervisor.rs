@@ -82,7 +82,7 @@ pub struct RunSummary {
 struct ReadyInfo {
     device: String,
     driver_version: i32,
-    limits: LimitsProfile,
+    limits: Option<LimitsProfile>,
     device_count: Option<usize>,
 }
 
@@ -90,7 +90,9 @@ impl RunSummary {
     fn note_ready(&mut self, r: &ReadyInfo) {
         self.device = Some(r.device.clone());
         self.driver_version = Some(r.driver_version);
-        self.limits = Some(r.limits.clone());
+        if let Some(l) = &r.limits {
+            self.limits = Some(l.clone());
+        }
         self.device_count = r.device_count;
     }
 }
@@ -296,7 +298,7 @@ impl Supervisor {
                         return Ok(ReadyInfo {
                             device,
                             driver_version,
-                            limits: *limits,
+                            limits: limits.map(|l| *l),
                             device_count,
                         });
                     }
@@ -395,6 +397,7 @@ impl Supervisor {
                 };
                 started += 1;
                 let t0 = Instant::now();
+                let mut aborting: Option<(String, Vec<String>)> = None;
                 let r = if !sent {
                     worker_gone = true;
                     let st = w.finish(Duration::from_secs(5));
@@ -412,6 +415,11 @@ impl Supervisor {
                                     retiring = true;
                                     continue;
                                 }
+                                Ok(WorkerMsg::Aborting { message, log }) => {
+                                    // The worker dies next; its words judge the case.
+                                    aborting = Some((message, log));
+                                    continue;
+                                }
                                 Ok(WorkerMsg::Error { message }) => {
                                     break CaseResult::new(
                                         case,
@@ -425,6 +433,13 @@ impl Supervisor {
                             Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                                 worker_gone = true;
                                 let st = w.finish(Duration::from_secs(10));
+                                if let Some((message, log)) = aborting.take() {
+                                    let mut r = aborted(case, &message, &log);
+                                    r.detail
+                                        .push_str(&format!(" (worker {})", describe_exit(st)));
+                                    r.ms = t0.elapsed().as_secs_f64() * 1e3;
+                                    break r;
+                                }
                                 break died(
                                     case,
                                     &format!(
@@ -528,6 +543,17 @@ impl super::schedule::Runner<Case> for Supervisor {
             | SupervisorError::Setup(_) => BatchError::Fatal(e),
         })
     }
+}
+
+/// A case whose library aborted the process, judged by the library's own last words.
+fn aborted(case: &Case, message: &str, log: &[String]) -> CaseResult {
+    let (verdict, detector) = kedge_core::judge::abort::classify(message, log);
+    CaseResult::new(
+        case,
+        verdict,
+        detector,
+        kedge_core::judge::abort::summarize(message, log),
+    )
 }
 
 fn died(case: &Case, what: &str) -> CaseResult {

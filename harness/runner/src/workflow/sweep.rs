@@ -13,7 +13,8 @@ use crate::errors::{Error, OutputError, Status};
 use crate::external::ExternalSpec;
 use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
 use crate::run::{
-    CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, RunEngine, CPU_REFERENCE_LIMIT,
+    needs_gpu, CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, HostExecutor, RunEngine,
+    CPU_REFERENCE_LIMIT,
 };
 use crate::select::{MaxElements, Selection, Shard, Suite};
 use kedge_core::{Case, LimitsProfile, Tool, Under};
@@ -136,11 +137,22 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
     }
     let default_max = gpu.then_some(GPU_MAX_ELEMENTS);
-    let left_out = MaxElements::from_flag(req.max_elements, default_max).retain(&reg, &mut cases);
+    let mut left_out =
+        MaxElements::from_flag(req.max_elements, default_max).retain(&reg, &mut cases);
+    if !gpu {
+        // Without a GPU, the cases that really run (a library's host backend) are bounded as a
+        // GPU sweep's are; the CPU side of the others only plans.
+        let (mut host, rest): (Vec<Case>, Vec<Case>) =
+            cases.into_iter().partition(|c| !needs_gpu(&reg, c));
+        left_out += MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
+            .retain(&reg, &mut host);
+        cases = rest;
+        cases.extend(host);
+    }
     if left_out > 0 {
         crate::note!(
             "{left_out} cases over {} elements left out (--max-elements 0 runs them)",
-            MaxElements::from_flag(req.max_elements, default_max)
+            MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
                 .limit()
                 .unwrap_or(0)
         );
@@ -191,13 +203,38 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             let mut cpu =
                 CpuExecutor::new(&reg, limits.clone()).with_references(CPU_REFERENCE_LIMIT);
             cpu.progress = req.engine.progress;
-            executors.push(Box::new(cpu));
+            // A library's host backend (ggml's CPU backend) runs for real without a GPU, in
+            // workers that open none.
+            let host = cases.iter().filter(|c| !needs_gpu(&reg, c)).count();
+            if host > 0 {
+                crate::note!(
+                    "{host} cases run on a library's host backend (no GPU needed): natively, in workers"
+                );
+                cpu.skip_host = true;
+                executors.push(Box::new(cpu));
+                executors.push(Box::new(HostExecutor::new(
+                    &reg,
+                    req.exe.clone(),
+                    req.external.clone(),
+                    &req.engine,
+                    &out.join("workers").join("host"),
+                )?));
+            } else {
+                executors.push(Box::new(cpu));
+            }
         }
     }
 
+    // An executor with nothing to run makes no row (a CPU-side sweep of host-backend cases).
+    executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
     let mut stats = Vec::new();
     for ex in executors.iter_mut() {
         let under = ex.under();
+        let accepted: HashSet<String> = cases
+            .iter()
+            .filter(|c| ex.accepts(c))
+            .map(Case::id)
+            .collect();
         let (done, _) = if req.mode == OutMode::Resume {
             finished_ids(&results_path, under)?
         } else {
@@ -205,13 +242,13 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         };
         let todo: Vec<Case> = cases
             .iter()
-            .filter(|c| !done.contains(&c.id()))
+            .filter(|c| ex.accepts(c) && !done.contains(&c.id()))
             .cloned()
             .collect();
         if req.mode == OutMode::Resume {
             crate::note!(
                 "resuming {under}: {} cases already finished, {} to run",
-                cases.len() - todo.len(),
+                accepted.len() - todo.len(),
                 todo.len()
             );
         }
@@ -219,7 +256,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             writer.write(&r).map_err(Error::from)
         };
         let st = ex.run(&todo, &mut sink)?;
-        stats.push((under, ex.device(), st));
+        stats.push((under, ex.device(), st, accepted));
     }
     drop(executors);
     drop(writer);
@@ -236,11 +273,11 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         .unwrap_or_else(|| "exact".into());
     let fleet = engine.as_ref().map(|e| e.fleet().clone());
     let mut summary = SweepSummary::default();
-    for (under, device, st) in stats {
+    for (under, device, st, accepted) in stats {
         let mine: Vec<_> = set
             .results
             .iter()
-            .filter(|r| r.under == under && ids.contains(&r.id))
+            .filter(|r| r.under == under && ids.contains(&r.id) && accepted.contains(&r.id))
             .collect();
         let failures = mine.iter().filter(|r| r.verdict.is_failure()).count();
         let row = RunSummary {
@@ -253,7 +290,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             },
             cases: mine.len(),
             failures,
-            missing: cases.len().saturating_sub(mine.len()),
+            missing: accepted.len().saturating_sub(mine.len()),
             ran_now: st.ran,
             wall_s: st.wall_s,
             workers: st.workers,

@@ -319,7 +319,7 @@ fn every_entry_runs_on_ggml_cpu_and_agrees_with_itself() {
         .expect("a CPU device");
     let mut reg = crate::registry();
     for e in TABLE {
-        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, e.graph);
+        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
         reg.add_impl(e.name, Box::new(imp)).expect("added");
     }
     let mut slot = DeviceSlot::new(0);

@@ -1,0 +1,80 @@
+//! `--ggml DIR`: a ggml build's backends as impls, from the command line. Bad builds are bad
+//! input; kedge's ops through ggml's CPU backend pass against kedge's f64 references (with no
+//! GPU: the host backend runs for real, in workers).
+
+use crate::kedge;
+
+/// A CPU-only build of the pinned ggml (`scripts/build-ggml.sh`), from `KEDGE_GGML_DIR`. CI
+/// builds one; elsewhere the tests that need it say they did not run.
+fn build_dir() -> Option<String> {
+    match std::env::var("KEDGE_GGML_DIR") {
+        Ok(d) => Some(d),
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "KEDGE_GGML_DIR must point at a ggml build in CI"
+            );
+            eprintln!("SKIPPED: set KEDGE_GGML_DIR to a ggml build (scripts/build-ggml.sh)");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_missing_or_foreign_ggml_dir_is_bad_input() {
+    let (code, _, err) = kedge(&["list", "--ggml", "/nonexistent/ggml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("/nonexistent/ggml") && err.contains("does not exist"),
+        "{err}"
+    );
+    let d = tempfile::tempdir().expect("tempdir");
+    let (code, _, err) = kedge(&["list", "--ggml", &d.path().display().to_string()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a ggml build"), "{err}");
+}
+
+#[test]
+fn an_unknown_ggml_device_names_the_ones_the_build_has() {
+    let Some(dir) = build_dir() else { return };
+    let (code, _, err) = kedge(&["list", "--ggml", &dir, "--ggml-device", "CUDA7"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("CUDA7") && err.contains("CPU"), "{err}");
+}
+
+#[test]
+fn kedges_ops_on_ggml_cpu_pass_against_the_f64_references() {
+    let Some(dir) = build_dir() else { return };
+    let out = tempfile::tempdir().expect("tempdir");
+    let out_dir = out.path().join("sweep");
+    let (code, _, err) = kedge(&[
+        "sweep",
+        "smoke",
+        "--ggml",
+        &dir,
+        "--impl",
+        "ggml:CPU",
+        "-o",
+        "rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri,add_id",
+        "--out",
+        &out_dir.display().to_string(),
+    ]);
+    // The host backend ran; nothing ran on a GPU.
+    assert_eq!(code, 4, "{err}");
+    let text = std::fs::read_to_string(out_dir.join("results.jsonl")).expect("results");
+    let mut ops = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a verdict line");
+        let verdict = r["verdict"].as_str().unwrap_or("?");
+        assert!(
+            verdict == "pass"
+                || (verdict == "unsupported" && !r["detail"].as_str().unwrap_or("").is_empty()),
+            "{line}"
+        );
+        assert_eq!(r["under"], "native", "{line}");
+        assert_eq!(r["observed"]["library"]["name"], "ggml", "{line}");
+        assert_eq!(r["observed"]["library"]["commit"], "d99724f", "{line}");
+        ops.insert(r["case"]["op"].as_str().unwrap_or("?").to_string());
+    }
+    assert_eq!(ops.len(), 8, "{ops:?}");
+}
