@@ -591,25 +591,7 @@ impl Workers {
         Ok(SanitizeSpec {
             tool,
             prefix,
-            attribute: Box::new(move |xml: &Path, started: usize| {
-                let mut run = san::analyze_run(xml, tool, started, None)
-                    .map_err(|e| format!("reading {}: {e}", xml.display()))?;
-                // No marker at all (a sanitizer set up to hide API errors, say): with one case
-                // in the worker every record is still its own; with more, they cannot be split.
-                if run.markers == 0 && !run.preamble.is_empty() {
-                    if started == 1 {
-                        let pre = std::mem::take(&mut run.preamble);
-                        run.per_case[0].primary.extend(pre.primary);
-                        run.per_case[0].secondary.extend(pre.secondary);
-                    } else {
-                        return Err(format!(
-                            "{}: no kedge_case_marker records, so its records cannot be attributed to the {started} cases of this worker; rerun with --batch 1",
-                            xml.display()
-                        ));
-                    }
-                }
-                Ok(run.per_case)
-            }),
+            attribute: attribution(tool),
             // Attribution splits a worker's records at kedge_case_marker API-error records.
             // Only memcheck reports API errors (seen on the H200: an initcheck worker's XML
             // held 68 Initcheck records and no marker), so the other tools run one case per
@@ -621,6 +603,30 @@ impl Workers {
             },
         })
     }
+}
+
+/// How one worker's sanitizer XML becomes findings per case: split at the
+/// `kedge_case_marker` records. With no marker at all (a sanitizer set up to hide API errors,
+/// say), one case's records are still its own; a batch's cannot be split, which is an error
+/// the supervisor answers by running that batch again one case per worker.
+pub fn attribution(tool: Tool) -> supervisor::Attribute {
+    Box::new(move |xml: &Path, started: usize| {
+        let mut run = san::analyze_run(xml, tool, started, None)
+            .map_err(|e| format!("reading {}: {e}", xml.display()))?;
+        if run.markers == 0 && !run.preamble.is_empty() {
+            if started == 1 {
+                let pre = std::mem::take(&mut run.preamble);
+                run.per_case[0].primary.extend(pre.primary);
+                run.per_case[0].secondary.extend(pre.secondary);
+            } else {
+                return Err(format!(
+                    "{}: no kedge_case_marker records, so its records cannot be attributed to the {started} cases of this worker",
+                    xml.display()
+                ));
+            }
+        }
+        Ok(run.per_case)
+    })
 }
 
 /// Failed batches in a row (a worker that would not start or could not open its GPU) after

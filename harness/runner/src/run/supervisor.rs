@@ -30,21 +30,23 @@ pub enum SupervisorError {
     Sanitizer(String),
 }
 
+/// Parse one worker's XML and attribute findings: `started` cases ran in order; returns the
+/// findings for each of them. `Send + Sync`: a multi-GPU sweep runs one supervisor per GPU,
+/// each on its own thread.
+pub type Attribute = Box<
+    dyn Fn(&std::path::Path, usize) -> Result<Vec<crate::sanitizer::CaseFindings>, String>
+        + Send
+        + Sync,
+>;
+
 /// How to wrap a worker in a sanitizer and read back what it found.
 pub struct SanitizeSpec {
     pub tool: Tool,
     /// Program and arguments placed before the worker command; `{xml}` is replaced by the
     /// XML file of that worker.
     pub prefix: Vec<String>,
-    /// Parse one worker's XML and attribute findings: `started` cases ran in order; returns
-    /// the findings for each of them.
-    /// `Send + Sync`: a multi-GPU sweep runs one supervisor per GPU, each on its own thread.
-    #[allow(clippy::type_complexity)]
-    pub attribute: Box<
-        dyn Fn(&std::path::Path, usize) -> Result<Vec<crate::sanitizer::CaseFindings>, String>
-            + Send
-            + Sync,
-    >,
+    /// How the worker's records become findings per case (`run::attribution`).
+    pub attribute: Attribute,
     /// Cases per worker: the XML is read when a worker ends.
     pub batch: usize,
 }
@@ -357,12 +359,15 @@ impl Supervisor {
             .as_ref()
             .map(|s| Under::Tool(s.tool))
             .unwrap_or(Under::Native);
-        let batch = self
+        let mut batch = self
             .cfg
             .sanitize
             .as_ref()
             .map(|s| s.batch.max(1))
             .unwrap_or(usize::MAX);
+        // Set when a batch's records could not be split between its cases: its cases run
+        // again, one per worker, and their results say so.
+        let mut alone_from: Option<usize> = None;
         let mut i = 0;
         let mut emit = |r: CaseResult| -> Result<(), SupervisorError> {
             sink(r).map_err(SupervisorError::Sink)
@@ -499,12 +504,29 @@ impl Supervisor {
             // next loop starts a fresh one.
             w.finish(Duration::from_secs(60));
             if let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) {
-                let findings =
-                    (spec.attribute)(xml, started).map_err(SupervisorError::Sanitizer)?;
+                let findings = match (spec.attribute)(xml, started) {
+                    Ok(f) => f,
+                    Err(why) if started > 1 => {
+                        // Never stop the sweep for it: run the batch again, one case per
+                        // worker, where every record is that case's.
+                        crate::note!("{why}; running those {started} cases again, one per worker");
+                        i -= started;
+                        summary.ran -= started;
+                        batch = 1;
+                        alone_from = Some(i);
+                        continue;
+                    }
+                    Err(why) => return Err(SupervisorError::Sanitizer(why)),
+                };
                 for (r, f) in held.iter_mut().zip(findings) {
                     merge_findings(r, f);
                 }
-                for r in held {
+                for mut r in held {
+                    if alone_from.is_some() {
+                        r.detail.push_str(
+                            " (run alone: its batch's sanitizer records could not be split between cases)",
+                        );
+                    }
                     emit(r)?;
                 }
             }

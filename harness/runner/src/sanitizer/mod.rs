@@ -204,9 +204,20 @@ pub struct Record {
 }
 
 impl Record {
-    /// Is this the `kedge_case_marker` API error that separates cases?
+    /// Is this the `kedge_case_marker` API error that separates cases? Recognised by its host
+    /// frame, or, in a binary without symbols (stripped, as packagers ship it), by the call and
+    /// its error alone: nothing else in a worker asks the driver for device ordinal -1, so a
+    /// failed `cuDeviceGet` with `CUDA_ERROR_INVALID_DEVICE` is the marker.
     pub fn is_marker(&self) -> bool {
-        self.kind == RecordKind::Api && self.host_frames.iter().any(|f| f.contains(MARKER_FRAME))
+        if self.kind != RecordKind::Api {
+            return false;
+        }
+        if self.host_frames.iter().any(|f| f.contains(MARKER_FRAME)) {
+            return true;
+        }
+        self.api
+            .as_ref()
+            .is_some_and(|a| a.api == "cuDeviceGet" && a.error == "CUDA_ERROR_INVALID_DEVICE")
     }
     /// The first leaf whose path ends with `suffix` (`"hazard/type"`).
     pub fn field(&self, suffix: &str) -> Option<&str> {

@@ -156,3 +156,52 @@ fn batch_attribution_equals_one_case_per_worker() {
         crashed.also
     );
 }
+
+/// A sanitizer that writes no marker records (set up to hide API errors, say): a batch's
+/// records cannot be split between its cases, so the supervisor runs that batch again one
+/// case per worker, with kedge's own attribution, and says so. The sweep never stops for it.
+#[test]
+fn an_unattributable_batch_runs_again_one_case_per_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = setup(dir.path());
+    std::fs::write(dir.path().join("marker.xml"), "").unwrap();
+    let tool = Tool::Memcheck;
+    let spec = SanitizeSpec {
+        tool,
+        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
+        attribute: kedge_runner::run::attribution(tool),
+        batch: 16,
+    };
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe: "unused-by-the-fake".into(),
+        spec: WorkerSpec::default(),
+        timeout: Duration::from_secs(10),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: Some(spec),
+        work_dir: dir.path().join("w"),
+        keep_worker: false,
+    });
+    let cases: Vec<Case> = [1, 13, 2].into_iter().map(case).collect();
+    let mut out = Vec::new();
+    let summary = sup
+        .run(&cases, &mut |r| {
+            out.push(r);
+            Ok(())
+        })
+        .expect("the run goes on");
+    assert_eq!(out.len(), 3);
+    assert_eq!(summary.ran, 3);
+    // One worker for the batch, then one per case.
+    assert_eq!(summary.workers_started, 4);
+    for r in &out {
+        assert!(r.detail.contains("run alone"), "{}", r.detail);
+        if r.case.seed == 13 {
+            assert_eq!(
+                (r.verdict, r.detector),
+                (Verdict::OobRead, Detector::Memcheck)
+            );
+        } else {
+            assert_eq!(r.verdict, Verdict::Pass, "{}", r.detail);
+        }
+    }
+}

@@ -46,6 +46,32 @@ fn memcheck_batch_attributes_the_read_to_the_seventh_case_only() {
         .any(|s| s.text.contains("CUDA_ERROR_LAUNCH_FAILED")));
 }
 
+/// A stripped kedge binary (packagers strip; `profile.release.strip = true` does) leaves the
+/// host frames without names: the parser drops unnamed frames, so no frame says
+/// `kedge_case_marker`. The marker is still its call and error: the same attribution.
+#[test]
+fn a_stripped_binary_attributes_the_same_way() {
+    let xml = std::fs::read_to_string(fixture("h200-memcheck-batch-markers.xml")).unwrap();
+    assert!(xml.contains("<func>kedge_case_marker</func>"));
+    let stripped: String = xml
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("<func>"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stripped.xml");
+    std::fs::write(&path, stripped).unwrap();
+    let run = analyze_run(&path, Tool::Memcheck, 7, None).unwrap();
+    assert_eq!(run.markers, 7);
+    for (i, cf) in run.per_case.iter().enumerate().take(6) {
+        assert_eq!(cf.verdict(), None, "case {i} was clean");
+    }
+    assert_eq!(
+        run.per_case[6].verdict(),
+        Some((Verdict::OobRead, Detector::Memcheck))
+    );
+}
+
 #[test]
 fn initcheck_and_racecheck_records_give_their_verdicts() {
     let ic = analyze_run(
