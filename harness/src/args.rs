@@ -127,6 +127,10 @@ pub struct ExecArgs {
     /// GPU (ordinal) the workers use; default 0 (`sweep`: every GPU, see --devices).
     #[arg(long, value_name = "N")]
     pub device: Option<u32>,
+    /// Workers per GPU, pulling from the one queue (default: half the CPU cores, at most 8).
+    /// Cases too big to share the device's memory with the others run one at a time.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 impl ExecArgs {
@@ -136,6 +140,7 @@ impl ExecArgs {
             batch: self.batch,
             sanitizer_args: self.sanitizer_args.clone(),
             progress: Progress::auto(),
+            jobs: self.jobs.unwrap_or_else(EngineOptions::default_jobs).max(1),
             ..EngineOptions::default()
         }
     }

@@ -303,6 +303,18 @@ pub struct EngineOptions {
     /// Extra compute-sanitizer options, overriding kedge's defaults.
     pub sanitizer_args: Option<String>,
     pub progress: Progress,
+    /// Workers per GPU. Verdicts do not depend on it: each case still runs alone in its
+    /// worker, and cases too big to share the device's memory run one at a time.
+    pub jobs: usize,
+}
+
+impl EngineOptions {
+    /// Half the CPU cores (each worker computes references on the CPU too), at most 8.
+    pub fn default_jobs() -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get() / 2)
+            .clamp(1, 8)
+    }
 }
 
 impl Default for EngineOptions {
@@ -313,6 +325,7 @@ impl Default for EngineOptions {
             batch: 16,
             sanitizer_args: None,
             progress: Progress::auto(),
+            jobs: 1,
         }
     }
 }
@@ -467,22 +480,32 @@ impl RunEngine {
     /// GPU of the fleet (logs in `WORK/TOOL/gpuN/`).
     pub fn executor(&self, tool: Option<Tool>) -> Result<GpuExecutor, Error> {
         let under = tool.map(Under::Tool).unwrap_or(Under::Native);
+        let jobs = self.workers.opts.jobs.max(1);
+        // Slot-major (every GPU's first slot, then every GPU's second...), so the first
+        // entries are one worker per GPU: what cases too big to share a GPU run on.
         let mut pools = Vec::new();
-        for &g in &self.fleet.gpus {
-            let dir = self
-                .workers
-                .work_dir
-                .join(under.name())
-                .join(format!("gpu{g}"));
-            let sanitize = match tool {
-                Some(t) => Some(self.workers.sanitize_spec(t)?),
-                None => None,
-            };
-            pools.push((g, self.workers.supervisor(g, &dir, sanitize)));
+        for k in 0..jobs {
+            for &g in &self.fleet.gpus {
+                let mut dir = self
+                    .workers
+                    .work_dir
+                    .join(under.name())
+                    .join(format!("gpu{g}"));
+                if jobs > 1 {
+                    dir = dir.join(format!("slot{k}"));
+                }
+                let sanitize = match tool {
+                    Some(t) => Some(self.workers.sanitize_spec(t)?),
+                    None => None,
+                };
+                pools.push((g, self.workers.supervisor(g, &dir, sanitize)));
+            }
         }
         Ok(GpuExecutor {
             under,
             pools,
+            jobs,
+            shared_bytes: self.fleet.limits.device_memory_bytes.value / (2 * jobs as u64),
             progress: self.workers.opts.progress,
             device: format!(
                 "{} (driver {}; gpus {})",
@@ -636,7 +659,11 @@ const GPU_MAX_FAILURES: usize = 3;
 /// Cases on GPUs: one supervisor (worker pool) per GPU pulling from one shared queue.
 pub struct GpuExecutor {
     under: Under,
+    /// `jobs` supervisors (worker slots) per GPU, slot-major.
     pools: Vec<(u32, Supervisor)>,
+    jobs: usize,
+    /// A case whose tensors take more than this runs alone on its GPU.
+    shared_bytes: u64,
     progress: Progress,
     device: String,
 }
@@ -665,27 +692,73 @@ impl Executor for GpuExecutor {
         self.device.clone()
     }
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+        // Admission: a case's tensors must leave room for the other slots' cases; bigger ones
+        // run after the rest, one per GPU.
+        let reg = kedge_ops::registry();
+        let bytes = |c: &Case| -> u64 {
+            reg.op(&c.op)
+                .and_then(|op| op.tensors(c))
+                .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+                .unwrap_or(u64::MAX)
+        };
+        let (shared, alone): (Vec<Case>, Vec<Case>) = if self.jobs > 1 {
+            cases
+                .iter()
+                .cloned()
+                .partition(|c| bytes(c) <= self.shared_bytes)
+        } else {
+            (cases.to_vec(), Vec::new())
+        };
+        let gpus = self.pools.len() / self.jobs.max(1);
+        let mut stats = self.run_on(&shared, self.pools.len(), sink)?;
+        if !alone.is_empty() {
+            crate::note!(
+                "{}: {} cases need more than {} of device memory: one at a time per GPU",
+                self.under,
+                alone.len(),
+                kedge_core::contract::plan::human_bytes(self.shared_bytes)
+            );
+            let more = self.run_on(&alone, gpus.max(1), sink)?;
+            stats.ran += more.ran;
+            stats.wall_s += more.wall_s;
+            stats.workers += more.workers;
+            stats.replaced += more.replaced;
+            stats.per_gpu.extend(more.per_gpu);
+        }
+        Ok(stats)
+    }
+}
+
+impl GpuExecutor {
+    /// Run `cases` on the first `slots` pools.
+    fn run_on(
+        &mut self,
+        cases: &[Case],
+        slots: usize,
+        sink: &mut Sink<'_>,
+    ) -> Result<RunStats, Error> {
+        if cases.is_empty() {
+            return Ok(RunStats::default());
+        }
+        let n = slots.min(self.pools.len());
+        let (under, progress) = (self.under, self.progress);
+        let pools = &mut self.pools[..n];
         let t0 = Instant::now();
-        let started_before: Vec<usize> = self
-            .pools
-            .iter()
-            .map(|(_, s)| s.workers_started())
-            .collect();
+        let started_before: Vec<usize> = pools.iter().map(|(_, s)| s.workers_started()).collect();
         // One case per pull keeps the GPUs level (a native worker stays alive between
         // pulls); a sanitized worker's XML is read when it ends, so there a pull is one
         // worker's batch.
         let opts = schedule::Options {
-            batch: self
-                .pools
+            batch: pools
                 .first()
                 .and_then(|(_, s)| s.cases_per_worker())
                 .unwrap_or(1),
             max_failures: GPU_MAX_FAILURES,
         };
-        let ticker = Ticker::new(self.progress, cases.len());
+        let ticker = Ticker::new(progress, cases.len());
         let mut written = 0usize;
         let mut sink_error: Option<Error> = None;
-        let res = schedule::run(cases, &mut self.pools, opts, |f| {
+        let res = schedule::run(cases, pools, opts, |f| {
             let mut r = f.output;
             r.gpu = Some(f.device);
             written += 1;
@@ -700,8 +773,7 @@ impl Executor for GpuExecutor {
         if let Some(e) = sink_error {
             return Err(e);
         }
-        let gpus = self
-            .pools
+        let gpus = pools
             .iter()
             .map(|(g, _)| g.to_string())
             .collect::<Vec<_>>()
@@ -714,7 +786,7 @@ impl Executor for GpuExecutor {
                 _ => String::new(),
             };
             EngineError::Stopped {
-                under: self.under,
+                under,
                 gpus,
                 written,
                 left,
@@ -724,14 +796,13 @@ impl Executor for GpuExecutor {
         for d in sched.lost() {
             crate::note!(
                 "{}: gpu {} lost after {} cases ({}); the other GPUs ran its unfinished cases",
-                self.under,
+                under,
                 d.device,
                 d.ran,
                 d.lost.as_deref().unwrap_or_default()
             );
         }
-        let started: Vec<usize> = self
-            .pools
+        let started: Vec<usize> = pools
             .iter()
             .zip(&started_before)
             .map(|((_, s), before)| s.workers_started() - before)

@@ -120,3 +120,51 @@ fn every_gpu_lost_stops_with_the_cases_left() {
     assert!(msg.contains("gpu 0 fell off the bus"), "{msg}");
     assert!(msg.ends_with("3 of 3 cases were not run"), "{msg}");
 }
+
+/// `--jobs 3`: three workers on one GPU pull from the one queue; every case gets one verdict,
+/// and a case too big to share the device's memory with two others runs after the rest.
+#[test]
+fn several_workers_per_gpu_share_the_queue_and_big_cases_run_alone() {
+    use kedge_runner::run::{EngineOptions, Executor, Gpus, Progress, RunEngine};
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_worker(dir.path());
+    let engine = RunEngine::builder("sweep")
+        .exe(&exe)
+        .without_driver_check()
+        .work_dir(dir.path().join("w"))
+        .gpus(Gpus::One(0))
+        .options(EngineOptions {
+            jobs: 3,
+            progress: Progress::Off,
+            ..EngineOptions::default()
+        })
+        .build()
+        .unwrap();
+    let mut ex = engine.executor(None).unwrap();
+    let mut cases: Vec<Case> = (1..=12)
+        .map(|i| Case::new("rms_norm", "clamped", DType::F32, [64, i, 1, 1]))
+        .collect();
+    // 2 * 64 * 2^28 f32: 137 GB of tensors, more than a third of the H200's memory.
+    let big = Case::new("rms_norm", "clamped", DType::F32, [64, 1 << 28, 1, 1]);
+    cases.insert(0, big.clone());
+    let mut order = Vec::new();
+    let stats = ex
+        .run(&cases, &mut |r| {
+            order.push(r.case.clone());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(stats.ran, cases.len());
+    assert_eq!(order.len(), cases.len());
+    let mut ids: Vec<String> = order.iter().map(Case::id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), cases.len(), "every case once");
+    assert_eq!(
+        order.last(),
+        Some(&big),
+        "the big case runs after the others"
+    );
+    // Three slots started a worker each for the shared cases (the probe's worker is apart).
+    assert_eq!(stats.workers, 3, "{stats:?}");
+}
