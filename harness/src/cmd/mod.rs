@@ -1,5 +1,6 @@
 //! One file per command: its flags and how they become a workflow request.
 
+mod bench;
 mod compare_runs;
 mod fuzz;
 mod gate;
@@ -43,6 +44,10 @@ pub enum Command {
     Selftest(selftest::Args),
     /// Boundary-biased random cases; failures are shrunk and appended to a finds corpus.
     Fuzz(fuzz::Args),
+    /// Kernel timing: each case judged, then timed after a warm-up (CUDA events around the
+    /// impl's launches); median, spread, bytes moved and GB/s against the device's copy
+    /// bandwidth, impls of one shape side by side.
+    Bench(bench::Args),
     /// Wall time of sweeps side by side (from their sweep-summary.json files), as Markdown.
     CompareRuns(compare_runs::Args),
     /// A worker: reads its spec and case lines on stdin, writes verdict lines on stdout.
@@ -64,6 +69,7 @@ pub fn dispatch(cmd: Command) -> Result<i32, Error> {
         Command::Repro(a) => repro::run(a)?,
         Command::Selftest(a) => selftest::run(a)?,
         Command::Fuzz(a) => fuzz::run(a)?,
+        Command::Bench(a) => bench::run(a)?,
         Command::CompareRuns(a) => compare_runs::run(a)?,
         Command::Worker => return Ok(worker::run()),
     };

@@ -347,6 +347,11 @@ impl Op for Fp8Gemm {
         // No test-backend-ops op: this is Mila's cuBLASLt prefill path, not a ggml op.
         None
     }
+    /// 2·M·N·K: the GEMM's multiply-adds, as TFLOP/s are counted.
+    fn flops(&self, case: &Case) -> Option<u64> {
+        let [k, m, n, _] = case.ne.map(|d| d.max(0) as u64);
+        2u64.checked_mul(m)?.checked_mul(n)?.checked_mul(k)
+    }
     fn reach(&self, case: &Case) -> Option<String> {
         let d = Dims::of(case).ok()?;
         let last = Chunks::of(d.m, d.chunk).last_rows()?;

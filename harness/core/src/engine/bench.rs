@@ -11,12 +11,10 @@ use crate::contract::registry::Registry;
 use crate::contract::run::RunCtx;
 use crate::cuda::alloc::DeviceAlloc;
 use crate::cuda::error::{DeviceError, RunError};
-use crate::judge::result::CaseResult;
 use crate::model::case::{AllocMode, Case};
 use crate::model::host::poison_pattern;
 use crate::model::words::Verdict;
 use cudarc::driver::sys;
-use serde::{Deserialize, Serialize};
 
 /// How many runs.
 #[derive(Debug, Clone, Copy)]
@@ -34,37 +32,7 @@ impl Default for BenchOptions {
     }
 }
 
-/// One case timed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Timing {
-    /// Every timed repetition, in milliseconds.
-    pub times_ms: Vec<f64>,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    /// Bytes of every tensor of the case (inputs read once, outputs written once).
-    pub bytes: u64,
-    /// `bytes` over the median time.
-    pub gb_per_s: f64,
-    /// The op's floating-point operations, where it counts them (a GEMM).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flops: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tflop_per_s: Option<f64>,
-    /// "cuda-events" or "host-wall" (a library's compute call, synchronized).
-    pub method: String,
-}
-
-/// A timed case: the verdict of its judged run, and the timing when it passed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchResult {
-    pub result: CaseResult,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timing: Option<Timing>,
-    /// Why there is no timing (the judged run failed, the library cannot be timed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_timed: Option<String>,
-}
+pub use crate::judge::result::Bench as Timing;
 
 impl Timing {
     fn of(mut times: Vec<f64>, bytes: u64, flops: Option<u64>, method: &str) -> Timing {
@@ -94,6 +62,8 @@ impl Timing {
             flops,
             tflop_per_s: flops.map(|f| per_s(f as f64) / 1e12),
             method: method.to_string(),
+            copy_gb_per_s: None,
+            not_timed: None,
         }
     }
 }
@@ -146,39 +116,38 @@ fn check(call: &'static str, r: sys::CUresult) -> Result<(), RunError> {
     crate::cuda::error::driver(call, r)
 }
 
-/// Time one case: judge it once (the same run a sweep makes), then time it if it passed.
+/// Time one case: judge it once (the same run a sweep makes), then, when it passed, time it.
+/// The timing (or why there is none) is in the result's `observed.bench`.
 pub fn bench(
     reg: &Registry,
     slot: &mut DeviceSlot,
     case: &Case,
     refs: &mut ReferenceCache,
     opts: BenchOptions,
-) -> BenchResult {
-    let judged = execute(reg, slot, case, refs);
-    let result = judged.result;
-    if result.verdict != Verdict::Pass {
-        let why = format!(
+) -> super::Executed {
+    let mut ex = execute(reg, slot, case, refs);
+    let not_timed = |why: String| Timing {
+        not_timed: Some(why),
+        ..Timing::of(Vec::new(), 0, None, "none")
+    };
+    let timing = if ex.context_dead {
+        not_timed("the judged run left the context dead".into())
+    } else if ex.result.verdict != Verdict::Pass {
+        not_timed(format!(
             "the judged run gave {} ({})",
-            result.verdict, result.detector
-        );
-        return BenchResult {
-            result,
-            timing: None,
-            not_timed: Some(why),
-        };
-    }
-    match time_case(reg, slot, case, refs, opts) {
-        Ok(t) => BenchResult {
-            result,
-            timing: Some(t),
-            not_timed: None,
-        },
-        Err(e) => BenchResult {
-            result,
-            timing: None,
-            not_timed: Some(e.to_string()),
-        },
-    }
+            ex.result.verdict, ex.result.detector
+        ))
+    } else {
+        match time_case(reg, slot, case, refs, opts) {
+            Ok(t) => t,
+            Err(e) => {
+                ex.context_dead = e.is_sticky();
+                not_timed(e.to_string())
+            }
+        }
+    };
+    ex.result.observed.bench = Some(timing);
+    ex
 }
 
 fn time_case(

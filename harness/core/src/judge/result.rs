@@ -115,6 +115,37 @@ pub struct Observed {
     /// What the reference was, when it was not kedge's f64 CPU reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// Kernel timing, when the case was timed (`kedge bench`), or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<Bench>,
+}
+
+/// One case timed: its runs after a warm-up, the bytes its tensors move, and the device's
+/// copy bandwidth measured by the same process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bench {
+    /// Every timed repetition, in milliseconds.
+    pub times_ms: Vec<f64>,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Bytes of every tensor of the case (inputs read once, outputs written once).
+    pub bytes: u64,
+    /// `bytes` over the median time.
+    pub gb_per_s: f64,
+    /// The op's floating-point operations, where it counts them (a GEMM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tflop_per_s: Option<f64>,
+    /// "cuda-events" (around the impl's launches) or "host-wall" (a library's compute call).
+    pub method: String,
+    /// The device's copy bandwidth (read + write bytes of a device-to-device copy), GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_gb_per_s: Option<f64>,
+    /// Why the case has no times (its judged run failed, the library cannot be timed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_timed: Option<String>,
 }
 
 impl Observed {

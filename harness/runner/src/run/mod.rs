@@ -12,7 +12,7 @@ pub mod supervisor;
 pub mod worker;
 
 pub use progress::{Progress, Ticker};
-pub use protocol::{FatalKind, WorkerMsg, WorkerSpec};
+pub use protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
 pub use supervisor::{SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError};
 
@@ -353,6 +353,7 @@ impl Fleet {
 /// Assembles the GPU side of a run.
 pub struct RunEngineBuilder {
     command: &'static str,
+    bench: Option<BenchSpec>,
     exe: Option<PathBuf>,
     external: ExternalSpec,
     opts: EngineOptions,
@@ -370,6 +371,11 @@ impl RunEngineBuilder {
     }
     pub fn external(mut self, e: ExternalSpec) -> Self {
         self.external = e;
+        self
+    }
+    /// Workers time each case after judging it (`kedge bench`).
+    pub fn bench(mut self, b: BenchSpec) -> Self {
+        self.bench = Some(b);
         self
     }
     pub fn options(mut self, o: EngineOptions) -> Self {
@@ -412,9 +418,11 @@ impl RunEngineBuilder {
             Some(e) => e,
             None => std::env::current_exe().map_err(EngineError::Exe)?,
         };
+        let mut spec = WorkerSpec::new(0, self.external);
+        spec.bench = self.bench;
         let workers = Workers {
             exe,
-            spec: WorkerSpec::new(0, self.external),
+            spec,
             opts: self.opts,
             work_dir: self.work_dir,
             keep_workers: self.keep_workers,
@@ -453,6 +461,7 @@ impl RunEngine {
     pub fn builder(command: &'static str) -> RunEngineBuilder {
         RunEngineBuilder {
             command,
+            bench: None,
             exe: None,
             external: ExternalSpec::default(),
             opts: EngineOptions::default(),

@@ -25,6 +25,16 @@ pub struct WorkerSpec {
     /// (ggml's CPU backend) needs none, so it runs on a machine without a GPU.
     #[serde(default = "yes")]
     pub open_gpu: bool,
+    /// Time each case after its judged run (`kedge bench`): warm-up and timed repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<BenchSpec>,
+}
+
+/// How a bench worker times its cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BenchSpec {
+    pub warmup: u32,
+    pub reps: u32,
 }
 
 fn yes() -> bool {
@@ -38,6 +48,7 @@ impl WorkerSpec {
             device,
             external,
             open_gpu: true,
+            bench: None,
         }
     }
     /// The same spec on another GPU.

@@ -6,6 +6,7 @@
 use super::protocol::{FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
 use crate::errors::exit;
 use kedge_core::cuda::{device_count, kedge_case_marker, DeviceError};
+use kedge_core::engine::bench::{bench, copy_bandwidth, BenchOptions};
 use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};
 use kedge_core::Case;
 use std::io::{BufRead, Write};
@@ -90,6 +91,8 @@ pub fn main() -> i32 {
     }
     let mut refs = ReferenceCache::default();
     let mut seq = 0u64;
+    // A bench worker measures the device's copy bandwidth once, the yardstick of its timings.
+    let mut copy_gb_per_s: Option<f64> = None;
     for line in lines {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
@@ -113,7 +116,28 @@ pub fn main() -> i32 {
             kedge_case_marker(seq);
         }
         seq += 1;
-        let ex = execute(&reg, &mut slot, &case, &mut refs);
+        let ex = match spec.bench {
+            None => execute(&reg, &mut slot, &case, &mut refs),
+            Some(b) => {
+                let mut ex = bench(
+                    &reg,
+                    &mut slot,
+                    &case,
+                    &mut refs,
+                    BenchOptions {
+                        warmup: b.warmup,
+                        reps: b.reps,
+                    },
+                );
+                if copy_gb_per_s.is_none() && !ex.context_dead && slot.opened().is_some() {
+                    copy_gb_per_s = copy_bandwidth(&mut slot, 1 << 30, 10).ok();
+                }
+                if let Some(t) = ex.result.observed.bench.as_mut() {
+                    t.copy_gb_per_s = copy_gb_per_s;
+                }
+                ex
+            }
+        };
         if ex.context_dead {
             let reason = format!("the CUDA context is dead after: {}", ex.result.detail);
             if send(&mut out, &WorkerMsg::Retiring { reason }).is_err() {

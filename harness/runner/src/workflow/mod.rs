@@ -7,8 +7,10 @@
 //! - `repro`: a case in the forms upstream uses (test-backend-ops lines, a standalone `.cu`).
 //! - `selftest`: every planted bug against the detector it is planted for.
 //! - `fuzz`: boundary-biased random cases; failures shrunk into a finds corpus.
+//! - `bench`: kernel timing, impls of one shape side by side.
 //! - `compare_runs`: sweeps' wall time side by side.
 
+pub mod bench;
 pub mod compare_runs;
 pub mod fuzz;
 pub mod minimize;

@@ -1,0 +1,166 @@
+//! `kedge bench`: kernel timing. Every case is judged first (a fast wrong kernel is no good),
+//! then timed after a warm-up: CUDA events around the impl's launches, the median of the
+//! repetitions and their spread, the bytes the case's tensors move and GB/s, and that rate
+//! against the device's copy bandwidth measured by the same worker. Impls of one op on the same
+//! shape are shown side by side, so a fix comes with its cost.
+
+use kedge_core::{CaseResult, Verdict};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The timing table of a set of bench results, as Markdown: one section per shape (op, dtype,
+/// ne, params), one row per impl, with each impl's time against the section's first.
+pub fn render(results: &[CaseResult]) -> String {
+    let mut groups: BTreeMap<String, Vec<&CaseResult>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for r in results {
+        let mut c = r.case.clone();
+        c.imp.clear();
+        let key = c.to_line();
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(r);
+    }
+    let copy = results
+        .iter()
+        .filter_map(|r| r.observed.bench.as_ref().and_then(|b| b.copy_gb_per_s))
+        .next();
+    let mut s = String::new();
+    let _ = writeln!(s, "# kedge bench");
+    let _ = writeln!(s);
+    match copy {
+        Some(c) => {
+            let _ = writeln!(
+                s,
+                "Device copy bandwidth (device-to-device, read + write bytes): {c:.0} GB/s, measured in the same run."
+            );
+        }
+        None => {
+            let _ = writeln!(s, "Device copy bandwidth: not measured.");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "Times: CUDA events around the impl's launches after a warm-up (a library: host wall time around its compute call); median of the repetitions, min and max beside it."
+    );
+    for key in order {
+        let rows = &groups[&key];
+        let c = &rows[0].case;
+        let _ = writeln!(s);
+        let mut label = format!(
+            "## {} {} ne={}",
+            c.op,
+            c.dtype,
+            kedge_core::model::shape::fmt_ne(&c.ne)
+        );
+        for (k, v) in &c.params {
+            let _ = write!(label, " {k}={v}");
+        }
+        let _ = writeln!(s, "{label}");
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "| impl | verdict | median | min..max | bytes | GB/s | of copy | TFLOP/s | vs first |"
+        );
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let first = rows
+            .iter()
+            .find_map(|r| r.observed.bench.as_ref().filter(|b| b.not_timed.is_none()))
+            .map(|b| b.median_ms);
+        for r in rows {
+            let verdict = if r.verdict == Verdict::Pass {
+                "pass".to_string()
+            } else {
+                format!("{} ({})", r.verdict, r.detector)
+            };
+            match r.observed.bench.as_ref().filter(|b| b.not_timed.is_none()) {
+                Some(b) => {
+                    let of_copy = b
+                        .copy_gb_per_s
+                        .filter(|c| *c > 0.0)
+                        .map(|c| format!("{:.0} %", 100.0 * b.gb_per_s / c))
+                        .unwrap_or_else(|| "-".into());
+                    let tf = b
+                        .tflop_per_s
+                        .map(|t| format!("{t:.1}"))
+                        .unwrap_or_else(|| "-".into());
+                    let vs = first
+                        .filter(|f| *f > 0.0)
+                        .map(|f| format!("{:.2}x", b.median_ms / f))
+                        .unwrap_or_else(|| "-".into());
+                    let _ = writeln!(
+                        s,
+                        "| {} | {verdict} | {:.4} ms | {:.4}..{:.4} | {} | {:.1} | {of_copy} | {tf} | {vs} |",
+                        r.case.imp,
+                        b.median_ms,
+                        b.min_ms,
+                        b.max_ms,
+                        kedge_core::contract::plan::human_bytes(b.bytes),
+                        b.gb_per_s
+                    );
+                }
+                None => {
+                    let why = r
+                        .observed
+                        .bench
+                        .as_ref()
+                        .and_then(|b| b.not_timed.clone())
+                        .unwrap_or_else(|| "not timed".into());
+                    let _ = writeln!(
+                        s,
+                        "| {} | {verdict} | not timed: {} | | | | | | |",
+                        r.case.imp,
+                        why.replace('|', "/")
+                    );
+                }
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kedge_core::judge::result::Bench;
+    use kedge_core::{Case, DType, Detector};
+
+    fn timed(imp: &str, median: f64) -> CaseResult {
+        let c = Case::new("rms_norm", imp, DType::F32, [64, 1, 65535, 1]);
+        let mut r = CaseResult::new(&c, Verdict::Pass, Detector::None, "");
+        r.observed.bench = Some(Bench {
+            times_ms: vec![median],
+            median_ms: median,
+            min_ms: median,
+            max_ms: median,
+            bytes: 2 * 64 * 65535 * 4,
+            gb_per_s: (2.0 * 64.0 * 65535.0 * 4.0) / (median * 1e-3) / 1e9,
+            flops: None,
+            tflop_per_s: None,
+            method: "cuda-events".into(),
+            copy_gb_per_s: Some(4000.0),
+            not_timed: None,
+        });
+        r
+    }
+
+    #[test]
+    fn impls_of_one_shape_side_by_side() {
+        let a = timed("ggml", 0.010);
+        let b = timed("clamped", 0.011);
+        let c = Case::new("rms_norm", "ggml", DType::F32, [64, 1, 65536, 1]);
+        let mut f = CaseResult::new(&c, Verdict::LaunchError, Detector::Driver, "refused");
+        f.observed.bench = Some(Bench {
+            not_timed: Some("the judged run gave launch-error (driver)".into()),
+            ..a.observed.bench.clone().unwrap()
+        });
+        let md = render(&[a, b, f]);
+        assert!(md.contains("4000 GB/s"), "{md}");
+        assert!(md.contains("## rms_norm f32 ne=[64,1,65535,1]"), "{md}");
+        assert!(md.contains("| ggml | pass | 0.0100 ms"), "{md}");
+        assert!(md.contains("| clamped | pass | 0.0110 ms"), "{md}");
+        assert!(md.contains("1.10x"), "{md}");
+        assert!(md.contains("launch-error (driver) | not timed"), "{md}");
+    }
+}
