@@ -1,5 +1,6 @@
-//! Prints the test-backend-ops line of every case kedge derives for ggml's ops (the ggml
-//! table): smoke cases and every boundary case, declared and generated on a limits profile.
+//! Prints the test-backend-ops line of every case kedge derives for ggml's ops: kedge's own
+//! ops that upstream has (rms_norm, softmax, ...) and the ggml table; smoke cases and every
+//! boundary case, declared and generated on a limits profile.
 //! One line per constructor: `CONSTRUCTOR<TAB>OP<TAB>VARS`, where `VARS` is the `vars()`
 //! string kedge expects upstream to print for it. `scripts/check-upstream-lines.sh` builds
 //! test-backend-ops with these constructors and compares.
@@ -9,7 +10,8 @@
 //! PROFILE is a built-in limits profile (default h200). Exit status 1 when two cases give one
 //! constructor different vars (kedge would be inconsistent with itself).
 
-use kedge_core::LimitsProfile;
+use kedge_core::contract::boundary::generated;
+use kedge_core::{Case, LimitsProfile, Op};
 use kedge_ops::ggml::table::{cases, TABLE};
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -25,20 +27,59 @@ fn main() -> ExitCode {
     };
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut bad = 0;
+    // kedge's own ops with an upstream line, then the table: every smoke and boundary case.
+    let reg = kedge_ops::registry();
+    let mut all: Vec<(&'static dyn Op, Case, String)> = Vec::new();
+    for op in reg.ops() {
+        if op.impls().is_empty() || op.upstream_name().is_none() {
+            continue;
+        }
+        let d0 = op.dtypes()[0];
+        for (i, (ne, params)) in op.smoke().into_iter().enumerate() {
+            let mut c = Case::new(op.name(), "ggml", d0, ne);
+            c.params = params;
+            all.push((*op, c, format!("smoke {i}")));
+        }
+        let mut bounds = op.boundaries(&limits);
+        if let Some(base) = op.probe_base() {
+            bounds.extend(generated(&base, &limits, d0.size()));
+        }
+        for b in bounds {
+            for c in b.cases(op.name(), "ggml", d0) {
+                all.push((*op, c, b.label.clone()));
+            }
+        }
+    }
     for e in TABLE {
         for (case, origin) in cases(e, &limits) {
-            if let Err(err) = (e.tensors)(&case) {
-                eprintln!("upstream_lines: {} {origin}: {err}", e.name);
+            all.push((e as &'static dyn Op, case, origin));
+        }
+    }
+    for (op, case, origin) in all {
+        {
+            let case = match reg.validate(&case) {
+                Ok(c) => c,
+                Err(_) if op.impls().is_empty() => case,
+                Err(err) => {
+                    eprintln!("upstream_lines: {} {origin}: {err}", op.name());
+                    bad += 1;
+                    continue;
+                }
+            };
+            if let Err(err) = op.tensors(&case) {
+                eprintln!("upstream_lines: {} {origin}: {err}", op.name());
                 bad += 1;
                 continue;
             }
-            let u = (e.upstream_line)(&case);
+            let Some(u) = op.upstream(&case) else {
+                continue;
+            };
             let full = format!("{}({})", u.op_name, u.vars);
             match seen.get(&u.test_case_line) {
                 Some(prev) if *prev != full => {
                     eprintln!(
                         "upstream_lines: {} {origin}: {} prints {full} here and {prev} for another case",
-                        e.name, u.test_case_line
+                        op.name(), u.test_case_line
                     );
                     bad += 1;
                 }
