@@ -1,4 +1,4 @@
-use crate::args::{ExecArgs, ProfileArg};
+use crate::args::{ExecArgs, ExtArgs, ProfileArg};
 use kedge_runner::console::Out;
 use kedge_runner::results::OutDir;
 use kedge_runner::run::{Gpus, Progress, RunEngine};
@@ -27,10 +27,13 @@ pub struct Args {
     /// Write minimize.json (every probe), repro.txt and repro.cu here.
     #[arg(long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    ext: ExtArgs,
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
-    let reg = kedge_ops::registry();
+    let ext = a.ext.spec(&[])?;
+    let (reg, _) = ext.registry()?;
     let prof = a.profile.get()?;
     let (case, given) = case_input(&a.input, &reg)?;
     let out = a.out.as_deref().map(OutDir::open).transpose()?;
@@ -52,6 +55,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
             .copied()
             .or_else(|| given.as_ref().and_then(|r| r.under.tool()));
         let engine = RunEngine::builder("minimize")
+            .external(ext)
             .options(a.exec.engine())
             .gpus(Gpus::One(a.exec.device.unwrap_or(0)))
             .keep_workers(false)

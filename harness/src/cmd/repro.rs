@@ -1,4 +1,4 @@
-use crate::args::ProfileArg;
+use crate::args::{ExtArgs, ProfileArg};
 use kedge_core::{Case, CaseResult, LimitsProfile, Registry};
 use kedge_runner::console::Out;
 use kedge_runner::results::OutDir;
@@ -18,10 +18,12 @@ pub struct Args {
     /// Write repro.txt and repro.cu here (the .cu is also printed).
     #[arg(long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    ext: ExtArgs,
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
-    let reg = kedge_ops::registry();
+    let (reg, _) = a.ext.spec(&[])?.registry()?;
     let prof = a.profile.get()?;
     let (case, result) = case_input(&a.input, &reg)?;
     let out = a.out.as_deref().map(OutDir::open).transpose()?;
