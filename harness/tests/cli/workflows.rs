@@ -29,7 +29,7 @@ fn minimize_on_the_cpu_prints_the_minimum_the_transition_and_the_repro() {
 fn repro_takes_a_case_or_a_verdict_line_and_rejects_garbage() {
     let (rc, out, _) = kedge(&["repro", INCIDENT]);
     assert_eq!(rc, 0);
-    assert!(out.contains(r"test-backend-ops test -b CUDA0 -o RMS_NORM -p 'ne=\[64,1,65536,1\]'"));
+    assert!(out.contains(r"test-backend-ops test -b CUDA0 -o RMS_NORM -p '^type=f32,ne=\[64,1,65536,1\],v=0,eps=0\.000001,inplace=0$'"));
     assert!(out.contains("nvcc -arch=sm_90 -o repro repro.cu"));
     assert!(out.contains("extern \"C\" __global__ void rms_norm_ggml_256("));
     // A verdict line with no launch limit involved: the comment names the verdict.

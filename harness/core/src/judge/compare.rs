@@ -268,7 +268,10 @@ mod tests {
         rm[3] = f64::NEG_INFINITY;
         let mut max = good.clone();
         max.bytes[12..16].copy_from_slice(&(-f32::MAX).to_le_bytes());
-        assert_eq!(compare("dst", &max, &rm, Tolerance::F32).verdict, Verdict::Pass);
+        assert_eq!(
+            compare("dst", &max, &rm, Tolerance::F32).verdict,
+            Verdict::Pass
+        );
         max.bytes[12..16].copy_from_slice(&f32::MAX.to_le_bytes());
         assert_eq!(
             compare("dst", &max, &rm, Tolerance::F32).verdict,

@@ -112,7 +112,7 @@ fn rms_norm_incident_repro_has_the_upstream_line_the_limit_and_the_command() {
     );
     assert_eq!(
         up.command,
-        r"test-backend-ops test -b CUDA0 -o RMS_NORM -p 'ne=\[64,1,65536,1\]'"
+        r"test-backend-ops test -b CUDA0 -o RMS_NORM -p '^type=f32,ne=\[64,1,65536,1\],v=0,eps=0\.000001,inplace=0$'"
     );
     assert_eq!(
         up.vars_line,
