@@ -40,7 +40,10 @@ pub struct Device {
     pub ordinal: i32,
     pub limits: LimitsProfile,
     pub arch: String,
+    /// `cuDriverGetVersion`: the CUDA version the driver supports (13000 for 13.0).
     pub driver_version: i32,
+    /// The kernel-mode driver's version (`580.159.04`), where the system says it.
+    pub kernel_driver: Option<String>,
     modules: HashMap<(&'static str, String), sys::CUmodule>,
     functions: HashMap<(&'static str, String, String), sys::CUfunction>,
     pub(crate) granularity: usize,
@@ -51,17 +54,20 @@ impl Device {
         if !driver_present() {
             return Err(DeviceError::NoDriver);
         }
+        // Before any context: a driver too old for this build is refused in plain words
+        // rather than failing at some later call.
+        let mut driver_version = 0;
+        // SAFETY: out-pointer valid; cuDriverGetVersion needs no cuInit.
+        dev_err("cuDriverGetVersion", unsafe {
+            sys::cuDriverGetVersion(&mut driver_version)
+        })?;
+        crate::cuda::version::check_driver_version(driver_version)?;
         let ctx = cudarc::driver::CudaContext::new(ordinal)
             .map_err(|e| DeviceError::NoDevice(format!("{e:?}")))?;
         let stream = ctx.default_stream();
         let limits = read_limits(&ctx)?;
         let cc = limits.compute_capability.value;
         let arch = format!("sm_{cc}");
-        let mut driver_version = 0;
-        // SAFETY: out-pointer valid; driver initialized by CudaContext::new.
-        dev_err("cuDriverGetVersion", unsafe {
-            sys::cuDriverGetVersion(&mut driver_version)
-        })?;
         let granularity = limits.vmm_granularity.value as usize;
         Ok(Device {
             ctx,
@@ -70,6 +76,7 @@ impl Device {
             limits,
             arch,
             driver_version,
+            kernel_driver: crate::cuda::version::kernel_driver_version(),
             modules: HashMap::new(),
             functions: HashMap::new(),
             granularity,

@@ -11,6 +11,12 @@ pub enum DeviceError {
     NoDriver,
     #[error("no CUDA device: {0}")]
     NoDevice(String),
+    /// The driver is older than this build needs (`cuDriverGetVersion`).
+    #[error("the NVIDIA driver supports {} (cuDriverGetVersion {found}); this kedge is built for CUDA 13.0 and needs a driver that supports CUDA 13.0 or newer (R580 or later): update the driver (`kedge plan` and `kedge sweep --cpu` need no GPU)", crate::cuda::version::cuda_version_text(*found))]
+    OldDriver {
+        /// What the driver reports.
+        found: i32,
+    },
     #[error("{call} failed: {name} ({msg})")]
     Driver {
         call: &'static str,

@@ -72,8 +72,12 @@ pub struct RunSummary {
     pub workers: usize,
     /// The GPU (or the profile the CPU side checked against).
     pub device: String,
+    /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
     #[serde(default)]
     pub driver_version: i32,
+    /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
     #[serde(default)]
     pub gpus: Vec<u32>,
     #[serde(default)]
@@ -299,6 +303,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 .map(|f| f.device.clone())
                 .unwrap_or_else(|| device.clone()),
             driver_version: fleet.as_ref().map(|f| f.driver_version).unwrap_or(0),
+            driver: fleet.as_ref().and_then(|f| f.driver.clone()),
             gpus: fleet.as_ref().map(|f| f.gpus.clone()).unwrap_or_default(),
             per_gpu: st.per_gpu.clone(),
         };
