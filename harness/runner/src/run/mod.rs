@@ -525,7 +525,7 @@ impl RunEngine {
             shared_bytes: self.fleet.limits.device_memory_bytes.value / (2 * jobs as u64),
             progress: self.workers.opts.progress,
             device: format!(
-                "{} ({}; gpus {})",
+                "{}, {}, gpus {}",
                 self.fleet.device,
                 self.fleet.driver_text(),
                 self.fleet.gpu_list()

@@ -95,7 +95,7 @@ pub fn regex_escape(s: &str) -> String {
 }
 
 /// The part of `vars()` that selects the case: `ne=[...]` when present, else all of it.
-fn vars_filter(vars: &str) -> String {
+pub fn vars_filter(vars: &str) -> String {
     if let Some(start) = vars.find("ne=[") {
         if let Some(len) = vars[start..].find(']') {
             return regex_escape(&vars[start..start + len + 1]);
