@@ -8,9 +8,13 @@ use crate::model::host::{poison_pattern, HostTensor};
 use crate::model::words::Verdict;
 use rayon::prelude::*;
 
+/// One output judged.
 pub struct Comparison {
+    /// Pass, or what is wrong.
     pub verdict: Verdict,
+    /// The numbers behind it.
     pub numbers: Numbers,
+    /// One sentence a person reads.
     pub detail: String,
 }
 

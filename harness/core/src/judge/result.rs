@@ -1,7 +1,7 @@
 //! The result record streamed to `results.jsonl`: a case, its verdict and detector, the
 //! numbers behind them, and what was observed while it ran.
 
-use crate::contract::plan::{BufferViolation, LaunchViolation};
+use crate::contract::plan::{grouped, BufferViolation, LaunchViolation};
 use crate::model::case::Case;
 use crate::model::shape::Ne;
 use crate::model::words::{Detector, Under, Verdict};
@@ -179,14 +179,19 @@ pub struct Finding {
     pub kind: Option<FindingKind>,
     /// The tool's own words.
     pub text: String,
+    /// The kernel the record names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
+    /// Bytes of the access.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The device address accessed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The thread's index in its block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread: Option<[u64; 3]>,
+    /// The block's index in the grid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<[u64; 3]>,
     /// "N bytes after the nearest allocation at A of size S" when the tool says it.
@@ -254,56 +259,46 @@ pub fn locate_address(addr: u64, allocations: &[Allocation]) -> Option<String> {
         .iter()
         .map(|a| (a, place(a)))
         .min_by_key(|(_, p)| distance(p))?;
-    let size = format!("a {}-byte allocation", thousands(a.bytes));
+    let size = format!("a {}-byte allocation", grouped(a.bytes));
     Some(match p {
         Place::Inside(off) => format!(
             "inside `{}`, {} bytes from its start ({size})",
             a.name,
-            thousands(off)
+            grouped(off)
         ),
-        Place::Past(d) => format!(
-            "{} bytes past the end of `{}` ({size})",
-            thousands(d),
-            a.name
-        ),
+        Place::Past(d) => format!("{} bytes past the end of `{}` ({size})", grouped(d), a.name),
         Place::Before(d) => format!(
             "{} bytes before the start of `{}` ({size})",
-            thousands(d),
+            grouped(d),
             a.name
         ),
     })
 }
 
-/// `1048576` as `1,048,576`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// One line of `results.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseResult {
+    /// The case's id (a hash of its canonical line).
     pub id: String,
+    /// The case.
     pub case: Case,
+    /// What happened.
     pub verdict: Verdict,
+    /// Which layer saw it.
     pub detector: Detector,
     /// One sentence a person reads: what failed and where.
     pub detail: String,
+    /// Launch limits the plan breaks (detector `launch-contract`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<LaunchViolation>,
     /// Buffers the plan allocates that the profile cannot hold (verdict `resource-limit`,
     /// detector `alloc-contract`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buffer_violations: Vec<BufferViolation>,
+    /// The comparison's numbers, when outputs were compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numbers: Option<Numbers>,
+    /// Sanitizer records attributed to the case.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
     /// What else saw something (a guard fault *and* a memcheck record, say).
@@ -320,6 +315,7 @@ pub struct CaseResult {
     /// The GPU (ordinal) it ran on, in a sweep; absent for CPU-side checks and older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<u32>,
+    /// Wall time of the case in milliseconds.
     pub ms: f64,
     /// What was seen while it ran, beside the verdict.
     #[serde(default, skip_serializing_if = "Observed::is_empty")]
@@ -347,6 +343,7 @@ pub struct Observed {
     /// Every allocation of the case, so a sanitizer address can be named.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocations: Vec<Allocation>,
+    /// Where the time went.
     #[serde(default, skip_serializing_if = "Timings::is_empty")]
     pub timings: Timings,
     /// The library that ran the case (a ggml build), when it was not kedge's own kernel.
@@ -369,8 +366,11 @@ pub struct Observed {
 pub struct Bench {
     /// Every timed repetition, in milliseconds.
     pub times_ms: Vec<f64>,
+    /// The median repetition, in milliseconds.
     pub median_ms: f64,
+    /// The fastest repetition.
     pub min_ms: f64,
+    /// The slowest repetition.
     pub max_ms: f64,
     /// Bytes of every tensor of the case (inputs read once, outputs written once).
     pub bytes: u64,
@@ -379,6 +379,7 @@ pub struct Bench {
     /// The op's floating-point operations, where it counts them (a GEMM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flops: Option<u64>,
+    /// `flops` over the median time, in TFLOP/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tflop_per_s: Option<f64>,
     /// "cuda-events" (around the impl's launches) or "host-wall" (a library's compute call).
@@ -392,6 +393,7 @@ pub struct Bench {
 }
 
 impl Observed {
+    /// Nothing observed?
     pub fn is_empty(&self) -> bool {
         self == &Observed::default()
     }
@@ -400,9 +402,11 @@ impl Observed {
 /// One allocation of a case: a tensor or a scratch buffer, where it starts and how big it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
+    /// The tensor's or buffer's name.
     pub name: String,
     /// Device address of the tensor's first byte.
     pub base: u64,
+    /// Its size in bytes.
     pub bytes: u64,
 }
 
@@ -411,7 +415,9 @@ pub struct Allocation {
 pub struct LibraryInfo {
     /// "ggml"
     pub name: String,
+    /// The build's version.
     pub version: String,
+    /// The build's source commit.
     pub commit: String,
     /// The backend device that ran it ("CUDA0: NVIDIA H200").
     pub device: String,
@@ -420,27 +426,35 @@ pub struct LibraryInfo {
 /// Where a case's time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
+    /// Allocating the tensors.
     #[serde(default)]
     pub setup: f64,
+    /// Writing inputs and poisoning outputs.
     #[serde(default)]
     pub upload: f64,
+    /// The impl's run, synchronized.
     #[serde(default)]
     pub run: f64,
+    /// Copying outputs back.
     #[serde(default)]
     pub download: f64,
+    /// Computing the reference.
     #[serde(default)]
     pub reference: f64,
+    /// Comparing.
     #[serde(default)]
     pub compare: f64,
 }
 
 impl Timings {
+    /// No time recorded?
     pub fn is_empty(&self) -> bool {
         self == &Timings::default()
     }
 }
 
 impl CaseResult {
+    /// A result with nothing but its verdict, detector and detail.
     pub fn new(
         case: &Case,
         verdict: Verdict,
@@ -467,6 +481,7 @@ impl CaseResult {
             facts: serde_json::Map::new(),
         }
     }
+    /// The result as one line of `results.jsonl`.
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -531,9 +546,6 @@ mod tests {
             ..f
         };
         assert_eq!(leak.kind(), FindingKind::Leak);
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1_228_800), "1,228,800");
+        assert_eq!(grouped(1_228_800), "1,228,800");
     }
 }

@@ -56,7 +56,8 @@ impl ProbeLine {
 pub fn probe_lines(results: &[CaseResult]) -> Vec<ProbeLine> {
     type LineKey = (String, String, String, String);
     type RowKey = (String, AllocMode, String);
-    let mut lines: BTreeMap<LineKey, BTreeMap<RowKey, Vec<(Value, &CaseResult)>>> = BTreeMap::new();
+    type Rows<'r> = BTreeMap<RowKey, Vec<(Value, &'r CaseResult)>>;
+    let mut lines: BTreeMap<LineKey, Rows<'_>> = BTreeMap::new();
     for r in order(results) {
         for (axis, value, fixed) in axes_of(r) {
             lines
