@@ -190,10 +190,17 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
     for op in ops {
         let of_op: Vec<_> = lines.iter().filter(|l| l.op == op).collect();
         let failing = of_op.iter().filter(|l| l.has_failure()).count();
+        // Open where there is something new to look at (any failure, without a baseline).
+        let new_here = of_op.iter().any(|l| {
+            l.rows
+                .iter()
+                .flat_map(|r| r.cells.iter().flatten())
+                .any(|c| c.verdict.is_failure() && !known.contains(c.id.as_str()))
+        });
         let _ = writeln!(
             md,
             "<details{}>\n<summary><b>{op}</b>: {} probe line(s), {failing} with failures</summary>\n",
-            if failing > 0 { " open" } else { "" },
+            if new_here { " open" } else { "" },
             of_op.len()
         );
         for l in of_op {
