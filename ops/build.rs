@@ -3,7 +3,8 @@
 //! C compiler at build time and nothing from CUDA. Also sets `cfg(kedge_have_nvrtc)` for the
 //! kernel-compile tests (harness/build-support/cuda_tools.rs).
 
-include!("../harness/build-support/cuda_tools.rs");
+// A link to harness/build-support/cuda_tools.rs, so the packaged crate has its own copy.
+include!("cuda_tools.rs");
 
 fn main() {
     // The kernel-compile tests run where libnvrtc is (cfg(kedge_have_nvrtc)).

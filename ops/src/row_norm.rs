@@ -1,7 +1,7 @@
 //! The row normalizations ggml launches the same way (norm.cu): rms_norm, norm and l2_norm,
 //! declared once. One block per row; upstream's grid is `dim3 blocks_num(nrows, nchannels,
-//! nsamples)` with the kernel reading its extents from gridDim, so ne[2] lands on grid.y and
-//! ne[3] on grid.z, both capped at 65535 (the incident in
+//! nsamples)` with the kernel reading its extents from gridDim, so ne\[2\] lands on grid.y and
+//! `ne[3]` on grid.z, both capped at 65535 (the incident in
 //! shared/background/ggml-norm-grid-y-limit.txt). The fix keeps rows on grid.x, clamps the
 //! other two axes and walks them with grid-stride loops. The three ops differ only in their
 //! row function, their default eps, the small block size and their test-backend-ops line.
@@ -41,7 +41,7 @@ pub struct RowNormOp {
     pub row: fn(&[f64], &mut [f64], f64),
     pub impls: &'static [&'static dyn Impl],
     pub upstream: Upstream,
-    /// Who reaches ne[2] and ne[3] past the grid limit.
+    /// Who reaches `ne[2]` and `ne[3]` past the grid limit.
     pub reach_ne2: &'static str,
     pub reach_ne3: &'static str,
     /// Who takes the 1024-thread path.

@@ -10,6 +10,8 @@
 //!
 //! The layers depend downward only: model ← cuda ← contract ← judge ← engine.
 
+#![warn(missing_docs)]
+
 pub mod contract;
 pub mod cuda;
 pub mod engine;

@@ -2,6 +2,7 @@
 //! ever panicking on a closed stream: `kedge plan | head -1` closes stdout after one line, and
 //! the command still ends with the status it would have had.
 
+use kedge_core::{CaseResult, Verdict};
 use std::io::Write;
 
 /// Write one line to stderr, prefixed `kedge: `. A closed or full stderr is ignored: a note
@@ -68,9 +69,238 @@ impl<W: Write> Out<W> {
     }
 }
 
+/// Colour for one stream: on when the stream is a terminal and `NO_COLOR` is unset or empty
+/// (no-color.org), off otherwise, so files and pipes get plain text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    /// For stdout.
+    pub fn stdout() -> Style {
+        use std::io::IsTerminal;
+        Style::detect(std::io::stdout().is_terminal())
+    }
+    /// For stderr.
+    pub fn stderr() -> Style {
+        use std::io::IsTerminal;
+        Style::detect(std::io::stderr().is_terminal())
+    }
+    /// Colour when `terminal` and `NO_COLOR` does not say otherwise.
+    pub fn detect(terminal: bool) -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: terminal && !no_color,
+        }
+    }
+    /// No colour.
+    pub fn plain() -> Style {
+        Style { color: false }
+    }
+    fn paint(self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn code(v: Verdict) -> &'static str {
+        match v {
+            Verdict::Pass => "32",
+            Verdict::Unsupported | Verdict::Skipped => "33",
+            _ => "1;31",
+        }
+    }
+    /// The word a result line starts with, right-aligned: `       PASS`, `       FAIL`,
+    /// `       SKIP`, `UNSUPPORTED`.
+    pub fn word(self, v: Verdict) -> String {
+        let w = match v {
+            Verdict::Pass => "PASS",
+            Verdict::Skipped => "SKIP",
+            Verdict::Unsupported => "UNSUPPORTED",
+            _ => "FAIL",
+        };
+        self.paint(Style::code(v), &format!("{w:>11}"))
+    }
+    /// The verdict's name, coloured.
+    pub fn verdict(self, v: Verdict) -> String {
+        self.paint(Style::code(v), v.name())
+    }
+    /// Bold.
+    pub fn bold(self, s: &str) -> String {
+        self.paint("1", s)
+    }
+}
+
+/// One result as a person reads it, as cargo-nextest prints a test:
+/// `       FAIL [  12ms] rms_norm/ggml f32 ne=[64,1,65536,1] eps=1e-6 seed=1 (exact) launch-error (driver)`.
+pub fn result_line(style: Style, r: &CaseResult) -> String {
+    let mut s = format!(
+        "{} [{}] {}",
+        style.word(r.verdict),
+        crate::report::ms_text(r.ms),
+        r.case.label()
+    );
+    if r.under != kedge_core::Under::Native {
+        s.push_str(&format!(" [{}]", r.under));
+    }
+    if r.verdict != Verdict::Pass {
+        s.push_str(&format!(" {} ({})", style.verdict(r.verdict), r.detector));
+    }
+    if crate::report::has_leaks(r) {
+        s.push_str(" + leak records");
+    }
+    s
+}
+
+/// What to read under a failing result's line: its detail, the first bad element, the
+/// sanitizer findings with the tensor they fall in, and the command that runs it again.
+pub fn detail_lines(r: &CaseResult) -> Vec<String> {
+    let mut v = vec![r.detail.lines().next().unwrap_or("").to_string()];
+    if matches!(
+        r.verdict,
+        Verdict::WrongValues | Verdict::Nonfinite | Verdict::UnwrittenOutput
+    ) {
+        if let Some(b) = r.numbers.as_ref().and_then(|n| n.first_bad_sentence()) {
+            v.push(b);
+        }
+    }
+    for f in &r.findings {
+        v.push(crate::report::finding_line(
+            &crate::report::FindingSummary {
+                finding: f.clone(),
+                location: f.locate(&r.observed.allocations),
+            },
+        ));
+    }
+    if r.verdict.is_failure() {
+        v.push(format!("re-run: {}", crate::results::rerun_command(r)));
+    }
+    v
+}
+
+/// The closing lines after a run, as cargo-nextest ends: a summary line, then every failure
+/// again, one line each (at most `limit`; `more(n)` says where the other n are).
+pub fn summary_text(
+    style: Style,
+    results: &[CaseResult],
+    wall_ms: Option<f64>,
+    limit: usize,
+    more: impl Fn(usize) -> String,
+) -> String {
+    let count = |f: &dyn Fn(Verdict) -> bool| results.iter().filter(|r| f(r.verdict)).count();
+    let pass = count(&|v| v == Verdict::Pass);
+    let fail = count(&|v| v.is_failure());
+    let unsupported = count(&|v| v == Verdict::Unsupported);
+    let skipped = count(&|v| v == Verdict::Skipped);
+    let mut s = String::from("------------\n");
+    let time = wall_ms
+        .map(|ms| format!(" [{}]", crate::report::ms_text(ms)))
+        .unwrap_or_default();
+    s.push_str(&format!(
+        "{}{time} {} results: {} passed, {} failed, {} unsupported, {} skipped\n",
+        style.bold(&format!("{:>11}", "Summary")),
+        results.len(),
+        pass,
+        if fail > 0 {
+            style.paint("1;31", &fail.to_string())
+        } else {
+            "0".into()
+        },
+        unsupported,
+        skipped
+    ));
+    let failures: Vec<&CaseResult> = results.iter().filter(|r| r.verdict.is_failure()).collect();
+    for r in failures.iter().take(limit) {
+        s.push_str(&result_line(style, r));
+        s.push('\n');
+    }
+    if failures.len() > limit {
+        s.push_str(&format!("{:>11} {}\n", "...", more(failures.len() - limit)));
+    }
+    s
+}
+
+/// The closing lines of a sweep, on stderr: the summary and the failures (at most 50).
+pub fn final_summary(style: Style, results: &[CaseResult], more: impl Fn(usize) -> String) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(summary_text(style, results, None, 50, more).as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kedge_core::{Case, DType, Detector};
+
+    fn res(ne2: i64, v: Verdict, d: Detector, ms: f64) -> CaseResult {
+        let c = Case::new("rms_norm", "ggml", DType::F32, [64, 1, ne2, 1]);
+        let mut r = CaseResult::new(&c, v, d, "launch refused: grid.y 65536 > 65535");
+        r.ms = ms;
+        r
+    }
+
+    #[test]
+    fn result_lines_read_like_a_test_runner_and_colour_only_when_asked() {
+        let fail = res(65536, Verdict::LaunchError, Detector::Driver, 12.0);
+        let line = result_line(Style::plain(), &fail);
+        assert_eq!(
+            line,
+            "       FAIL [  12ms] rms_norm/ggml f32 ne=[64,1,65536,1] seed=1 (exact) launch-error (driver)"
+        );
+        let pass = res(1, Verdict::Pass, Detector::None, 1.4);
+        assert_eq!(
+            result_line(Style::plain(), &pass),
+            "       PASS [   1ms] rms_norm/ggml f32 ne=[64,1,1,1] seed=1 (exact)"
+        );
+        let coloured = result_line(Style { color: true }, &fail);
+        assert!(
+            coloured.contains("\x1b[1;31m       FAIL\x1b[0m"),
+            "{coloured:?}"
+        );
+        assert!(
+            coloured.contains("\x1b[1;31mlaunch-error\x1b[0m"),
+            "{coloured:?}"
+        );
+        assert!(!line.contains('\x1b'));
+        let text = summary_text(
+            Style::plain(),
+            &[pass, fail.clone()],
+            Some(1200.0),
+            50,
+            |n| format!("{n} more"),
+        );
+        assert!(
+            text.contains(
+                "    Summary [ 1.20s] 2 results: 1 passed, 1 failed, 0 unsupported, 0 skipped"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("{}\n", result_line(Style::plain(), &fail))),
+            "{text}"
+        );
+        let cut = summary_text(Style::plain(), &[fail.clone(), fail], None, 1, |n| {
+            format!("{n} more: see report.md")
+        });
+        assert!(
+            cut.ends_with("        ... 1 more: see report.md\n"),
+            "{cut}"
+        );
+        let d = detail_lines(&res(65536, Verdict::LaunchError, Detector::Driver, 1.0));
+        assert!(d[1].starts_with("re-run: kedge run --case '"), "{d:?}");
+    }
+
+    #[test]
+    fn no_color_turns_colour_off_on_a_terminal() {
+        // Only the decision is tested here: the environment is the process's own.
+        assert!(!Style::detect(false).color);
+        if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+            assert!(!Style::detect(true).color);
+        } else {
+            assert!(Style::detect(true).color);
+        }
+    }
 
     struct Gone;
     impl Write for Gone {

@@ -25,6 +25,18 @@ pub struct Args {
     expect: Option<String>,
     #[command(flatten)]
     profile: ProfileArg,
+    /// text: the gate's lines; github: the same, then GitHub Actions annotations (an error
+    /// for each new failure and each known failure that now passes, a notice with the
+    /// summary).
+    #[arg(long, value_enum, default_value_t = GateFormat::Text)]
+    format: GateFormat,
+}
+
+/// How the gate's verdict is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GateFormat {
+    Text,
+    Github,
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
@@ -57,7 +69,11 @@ pub fn run(a: Args) -> Result<Status, Error> {
         let expected = expected_cases(e, &profile)?;
         outcome = outcome.expecting(&expected, &set.results);
     }
-    Out::stdout().text(&outcome.render());
+    let mut out = Out::stdout();
+    out.text(&outcome.render());
+    if a.format == GateFormat::Github {
+        out.text(&outcome.render_github());
+    }
     Ok(Status::failed_if(!outcome.passed()))
 }
 

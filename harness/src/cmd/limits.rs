@@ -14,21 +14,26 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
-    let prof = match a.profile {
-        Some(name) => ProfileArg { profile: name }.get()?,
-        None => kedge_core::cuda::Device::open(0)
-            .map_err(|e| NoGpu {
+    let (prof, driver) = match a.profile {
+        Some(name) => (ProfileArg { profile: name }.get()?, None),
+        None => {
+            let dev = kedge_core::cuda::Device::open(0).map_err(|e| NoGpu {
                 command: "limits",
                 why: e.to_string(),
                 hint: Some("--profile NAME prints a built-in profile"),
-            })?
-            .limits
-            .clone(),
+            })?;
+            let driver =
+                kedge_core::cuda::driver_text(dev.kernel_driver.as_deref(), dev.driver_version);
+            (dev.limits.clone(), Some(driver))
+        }
     };
     let mut out = Out::stdout();
     if a.json {
         out.line(serde_json::to_string_pretty(&prof).unwrap_or_default());
     } else {
+        if let Some(d) = driver {
+            out.line(format!("driver: {d}"));
+        }
         out.text(&prof.render());
     }
     Ok(Status::Ok)

@@ -55,6 +55,28 @@ pub enum Command {
     Worker,
 }
 
+impl Command {
+    /// The subcommand's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Limits(_) => "limits",
+            Command::List(_) => "list",
+            Command::Plan(_) => "plan",
+            Command::Run(_) => "run",
+            Command::Sweep(_) => "sweep",
+            Command::Report(_) => "report",
+            Command::Gate(_) => "gate",
+            Command::Minimize(_) => "minimize",
+            Command::Repro(_) => "repro",
+            Command::Selftest(_) => "selftest",
+            Command::Fuzz(_) => "fuzz",
+            Command::Bench(_) => "bench",
+            Command::CompareRuns(_) => "compare-runs",
+            Command::Worker => "worker",
+        }
+    }
+}
+
 /// Run a command; its exit status.
 pub fn dispatch(cmd: Command) -> Result<i32, Error> {
     let status = match cmd {

@@ -1,15 +1,52 @@
+use kedge_runner::gate::Baseline;
+use kedge_runner::report::ReportOptions;
 use kedge_runner::results::{OutDir, ResultSet};
-use kedge_runner::workflow::sweep::write_reports;
+use kedge_runner::workflow::sweep::{write_reports, SweepSummary};
 use kedge_runner::{note, Error, Status};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// results.jsonl files (shards are merged; the same case run again keeps its last line).
     #[arg(required = true)]
     results: Vec<PathBuf>,
+    /// Known failures (a gate baseline): their failures are marked known in report.md and
+    /// summary.md and skipped in junit.xml with the reason; known failures that now pass are
+    /// listed.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Where report.md, summary.md, report.json and junit.xml go.
     #[arg(long, default_value = "kedge-out")]
     out: PathBuf,
+}
+
+/// Where each results file ran, from the `sweep-summary.json` beside it (when there is one).
+fn devices(results: &[PathBuf]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in results {
+        let p = r
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("sweep-summary.json");
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            continue;
+        };
+        match serde_json::from_str::<SweepSummary>(&text) {
+            Ok(s) => {
+                for run in s.runs {
+                    let line = format!("{}: {}", run.under, run.device);
+                    if !out.contains(&line) {
+                        out.push(line);
+                    }
+                }
+            }
+            Err(e) => note!(
+                "{}: not read ({e}); the report names no device from it",
+                p.display()
+            ),
+        }
+    }
+    out
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
@@ -17,7 +54,21 @@ pub fn run(a: Args) -> Result<Status, Error> {
     for t in &set.torn {
         note!("{t}");
     }
+    let baseline = match &a.baseline {
+        Some(p) => Some(Baseline::load(p)?),
+        None => None,
+    };
+    let reg = kedge_ops::registry();
+    let devices = devices(&a.results);
     let out = OutDir::open(&a.out)?;
-    write_reports(&out, &set)?;
+    write_reports(
+        &out,
+        &set,
+        &ReportOptions {
+            baseline: baseline.as_ref(),
+            registry: Some(&reg),
+            devices: &devices,
+        },
+    )?;
     Ok(Status::Ok)
 }

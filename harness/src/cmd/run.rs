@@ -1,5 +1,5 @@
 use crate::args::{selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs};
-use kedge_runner::console::Out;
+use kedge_runner::console::{detail_lines, result_line, summary_text, Out, Style};
 use kedge_runner::results::ResultsWriter;
 use kedge_runner::run::{Executor, Gpus, RunEngine};
 use kedge_runner::select::{profile, Suite};
@@ -19,8 +19,20 @@ pub struct Args {
     /// Append results to this file as well.
     #[arg(long, value_name = "FILE")]
     results: Option<PathBuf>,
+    /// human: one line per result as it finishes (coloured on a terminal unless NO_COLOR),
+    /// what failed and how to re-run it, and the failures again at the end; json: one
+    /// verdict line (JSON) per result, as results.jsonl holds them.
+    #[arg(long, value_enum, default_value_t = RunFormat::Human)]
+    format: RunFormat,
     #[command(flatten)]
     ext: ExtArgs,
+}
+
+/// How `kedge run` prints its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunFormat {
+    Human,
+    Json,
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
@@ -46,6 +58,9 @@ pub fn run(a: Args) -> Result<Status, Error> {
         None => None,
     };
     let mut out = Out::stdout();
+    let style = Style::stdout();
+    let t0 = std::time::Instant::now();
+    let mut all: Vec<kedge_core::CaseResult> = Vec::new();
     let mut failures = 0usize;
     let runs: Vec<Option<kedge_core::Tool>> = if tools.is_empty() {
         vec![None]
@@ -56,12 +71,34 @@ pub fn run(a: Args) -> Result<Status, Error> {
         let mut ex = engine.executor(tool)?;
         ex.run(&cases, &mut |r| {
             failures += usize::from(r.verdict.is_failure());
-            out.line(r.to_line());
+            match a.format {
+                RunFormat::Json => out.line(r.to_line()),
+                RunFormat::Human => {
+                    out.line(result_line(style, &r));
+                    if r.verdict.is_failure() || !r.findings.is_empty() {
+                        for l in detail_lines(&r) {
+                            out.line(format!("{:>11}   {l}", ""));
+                        }
+                    }
+                }
+            }
             if let Some(w) = writer.as_mut() {
                 w.write(&r)?;
             }
+            if a.format == RunFormat::Human {
+                all.push(r);
+            }
             Ok(())
         })?;
+    }
+    if a.format == RunFormat::Human {
+        out.text(&summary_text(
+            style,
+            &all,
+            Some(t0.elapsed().as_secs_f64() * 1000.0),
+            usize::MAX,
+            |_| String::new(),
+        ));
     }
     Ok(Status::failed_if(failures > 0))
 }

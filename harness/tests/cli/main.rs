@@ -2,6 +2,7 @@
 //! statuses, selection, output directories, pipes, the worker's spec. One test binary.
 
 mod basics;
+mod ci_examples;
 mod devices;
 mod exit_status;
 mod ggml;

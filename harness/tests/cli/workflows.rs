@@ -85,3 +85,77 @@ fn fuzz_on_the_cpu_appends_shrunk_finds_once() {
     assert_eq!(rc, 0);
     assert_eq!(std::fs::read_to_string(&finds).unwrap().lines().count(), n);
 }
+
+#[test]
+fn a_cpu_sweep_ends_with_its_failures_and_writes_a_summary_with_the_boundary_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let (rc, _, err) = kedge(&[
+        "sweep",
+        "boundary",
+        "--cpu",
+        "-o",
+        "rms_norm",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 4, "{err}");
+    // The closing lines, as a test runner ends: the summary, then each failure on one line.
+    assert!(err.contains("    Summary "), "{err}");
+    assert!(err.contains("       FAIL ["), "{err}");
+    assert!(err.contains("launch-error (launch-contract)"), "{err}");
+    // Not a terminal: no colour.
+    assert!(!err.contains('\u{1b}'), "{err}");
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.starts_with("# kedge summary"), "{summary}");
+    assert!(summary.contains("## Boundary matrix"), "{summary}");
+    assert!(summary.contains("| ggml · exact · cpu |"), "{summary}");
+    assert!(summary.contains("## Transitions ("), "{summary}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let failures = report.find("## Failures").unwrap();
+    let every = report.find("<details>").unwrap();
+    assert!(failures < every, "{report}");
+    assert!(
+        report.contains("- test-backend-ops command: `test-backend-ops test -b CUDA0 -o RMS_NORM"),
+        "{report}"
+    );
+}
+
+#[test]
+fn report_with_a_baseline_marks_known_failures_and_skips_them_in_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = crate::cpu_results(&dir.path().join("sweep"));
+    let known = dir.path().join("known.jsonl");
+    let (rc, _, err) = kedge(&[
+        "gate",
+        "--write-baseline",
+        known.to_str().unwrap(),
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let out = dir.path().join("merged");
+    let (rc, _, err) = kedge(&[
+        "report",
+        results.to_str().unwrap(),
+        "--baseline",
+        known.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(!junit.contains("<failure"), "{junit}");
+    assert!(
+        junit.contains("known failure: launch-error (launch-contract)"),
+        "{junit}"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("## New failures (0)"), "{summary}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("· known failure"), "{report}");
+    // The sweep's summary beside the results names where it ran.
+    assert!(
+        report.contains("Ran on: cpu: profile h200 (no GPU used)."),
+        "{report}"
+    );
+}

@@ -1,6 +1,6 @@
 //! add_id (ggml ADD_ID, the MoE expert bias): `dst[i, e, t] = a[i, e, t] + b[i, ids[e, t]]`.
 //!
-//! a, dst: [n_embd, n_experts_used, n_tokens] (the case's `ne`, ne[3] = 1); b: [n_embd,
+//! a, dst: \[n_embd, n_experts_used, n_tokens\] (the case's `ne`, `ne[3]` = 1); b: [n_embd,
 //! n_experts]; ids: i32 [n_experts_used, n_tokens], each in [0, n_experts). As upstream builds
 //! it, ids is a view: when n_experts_used < n_experts it is the first n_experts_used entries of
 //! each row of an [n_experts, n_tokens] tensor (test-backend-ops' `test_add_id` views it so;
@@ -200,9 +200,9 @@ impl Op for AddId {
         });
         Ok(vec![out])
     }
-    /// n_tokens (ne[2]) is the free dimension that hits grid.y upstream and carries the
-    /// element count; n_embd (ne[0]) is a row of a and b. n_experts_used (ne[1]) stays small
-    /// (its grid edge is the clamped impl's own boundary) and ne[3] must be 1.
+    /// n_tokens (`ne[2]`) is the free dimension that hits grid.y upstream and carries the
+    /// element count; n_embd (`ne[0]`) is a row of a and b. n_experts_used (`ne[1]`) stays small
+    /// (its grid edge is the clamped impl's own boundary) and `ne[3]` must be 1.
     fn probe_base(&self) -> Option<ProbeBase> {
         Some(ProbeBase {
             ne: [64, 4, 1, 1],

@@ -4,7 +4,7 @@
 //! (`cub::DeviceScan`, host loop over rows) when `(nrows == 1 && ne00 > 1024) ||
 //! ne00 / nrows > 4096`; else a 256-thread block scan with a carry for `ne00 >= 1024`; else a
 //! block of `min(pad(ne00, 32), 256)` threads with 4 elements each. The row kernels launch
-//! `grid_dims(ne01, ne02, ne03)`: ne[2] on grid.y, ne[3] on grid.z, both capped at 65535 (kedge
+//! `grid_dims(ne01, ne02, ne03)`: `ne[2]` on grid.y, `ne[3]` on grid.z, both capped at 65535 (kedge
 //! generates those boundaries from `probe_base`). The strategy thresholds are this op's own
 //! boundaries. The `.cu` file says how the CUB pieces are stood in for (NVRTC has no CUB).
 //!
@@ -484,7 +484,7 @@ pub static GGML: KernelImpl = KernelImpl {
     plan: ggml_plan,
 };
 
-/// The fix: same strategies, grid clamped, ne[2]/ne[3] grid-stride loops.
+/// The fix: same strategies, grid clamped, `ne[2]`/`ne[3]` grid-stride loops.
 pub static CLAMPED: KernelImpl = KernelImpl {
     name: "clamped",
     role: ImplRole::Fixed,

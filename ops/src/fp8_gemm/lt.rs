@@ -8,7 +8,7 @@
 //!   TRANSB = N. **This is where the bucket matters: the layout says plan_rows rows, so the
 //!   kernel reads plan_rows x K bytes from the activation region whatever was staged.**
 //! - D (and C, beta = 0) = BF16, N x plan_rows column-major, ld = N: row-major
-//!   [plan_rows][N], i.e. ggml ne = [N, rows] for the rows the caller asked for.
+//!   \[plan_rows\]\[N\], i.e. ggml ne = \[N, rows\] for the rows the caller asked for.
 //!
 //! D = scale_A * scale_B * (op(A) . op(B)); scale_A (the weights' per-tensor scale, 1: the
 //! block scales are folded into the e4m3 values) and scale_B (the activations' amax/448) are

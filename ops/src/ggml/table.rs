@@ -371,7 +371,7 @@ pub fn same_shape(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
     ])
 }
 
-/// An elementwise op: every dimension free, the element count on ne[1].
+/// An elementwise op: every dimension free, the element count on `ne[1]`.
 pub fn elementwise_probe() -> Option<ProbeBase> {
     Some(ProbeBase {
         row_dim: false,

@@ -2,7 +2,7 @@
 //! (torch.nn.functional.normalize).
 //!
 //! Upstream's CUDA launch (ggml norm.cu, `l2_norm_f32_cuda`) is rms_norm's: `dim3
-//! blocks_num(nrows, nchannels, nsamples)`, so ne[2] lands on grid.y and ne[3] on grid.z, both
+//! blocks_num(nrows, nchannels, nsamples)`, so ne\[2\] lands on grid.y and ne\[3\] on grid.z, both
 //! capped at 65535; WARP_SIZE (32) threads below ncols 1024, 1024 from there.
 
 use crate::row_norm::{RowNormOp, Upstream};
@@ -18,7 +18,7 @@ kedge_core::params! {
     }
 }
 
-/// The incident calls L2_NORM unreachable ("ne[2] = 1 in LLMs"); the gated delta-net layers
+/// The incident calls L2_NORM unreachable ("`ne[2]` = 1 in LLMs"); the gated delta-net layers
 /// say otherwise.
 pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens of one sequence through a gated delta-net layer: Qwen3-Next / Qwen3.5 (and qwen4exp's linear-attention layers) l2-normalize q and k as views [head_k_dim, num_k_heads, n_seq_tokens, n_seqs], so n_seq_tokens lands on ne[2] (llama.cpp model code seen in a code search, not run). The incident's 'ne[2] = 1' holds only for a hidden-state L2_NORM";
 

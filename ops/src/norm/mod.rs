@@ -3,7 +3,7 @@
 //!
 //! Upstream's CUDA launch (ggml norm.cu, `norm_f32_cuda`) is the one the incident
 //! (shared/background/ggml-norm-grid-y-limit.txt) found in rms_norm: `dim3 blocks_num(nrows,
-//! nchannels, nsamples)`, so ne[2] lands on grid.y and ne[3] on grid.z, both capped at 65535.
+//! nchannels, nsamples)`, so ne\[2\] lands on grid.y and ne\[3\] on grid.z, both capped at 65535.
 //! Unlike rms_norm, norm still launches WARP_SIZE (32) threads below ncols 1024 (upstream's
 //! rms_norm moved to 256); the switch to 1024 threads is at the same ncols.
 
@@ -20,7 +20,7 @@ kedge_core::params! {
     }
 }
 
-/// NORM with n_tokens on ne[2]: a LayerNorm applied per head after the head reshape.
+/// NORM with n_tokens on `ne[2]`: a LayerNorm applied per head after the head reshape.
 pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens through a per-head LayerNorm: StableLM's (and Command-R's) q/k norm is build_norm(Qcur, attn_q_norm, NULL, LLM_NORM) on Qcur = [n_embd_head, n_head, n_tokens], so n_tokens lands on ne[2] (llama.cpp model code as quoted in a code search, not run). The hidden-state NORM runs on [n_embd, n_tokens] (ne[2] = 1) and never gets there";
 
 fn eps(c: &Case) -> f64 {
@@ -55,7 +55,7 @@ pub static OP: RowNormOp = RowNormOp {
     ],
 };
 
-/// Two-pass mean and variance in f64 (the kernel's E[x^2] - E[x]^2 is its own business).
+/// Two-pass mean and variance in f64 (the kernel's `E[x^2]` - `E[x]`^2 is its own business).
 pub fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let n = x.len() as f64;
     let mean = x.iter().sum::<f64>() / n;

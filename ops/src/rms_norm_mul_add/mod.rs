@@ -6,7 +6,7 @@
 //! test_rms_norm_mul_add with broadcast=false.
 //!
 //! Upstream launches the fused kernel (`rms_norm_f32<block_size, true, true>`, norm.cu) with
-//! rms_norm's grid, `dim3 blocks_num(nrows, nchannels, nsamples)`: ne[2] on grid.y and ne[3] on
+//! rms_norm's grid, `dim3 blocks_num(nrows, nchannels, nsamples)`: `ne[2]` on grid.y and `ne[3]` on
 //! grid.z, both capped at 65535 (kedge generates those boundaries from `probe_base`). It is the
 //! second line of the incident's repro.
 

@@ -2,11 +2,11 @@
 //!
 //! The mask is optional, f32 of shape [ne0, ne1, 1, 1], broadcast over dims 2 and 3 (the KQ
 //! mask of attention: one row per query token, shared by every head). `max_bias` > 0 turns on
-//! ALiBi: head `h` (ne[2] is the head count) gets slope m0^(h+1) below n_head_log2 and
+//! ALiBi: head `h` (`ne[2]` is the head count) gets slope m0^(h+1) below n_head_log2 and
 //! m1^(2*(h - n_head_log2) + 1) above it, as ggml computes; without a mask the slope is unused.
 //!
 //! Upstream launch (ggml-cuda/softmax.cu, `soft_max_f32_cuda`): `block_nums(ne01, ne02, ne03)`,
-//! so heads sit on grid.y and ne[3] on grid.z (the incident's sweep found it: a crash needs more
+//! so heads sit on grid.y and `ne[3]` on grid.z (the incident's sweep found it: a crash needs more
 //! than 65535 heads, which no model has; kedge generates those boundaries from `probe_base`).
 //! Block size: the smallest power of two >= ncols, from 32 up to 1024. The row is kept in
 //! dynamic shared memory when `(pad(ncols, 32) + 32) * 4` bytes fit the device's opt-in shared

@@ -3,7 +3,7 @@
 //! `i0 <= i1`, upper `i0 > i1`, upper_diag `i0 >= i1`.
 //!
 //! Upstream (ggml-cuda/tri.cu): one 256-thread block per row, `grid_dims(ne01, ne02, ne03)`,
-//! so ne[2] (the matrix index) sits on grid.y and ne[3] on grid.z: one of the six unclamped
+//! so `ne[2]` (the matrix index) sits on grid.y and `ne[3]` on grid.z: one of the six unclamped
 //! sites the incident's sweep found (kedge generates those boundaries from `probe_base`).
 
 use crate::rows::{map_rows, row_tensors, RowLayout};
@@ -135,8 +135,8 @@ impl Op for Tri {
             })
             .collect()])
     }
-    /// Matrices are square, so ne[0] and ne[1] move together, never alone: the free
-    /// dimensions are the matrix count ne[2] (which also carries the element count) and ne[3].
+    /// Matrices are square, so `ne[0]` and `ne[1]` move together, never alone: the free
+    /// dimensions are the matrix count `ne[2]` (which also carries the element count) and `ne[3]`.
     fn probe_base(&self) -> Option<ProbeBase> {
         Some(ProbeBase {
             ne: [16, 16, 1, 1],

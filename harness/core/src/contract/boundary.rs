@@ -14,6 +14,7 @@ use crate::model::shape::Ne;
 pub struct Reach(pub &'static str);
 
 impl Reach {
+    /// A boundary no known workload reaches.
     pub const SYNTHETIC: Reach = Reach("synthetic: no known model reaches it");
     /// A boundary kedge derived from the device's limits, not from the op's code.
     pub const GENERATED: Reach = Reach(
@@ -24,7 +25,9 @@ impl Reach {
 /// The axis a boundary moves.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Axis {
+    /// Dimension `ne[i]`.
     Ne(usize),
+    /// A numeric parameter of the op.
     Param(&'static str),
 }
 
@@ -32,20 +35,28 @@ pub enum Axis {
 /// (or the explicit `values`), on `base` for the other dimensions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Boundary {
+    /// What the boundary is, as reports name it (`grid.y limit`).
     pub label: String,
+    /// The dimension or parameter it moves.
     pub axis: Axis,
+    /// The value where behaviour may change.
     pub at: i64,
     /// Explicit probe values instead of at-1, at, at+1 (still both sides of `at`).
     pub values: Vec<i64>,
+    /// The shape of the other dimensions.
     pub base: Ne,
+    /// The op's parameters in every probe.
     pub params: Params,
+    /// Only this dtype (`None`: the op's default).
     pub dtype: Option<DType>,
     /// Only these impls (empty: all impls of the op).
     pub impls: Vec<&'static str>,
+    /// The workload that reaches it.
     pub reach: Reach,
 }
 
 impl Boundary {
+    /// A boundary of dimension `ne[dim]` at `at`, on `base`.
     pub fn ne(label: impl Into<String>, dim: usize, at: i64, base: Ne, reach: Reach) -> Self {
         Boundary {
             label: label.into(),
@@ -59,6 +70,7 @@ impl Boundary {
             reach,
         }
     }
+    /// A boundary of parameter `name` at `at`, on `base`.
     pub fn param(
         label: impl Into<String>,
         name: &'static str,
@@ -71,22 +83,27 @@ impl Boundary {
             ..Boundary::ne(label, 0, at, base, reach)
         }
     }
+    /// The same boundary with parameter `name` set in every probe.
     pub fn with_param(mut self, name: &str, v: impl Into<serde_json::Value>) -> Self {
         self.params.insert(name.to_string(), v.into());
         self
     }
+    /// Probe these values instead of `at - 1`, `at`, `at + 1`.
     pub fn with_values(mut self, values: Vec<i64>) -> Self {
         self.values = values;
         self
     }
+    /// Probe only these impls.
     pub fn only(mut self, impls: &[&'static str]) -> Self {
         self.impls = impls.to_vec();
         self
     }
+    /// Probe in this dtype.
     pub fn dtype(mut self, d: DType) -> Self {
         self.dtype = Some(d);
         self
     }
+    /// The values probed: `values`, or `at - 1`, `at`, `at + 1`.
     pub fn probe_values(&self) -> Vec<i64> {
         if self.values.is_empty() {
             vec![self.at - 1, self.at, self.at + 1]
@@ -122,19 +139,21 @@ impl Boundary {
 /// which of its dimensions may move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeBase {
+    /// The base shape.
     pub ne: Ne,
+    /// The parameters of every generated probe.
     pub params: Params,
     /// Dimensions (1..=3) probed at the grid.y/z limits, both sides.
     pub grid_dims: &'static [usize],
     /// The dimension moved to take the element count across 2^31 and 2^32 (and the byte
     /// count across 2^31); `None` leaves those out.
     pub count_dim: Option<usize>,
-    /// Probe ne[0] as a row across the shared-memory opt-in limit.
+    /// Probe `ne[0]` as a row across the shared-memory opt-in limit.
     pub row_dim: bool,
 }
 
 impl ProbeBase {
-    /// A row op: every dimension above ne[0] free, ne[1] carries the element count, ne[0] is
+    /// A row op: every dimension above `ne[0]` free, `ne[1]` carries the element count, `ne[0]` is
     /// the row.
     pub fn rows(ne: Ne) -> ProbeBase {
         ProbeBase {

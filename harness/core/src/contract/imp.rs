@@ -49,7 +49,9 @@ pub enum ImplRole {
     Fixed,
     /// Calibration: a deliberately planted bug and the detectors that must see it.
     Planted {
+        /// The bug, in words.
         bug: &'static str,
+        /// The detectors that must see it.
         expect: &'static [Detector],
     },
     /// Not kedge's code: a user's plugin (C ABI), NVRTC source kernel or library build,
@@ -58,6 +60,7 @@ pub enum ImplRole {
 }
 
 impl ImplRole {
+    /// `upstream`, `fixed`, `planted` or `external`.
     pub fn name(&self) -> &'static str {
         match self {
             ImplRole::Upstream => "upstream",
@@ -66,6 +69,7 @@ impl ImplRole {
             ImplRole::External => "external",
         }
     }
+    /// Is this a calibration impl with a planted bug?
     pub fn is_planted(&self) -> bool {
         matches!(self, ImplRole::Planted { .. })
     }
@@ -73,8 +77,11 @@ impl ImplRole {
 
 /// One device implementation of an op.
 pub trait Impl: Send + Sync {
+    /// The impl's name, unique within its op (`ggml`, `clamped`, `ggml:CUDA0`).
     fn name(&self) -> &str;
+    /// What it is: the upstream launch path, its fix, a planted bug, or external.
     fn role(&self) -> ImplRole;
+    /// One line on what it does differently.
     fn about(&self) -> &str;
     /// Every launch and buffer this impl will issue for the case, before any is issued.
     fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal>;
@@ -97,9 +104,13 @@ pub trait Impl: Send + Sync {
 
 /// An impl as data: its plan is what runs.
 pub struct KernelImpl {
+    /// The impl's name.
     pub name: &'static str,
+    /// What it is.
     pub role: ImplRole,
+    /// One line on what it does differently.
     pub about: &'static str,
+    /// Its plan for a case against a limits profile; the plan is what runs.
     pub plan: fn(&Case, &LimitsProfile) -> Result<Plan, Refusal>,
 }
 
@@ -156,8 +167,10 @@ pub struct BackendRun {
     pub outputs: Vec<HostTensor>,
     /// Every tensor's allocation, so a sanitizer address can be named.
     pub allocations: Vec<Allocation>,
+    /// The library build that ran it.
     pub library: LibraryInfo,
     /// Allocation modes that could not apply because the library owns the memory.
     pub not_applied: Option<String>,
+    /// The library's own facts about the run, recorded as they are.
     pub facts: serde_json::Map<String, serde_json::Value>,
 }

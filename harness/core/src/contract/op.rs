@@ -20,25 +20,30 @@ pub struct Tolerance {
     pub nmse: f64,
     /// Element bound used to name the first bad index: |d - r| > abs + rel * |r|.
     pub elem_abs: f64,
+    /// Relative part of the element bound.
     pub elem_rel: f64,
 }
 
 impl Tolerance {
+    /// test-backend-ops' f32 bound.
     pub const F32: Tolerance = Tolerance {
         nmse: 1e-7,
         elem_abs: 1e-5,
         elem_rel: 1e-3,
     };
+    /// f16: half precision's rounding.
     pub const F16: Tolerance = Tolerance {
         nmse: 1e-5,
         elem_abs: 1e-3,
         elem_rel: 1e-2,
     };
+    /// bf16: 8 bits of mantissa.
     pub const BF16: Tolerance = Tolerance {
         nmse: 1e-4,
         elem_abs: 1e-2,
         elem_rel: 2e-2,
     };
+    /// The tolerance of an output dtype.
     pub fn for_dtype(d: DType) -> Tolerance {
         match d {
             DType::F16 => Tolerance::F16,
@@ -53,18 +58,25 @@ impl Tolerance {
     }
 }
 
+/// Whether a tensor is read or written by the op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// Read: filled with seeded random data before the run.
     Input,
+    /// Written: poisoned before the run, compared after it.
     Output,
 }
 
 /// One tensor of a case, as the device will see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorSpec {
+    /// The tensor's name (`x`, `dst`), as reports and repros name it.
     pub name: String,
+    /// Input or output.
     pub role: Role,
+    /// Element type.
     pub dtype: DType,
+    /// Shape, ggml order.
     pub ne: Ne,
     /// Byte strides (ggml `nb`); may describe a padded, non-contiguous view.
     pub nb: [u64; 4],
@@ -73,10 +85,12 @@ pub struct TensorSpec {
 }
 
 impl TensorSpec {
+    /// A contiguous tensor.
     pub fn dense(name: &str, role: Role, dtype: DType, ne: Ne) -> Result<Self, CaseError> {
         let nb = dense_strides(&ne, dtype);
         Self::strided(name, role, dtype, ne, nb)
     }
+    /// A tensor with byte strides `nb` (a padded or transposed view).
     pub fn strided(
         name: &str,
         role: Role,
@@ -94,6 +108,7 @@ impl TensorSpec {
             bytes,
         })
     }
+    /// Elements in the tensor.
     pub fn nelements(&self) -> u64 {
         self.ne.iter().map(|&x| x as u64).product()
     }
@@ -101,15 +116,20 @@ impl TensorSpec {
 
 /// An op: reference, dtypes, params, impls, boundaries and upstream repro format together.
 pub trait Op: Send + Sync {
+    /// kedge's name for the op (`rms_norm`).
     fn name(&self) -> &'static str;
+    /// One line on what it computes.
     fn about(&self) -> &'static str;
     /// The op's name in ggml (`RMS_NORM`), as test-backend-ops' `-o` takes it; accepted by
     /// every `-o` flag. `None` when upstream has no such op.
     fn upstream_name(&self) -> Option<&'static str> {
         None
     }
+    /// The dtypes it supports; the first is the default.
     fn dtypes(&self) -> &'static [DType];
+    /// Its parameters.
     fn params(&self) -> &'static [ParamSpec];
+    /// kedge's own impls of it.
     fn impls(&self) -> Vec<&'static dyn Impl>;
     /// The case's tensors: inputs first, then outputs. Errors here are bad input.
     fn tensors(&self, case: &Case) -> Result<Vec<TensorSpec>, CaseError>;
@@ -119,6 +139,7 @@ pub trait Op: Send + Sync {
     }
     /// f64 reference, one vector per output in logical order.
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError>;
+    /// How close an output must be to the reference.
     fn tolerance(&self, case: &Case) -> Tolerance {
         Tolerance::for_dtype(case.dtype)
     }
@@ -185,7 +206,9 @@ pub struct ExternalAbi {
 /// is 4 bytes, so the struct is the fields packed in order.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CParams {
+    /// The struct's C name.
     pub c_name: &'static str,
+    /// Its fields, in declaration order.
     pub fields: &'static [CField],
 }
 

@@ -12,8 +12,11 @@ use std::fmt;
 /// One kernel launch: what, how big, with which arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LaunchPlan {
+    /// The kernel to launch.
     pub kernel: Kernel,
+    /// Grid dimensions (x, y, z).
     pub grid: [u64; 3],
+    /// Block dimensions (x, y, z).
     pub block: [u64; 3],
     /// Dynamic shared memory in bytes.
     pub smem: u64,
@@ -23,6 +26,7 @@ pub struct LaunchPlan {
 }
 
 impl LaunchPlan {
+    /// A launch without arguments (add them with `args`).
     pub fn new(kernel: Kernel, grid: [u64; 3], block: [u64; 3], smem: u64) -> Self {
         LaunchPlan {
             kernel,
@@ -37,6 +41,7 @@ impl LaunchPlan {
         self.args = args;
         self
     }
+    /// The kernel's entry name.
     pub fn name(&self) -> &'static str {
         self.kernel.entry
     }
@@ -115,10 +120,15 @@ impl fmt::Display for LaunchPlan {
 /// One broken limit: the dimension, the value asked for and the limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchViolation {
+    /// The kernel whose launch breaks it.
     pub kernel: String,
+    /// The dimension (`grid.y`, `block.x`, `shared memory`).
     pub dim: String,
+    /// The value asked for.
     pub value: u64,
+    /// The profile's limit.
     pub limit: u64,
+    /// The value is 0, which no launch may have.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub zero: bool,
 }
@@ -143,17 +153,22 @@ impl fmt::Display for LaunchViolation {
 pub struct BufferPlan {
     /// What it holds, with its shape: "scores [16 heads, 25600, 25600] f32".
     pub name: String,
+    /// Its size in bytes.
     pub bytes: u64,
 }
 
 /// A planned buffer the profile cannot hold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BufferViolation {
+    /// The buffer's name.
     pub buffer: String,
+    /// Its size in bytes.
     pub bytes: u64,
     /// "largest single buffer" or "device memory".
     pub limit_name: String,
+    /// The limit in bytes.
     pub limit: u64,
+    /// The profile the limit is from.
     pub profile: String,
 }
 
@@ -203,6 +218,7 @@ impl fmt::Display for BufferViolation {
 /// launch list repeated per row is one list and a `repeat` count, not one entry per row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The kernel launches, in order.
     pub launches: Vec<LaunchPlan>,
     /// The launch list runs once per point of this loop nest, innermost level first
     /// (`[rows, channels, samples]`, say); `[1, 1, 1]` runs it once. Tensor arguments step by
@@ -227,6 +243,7 @@ impl Default for Plan {
 }
 
 impl Plan {
+    /// A plan of kernel launches, run once.
     pub fn kernels(launches: Vec<LaunchPlan>) -> Self {
         Plan {
             launches,
@@ -237,6 +254,7 @@ impl Plan {
     pub fn single(launch: LaunchPlan) -> Self {
         Plan::kernels(vec![launch])
     }
+    /// The same plan with buffers it allocates besides the case's tensors.
     pub fn with_buffers(mut self, buffers: Vec<BufferPlan>) -> Self {
         self.buffers = buffers;
         self
@@ -266,6 +284,7 @@ impl Plan {
         }
         Ok(())
     }
+    /// Every broken launch limit of the plan.
     pub fn violations(&self, p: &LimitsProfile) -> Vec<LaunchViolation> {
         self.launches.iter().flat_map(|l| l.check(p)).collect()
     }
@@ -319,19 +338,29 @@ pub enum KernelArg {
     /// Device pointer `offset` bytes into tensor `index`, advanced by `step[l]` bytes per
     /// iteration of the plan's repeat level `l` (a per-row launch's row pointer).
     TensorAt {
+        /// The tensor's index.
         index: usize,
+        /// Bytes from the tensor's start.
         offset: i64,
+        /// Bytes added per iteration of each repeat level.
         step: [i64; 3],
     },
     /// Device pointer to a scratch buffer of exactly `bytes`, allocated for the case in its
     /// allocation mode and never written by kedge. Arguments naming the same scratch share it.
     Scratch {
+        /// The scratch buffer's name.
         name: String,
+        /// Its size in bytes.
         bytes: u64,
     },
+    /// A 32-bit signed integer.
     I32(i32),
+    /// A 32-bit unsigned integer.
     U32(u32),
+    /// A 64-bit signed integer.
     I64(i64),
+    /// A 64-bit unsigned integer.
     U64(u64),
+    /// A 32-bit float.
     F32(f32),
 }

@@ -16,6 +16,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry of these ops, each with its own impls.
     pub fn new(ops: Vec<&'static dyn Op>) -> Self {
         Registry {
             ops,
@@ -40,6 +41,7 @@ impl Registry {
         );
         v
     }
+    /// Every op, in registration order.
     pub fn ops(&self) -> &[&'static dyn Op] {
         &self.ops
     }
@@ -87,6 +89,7 @@ impl Registry {
                     .join(", "),
             })
     }
+    /// An impl of `op` by name; the error names the known ones.
     pub fn imp(&self, op: &'static dyn Op, name: &str) -> Result<&'static dyn Impl, CaseError> {
         let impls = self.impls_of(op);
         impls

@@ -11,9 +11,14 @@ use crate::cuda::kernel::KArg;
 use crate::model::case::AllocMode;
 use cudarc::driver::sys;
 
+/// What an impl's run has to work with: the device, the case's tensors in their allocation
+/// mode, and a record of what it launched.
 pub struct RunCtx<'a> {
+    /// The device.
     pub dev: &'a mut Device,
+    /// The case's tensors, in `Op::tensors` order.
     pub tensors: &'a [DeviceAlloc],
+    /// The case's allocation mode (scratch buffers get it too).
     pub alloc: AllocMode,
     /// Synchronize and check after every launch (the default). Kernel timing turns it off and
     /// checks once after the timed region, so the host's wait is not timed.
@@ -26,12 +31,16 @@ pub struct RunCtx<'a> {
 /// What a run leaves behind for the verdict: the launches as issued, the op's own facts, and
 /// the scratch buffers (kept alive until their canaries are read).
 pub struct RunRecord {
+    /// The launches as issued (a repeated launch once, with its count).
     pub launched: Vec<String>,
+    /// The op's own facts about the run.
     pub facts: serde_json::Map<String, serde_json::Value>,
+    /// Scratch buffers the run allocated.
     pub scratch: Vec<DeviceAlloc>,
 }
 
 impl<'a> RunCtx<'a> {
+    /// A context that synchronizes after every launch.
     pub fn new(dev: &'a mut Device, tensors: &'a [DeviceAlloc], alloc: AllocMode) -> Self {
         RunCtx {
             dev,
@@ -44,10 +53,12 @@ impl<'a> RunCtx<'a> {
         }
     }
 
+    /// Device address of tensor `i`.
     pub fn ptr(&self, i: usize) -> u64 {
         self.tensors[i].ptr
     }
 
+    /// The stream launches go on.
     pub fn stream(&self) -> sys::CUstream {
         self.dev.cu_stream()
     }
@@ -166,6 +177,7 @@ impl<'a> RunCtx<'a> {
         Ok(())
     }
 
+    /// What the run leaves for the verdict.
     pub fn finish(self) -> RunRecord {
         RunRecord {
             launched: self.launched,

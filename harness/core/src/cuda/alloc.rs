@@ -174,23 +174,37 @@ fn annotate_oom(e: RunError, name: &str, bytes: u64) -> RunError {
     }
 }
 
+/// Size of each canary red zone.
 pub const CANARY_BYTES: usize = 4096;
+/// The byte red zones are filled with.
 pub const CANARY_BYTE: u8 = 0xCA;
 
+/// How an allocation was made, so it is freed the same way.
 #[derive(Debug)]
 pub enum AllocKind {
+    /// `cuMemAlloc`.
     Plain {
+        /// What `cuMemAlloc` returned.
         base: sys::CUdeviceptr,
     },
+    /// `cuMemAlloc` with red zones around the tensor.
     Canary {
+        /// What `cuMemAlloc` returned (the front red zone's start).
         base: sys::CUdeviceptr,
+        /// Bytes allocated, red zones included.
         total: usize,
     },
+    /// Driver virtual memory with an unmapped guard page.
     Vmm {
+        /// Start of the reserved address range.
         reserve_base: sys::CUdeviceptr,
+        /// Bytes reserved (mapped part and guard).
         reserve: usize,
+        /// Where the mapping starts.
         map_at: sys::CUdeviceptr,
+        /// Bytes mapped.
         mapped: usize,
+        /// The physical allocation's handle.
         handle: sys::CUmemGenericAllocationHandle,
     },
 }
@@ -198,9 +212,13 @@ pub enum AllocKind {
 /// A device allocation; `ptr` is where the tensor starts, `bytes` its exact size.
 #[derive(Debug)]
 pub struct DeviceAlloc {
+    /// The tensor's or buffer's name.
     pub name: String,
+    /// Where the tensor starts.
     pub ptr: sys::CUdeviceptr,
+    /// Its exact size in bytes.
     pub bytes: u64,
+    /// How it was made.
     pub kind: AllocKind,
 }
 

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 
+/// Is the CUDA driver library (libcuda) on this machine?
 pub fn driver_present() -> bool {
     // SAFETY: only dlopen probes.
     unsafe { sys::is_culib_present() }
@@ -35,33 +36,46 @@ pub fn device_count() -> Result<usize, DeviceError> {
 
 /// One device, its context and stream, its limits read live, and loaded modules.
 pub struct Device {
+    /// The device's primary context.
     pub ctx: Arc<cudarc::driver::CudaContext>,
+    /// The stream every launch and copy goes on.
     pub stream: Arc<cudarc::driver::CudaStream>,
+    /// The device's ordinal (after `CUDA_VISIBLE_DEVICES`).
     pub ordinal: i32,
+    /// Its limits, read live.
     pub limits: LimitsProfile,
+    /// `sm_XY`, what NVRTC compiles for.
     pub arch: String,
+    /// `cuDriverGetVersion`: the CUDA version the driver supports (13000 for 13.0).
     pub driver_version: i32,
+    /// The kernel-mode driver's version (`580.159.04`), where the system says it.
+    pub kernel_driver: Option<String>,
     modules: HashMap<(&'static str, String), sys::CUmodule>,
     functions: HashMap<(&'static str, String, String), sys::CUfunction>,
     pub(crate) granularity: usize,
 }
 
 impl Device {
+    /// Open device `ordinal`: check the driver's version, create the context and read the
+    /// limits.
     pub fn open(ordinal: usize) -> Result<Device, DeviceError> {
         if !driver_present() {
             return Err(DeviceError::NoDriver);
         }
+        // Before any context: a driver too old for this build is refused in plain words
+        // rather than failing at some later call.
+        let mut driver_version = 0;
+        // SAFETY: out-pointer valid; cuDriverGetVersion needs no cuInit.
+        dev_err("cuDriverGetVersion", unsafe {
+            sys::cuDriverGetVersion(&mut driver_version)
+        })?;
+        crate::cuda::version::check_driver_version(driver_version)?;
         let ctx = cudarc::driver::CudaContext::new(ordinal)
             .map_err(|e| DeviceError::NoDevice(format!("{e:?}")))?;
         let stream = ctx.default_stream();
         let limits = read_limits(&ctx)?;
         let cc = limits.compute_capability.value;
         let arch = format!("sm_{cc}");
-        let mut driver_version = 0;
-        // SAFETY: out-pointer valid; driver initialized by CudaContext::new.
-        dev_err("cuDriverGetVersion", unsafe {
-            sys::cuDriverGetVersion(&mut driver_version)
-        })?;
         let granularity = limits.vmm_granularity.value as usize;
         Ok(Device {
             ctx,
@@ -70,12 +84,14 @@ impl Device {
             limits,
             arch,
             driver_version,
+            kernel_driver: crate::cuda::version::kernel_driver_version(),
             modules: HashMap::new(),
             functions: HashMap::new(),
             granularity,
         })
     }
 
+    /// The raw stream handle.
     pub fn cu_stream(&self) -> sys::CUstream {
         self.stream.cu_stream()
     }
@@ -122,6 +138,7 @@ impl Device {
         Ok(f)
     }
 
+    /// Wait for the stream; a fault is named with what ran before it (`during`).
     pub fn synchronize(&self, during: &str) -> Result<(), RunError> {
         // SAFETY: stream belongs to this context.
         let r = unsafe { sys::cuStreamSynchronize(self.cu_stream()) };
@@ -138,6 +155,7 @@ impl Device {
         })
     }
 
+    /// Copy `bytes` into the allocation.
     pub fn upload(
         &self,
         a: &crate::cuda::alloc::DeviceAlloc,
@@ -157,6 +175,7 @@ impl Device {
         })
     }
 
+    /// Copy the whole allocation back.
     pub fn download(&self, a: &crate::cuda::alloc::DeviceAlloc) -> Result<Vec<u8>, RunError> {
         let mut out = vec![0u8; a.bytes as usize];
         // SAFETY: source holds a.bytes bytes; out sized to match.

@@ -5,16 +5,29 @@ use crate::cuda::nvrtc::NvrtcError;
 use cudarc::driver::sys;
 use thiserror::Error;
 
+/// Why a device cannot be used.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum DeviceError {
+    /// libcuda is not on this machine.
     #[error("no CUDA driver: libcuda.so could not be loaded (this machine has no NVIDIA driver)")]
     NoDriver,
+    /// The driver is there; the device is not, or cannot be opened.
     #[error("no CUDA device: {0}")]
     NoDevice(String),
+    /// The driver is older than this build needs (`cuDriverGetVersion`).
+    #[error("the NVIDIA driver supports {} (cuDriverGetVersion {found}); this kedge is built for CUDA 13.0 and needs a driver that supports CUDA 13.0 or newer (R580 or later): update the driver (`kedge plan` and `kedge sweep --cpu` need no GPU)", crate::cuda::version::cuda_version_text(*found))]
+    OldDriver {
+        /// What the driver reports.
+        found: i32,
+    },
+    /// A driver call failed while opening the device.
     #[error("{call} failed: {name} ({msg})")]
     Driver {
+        /// The call.
         call: &'static str,
+        /// The error's name (`CUDA_ERROR_INVALID_VALUE`).
         name: String,
+        /// The driver's description of it.
         msg: String,
     },
 }
@@ -25,28 +38,44 @@ pub enum RunError {
     /// The driver refused the launch itself (bad grid/block/shared memory).
     #[error("launch of {kernel} refused: {name} ({msg}); launch was {plan}")]
     LaunchRefused {
+        /// The kernel's entry.
         kernel: String,
+        /// The error's name.
         name: String,
+        /// The driver's description of it.
         msg: String,
+        /// The launch as planned.
         plan: String,
     },
     /// An error surfaced at synchronization after `during`.
     #[error("device fault after {during}: {name} ({msg})")]
     Fault {
+        /// What ran before the fault surfaced.
         during: String,
+        /// The error's name.
         name: String,
+        /// Its code.
         code: u32,
+        /// The driver's description of it.
         msg: String,
+        /// The context is dead (every later call fails).
         sticky: bool,
     },
+    /// A kernel did not compile.
     #[error(transparent)]
     Compile(#[from] NvrtcError),
+    /// A driver call failed.
     #[error("{call} failed: {name} ({msg})")]
     Driver {
+        /// The call.
         call: String,
+        /// The error's name.
         name: String,
+        /// Its code.
         code: u32,
+        /// The driver's description of it.
         msg: String,
+        /// The context is dead (every later call fails).
         sticky: bool,
     },
     /// Out of memory or another resource the device does not have.

@@ -10,6 +10,7 @@ pub struct Kernel {
     pub file: &'static str,
     /// Its text (`include_str!` of the file beside the launcher).
     pub source: &'static str,
+    /// The `extern "C"` entry's name.
     pub entry: &'static str,
 }
 
@@ -37,11 +38,17 @@ macro_rules! kernel_source {
 /// A kernel argument, owned so its address is stable for `cuLaunchKernel`.
 #[derive(Debug, Clone, Copy)]
 pub enum KArg {
+    /// A device pointer.
     Ptr(u64),
+    /// A 32-bit signed integer.
     I32(i32),
+    /// A 32-bit unsigned integer.
     U32(u32),
+    /// A 64-bit signed integer.
     I64(i64),
+    /// A 64-bit unsigned integer.
     U64(u64),
+    /// A 32-bit float.
     F32(f32),
 }
 

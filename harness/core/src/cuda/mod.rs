@@ -7,8 +7,10 @@ pub mod device;
 pub mod error;
 pub mod kernel;
 pub mod nvrtc;
+pub mod version;
 
 pub use alloc::DeviceAlloc;
 pub use device::{device_count, driver_present, kedge_case_marker, Device};
 pub use error::{DeviceError, RunError};
 pub use kernel::{KArg, Kernel};
+pub use version::{cuda_version_text, driver_text, MIN_DRIVER_CUDA};

@@ -8,18 +8,30 @@ use std::ffi::{c_char, CString};
 use std::path::PathBuf;
 use thiserror::Error;
 
+/// What can go wrong compiling a kernel.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum NvrtcError {
+    /// libnvrtc is not on this machine.
     #[error("NVRTC (libnvrtc.so) was not found. Install the wheel `pip install nvidia-cuda-nvrtc==13.0.88` and put its nvidia/cu13/lib on LD_LIBRARY_PATH, or install the CUDA toolkit")]
     Missing,
+    /// The source did not compile.
     #[error("NVRTC could not compile {file} for {arch}:\n{log}")]
     Compile {
+        /// The source file's path.
         file: String,
+        /// The architecture compiled for.
         arch: String,
+        /// NVRTC's log.
         log: String,
     },
+    /// An NVRTC call failed.
     #[error("NVRTC call {call} failed: {msg}")]
-    Call { call: &'static str, msg: String },
+    Call {
+        /// The call.
+        call: &'static str,
+        /// NVRTC's words.
+        msg: String,
+    },
 }
 
 /// Compiled code for one source file.
@@ -27,16 +39,21 @@ pub enum NvrtcError {
 pub struct Compiled {
     /// PTX text (for `compute_XY`) or a cubin (for `sm_XY`).
     pub image: Vec<u8>,
+    /// Whether `image` is a cubin (else PTX text).
     pub is_cubin: bool,
+    /// NVRTC's log (warnings).
     pub log: String,
+    /// Read from the on-disk cache rather than compiled.
     pub from_cache: bool,
 }
 
+/// Is libnvrtc on this machine?
 pub fn present() -> bool {
     // SAFETY: only probes for the shared library with dlopen.
     unsafe { nsys::is_culib_present() }
 }
 
+/// NVRTC's version (major, minor).
 pub fn version() -> Result<(i32, i32), NvrtcError> {
     if !present() {
         return Err(NvrtcError::Missing);
@@ -105,6 +122,8 @@ pub fn compile(k: &Kernel, arch: &str, defines: &[(&str, String)]) -> Result<Com
     compile_source(k.file, k.source, arch, defines)
 }
 
+/// Compile CUDA source text `source` (named `file` in messages) for `arch`, with `-D`
+/// defines, through the on-disk cache.
 pub fn compile_source(
     file: &str,
     source: &str,

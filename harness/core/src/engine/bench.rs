@@ -19,7 +19,9 @@ use cudarc::driver::sys;
 /// How many runs.
 #[derive(Debug, Clone, Copy)]
 pub struct BenchOptions {
+    /// Untimed runs first.
     pub warmup: u32,
+    /// Timed runs.
     pub reps: u32,
 }
 

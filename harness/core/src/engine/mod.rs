@@ -27,7 +27,9 @@ use std::time::Instant;
 /// The outcome of a case on a device, and whether the CUDA context is now dead (the worker
 /// must then exit: every later call in the process would fail).
 pub struct Executed {
+    /// The verdict.
     pub result: CaseResult,
+    /// The CUDA context is dead: every later call would fail.
     pub context_dead: bool,
 }
 
@@ -48,15 +50,18 @@ pub struct DeviceSlot {
 }
 
 impl DeviceSlot {
+    /// A slot that opens device `ordinal` on first use.
     pub fn new(ordinal: usize) -> Self {
         DeviceSlot { ordinal, dev: None }
     }
+    /// A slot with device `ordinal` open now.
     pub fn open(ordinal: usize) -> Result<Self, DeviceError> {
         Ok(DeviceSlot {
             ordinal,
             dev: Some(Device::open(ordinal)?),
         })
     }
+    /// The device, opened if it was not.
     pub fn get(&mut self) -> Result<&mut Device, DeviceError> {
         if self.dev.is_none() {
             self.dev = Some(Device::open(self.ordinal)?);
@@ -68,6 +73,7 @@ impl DeviceSlot {
             )),
         }
     }
+    /// The device, if it is open.
     pub fn opened(&self) -> Option<&Device> {
         self.dev.as_ref()
     }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 pub struct ReferenceKey(String);
 
 impl ReferenceKey {
+    /// The key of a case.
     pub fn of(case: &Case) -> ReferenceKey {
         let mut c = case.clone();
         c.imp.clear();
@@ -35,6 +36,7 @@ pub struct ReferenceCache {
     last: Option<Entry>,
     /// References computed, and reused, in this cache's life (for the sweep summary).
     pub computed: u64,
+    /// References reused from the cache.
     pub reused: u64,
 }
 

@@ -8,9 +8,13 @@ use crate::model::host::{poison_pattern, HostTensor};
 use crate::model::words::Verdict;
 use rayon::prelude::*;
 
+/// One output judged.
 pub struct Comparison {
+    /// Pass, or what is wrong.
     pub verdict: Verdict,
+    /// The numbers behind it.
     pub numbers: Numbers,
+    /// One sentence a person reads.
     pub detail: String,
 }
 
@@ -154,6 +158,7 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
         nonfinite: acc.nonfinite,
         compared: n,
         threshold_nmse: tol.nmse,
+        ..Numbers::default()
     };
     let (verdict, detail) = if n > 0 && acc.unwritten == n {
         numbers.first_bad = acc.first_unwritten;
@@ -197,6 +202,13 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
             format!("{name}: NMSE {nmse:.3e} <= {:.1e}", tol.nmse),
         )
     };
+    numbers.output = Some(name.to_string());
+    numbers.output_ne = Some(out.ne);
+    numbers.elem_tolerance = Some([tol.elem_abs, tol.elem_rel]);
+    if let Some(i) = numbers.first_bad.filter(|&i| i < n) {
+        numbers.first_bad_got = Some(out_value(out, i));
+        numbers.first_bad_expected = Some(reference[i as usize]);
+    }
     Comparison {
         verdict,
         numbers,
@@ -239,12 +251,26 @@ mod tests {
         let c = compare("dst", &bad, &r, Tolerance::F32);
         assert_eq!(c.verdict, Verdict::WrongValues);
         assert_eq!(c.numbers.first_bad, Some(10));
+        assert_eq!(c.numbers.first_bad_got, Some(7.0));
+        assert_eq!(c.numbers.first_bad_expected, Some(r[10]));
+        assert_eq!(c.numbers.output.as_deref(), Some("dst"));
+        assert_eq!(c.numbers.first_bad_coords(), Some([10, 0, 0, 0]));
+        let said = c.numbers.first_bad_sentence().unwrap();
+        assert!(
+            said.starts_with("first bad element (10, 0, 0, 0) of `dst`: got 7, expected -15"),
+            "{said}"
+        );
+        assert!(
+            said.contains("element tolerance 1e-5 + 1e-3 * |expected|"),
+            "{said}"
+        );
 
         let mut unw = good.clone();
         unw.bytes[396..400].copy_from_slice(&crate::model::host::POISON_F32.to_le_bytes());
         let c = compare("dst", &unw, &r, Tolerance::F32);
         assert_eq!(c.verdict, Verdict::UnwrittenOutput);
         assert_eq!(c.numbers.first_bad, Some(99));
+        assert!(c.numbers.first_bad_got.is_some_and(f64::is_nan));
 
         // Every element still poisoned: no error was raised, but nothing was written.
         let mut none = good.clone();
@@ -288,6 +314,46 @@ mod tests {
         assert_eq!(
             compare("dst", &nf, &r, Tolerance::F32).verdict,
             Verdict::Nonfinite
+        );
+    }
+
+    #[test]
+    fn the_first_bad_element_is_named_by_its_coordinates_in_the_output() {
+        // A [4, 3, 2, 1] output; element (1, 2, 1, 0) is flat 1 + 2*4 + 1*12 = 21.
+        let r: Vec<f64> = (0..24).map(|i| i as f64 + 1.0).collect();
+        let mut out = HostTensor::from_f32(
+            DType::F32,
+            [4, 3, 2, 1],
+            &r.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        );
+        out.bytes[84..88].copy_from_slice(&(-3.5f32).to_le_bytes());
+        let c = compare("y", &out, &r, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::WrongValues);
+        assert_eq!(c.numbers.first_bad, Some(21));
+        assert_eq!(c.numbers.first_bad_coords(), Some([1, 2, 1, 0]));
+        assert_eq!(c.numbers.output_ne, Some([4, 3, 2, 1]));
+        let said = c.numbers.first_bad_sentence().unwrap();
+        assert!(
+            said.starts_with("first bad element (1, 2, 1, 0) of `y`: got -3.5, expected 22"),
+            "{said}"
+        );
+        // The record keeps the values through JSON, a NaN included.
+        let mut n = c.numbers.clone();
+        n.first_bad_got = Some(f64::NAN);
+        let line = serde_json::to_string(&n).unwrap();
+        assert!(line.contains("\"first_bad_got\":\"NaN\""), "{line}");
+        let back: crate::judge::result::Numbers = serde_json::from_str(&line).unwrap();
+        assert!(back.first_bad_got.is_some_and(f64::is_nan));
+        assert_eq!(back.first_bad_expected, Some(22.0));
+        // Numbers from before these fields read back without them.
+        let old: crate::judge::result::Numbers = serde_json::from_str(
+            r#"{"nmse":1.0,"max_abs":1.0,"max_rel":1.0,"first_bad":3,"unwritten":0,"nonfinite":0,"compared":8,"threshold_nmse":1e-7}"#,
+        )
+        .unwrap();
+        assert_eq!(old.first_bad_coords(), None);
+        assert_eq!(
+            old.first_bad_sentence().as_deref(),
+            Some("first bad element at flat index 3")
         );
     }
 }

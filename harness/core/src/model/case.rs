@@ -30,12 +30,14 @@ pub enum AllocMode {
 }
 
 impl AllocMode {
+    /// Every mode, in the order `--alloc` lists them.
     pub const ALL: [AllocMode; 4] = [
         AllocMode::Exact,
         AllocMode::Guard,
         AllocMode::GuardFront,
         AllocMode::Canary,
     ];
+    /// `exact`, `guard`, `guard-front`, `canary`.
     pub fn name(self) -> &'static str {
         match self {
             AllocMode::Exact => "exact",
@@ -64,18 +66,27 @@ impl FromStr for AllocMode {
     }
 }
 
+/// One case: op, impl, dtype, shape, params, seed and allocation mode. One JSON line;
+/// the same line replays it bit for bit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
+    /// kedge's op name (ggml's is accepted on the command line).
     pub op: String,
+    /// The impl.
     #[serde(rename = "impl")]
     pub imp: String,
+    /// Element type.
     pub dtype: DType,
+    /// Shape, ggml order (`ne[0]` contiguous).
     pub ne: Ne,
+    /// The op's parameters (validation fills the defaults).
     #[serde(default)]
     pub params: Params,
+    /// Seed of the inputs' SplitMix64 stream.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// How the tensors are allocated.
     #[serde(default)]
     pub alloc: AllocMode,
 }
@@ -85,6 +96,7 @@ fn default_seed() -> u64 {
 }
 
 impl Case {
+    /// A case with no parameters, seed 1, exact allocations.
     pub fn new(op: &str, imp: &str, dtype: DType, ne: Ne) -> Self {
         Case {
             op: op.to_string(),
@@ -96,10 +108,12 @@ impl Case {
             alloc: AllocMode::Exact,
         }
     }
+    /// The same case with a parameter set.
     pub fn with_param(mut self, name: &str, v: impl Into<serde_json::Value>) -> Self {
         self.params.insert(name.to_string(), v.into());
         self
     }
+    /// The same case in another allocation mode.
     pub fn with_alloc(mut self, alloc: AllocMode) -> Self {
         self.alloc = alloc;
         self

@@ -9,14 +9,20 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// 32-bit float.
     F32,
+    /// 16-bit float (IEEE half).
     F16,
+    /// bfloat16.
     Bf16,
+    /// 32-bit signed integer.
     I32,
+    /// Raw bytes.
     U8,
 }
 
 impl DType {
+    /// Bytes per element.
     pub const fn size(self) -> u64 {
         match self {
             DType::F32 | DType::I32 => 4,
@@ -24,6 +30,7 @@ impl DType {
             DType::U8 => 1,
         }
     }
+    /// As ggml spells it: `f32`, `f16`, `bf16`, `i32`, `u8`.
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",

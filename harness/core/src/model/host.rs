@@ -7,20 +7,29 @@ use half::{bf16, f16};
 /// A tensor on the host, laid out exactly as it will be on the device.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostTensor {
+    /// Element type.
     pub dtype: DType,
+    /// Shape, ggml order.
     pub ne: Ne,
+    /// Byte strides.
     pub nb: [u64; 4],
+    /// The bytes, laid out by `nb`.
     pub bytes: Vec<u8>,
 }
 
 /// The NaN payloads outputs are poisoned with. A kernel that produces a NaN writes the
 /// canonical one, so a surviving payload means "never written".
 pub const POISON_F32: u32 = 0x7FC0_DEAD;
+/// The f16 poison.
 pub const POISON_F16: u16 = 0x7E5A;
+/// The bf16 poison.
 pub const POISON_BF16: u16 = 0x7FDA;
+/// The i32 poison.
 pub const POISON_I32: u32 = 0x7EAD_BEEF;
+/// The u8 poison.
 pub const POISON_U8: u8 = 0xDB;
 
+/// One element of the poison pattern of `dtype`, as bytes.
 pub fn poison_pattern(dtype: DType) -> Vec<u8> {
     match dtype {
         DType::F32 => POISON_F32.to_le_bytes().to_vec(),
@@ -58,6 +67,7 @@ impl HostTensor {
         }
     }
 
+    /// A dense i32 tensor.
     pub fn from_i32(ne: Ne, vals: &[i32]) -> Self {
         HostTensor {
             dtype: DType::I32,
@@ -67,6 +77,7 @@ impl HostTensor {
         }
     }
 
+    /// A tensor from its bytes as laid out on the device.
     pub fn from_bytes(dtype: DType, ne: Ne, nb: [u64; 4], bytes: Vec<u8>) -> Self {
         HostTensor {
             dtype,
@@ -119,6 +130,7 @@ impl HostTensor {
     }
 }
 
+/// The element of `dtype` at byte offset `off`, as f64.
 #[inline]
 pub fn read_elem(dtype: DType, bytes: &[u8], off: usize) -> f64 {
     match dtype {

@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 /// A value and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sourced {
+    /// The value.
     pub value: u64,
+    /// Where it came from: the live device's query or the document it is from.
     pub source: String,
 }
 
@@ -19,15 +21,23 @@ fn s(value: u64, source: &str) -> Sourced {
     }
 }
 
+/// A device's limits as data, each value with its source: read from the live device or
+/// one of the built-in profiles, so launches can be checked for a device you do not have.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitsProfile {
+    /// The profile's name (`h200`, or `live`).
     pub name: String,
+    /// The device's name.
     pub device: String,
     /// Compute capability as major*10+minor (90 for sm_90).
     pub compute_capability: Sourced,
+    /// Streaming multiprocessors.
     pub sm_count: Sourced,
+    /// Largest grid dimensions (x, y, z).
     pub max_grid: [Sourced; 3],
+    /// Largest block dimensions (x, y, z).
     pub max_block: [Sourced; 3],
+    /// Most threads in one block.
     pub max_threads_per_block: Sourced,
     /// Static shared memory per block without opt-in (48 KiB on every current part).
     pub shared_per_block: Sourced,
@@ -45,9 +55,11 @@ pub struct LimitsProfile {
 const GUIDE: &str = "CUDA C++ Programming Guide, compute-capability table";
 
 impl LimitsProfile {
+    /// The built-in profiles' names.
     pub const BUILTIN: [&'static str; 6] =
         ["h200", "h100", "gb10", "rtx3090", "ada-12gb", "m4-max"];
 
+    /// A built-in profile by name.
     pub fn builtin(name: &str) -> Option<LimitsProfile> {
         let grid = |src: &str| [s(2_147_483_647, src), s(65_535, src), s(65_535, src)];
         let block = [s(1024, GUIDE), s(1024, GUIDE), s(64, GUIDE)];
@@ -161,6 +173,7 @@ impl LimitsProfile {
         Some(p)
     }
 
+    /// The grid limit of `axis` (0 = x).
     pub fn grid_limit(&self, axis: usize) -> u64 {
         self.max_grid[axis].value
     }

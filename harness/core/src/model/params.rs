@@ -4,33 +4,50 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// A parameter's type, default and range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ParamKind {
+    /// A float.
     Float {
+        /// Its default.
         default: f64,
     },
+    /// An integer in `min..=max`.
     Int {
+        /// Its default.
         default: i64,
+        /// Smallest value allowed.
         min: i64,
+        /// Largest value allowed.
         max: i64,
     },
+    /// A flag.
     Bool {
+        /// Its default.
         default: bool,
     },
+    /// One of a list of words.
     Choice {
+        /// Its default.
         default: &'static str,
+        /// The words allowed.
         options: &'static [&'static str],
     },
 }
 
+/// One parameter an op declares.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ParamSpec {
+    /// Its name in case lines and `-p NAME=VALUE`.
     pub name: &'static str,
+    /// Its type, default and range.
     pub kind: ParamKind,
+    /// What it does.
     pub about: &'static str,
 }
 
 impl ParamSpec {
+    /// A float parameter.
     pub const fn float(name: &'static str, default: f64, about: &'static str) -> Self {
         ParamSpec {
             name,
@@ -38,6 +55,7 @@ impl ParamSpec {
             about,
         }
     }
+    /// An integer parameter in `min..=max`.
     pub const fn int(
         name: &'static str,
         default: i64,
@@ -51,6 +69,7 @@ impl ParamSpec {
             about,
         }
     }
+    /// A flag.
     pub const fn boolean(name: &'static str, default: bool, about: &'static str) -> Self {
         ParamSpec {
             name,
@@ -58,6 +77,7 @@ impl ParamSpec {
             about,
         }
     }
+    /// One of `options`.
     pub const fn choice(
         name: &'static str,
         default: &'static str,
@@ -71,6 +91,7 @@ impl ParamSpec {
         }
     }
 
+    /// Its default as a JSON value.
     pub fn default_value(&self) -> Value {
         match self.kind {
             ParamKind::Float { default } => Value::from(default),

@@ -6,6 +6,7 @@
 pub struct Rng(u64);
 
 impl Rng {
+    /// The stream of `seed`.
     pub fn new(seed: u64) -> Self {
         Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
     }
@@ -16,6 +17,7 @@ impl Rng {
         r.next_u64();
         r
     }
+    /// The next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

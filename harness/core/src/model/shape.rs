@@ -4,6 +4,7 @@
 use crate::error::CaseError;
 use crate::model::dtype::DType;
 
+/// A shape in ggml order: `[ne0, ne1, ne2, ne3]`, `ne0` contiguous.
 pub type Ne = [i64; 4];
 
 /// Checked element count: every dimension positive, the product fits in u64.
@@ -51,6 +52,7 @@ pub fn span_bytes(ne: &Ne, nb: &[u64; 4], dtype: DType) -> Result<u64, CaseError
         .ok_or(CaseError::ByteCountOverflow { ne: *ne, dtype })
 }
 
+/// `[64,1,65536,1]`.
 pub fn fmt_ne(ne: &Ne) -> String {
     format!("[{},{},{},{}]", ne[0], ne[1], ne[2], ne[3])
 }

@@ -4,21 +4,35 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// What happened to a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// Every check passed.
     Pass,
+    /// Values off the reference past the tolerance.
     WrongValues,
+    /// Some output elements were never written (the poison survived).
     UnwrittenOutput,
+    /// Non-finite values where the reference is finite.
     Nonfinite,
+    /// The driver refused a launch, or the plan breaks a launch limit.
     LaunchError,
+    /// The device faulted (the context died).
     DeviceFault,
+    /// A read out of bounds.
     OobRead,
+    /// A write out of bounds.
     OobWrite,
+    /// A read of uninitialized device memory.
     UninitRead,
+    /// A shared-memory data race.
     Race,
+    /// A barrier or synchronization error.
     SyncError,
+    /// The case did not finish in time.
     Timeout,
+    /// A buffer or launch resource past what the device has.
     ResourceLimit,
     /// The impl refused the shape with a clear error: allowed, not a failure.
     Unsupported,
@@ -32,6 +46,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict.
     pub const ALL: [Verdict; 17] = [
         Verdict::Pass,
         Verdict::WrongValues,
@@ -51,6 +66,7 @@ impl Verdict {
         Verdict::Crash,
         Verdict::Skipped,
     ];
+    /// The verdict as written: `pass`, `wrong-values`, ...
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
@@ -133,8 +149,11 @@ pub enum Detector {
     Canary,
     /// Layer 7: compute-sanitizer tools.
     Memcheck,
+    /// compute-sanitizer's initcheck.
     Initcheck,
+    /// compute-sanitizer's racecheck.
     Racecheck,
+    /// compute-sanitizer's synccheck.
     Synccheck,
     /// The supervisor: a worker that hung or died.
     Supervisor,
@@ -148,6 +167,7 @@ pub enum Detector {
 }
 
 impl Detector {
+    /// The detector as written: `reference`, `memcheck`, ...
     pub fn name(self) -> &'static str {
         match self {
             Detector::Reference => "reference",
@@ -180,19 +200,25 @@ impl fmt::Display for Detector {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tool {
+    /// Out-of-bounds and misaligned accesses, leaks.
     Memcheck,
+    /// Reads of uninitialized memory.
     Initcheck,
+    /// Shared-memory hazards.
     Racecheck,
+    /// Barrier misuse.
     Synccheck,
 }
 
 impl Tool {
+    /// Every tool.
     pub const ALL: [Tool; 4] = [
         Tool::Memcheck,
         Tool::Initcheck,
         Tool::Racecheck,
         Tool::Synccheck,
     ];
+    /// The tool as `--tool` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Tool::Memcheck => "memcheck",
@@ -252,12 +278,16 @@ impl std::str::FromStr for Tool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum Under {
+    /// The CPU side only (plan and reference).
     Cpu,
+    /// Natively on a GPU.
     Native,
+    /// Under a compute-sanitizer tool.
     Tool(Tool),
 }
 
 impl Under {
+    /// `cpu`, `native` or the tool's name.
     pub fn name(self) -> &'static str {
         match self {
             Under::Cpu => "cpu",
@@ -265,6 +295,7 @@ impl Under {
             Under::Tool(t) => t.name(),
         }
     }
+    /// The tool, when run under one.
     pub fn tool(self) -> Option<Tool> {
         match self {
             Under::Tool(t) => Some(t),

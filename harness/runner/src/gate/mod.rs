@@ -282,6 +282,82 @@ impl GateOutcome {
     }
 }
 
+/// GitHub Actions workflow commands: `%`, CR and LF escaped in a message (and `:` and `,` in
+/// a property such as `title`), as the runner reads them.
+fn gh_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+fn gh_property(s: &str) -> String {
+    gh_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+impl GateOutcome {
+    /// GitHub Actions annotations: `::error` for each new failure, each known failure that
+    /// now passes and each other reason the gate fails (no results, a cut-off file, expected
+    /// cases without a result), then one `::notice` with the gate's summary line.
+    pub fn render_github(&self) -> String {
+        let mut s = String::new();
+        let mut error = |title: String, msg: String| {
+            s.push_str(&format!(
+                "::error title={}::{}\n",
+                gh_property(&title),
+                gh_data(&msg)
+            ));
+        };
+        for n in &self.new_failures {
+            let r = &n.result;
+            let known = match n.known_as {
+                Some(v) => format!(" (known as {v})"),
+                None => String::new(),
+            };
+            error(
+                format!("kedge: new failure {} {}{known}", r.case.label(), r.verdict),
+                format!(
+                    "{} ({}, {}): {}\nre-run: {}",
+                    r.verdict,
+                    r.detector,
+                    r.under,
+                    r.detail,
+                    crate::results::rerun_command(r)
+                ),
+            );
+        }
+        for e in &self.fixed_known {
+            let label = e.case.as_ref().map(Case::label).unwrap_or_default();
+            error(
+                format!("kedge: known failure now passes {label}"),
+                format!(
+                    "{} was {}; it passes now: remove it from the baseline",
+                    e.id, e.verdict
+                ),
+            );
+        }
+        if self.results == 0 || !self.torn.is_empty() || !self.missing.is_empty() {
+            for r in self
+                .reasons()
+                .into_iter()
+                .filter(|r| !r.ends_with("new failure(s)") && !r.contains("now pass: remove them"))
+            {
+                error("kedge gate".into(), r);
+            }
+        }
+        let head = self.render();
+        let first = head.lines().next().unwrap_or("gate");
+        s.push_str(&format!(
+            "::notice title={}::{}\n",
+            gh_property(&format!(
+                "kedge gate {}",
+                if self.passed() { "PASS" } else { "FAIL" }
+            )),
+            gh_data(first)
+        ));
+        s
+    }
+}
+
 /// The failing result that stands for a case: the most severe (first on ties), the same
 /// choice `Baseline::from_results` makes, so a baseline written from results passes them.
 fn worst_failure<'a>(results: impl Iterator<Item = &'a CaseResult>) -> Option<&'a CaseResult> {
@@ -407,6 +483,59 @@ mod tests {
         assert!(text.contains(&format!("NEW     {}", now[2].id)), "{text}");
         assert!(text.contains("kedge run --case '"), "{text}");
         assert!(text.contains(&format!("FIXED   {}", now[1].id)), "{text}");
+    }
+
+    #[test]
+    fn github_annotations_name_new_and_fixed_failures() {
+        let baseline = Baseline::from_results(&[
+            res(65536, Verdict::LaunchError),
+            res(70000, Verdict::LaunchError),
+        ]);
+        let mut new = res(1, Verdict::WrongValues);
+        new.detail = "dst: NMSE 1e-2 > 1e-7, 50% off\nsecond line".into();
+        let g = gate(
+            &baseline,
+            &[
+                res(65536, Verdict::LaunchError),
+                res(70000, Verdict::Pass),
+                new,
+            ],
+        );
+        let gh = g.render_github();
+        let lines: Vec<&str> = gh.lines().collect();
+        assert_eq!(lines.len(), 3, "{gh}");
+        assert!(
+            lines[0].starts_with(
+                "::error title=kedge%3A new failure rms_norm/ggml f32 ne=[64%2C1%2C1%2C1] seed=1 (exact) wrong-values::wrong-values (driver, native): dst: NMSE 1e-2 > 1e-7, 50%25 off%0Asecond line%0Are-run: kedge run --case '"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("::error title=kedge%3A known failure now passes rms_norm/ggml f32 ne=[64%2C1%2C70000%2C1]"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].ends_with("remove it from the baseline"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].starts_with("::notice title=kedge gate FAIL::gate: FAIL (1 new failure(s)"),
+            "{}",
+            lines[2]
+        );
+        // A gate that passes says so in one notice; no results is an error of its own.
+        let ok = gate(&baseline, &[res(65536, Verdict::LaunchError)]);
+        assert!(ok
+            .render_github()
+            .starts_with("::notice title=kedge gate PASS::gate: PASS"));
+        let none = gate(&Baseline::default(), &[]).render_github();
+        assert!(
+            none.starts_with("::error title=kedge gate::no results"),
+            "{none}"
+        );
     }
 
     #[test]

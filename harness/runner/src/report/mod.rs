@@ -1,16 +1,32 @@
-//! Reports from `results.jsonl`: Markdown a person reads first, JSON for machines, JUnit XML
-//! for CI systems. All three come from the same `Summary`, sorted so that the output does
-//! not depend on the order shards finished in.
+//! Reports from `results.jsonl`: Markdown a person reads first (`report.md`, failures first),
+//! a short `summary.md` for a CI step summary (counts, new failures, fixed known ones,
+//! transitions, a boundary matrix per op), JSON for machines and JUnit XML for CI systems.
+//! All of them come from the same `Summary`, sorted so that the output does not depend on the
+//! order shards finished in.
+//!
+//! With a baseline (`ReportOptions::baseline`), failures are judged as the gate judges them,
+//! case by case: a known one is marked `known` in Markdown and skipped in JUnit with the
+//! reason; a new one stays a failure. With the registry, each failure names its op's
+//! test-backend-ops line and the command that runs just that case.
 
-use crate::results::{rerun_command, ResultSet};
-use kedge_core::judge::result::Finding;
-use kedge_core::{AllocMode, CaseResult, Detector, Under, Verdict};
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+mod junit;
+mod markdown;
+mod matrix;
+mod summary_md;
+
+pub use junit::render_junit;
+pub use markdown::{alloc_mode_note, render_markdown, render_markdown_with};
+pub use matrix::{probe_lines, MatrixRow, ProbeLine};
+pub use summary_md::render_summary_md;
+
+use crate::gate::{gate, Baseline};
+use crate::results::{rerun_command, shell_quote, ResultSet};
+use crate::workflow::repro::vars_filter;
+use kedge_core::judge::result::{Finding, FindingKind};
+use kedge_core::{AllocMode, CaseResult, Detector, Registry, Under, Verdict};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -18,6 +34,19 @@ pub enum ReportError {
     Junit(#[from] quick_junit::SerializeError),
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+/// What a report knows besides the results.
+#[derive(Clone, Copy, Default)]
+pub struct ReportOptions<'a> {
+    /// Known failures: failures of their cases are marked known (skipped in JUnit, with the
+    /// reason), and known failures that now pass are listed.
+    pub baseline: Option<&'a Baseline>,
+    /// The ops' declarations: each failure names its op's test-backend-ops line and command.
+    pub registry: Option<&'a Registry>,
+    /// Where the results ran, one line each ("native: NVIDIA H200 (driver 580.159.04 (CUDA
+    /// 13.0); gpus 0)"), from the sweeps' summaries.
+    pub devices: &'a [String],
 }
 
 /// Counts of one set of results.
@@ -30,6 +59,14 @@ pub struct Counts {
     pub skipped: usize,
     /// Failing verdicts only.
     pub failures_by_verdict: BTreeMap<Verdict, usize>,
+    /// Results that carry leak records (memory the process never freed): kept apart from
+    /// their verdict, which a leak does not change.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub with_leaks: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Counts {
@@ -44,6 +81,9 @@ impl Counts {
                 *self.failures_by_verdict.entry(v).or_default() += 1;
             }
         }
+        if has_leaks(r) {
+            self.with_leaks += 1;
+        }
     }
     fn by_verdict_text(&self) -> String {
         if self.failures_by_verdict.is_empty() {
@@ -55,6 +95,11 @@ impl Counts {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Does the result carry leak records?
+pub fn has_leaks(r: &CaseResult) -> bool {
+    r.findings.iter().any(|f| f.kind() == FindingKind::Leak)
 }
 
 /// Adjacent tested values of one axis, all else equal, where one passes and the next fails.
@@ -94,6 +139,36 @@ impl Transition {
     }
 }
 
+/// Where a failure stands against the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Standing {
+    /// Not in the baseline (or in it with another verdict).
+    New,
+    /// In the baseline with this verdict.
+    Known,
+}
+
+/// test-backend-ops' own line for a case and the command that runs just it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UpstreamLine {
+    /// `test_cases.emplace_back(new test_rms_norm(...));`
+    pub line: String,
+    /// `test-backend-ops test -b CUDA0 -o RMS_NORM -p '^type=f32,ne=\[64,1,65536,1\],v=0,eps=0\.000001,inplace=0$'`
+    pub command: String,
+}
+
+/// One sanitizer finding as the report shows it, with its address named by the case's
+/// allocations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FindingSummary {
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// "4 bytes past the end of `x` (a 1,048,576-byte allocation)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
 /// One failing result as the report shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FailureSummary {
@@ -107,6 +182,14 @@ pub struct FailureSummary {
     pub alloc: AllocMode,
     pub detail: String,
     pub rerun: String,
+    /// Against the baseline, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing: Option<Standing>,
+    /// "first bad element (1024, 0, 0, 0) of `dst`: got 7, expected 0.5 (...)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_bad: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<UpstreamLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reach: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,7 +197,26 @@ pub struct FailureSummary {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub also: Vec<Detector>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<Finding>,
+    pub findings: Vec<FindingSummary>,
+}
+
+/// A known failure whose case now passes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FixedKnown {
+    pub id: String,
+    pub label: String,
+    /// The verdict the baseline knows it by.
+    pub was: Verdict,
+}
+
+/// A result with leak records.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeakSummary {
+    pub id: String,
+    pub label: String,
+    pub under: String,
+    pub verdict: Verdict,
+    pub findings: Vec<FindingSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -136,11 +238,60 @@ pub struct Summary {
     /// Results per run kind: native, memcheck, cpu ...
     pub by_under: BTreeMap<String, usize>,
     pub by_alloc: BTreeMap<AllocMode, usize>,
+    /// Failing results whose case is not a known failure, when a baseline was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_failures: Option<usize>,
+    /// Failing results whose case is a known failure, when a baseline was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_failures: Option<usize>,
+    /// Known failures whose case now passes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fixed_known: Vec<FixedKnown>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaks: Vec<LeakSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
     pub ops: Vec<OpSummary>,
 }
 
+impl Summary {
+    /// Every failure, op by op.
+    pub fn failures(&self) -> impl Iterator<Item = &FailureSummary> {
+        self.ops.iter().flat_map(|o| o.failures.iter())
+    }
+    /// Was a baseline given?
+    pub fn judged(&self) -> bool {
+        self.new_failures.is_some()
+    }
+    /// "5 fail (4 new, 1 known)" or "5 fail".
+    fn fail_text(&self) -> String {
+        match (self.new_failures, self.known_failures) {
+            (Some(n), Some(k)) => format!("{} fail ({n} new, {k} known)", self.counts.fail),
+            _ => format!("{} fail", self.counts.fail),
+        }
+    }
+    /// "13 results of 13 cases: 6 pass, 5 fail (4 new, 1 known), 1 unsupported, 1 skipped."
+    pub fn counts_sentence(&self) -> String {
+        let c = &self.counts;
+        let mut s = format!(
+            "{} results of {} cases: {} pass, {}, {} unsupported, {} skipped",
+            c.results,
+            self.cases,
+            c.pass,
+            self.fail_text(),
+            c.unsupported,
+            c.skipped
+        );
+        if c.with_leaks > 0 {
+            s.push_str(&format!("; {} with leak records", c.with_leaks));
+        }
+        s.push('.');
+        s
+    }
+}
+
 /// Sort key: op, impl, dtype, alloc, shape, params, seed, run kind.
-fn order(results: &[CaseResult]) -> Vec<&CaseResult> {
+pub(crate) fn order(results: &[CaseResult]) -> Vec<&CaseResult> {
     let mut v: Vec<&CaseResult> = results.iter().collect();
     v.sort_by(|a, b| {
         let key = |r: &CaseResult| {
@@ -160,11 +311,11 @@ fn order(results: &[CaseResult]) -> Vec<&CaseResult> {
     v
 }
 
-fn num(v: &Value) -> f64 {
+pub(crate) fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-fn fmt_ne_masked(ne: &[i64; 4], masked: Option<usize>) -> String {
+pub(crate) fn fmt_ne_masked(ne: &[i64; 4], masked: Option<usize>) -> String {
     let parts: Vec<String> = ne
         .iter()
         .enumerate()
@@ -179,6 +330,34 @@ fn fmt_ne_masked(ne: &[i64; 4], masked: Option<usize>) -> String {
     format!("[{}]", parts.join(","))
 }
 
+/// The axes a result lies on: for each dimension and numeric parameter, its name, the case's
+/// value there and the other coordinates (`ne=[64,1,*,1] eps=1e-6 seed=1`).
+pub(crate) fn axes_of(r: &CaseResult) -> Vec<(String, Value, String)> {
+    let c = &r.case;
+    let mut axes: Vec<(String, Value, String)> = Vec::new();
+    for i in 0..4 {
+        let rest: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let fixed = format!("ne={} {}", fmt_ne_masked(&c.ne, Some(i)), rest.join(" "));
+        axes.push((format!("ne[{i}]"), Value::from(c.ne[i]), fixed));
+    }
+    for (name, v) in &c.params {
+        if !v.is_number() {
+            continue;
+        }
+        let rest: Vec<String> = c
+            .params
+            .iter()
+            .filter(|(k, _)| *k != name)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let fixed = format!("ne={} {}", fmt_ne_masked(&c.ne, None), rest.join(" "));
+        axes.push((name.clone(), v.clone(), fixed));
+    }
+    axes.into_iter()
+        .map(|(axis, value, fixed)| (axis, value, format!("{} seed={}", fixed.trim_end(), c.seed)))
+        .collect()
+}
+
 /// Every pass/fail transition in the results. Skipped results are left out (they say
 /// nothing about the device); `unsupported` sits between values and breaks adjacency.
 pub fn find_transitions(results: &[CaseResult]) -> Vec<Transition> {
@@ -190,27 +369,7 @@ pub fn find_transitions(results: &[CaseResult]) -> Vec<Transition> {
             continue;
         }
         let c = &r.case;
-        let mut axes: Vec<(String, Value, String)> = Vec::new();
-        for i in 0..4 {
-            let rest: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let fixed = format!("ne={} {}", fmt_ne_masked(&c.ne, Some(i)), rest.join(" "));
-            axes.push((format!("ne[{i}]"), Value::from(c.ne[i]), fixed));
-        }
-        for (name, v) in &c.params {
-            if !v.is_number() {
-                continue;
-            }
-            let rest: Vec<String> = c
-                .params
-                .iter()
-                .filter(|(k, _)| *k != name)
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let fixed = format!("ne={} {}", fmt_ne_masked(&c.ne, None), rest.join(" "));
-            axes.push((name.clone(), v.clone(), fixed));
-        }
-        for (axis, value, fixed) in axes {
-            let fixed = format!("{} seed={}", fixed.trim_end(), c.seed);
+        for (axis, value, fixed) in axes_of(r) {
             let key = (
                 c.op.clone(),
                 c.imp.clone(),
@@ -253,13 +412,95 @@ pub fn find_transitions(results: &[CaseResult]) -> Vec<Transition> {
     out
 }
 
+/// The failures judged against a baseline, case by case, as the gate judges them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Judgement {
+    pub known: HashSet<String>,
+    pub judged: bool,
+    pub fixed: Vec<FixedKnown>,
+}
+
+impl Judgement {
+    pub(crate) fn of(results: &[CaseResult], baseline: Option<&Baseline>) -> Judgement {
+        let Some(b) = baseline else {
+            return Judgement::default();
+        };
+        let g = gate(b, results);
+        Judgement {
+            known: g.still_failing_known.iter().map(|r| r.id.clone()).collect(),
+            judged: true,
+            fixed: g
+                .fixed_known
+                .iter()
+                .map(|e| FixedKnown {
+                    id: e.id.clone(),
+                    label: e.case.as_ref().map(|c| c.label()).unwrap_or_default(),
+                    was: e.verdict,
+                })
+                .collect(),
+        }
+    }
+    /// A failing result's standing; `None` without a baseline.
+    pub(crate) fn standing(&self, r: &CaseResult) -> Option<Standing> {
+        self.judged.then(|| {
+            if self.known.contains(&r.id) {
+                Standing::Known
+            } else {
+                Standing::New
+            }
+        })
+    }
+}
+
+/// The test-backend-ops backend a case's line runs on: the ggml device of a `ggml:DEVICE`
+/// impl, else `CUDA0`.
+fn upstream_backend(imp: &str) -> &str {
+    imp.strip_prefix("ggml:").unwrap_or("CUDA0")
+}
+
+/// The op's test-backend-ops line and command for a case, when the registry knows the op
+/// and upstream has it.
+pub fn upstream_line(reg: &Registry, r: &CaseResult) -> Option<UpstreamLine> {
+    let op = reg.op(&r.case.op).ok()?;
+    let up = op.upstream(&r.case)?;
+    Some(UpstreamLine {
+        line: up.test_case_line,
+        command: format!(
+            "test-backend-ops test -b {} -o {} -p {}",
+            upstream_backend(&r.case.imp),
+            up.op_name,
+            shell_quote(&vars_filter(&up.vars))
+        ),
+    })
+}
+
+fn finding_summaries(r: &CaseResult, keep: impl Fn(&Finding) -> bool) -> Vec<FindingSummary> {
+    r.findings
+        .iter()
+        .filter(|f| keep(f))
+        .map(|f| FindingSummary {
+            finding: f.clone(),
+            location: f.locate(&r.observed.allocations),
+        })
+        .collect()
+}
+
+/// The summary without a baseline or registry.
 pub fn summarize(results: &[CaseResult]) -> Summary {
+    summarize_with(results, &ReportOptions::default())
+}
+
+/// The summary every report is rendered from.
+pub fn summarize_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> Summary {
+    let judgement = Judgement::of(results, opts.baseline);
     let sorted = order(results);
     let mut counts = Counts::default();
     let mut by_under = BTreeMap::new();
     let mut by_alloc = BTreeMap::new();
     let mut ids = BTreeSet::new();
     let mut ops: BTreeMap<String, OpSummary> = BTreeMap::new();
+    let mut leaks = Vec::new();
+    let (mut new, mut known) = (0usize, 0usize);
     for r in &sorted {
         counts.add(r);
         ids.insert(r.id.as_str());
@@ -272,7 +513,22 @@ pub fn summarize(results: &[CaseResult]) -> Summary {
             failures: Vec::new(),
         });
         op.counts.add(r);
+        if has_leaks(r) {
+            leaks.push(LeakSummary {
+                id: r.id.clone(),
+                label: r.case.label(),
+                under: r.under.to_string(),
+                verdict: r.verdict,
+                findings: finding_summaries(r, |f| f.kind() == FindingKind::Leak),
+            });
+        }
         if r.verdict.is_failure() {
+            let standing = judgement.standing(r);
+            match standing {
+                Some(Standing::New) => new += 1,
+                Some(Standing::Known) => known += 1,
+                None => {}
+            }
             op.failures.push(FailureSummary {
                 id: r.id.clone(),
                 label: r.case.label(),
@@ -283,10 +539,22 @@ pub fn summarize(results: &[CaseResult]) -> Summary {
                 alloc: r.case.alloc,
                 detail: r.detail.clone(),
                 rerun: rerun_command(r),
+                standing,
+                first_bad: r
+                    .numbers
+                    .as_ref()
+                    .filter(|_| {
+                        matches!(
+                            r.verdict,
+                            Verdict::WrongValues | Verdict::Nonfinite | Verdict::UnwrittenOutput
+                        )
+                    })
+                    .and_then(|n| n.first_bad_sentence()),
+                upstream: opts.registry.and_then(|reg| upstream_line(reg, r)),
                 reach: r.reach.clone(),
                 alloc_note: r.alloc_note.clone(),
                 also: r.also.clone(),
-                findings: r.findings.clone(),
+                findings: finding_summaries(r, |f| f.kind() != FindingKind::Leak),
             });
         }
     }
@@ -300,282 +568,126 @@ pub fn summarize(results: &[CaseResult]) -> Summary {
         cases: ids.len(),
         by_under,
         by_alloc,
+        new_failures: judgement.judged.then_some(new),
+        known_failures: judgement.judged.then_some(known),
+        fixed_known: judgement.fixed,
+        leaks,
+        devices: opts.devices.to_vec(),
         ops: ops.into_values().collect(),
     }
 }
 
-/// What each allocation mode can and cannot see.
-pub fn alloc_mode_note(mode: AllocMode) -> &'static str {
-    match mode {
-        AllocMode::Exact => {
-            "each tensor and staging buffer is its own allocation of exactly its bytes, so \
-             memcheck's bounds are the tensor's bounds and a read one byte past a tensor is \
-             reported (test-backend-ops puts all of a case's tensors in one buffer, so memcheck \
-             cannot see a read into the neighbour). Natively an overrun is usually silent: it \
-             lands in allocator rounding or another allocation."
-        }
-        AllocMode::Guard => {
-            "the tensor's last byte is the last mapped byte before an unmapped page: any read or \
-             write past the end faults natively. It cannot see an access before the start (that \
-             lands in the mapped granule), and memcheck's --padding does not cover these driver \
-             virtual-memory mappings, so under memcheck guard mode and padding complement each \
-             other."
-        }
-        AllocMode::GuardFront => {
-            "the tensor's first byte follows an unmapped page: an access before the start faults \
-             natively; an access past the end lands in the mapped granule and is not seen."
-        }
-        AllocMode::Canary => {
-            "red zones around each tensor are filled with a pattern and checked after the run: \
-             stray writes into them are caught without a sanitizer, but reads past the end are \
-             invisible, and so is a write that jumps over the red zone."
-        }
-    }
-}
-
-fn md_cell(s: &str) -> String {
+/// Text for a Markdown table cell: pipes escaped, one line.
+pub(crate) fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-fn finding_line(f: &Finding) -> String {
-    let mut s = format!("{} {}", f.tool, f.verdict);
-    if let Some(k) = &f.kernel {
+/// Text for one Markdown list line: one line.
+pub(crate) fn md_line(s: &str) -> String {
+    s.replace('\n', " ")
+}
+
+/// One finding in words: tool, verdict (or `leak`), kernel, the tool's text, where.
+pub fn finding_line(f: &FindingSummary) -> String {
+    use std::fmt::Write as _;
+    let x = &f.finding;
+    let what = match x.kind() {
+        FindingKind::Leak => "leak".to_string(),
+        _ => x.verdict.to_string(),
+    };
+    let mut s = format!("{} {what}", x.tool);
+    if let Some(k) = &x.kernel {
         let _ = write!(s, " in `{k}`");
     }
-    let _ = write!(s, ": {}", f.text);
-    if let (Some(t), Some(b)) = (f.thread, f.block) {
+    let _ = write!(s, ": {}", x.text);
+    if let (Some(t), Some(b)) = (x.thread, x.block) {
         let _ = write!(
             s,
             " (thread ({},{},{}) block ({},{},{}))",
             t[0], t[1], t[2], b[0], b[1], b[2]
         );
     }
-    if let Some(a) = &f.address {
+    if let Some(a) = x.address.as_ref().filter(|a| !x.text.contains(a.as_str())) {
         let _ = write!(s, " at {a}");
     }
-    if let Some(a) = &f.allocation {
-        let _ = write!(s, "; {a}");
+    match (&f.location, &x.allocation) {
+        (Some(l), _) => {
+            let _ = write!(s, ": {l}");
+        }
+        (None, Some(a)) => {
+            let _ = write!(s, "; {a}");
+        }
+        (None, None) => {}
     }
-    if f.count > 1 {
-        let _ = write!(s, " (x{})", f.count);
+    if x.count > 1 {
+        let _ = write!(s, " (x{})", x.count);
     }
     s
 }
 
-/// The Markdown report.
-pub fn render_markdown(results: &[CaseResult]) -> String {
-    let s = summarize(results);
-    let mut md = String::new();
-    let c = &s.counts;
-    let _ = writeln!(md, "# kedge report\n");
-    let _ = writeln!(
-        md,
-        "{} results of {} cases: {} pass, {} fail, {} unsupported, {} skipped.",
-        c.results, s.cases, c.pass, c.fail, c.unsupported, c.skipped
-    );
-    let runs: Vec<String> = s.by_under.iter().map(|(u, n)| format!("{u} {n}")).collect();
-    let allocs: Vec<String> = s.by_alloc.iter().map(|(a, n)| format!("{a} {n}")).collect();
-    let _ = writeln!(
-        md,
-        "Runs: {}. Allocation modes: {}.\n",
-        runs.join(", "),
-        allocs.join(", ")
-    );
-    let _ = writeln!(
-        md,
-        "| op | results | pass | fail | unsupported | skipped | failures by verdict | transitions |"
-    );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---|---:|");
-    for op in &s.ops {
-        let k = &op.counts;
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            op.op,
-            k.results,
-            k.pass,
-            k.fail,
-            k.unsupported,
-            k.skipped,
-            k.by_verdict_text(),
-            op.transitions.len()
-        );
-    }
-    let sorted = order(results);
-    for op in &s.ops {
-        let k = &op.counts;
-        let _ = writeln!(md, "\n## {}\n", op.op);
-        let _ = writeln!(
-            md,
-            "{} results: {} pass, {} fail, {} unsupported, {} skipped. Failures by verdict: {}.",
-            k.results,
-            k.pass,
-            k.fail,
-            k.unsupported,
-            k.skipped,
-            k.by_verdict_text()
-        );
-        let _ = writeln!(md, "\n### Transitions\n");
-        if op.transitions.is_empty() {
-            let _ = writeln!(md, "None among the values tested.");
-        }
-        for t in &op.transitions {
-            let _ = writeln!(
-                md,
-                "- `{}` {} {}, {}, {}: `{}` {}",
-                t.imp,
-                t.dtype,
-                t.fixed,
-                t.alloc,
-                t.under,
-                t.axis,
-                t.sentence()
-            );
-        }
-        let _ = writeln!(md, "\n### Failures\n");
-        if op.failures.is_empty() {
-            let _ = writeln!(md, "None.");
-        }
-        for f in &op.failures {
-            let _ = writeln!(
-                md,
-                "**{}** `{}`: {} ({}), under {}, allocation {}",
-                f.label, f.id, f.verdict, f.detector, f.under, f.alloc
-            );
-            let _ = writeln!(md, "- {}", md_cell(&f.detail));
-            for x in &f.findings {
-                let _ = writeln!(md, "- finding: {}", md_cell(&finding_line(x)));
-            }
-            if !f.also.is_empty() {
-                let also: Vec<&str> = f.also.iter().map(|d| d.name()).collect();
-                let _ = writeln!(md, "- also seen by: {}", also.join(", "));
-            }
-            if let Some(r) = &f.reach {
-                let _ = writeln!(md, "- reach: {}", md_cell(r));
-            }
-            if let Some(n) = &f.alloc_note {
-                let _ = writeln!(md, "- allocation note: {}", md_cell(n));
-            }
-            let _ = writeln!(md, "- re-run: `{}`\n", f.rerun);
-        }
-        let _ = writeln!(md, "### Cases\n");
-        let _ = writeln!(
-            md,
-            "| id | case | allocation | under | verdict | detector | ms |"
-        );
-        let _ = writeln!(md, "|---|---|---|---|---|---|---:|");
-        for r in sorted.iter().filter(|r| r.case.op == op.op) {
-            let _ = writeln!(
-                md,
-                "| `{}` | {} | {} | {} | {} | {} | {:.3} |",
-                r.id,
-                md_cell(&r.case.label()),
-                r.case.alloc,
-                r.under,
-                r.verdict,
-                r.detector,
-                r.ms
-            );
-        }
-    }
-    let _ = writeln!(md, "\n## What each allocation mode can hide\n");
-    for mode in s.by_alloc.keys() {
-        let _ = writeln!(md, "- **{mode}**: {}", alloc_mode_note(*mode));
-    }
-    let notes: BTreeSet<&str> = results
-        .iter()
-        .filter_map(|r| r.alloc_note.as_deref())
-        .collect();
-    for n in notes {
-        let _ = writeln!(md, "- case note: {}", md_cell(n));
-    }
-    md
-}
-
 /// The JSON summary (pretty, one trailing newline).
 pub fn render_json(results: &[CaseResult]) -> Result<String, ReportError> {
-    let mut s = serde_json::to_string_pretty(&summarize(results))?;
+    render_json_with(results, &ReportOptions::default())
+}
+
+/// The JSON summary with a baseline and the registry.
+pub fn render_json_with(
+    results: &[CaseResult],
+    opts: &ReportOptions<'_>,
+) -> Result<String, ReportError> {
+    let mut s = serde_json::to_string_pretty(&summarize_with(results, opts))?;
     s.push('\n');
     Ok(s)
 }
 
-/// JUnit XML: one testsuite per op, one testcase per result (classname `op/impl`, name the
-/// case label, plus `[under]` when not native so a case run twice has two names).
-pub fn render_junit(results: &[CaseResult]) -> Result<String, ReportError> {
-    let mut report = Report::new("kedge");
-    let mut suites: BTreeMap<String, TestSuite> = BTreeMap::new();
-    for r in order(results) {
-        let status = match r.verdict {
-            Verdict::Pass => TestCaseStatus::success(),
-            Verdict::Skipped | Verdict::Unsupported => {
-                let mut s = TestCaseStatus::skipped();
-                s.set_message(format!("{}: {}", r.verdict, r.detail));
-                s
-            }
-            v => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(r.detail.clone());
-                s.set_type(format!("{v} ({})", r.detector));
-                let mut desc = format!("re-run: {}\n", rerun_command(r));
-                for f in &r.findings {
-                    desc.push_str(&finding_line(f));
-                    desc.push('\n');
-                }
-                if let Some(reach) = &r.reach {
-                    let _ = writeln!(desc, "reach: {reach}");
-                }
-                s.set_description(desc);
-                s
-            }
-        };
-        let mut name = r.case.label();
-        if r.under != Under::Native {
-            let _ = write!(name, " [{}]", r.under);
-        }
-        let mut tc = TestCase::new(name, status);
-        tc.set_classname(format!("{}/{}", r.case.op, r.case.imp));
-        if r.ms.is_finite() && r.ms >= 0.0 {
-            tc.set_time(Duration::from_secs_f64(r.ms / 1000.0));
-        }
-        tc.add_property(Property::new("id", r.id.as_str()));
-        tc.add_property(Property::new("alloc", r.case.alloc.name()));
-        tc.add_property(Property::new("under", r.under.name()));
-        tc.add_property(Property::new("verdict", r.verdict.name()));
-        suites
-            .entry(r.case.op.clone())
-            .or_insert_with(|| TestSuite::new(r.case.op.clone()))
-            .add_test_case(tc);
-    }
-    report.add_test_suites(suites.into_values());
-    Ok(report.to_string()?)
-}
-
-/// All three reports from merged result files.
+/// Every report from merged result files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {
     pub markdown: String,
+    pub summary: String,
     pub json: String,
     pub junit: String,
 }
 
+/// Every report, without a baseline or registry.
 pub fn render_all(set: &ResultSet) -> Result<Rendered, ReportError> {
-    let mut markdown = render_markdown(&set.results);
-    if !set.torn.is_empty() || set.replaced > 0 {
-        let _ = writeln!(markdown, "\n## Merge notes\n");
-        if set.replaced > 0 {
-            let _ = writeln!(
-                markdown,
-                "- {} result line(s) replaced by a later line of the same case and run.",
-                set.replaced
-            );
-        }
-        for t in &set.torn {
-            let _ = writeln!(markdown, "- {}", md_cell(&t.to_string()));
-        }
-    }
+    render_all_with(set, &ReportOptions::default())
+}
+
+/// Every report: report.md, summary.md, report.json, junit.xml.
+pub fn render_all_with(set: &ResultSet, opts: &ReportOptions<'_>) -> Result<Rendered, ReportError> {
+    let summary = summarize_with(&set.results, opts);
     Ok(Rendered {
-        markdown,
-        json: render_json(&set.results)?,
-        junit: render_junit(&set.results)?,
+        markdown: markdown::render(&set.results, &summary, set),
+        summary: summary_md::render(&set.results, &summary, opts),
+        json: render_json_with(&set.results, opts)?,
+        junit: junit::render(&set.results, opts)?,
     })
+}
+
+/// How a result reads in a one-line list: `FAIL [  12ms] rms_norm/ggml f32 ne=[64,1,65536,1]
+/// eps=1e-6 seed=1 (exact) launch-error (driver)`, with `[under]` for a sanitizer run.
+pub fn result_line(r: &CaseResult, word: &str) -> String {
+    let mut s = format!("{word} [{}] {}", ms_text(r.ms), r.case.label());
+    if r.under != Under::Native {
+        s.push_str(&format!(" [{}]", r.under));
+    }
+    if r.verdict.is_failure() || matches!(r.verdict, Verdict::Unsupported | Verdict::Skipped) {
+        s.push_str(&format!(" {} ({})", r.verdict, r.detector));
+    }
+    s
+}
+
+/// A duration in a fixed width, as cargo-nextest prints it: `  12ms`, ` 1.20s`.
+pub fn ms_text(ms: f64) -> String {
+    if !ms.is_finite() || ms < 0.0 {
+        return "     ?".into();
+    }
+    if ms < 1000.0 {
+        format!("{:>4}ms", ms.round() as u64)
+    } else if ms < 100_000.0 {
+        format!("{:>5.2}s", ms / 1000.0)
+    } else {
+        format!("{:>5.0}s", ms / 1000.0)
+    }
 }

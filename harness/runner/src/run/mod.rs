@@ -337,10 +337,18 @@ pub struct Fleet {
     /// The first GPU's limits: every case is built for them.
     pub limits: LimitsProfile,
     pub device: String,
+    /// `cuDriverGetVersion` of the first GPU's worker (13000: CUDA 13.0).
     pub driver_version: i32,
+    /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
+    pub driver: Option<String>,
 }
 
 impl Fleet {
+    /// `driver 580.159.04 (CUDA 13.0)`, or `CUDA 13.0` when the kernel-mode version is unknown.
+    pub fn driver_text(&self) -> String {
+        kedge_core::cuda::driver_text(self.driver.as_deref(), self.driver_version)
+    }
+
     pub fn gpu_list(&self) -> String {
         self.gpus
             .iter()
@@ -517,9 +525,9 @@ impl RunEngine {
             shared_bytes: self.fleet.limits.device_memory_bytes.value / (2 * jobs as u64),
             progress: self.workers.opts.progress,
             device: format!(
-                "{} (driver {}; gpus {})",
+                "{}, {}, gpus {}",
                 self.fleet.device,
-                self.fleet.driver_version,
+                self.fleet.driver_text(),
                 self.fleet.gpu_list()
             ),
         })
@@ -583,6 +591,7 @@ impl Workers {
             gpus: vec![first],
             device: s0.device.clone().unwrap_or_default(),
             driver_version: s0.driver_version.unwrap_or_default(),
+            driver: s0.driver.clone(),
             limits,
         };
         for (g, r) in others {

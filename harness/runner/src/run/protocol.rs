@@ -72,6 +72,8 @@ pub enum FatalKind {
     NoDriver,
     /// The driver is there; the GPU is not (or cannot be opened).
     NoDevice,
+    /// The driver is older than this build needs.
+    OldDriver,
     /// The spec could not be read, or its registry built.
     Setup,
 }
@@ -83,6 +85,9 @@ pub enum WorkerMsg {
     Ready {
         device: String,
         driver_version: i32,
+        /// The kernel-mode driver's version (`580.159.04`), where the system says it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        driver: Option<String>,
         /// The GPU's limits; absent for a worker that runs host backends only (no GPU opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limits: Option<Box<LimitsProfile>>,

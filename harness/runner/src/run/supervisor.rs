@@ -73,6 +73,8 @@ pub struct RunSummary {
     pub workers_replaced: usize,
     pub device: Option<String>,
     pub driver_version: Option<i32>,
+    /// The kernel-mode driver's version, where the worker could read it.
+    pub driver: Option<String>,
     pub limits: Option<LimitsProfile>,
     /// GPUs the worker's driver shows (what `sweep` runs on when not told).
     pub device_count: Option<usize>,
@@ -84,6 +86,7 @@ pub struct RunSummary {
 struct ReadyInfo {
     device: String,
     driver_version: i32,
+    driver: Option<String>,
     limits: Option<LimitsProfile>,
     device_count: Option<usize>,
 }
@@ -92,6 +95,7 @@ impl RunSummary {
     fn note_ready(&mut self, r: &ReadyInfo) {
         self.device = Some(r.device.clone());
         self.driver_version = Some(r.driver_version);
+        self.driver = r.driver.clone();
         if let Some(l) = &r.limits {
             self.limits = Some(l.clone());
         }
@@ -293,6 +297,7 @@ impl Supervisor {
                     Ok(WorkerMsg::Ready {
                         device,
                         driver_version,
+                        driver,
                         limits,
                         device_count,
                         ..
@@ -300,6 +305,7 @@ impl Supervisor {
                         return Ok(ReadyInfo {
                             device,
                             driver_version,
+                            driver,
                             limits: limits.map(|l| *l),
                             device_count,
                         });
@@ -307,7 +313,7 @@ impl Supervisor {
                     Ok(WorkerMsg::Fatal { message, kind }) => {
                         w.finish(Duration::from_secs(5));
                         return Err(match kind {
-                            FatalKind::NoDriver | FatalKind::NoDevice => {
+                            FatalKind::NoDriver | FatalKind::NoDevice | FatalKind::OldDriver => {
                                 SupervisorError::NoGpu(message)
                             }
                             FatalKind::Setup => SupervisorError::Setup(message),

@@ -19,7 +19,7 @@ fn send(out: &mut impl Write, msg: &WorkerMsg) -> std::io::Result<()> {
 fn fatal(out: &mut impl Write, kind: FatalKind, message: String) -> i32 {
     let _ = send(out, &WorkerMsg::Fatal { message, kind });
     match kind {
-        FatalKind::NoDriver | FatalKind::NoDevice => exit::NO_GPU,
+        FatalKind::NoDriver | FatalKind::NoDevice | FatalKind::OldDriver => exit::NO_GPU,
         FatalKind::Setup => exit::ENVIRONMENT,
     }
 }
@@ -62,6 +62,7 @@ pub fn main() -> i32 {
             Err(e) => {
                 let kind = match e {
                     DeviceError::NoDriver => FatalKind::NoDriver,
+                    DeviceError::OldDriver { .. } => FatalKind::OldDriver,
                     _ => FatalKind::NoDevice,
                 };
                 return fatal(&mut out, kind, e.to_string());
@@ -74,6 +75,7 @@ pub fn main() -> i32 {
         Some(dev) => WorkerMsg::Ready {
             device: dev.limits.device.clone(),
             driver_version: dev.driver_version,
+            driver: dev.kernel_driver.clone(),
             limits: Some(Box::new(dev.limits.clone())),
             pid: std::process::id(),
             device_count: device_count().ok(),
@@ -81,6 +83,7 @@ pub fn main() -> i32 {
         None => WorkerMsg::Ready {
             device: "host (no GPU opened)".into(),
             driver_version: 0,
+            driver: None,
             limits: None,
             pid: std::process::id(),
             device_count: None,

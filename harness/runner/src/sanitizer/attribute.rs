@@ -6,7 +6,7 @@
 //! one worker ran: the same split a worker running a single case would give.
 
 use super::{Direction, Record, RecordKind, Tool};
-use kedge_core::judge::result::Finding;
+use kedge_core::judge::result::{Finding, FindingKind};
 use kedge_core::{Detector, Verdict};
 
 /// The records of one worker's run, split by case.
@@ -176,10 +176,11 @@ fn fold_key(r: &Record, verdict: Verdict) -> FoldKey {
     }
 }
 
-fn to_finding(r: &Record, tool: Tool, verdict: Verdict) -> Finding {
+fn to_finding(r: &Record, tool: Tool, verdict: Verdict, kind: FindingKind) -> Finding {
     Finding {
         tool: tool.detector(),
         verdict,
+        kind: Some(kind),
         text: if r.text.is_empty() {
             match &r.api {
                 Some(a) => format!("{} returned {}", a.api, a.error),
@@ -198,7 +199,13 @@ fn to_finding(r: &Record, tool: Tool, verdict: Verdict) -> Finding {
     }
 }
 
-fn push_folded(list: &mut Vec<(FoldKey, Finding)>, key: FoldKey, r: &Record, tool: Tool) {
+fn push_folded(
+    list: &mut Vec<(FoldKey, Finding)>,
+    key: FoldKey,
+    r: &Record,
+    tool: Tool,
+    kind: FindingKind,
+) {
     match list.iter_mut().find(|(k, _)| *k == key) {
         Some((_, f)) => {
             f.count += 1;
@@ -207,7 +214,7 @@ fn push_folded(list: &mut Vec<(FoldKey, Finding)>, key: FoldKey, r: &Record, too
             }
         }
         None => {
-            let f = to_finding(r, tool, key.verdict);
+            let f = to_finding(r, tool, key.verdict, kind);
             list.push((key, f));
         }
     }
@@ -226,16 +233,24 @@ pub fn case_findings(records: &[Record], tool: Tool) -> CaseFindings {
     for (r, c) in records.iter().zip(classes) {
         match c {
             RecordClass::Marker => {}
-            RecordClass::Kernel(v) => push_folded(&mut primary, fold_key(r, v), r, tool),
+            RecordClass::Kernel(v) => {
+                push_folded(&mut primary, fold_key(r, v), r, tool, FindingKind::Kernel)
+            }
             RecordClass::Api { verdict, sticky } => {
                 let list = if sticky && has_kernel_finding {
                     &mut secondary
                 } else {
                     &mut primary
                 };
-                push_folded(list, fold_key(r, verdict), r, tool);
+                push_folded(list, fold_key(r, verdict), r, tool, FindingKind::Api);
             }
-            RecordClass::Leak => push_folded(&mut secondary, fold_key(r, Verdict::Pass), r, tool),
+            RecordClass::Leak => push_folded(
+                &mut secondary,
+                fold_key(r, Verdict::Pass),
+                r,
+                tool,
+                FindingKind::Leak,
+            ),
         }
     }
     CaseFindings {

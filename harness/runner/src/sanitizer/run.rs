@@ -125,6 +125,7 @@ mod tests {
         Finding {
             tool,
             verdict: v,
+            kind: None,
             text: format!("{v} record"),
             kernel: kernel.map(String::from),
             size: None,

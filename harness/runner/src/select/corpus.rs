@@ -8,8 +8,9 @@ use kedge_core::{Case, CaseError, Detector, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// corpora/incidents.jsonl as this kedge was built with it.
-pub const INCIDENTS: &str = include_str!("../../../../corpora/incidents.jsonl");
+/// corpora/incidents.jsonl as this kedge was built with it (through the crate's link to it,
+/// so the packaged crate carries its own copy).
+pub const INCIDENTS: &str = include_str!("../../incidents.jsonl");
 
 /// Where a corpus came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]

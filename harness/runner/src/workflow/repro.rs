@@ -97,7 +97,7 @@ pub fn regex_escape(s: &str) -> String {
 /// A `-p` regex that selects exactly this case: its whole `vars()`, anchored. (The shape alone
 /// is not enough: test-backend-ops has several cases of one shape that differ in a flag, and
 /// a run that matches a failing one aborts before the others print.)
-fn vars_filter(vars: &str) -> String {
+pub fn vars_filter(vars: &str) -> String {
     format!("^{}$", regex_escape(vars))
 }
 

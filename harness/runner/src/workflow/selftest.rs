@@ -941,6 +941,7 @@ mod tests {
             let tool_finding = |tool: Detector, verdict: Verdict| Finding {
                 tool,
                 verdict,
+                kind: None,
                 text: "synthetic".into(),
                 kernel: None,
                 size: Some(4),

@@ -11,6 +11,7 @@
 
 use crate::errors::{Error, OutputError, Status};
 use crate::external::ExternalSpec;
+use crate::report::ReportOptions;
 use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
 use crate::run::{
     needs_gpu, CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, HostExecutor, RunEngine,
@@ -72,8 +73,12 @@ pub struct RunSummary {
     pub workers: usize,
     /// The GPU (or the profile the CPU side checked against).
     pub device: String,
+    /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
     #[serde(default)]
     pub driver_version: i32,
+    /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
     #[serde(default)]
     pub gpus: Vec<u32>,
     #[serde(default)]
@@ -299,6 +304,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 .map(|f| f.device.clone())
                 .unwrap_or_else(|| device.clone()),
             driver_version: fleet.as_ref().map(|f| f.driver_version).unwrap_or(0),
+            driver: fleet.as_ref().and_then(|f| f.driver.clone()),
             gpus: fleet.as_ref().map(|f| f.gpus.clone()).unwrap_or_default(),
             per_gpu: st.per_gpu.clone(),
         };
@@ -318,7 +324,23 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         OutputError::write(out.join("sweep-summary.json"), std::io::Error::other(e))
     })?;
     out.write("sweep-summary.json", &json)?;
-    let reports = write_reports(&out, &set)?;
+    let devices: Vec<String> = summary
+        .runs
+        .iter()
+        .map(|r| format!("{}: {}", r.under, r.device))
+        .collect();
+    let reports = write_reports(
+        &out,
+        &set,
+        &ReportOptions {
+            registry: Some(&reg),
+            devices: &devices,
+            ..ReportOptions::default()
+        },
+    )?;
+    crate::console::final_summary(crate::console::Style::stderr(), &set.results, |n| {
+        format!("{n} more: see {}", out.join("report.md").display())
+    });
     let status = if gpu {
         Status::failed_if(summary.failures() > 0)
     } else {
@@ -337,20 +359,26 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     })
 }
 
-/// report.md (a person reads it first), report.json (machines), junit.xml (CI systems).
-pub fn write_reports(out: &OutDir, set: &ResultSet) -> Result<Vec<PathBuf>, Error> {
-    let r = crate::report::render_all(set)
+/// report.md (a person reads it first), summary.md (a CI step summary), report.json
+/// (machines), junit.xml (CI systems).
+pub fn write_reports(
+    out: &OutDir,
+    set: &ResultSet,
+    opts: &ReportOptions<'_>,
+) -> Result<Vec<PathBuf>, Error> {
+    let r = crate::report::render_all_with(set, opts)
         .map_err(|e| OutputError::write(out.join("report.json"), std::io::Error::other(e)))?;
     let mut paths = Vec::new();
     for (name, text) in [
         ("report.md", &r.markdown),
+        ("summary.md", &r.summary),
         ("report.json", &r.json),
         ("junit.xml", &r.junit),
     ] {
         paths.push(out.write(name, text)?);
     }
     crate::note!(
-        "{} results -> {}/report.md, report.json, junit.xml",
+        "{} results -> {}/report.md, summary.md, report.json, junit.xml",
         set.results.len(),
         out.path().display()
     );

@@ -168,3 +168,60 @@ fn several_workers_per_gpu_share_the_queue_and_big_cases_run_alone() {
     // Three slots started a worker each for the shared cases (the probe's worker is apart).
     assert_eq!(stats.workers, 3, "{stats:?}");
 }
+
+/// A driver older than the build needs: the worker says so before it opens a context, and the
+/// run stops with exit status 3 and the worker's own words, not a panic or an obscure error.
+/// The fake worker also checks that a ready worker's driver version reaches the fleet.
+#[test]
+fn an_old_driver_stops_the_run_with_exit_status_3_in_plain_words() {
+    use kedge_runner::run::{Gpus, RunEngine};
+    let old = r#"#!/usr/bin/env bash
+IFS= read -r spec
+msg=$(cat "$(dirname "$0")/msg.txt")
+echo '{"fatal":{"message":"'"$msg"'","kind":"old-driver"}}'
+exit 3
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::install_fake_worker(dir.path(), old);
+    let msg = kedge_core::cuda::DeviceError::OldDriver { found: 12040 }.to_string();
+    std::fs::write(dir.path().join("msg.txt"), &msg).unwrap();
+    let err = match RunEngine::builder("run")
+        .exe(&exe)
+        .without_driver_check()
+        .work_dir(dir.path().join("w"))
+        .gpus(Gpus::One(0))
+        .build()
+    {
+        Ok(_) => panic!("an old driver must stop the run"),
+        Err(e) => e,
+    };
+    assert_eq!(err.exit_code(), 3, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("supports CUDA 12.4"), "{text}");
+    assert!(
+        text.contains("needs a driver that supports CUDA 13.0 or newer"),
+        "{text}"
+    );
+
+    let ready = r#"#!/usr/bin/env bash
+IFS= read -r spec
+printf '{"ready":{"device":"fake","driver_version":13000,"driver":"580.159.04","pid":%s,"device_count":1,"limits":%s}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
+while IFS= read -r line; do :; done
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::install_fake_worker(dir.path(), ready);
+    let engine = RunEngine::builder("sweep")
+        .exe(&exe)
+        .without_driver_check()
+        .work_dir(dir.path().join("w"))
+        .gpus(Gpus::One(0))
+        .build()
+        .unwrap();
+    assert_eq!(
+        engine.fleet().driver_text(),
+        "driver 580.159.04 (CUDA 13.0)"
+    );
+    let ex = engine.executor(None).unwrap();
+    use kedge_runner::run::Executor;
+    assert_eq!(ex.device(), "fake, driver 580.159.04 (CUDA 13.0), gpus 0");
+}

@@ -427,6 +427,7 @@ fn most_severe_finding_wins() {
     let mk = |v: Verdict, tool: Detector| Finding {
         tool,
         verdict: v,
+        kind: None,
         text: String::new(),
         kernel: None,
         size: None,

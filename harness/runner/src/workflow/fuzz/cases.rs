@@ -162,7 +162,7 @@ pub struct FuzzFind {
     pub under: Under,
     /// The case as generated, before shrinking.
     pub original: Case,
-    /// The transition, when one was found from both sides ("ne[2]: pass at 65535, ...").
+    /// The transition, when one was found from both sides ("`ne[2]`: pass at 65535, ...").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transition: Option<String>,
     pub detail: String,

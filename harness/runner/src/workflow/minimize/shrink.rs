@@ -58,7 +58,7 @@ impl fmt::Display for Outcome {
 /// One run of the predicate.
 #[derive(Debug, Clone, Serialize)]
 pub struct Probe {
-    /// Why it ran: "initial", "param eps", "ne[2]", "bisect ne[2]" ...
+    /// Why it ran: "initial", "param eps", "`ne[2]`", "bisect `ne[2]`" ...
     pub step: String,
     pub case: Case,
     pub outcome: Outcome,

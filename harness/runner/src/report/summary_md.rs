@@ -1,0 +1,243 @@
+//! `summary.md`: short enough for a CI step summary. The counts, the new failures (all
+//! failures without a baseline), known failures that now pass, the transitions found (both
+//! sides ran), and per op a boundary matrix. Long lists are cut with a pointer to report.md.
+
+use super::{md_line, probe_lines, ReportOptions, Standing, Summary};
+use kedge_core::CaseResult;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+/// The most items of one list `summary.md` shows; the rest are in report.md.
+pub const LIST_LIMIT: usize = 50;
+
+/// `summary.md` for results.
+pub fn render_summary_md(results: &[CaseResult], opts: &ReportOptions<'_>) -> String {
+    let s = super::summarize_with(results, opts);
+    render(results, &s, opts)
+}
+
+fn first_line(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}
+
+fn more(md: &mut String, shown: usize, total: usize) {
+    if total > shown {
+        let _ = writeln!(md, "- … and {} more: see report.md", total - shown);
+    }
+}
+
+pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<'_>) -> String {
+    let mut md = String::new();
+    let c = &s.counts;
+    let _ = writeln!(md, "# kedge summary\n");
+    let _ = writeln!(md, "**{}**\n", s.counts_sentence());
+    for d in &s.devices {
+        let _ = writeln!(md, "Ran on: {}.  ", md_line(d));
+    }
+    if !s.devices.is_empty() {
+        let _ = writeln!(md);
+    }
+    let judged = s.judged();
+    let _ = writeln!(
+        md,
+        "| results | cases | pass | fail |{} unsupported | skipped | leak records | transitions |",
+        if judged {
+            " new | known | known now passing |"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        md,
+        "|---:|---:|---:|---:|{}---:|---:|---:|---:|",
+        if judged { "---:|---:|---:|" } else { "" }
+    );
+    let transitions: Vec<_> = s.ops.iter().flat_map(|o| o.transitions.iter()).collect();
+    let _ = writeln!(
+        md,
+        "| {} | {} | {} | {} |{} {} | {} | {} | {} |\n",
+        c.results,
+        s.cases,
+        c.pass,
+        c.fail,
+        if judged {
+            format!(
+                " {} | {} | {} |",
+                s.new_failures.unwrap_or(0),
+                s.known_failures.unwrap_or(0),
+                s.fixed_known.len()
+            )
+        } else {
+            String::new()
+        },
+        c.unsupported,
+        c.skipped,
+        c.with_leaks,
+        transitions.len()
+    );
+
+    // New failures (every failure without a baseline).
+    let listed: Vec<_> = s
+        .failures()
+        .filter(|f| f.standing != Some(Standing::Known))
+        .collect();
+    let title = if judged { "New failures" } else { "Failures" };
+    let _ = writeln!(md, "## {title} ({})\n", listed.len());
+    if listed.is_empty() {
+        let _ = writeln!(md, "None.");
+    }
+    for f in listed.iter().take(LIST_LIMIT) {
+        let _ = writeln!(
+            md,
+            "- `{}` {}: **{}** ({}), {}: {}",
+            f.id,
+            md_line(&f.label),
+            f.verdict,
+            f.detector,
+            f.under,
+            md_line(&first_line(&f.detail, 200))
+        );
+    }
+    more(&mut md, LIST_LIMIT.min(listed.len()), listed.len());
+    let _ = writeln!(md);
+
+    if judged {
+        let _ = writeln!(
+            md,
+            "## Known failures that now pass ({})\n",
+            s.fixed_known.len()
+        );
+        if s.fixed_known.is_empty() {
+            let _ = writeln!(md, "None.");
+        }
+        for f in s.fixed_known.iter().take(LIST_LIMIT) {
+            let _ = writeln!(
+                md,
+                "- `{}` {} (known as {}): remove it from the baseline",
+                f.id,
+                md_line(&f.label),
+                f.was
+            );
+        }
+        more(
+            &mut md,
+            LIST_LIMIT.min(s.fixed_known.len()),
+            s.fixed_known.len(),
+        );
+        let _ = writeln!(md);
+    }
+
+    let _ = writeln!(md, "## Transitions ({})\n", transitions.len());
+    if transitions.is_empty() {
+        let _ = writeln!(
+            md,
+            "None among the values tested (both sides must have run)."
+        );
+    }
+    for t in transitions.iter().take(LIST_LIMIT) {
+        let _ = writeln!(
+            md,
+            "- {}/{} {} `{}` on {}, {}, {}: {}",
+            t.op,
+            t.imp,
+            t.dtype,
+            t.axis,
+            md_line(&t.fixed),
+            t.alloc,
+            t.under,
+            t.sentence()
+        );
+    }
+    more(
+        &mut md,
+        LIST_LIMIT.min(transitions.len()),
+        transitions.len(),
+    );
+    let _ = writeln!(md);
+
+    // Boundary matrices, op by op; an op with a failing cell is shown open.
+    let known: HashSet<&str> = s
+        .failures()
+        .filter(|f| f.standing == Some(Standing::Known))
+        .map(|f| f.id.as_str())
+        .collect();
+    let lines = probe_lines(results);
+    let _ = writeln!(md, "## Boundary matrix\n");
+    if lines.is_empty() {
+        let _ = writeln!(
+            md,
+            "No probe lines: no two results differ in one dimension or parameter only."
+        );
+    } else {
+        let _ = writeln!(
+            md,
+            "Each table is one line of probes (the values of the dimension or parameter a boundary moves, everything else fixed); rows are impl · allocation · run. A cell is `pass` or the verdict{}; `—`: not run.\n",
+            if judged {
+                ", in bold when it is a new failure"
+            } else {
+                ", in bold when it fails"
+            }
+        );
+    }
+    let mut ops: Vec<&str> = lines.iter().map(|l| l.op.as_str()).collect();
+    ops.dedup();
+    for op in ops {
+        let of_op: Vec<_> = lines.iter().filter(|l| l.op == op).collect();
+        let failing = of_op.iter().filter(|l| l.has_failure()).count();
+        // Open where there is something new to look at (any failure, without a baseline).
+        let new_here = of_op.iter().any(|l| {
+            l.rows
+                .iter()
+                .flat_map(|r| r.cells.iter().flatten())
+                .any(|c| c.verdict.is_failure() && !known.contains(c.id.as_str()))
+        });
+        let _ = writeln!(
+            md,
+            "<details{}>\n<summary><b>{op}</b>: {} probe line(s), {failing} with failures</summary>\n",
+            if new_here { " open" } else { "" },
+            of_op.len()
+        );
+        for l in of_op {
+            let _ = writeln!(md, "`{}` on {} ({})\n", l.axis, md_line(&l.fixed), l.dtype);
+            let head: Vec<String> = l.values.iter().map(|v| v.to_string()).collect();
+            let _ = writeln!(md, "| impl · allocation · run | {} |", head.join(" | "));
+            let _ = writeln!(md, "|---|{}", "---|".repeat(l.values.len()));
+            for row in &l.rows {
+                let cells: Vec<String> = row
+                    .cells
+                    .iter()
+                    .map(|c| match c {
+                        None => "—".to_string(),
+                        Some(c) => {
+                            let mut t = c.verdict.to_string();
+                            if c.verdict.is_failure() && !known.contains(c.id.as_str()) {
+                                t = format!("**{t}**");
+                            }
+                            if c.leaks {
+                                t.push_str(" (leak)");
+                            }
+                            t
+                        }
+                    })
+                    .collect();
+                let _ = writeln!(
+                    md,
+                    "| {} · {} · {} | {} |",
+                    row.imp,
+                    row.alloc,
+                    row.under,
+                    cells.join(" | ")
+                );
+            }
+            let _ = writeln!(md);
+        }
+        let _ = writeln!(md, "</details>\n");
+    }
+    md
+}

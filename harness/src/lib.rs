@@ -1,0 +1,58 @@
+//! The `kedge` command line: flags in, a runner workflow, output and an exit status out.
+//! Every error knows its exit status (README, "Exit statuses").
+//!
+//! The binary is `main` below. The parser is public so a command line can be checked without
+//! running it (`Cli::try_parse_from`): the tests check every `kedge` line of the CI examples
+//! that way.
+
+mod args;
+mod cmd;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// kedge's command line.
+#[derive(Parser)]
+#[command(
+    name = "kedge",
+    version,
+    about = "Kernel conformance and fuzzing harness: finds kernels that break at the edges"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    cmd: cmd::Command,
+}
+
+impl Cli {
+    /// The subcommand's name (`sweep`, `gate`, ...).
+    pub fn command_name(&self) -> &'static str {
+        self.cmd.name()
+    }
+}
+
+/// Parse the process's arguments, run the command, and end with its exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cmd::dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e);
+            e.exit_code()
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The error, then each cause it does not already say.
+fn report(e: &kedge_runner::Error) {
+    let top = e.to_string();
+    kedge_runner::note!("error: {top}");
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !top.contains(&text) {
+            kedge_runner::note!("  caused by: {text}");
+        }
+        cause = c.source();
+    }
+}
