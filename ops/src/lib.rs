@@ -7,8 +7,6 @@ pub mod external;
 pub mod fp8_gemm;
 pub mod fuzz_models;
 pub mod ggml;
-#[cfg(test)]
-mod kernel_decl;
 pub mod l2_norm;
 pub mod norm;
 pub mod rms_norm;

@@ -288,18 +288,10 @@ impl RowNormImpl {
             KernelArg::I32(l.ncols as i32),
         ];
         if self.geometry == RowNormGeometry::Clamped {
-            args.extend([
-                KernelArg::I64(l.nrows),
-                KernelArg::I64(l.nchannels),
-                KernelArg::I64(l.nsamples),
-            ]);
+            args.extend(l.extent_args()[1..].iter().cloned());
         }
-        args.extend([
-            KernelArg::I64(l.stride_row),
-            KernelArg::I64(l.stride_channel),
-            KernelArg::I64(l.stride_sample),
-            KernelArg::F32((self.eps)(case) as f32),
-        ]);
+        args.extend(l.stride_args());
+        args.push(KernelArg::F32((self.eps)(case) as f32));
         Ok(LaunchPlan::new(entry, grid, [bs, 1, 1], 0).args(args))
     }
 }

@@ -3,7 +3,7 @@
 //! the input is a non-contiguous view (test-backend-ops' `v=1`).
 
 use kedge_core::model::shape::dense_strides;
-use kedge_core::{Case, CaseError, DType, OpParams, Role, TensorSpec};
+use kedge_core::{Case, CaseError, DType, KernelArg, OpParams, Role, TensorSpec};
 
 kedge_core::params! {
     /// The parameter every row op takes: extra elements at the end of each input row, so the
@@ -45,6 +45,23 @@ impl RowLayout {
     }
     pub fn total_rows(&self) -> i64 {
         self.nrows * self.nchannels * self.nsamples
+    }
+    /// ne00..ne03 as the row kernels take them (`long long`).
+    pub fn extent_args(&self) -> [KernelArg; 4] {
+        [
+            KernelArg::I64(self.ncols),
+            KernelArg::I64(self.nrows),
+            KernelArg::I64(self.nchannels),
+            KernelArg::I64(self.nsamples),
+        ]
+    }
+    /// The input's row, channel and sample strides in elements, as the row kernels take them.
+    pub fn stride_args(&self) -> [KernelArg; 3] {
+        [
+            KernelArg::I64(self.stride_row),
+            KernelArg::I64(self.stride_channel),
+            KernelArg::I64(self.stride_sample),
+        ]
     }
 }
 

@@ -2,7 +2,7 @@
 //! against the kernel it launches without compiling anything: the parameters of an
 //! `extern "C" __global__` entry, in order, by the width and kind `cuLaunchKernel` copies.
 
-use kedge_core::{KernelArg, Plan};
+use kedge_core::{KernelArg, LaunchPlan, Plan};
 
 /// How a kernel parameter is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,26 +82,30 @@ pub fn check_plan(plan: &Plan) -> Result<(), String> {
     if plan.launches.is_empty() {
         return Err("the plan launches nothing".into());
     }
-    for l in &plan.launches {
-        let k = &l.kernel;
-        let declared = params(k.source, k.entry)
-            .ok_or_else(|| format!("{} declares no entry {}", k.file, k.entry))?;
-        if declared.len() != l.args.len() {
+    plan.launches.iter().try_for_each(check_launch)
+}
+
+/// Does the launch's argument list fill its kernel's declared parameters, one for one and
+/// kind for kind? The error names the kernel, its file and the first disagreement.
+pub fn check_launch(l: &LaunchPlan) -> Result<(), String> {
+    let k = &l.kernel;
+    let declared = params(k.source, k.entry)
+        .ok_or_else(|| format!("{} declares no entry {}", k.file, k.entry))?;
+    if declared.len() != l.args.len() {
+        return Err(format!(
+            "{}: {} parameters declared in {}, {} arguments planned",
+            k.entry,
+            declared.len(),
+            k.file,
+            l.args.len()
+        ));
+    }
+    for (i, (a, p)) in l.args.iter().zip(&declared).enumerate() {
+        if !fits(a, *p) {
             return Err(format!(
-                "{}: {} parameters declared in {}, {} arguments planned",
-                k.entry,
-                declared.len(),
-                k.file,
-                l.args.len()
+                "{}: parameter {i} is declared {p:?}, planned {a:?}",
+                k.entry
             ));
-        }
-        for (i, (a, p)) in l.args.iter().zip(&declared).enumerate() {
-            if !fits(a, *p) {
-                return Err(format!(
-                    "{}: parameter {i} is declared {p:?}, planned {a:?}",
-                    k.entry
-                ));
-            }
         }
     }
     Ok(())
@@ -162,5 +166,65 @@ extern "C" __global__ void k_none() {}
         let mut bad_ptr = good;
         bad_ptr[1] = KernelArg::U64(8);
         assert!(check_plan(&plan(bad_ptr)).is_err());
+    }
+
+    kedge_core::kernel_source!(ZOO = "ops/src/zoo/zoo_rows.cu", "zoo/zoo_rows.cu");
+
+    #[test]
+    fn reads_a_declaration_across_lines_in_a_kernel_file() {
+        use ParamKind::*;
+        let k = ZOO.entry("zoo_rows_uninit_global_read");
+        assert_eq!(
+            params(k.source, k.entry),
+            Some(vec![Ptr, Ptr, I32, I64, Ptr])
+        );
+        assert_eq!(params(k.source, "no_such_kernel"), None);
+    }
+
+    #[test]
+    fn a_launch_with_a_missing_argument_is_named() {
+        let l = LaunchPlan::new(ZOO.entry("zoo_rows_clean"), [1, 1, 1], [128, 1, 1], 0).args(vec![
+            KernelArg::Tensor(0),
+            KernelArg::Tensor(1),
+            KernelArg::I32(4),
+        ]);
+        let e = check_launch(&l).unwrap_err();
+        assert!(e.contains("zoo_rows_clean"), "{e}");
+        let l = l.args(vec![
+            KernelArg::Tensor(0),
+            KernelArg::Tensor(1),
+            KernelArg::I32(4),
+            KernelArg::I64(1),
+        ]);
+        assert_eq!(check_launch(&l), Ok(()));
+    }
+
+    /// Every launch every kernel impl plans, at each op's smoke cases and in each dtype the op
+    /// takes, passes what its kernel declares. (A library impl plans no kernel launches.)
+    #[test]
+    fn every_kernel_impl_plans_the_arguments_its_kernel_declares() {
+        let h = kedge_core::LimitsProfile::builtin("h200").unwrap();
+        let reg = crate::registry();
+        let mut launches = 0;
+        for &op in reg.ops() {
+            for imp in reg.impls_of(op) {
+                for &dtype in op.dtypes() {
+                    for (ne, params) in op.smoke() {
+                        let mut case = kedge_core::Case::new(op.name(), imp.name(), dtype, ne);
+                        case.params = params.clone();
+                        let Ok(plan) = imp.plan(&case, &h) else {
+                            continue;
+                        };
+                        for l in &plan.launches {
+                            launches += 1;
+                            if let Err(e) = check_launch(l) {
+                                panic!("{}/{} {dtype} {ne:?}: {e}", op.name(), imp.name());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(launches > 100, "only {launches} launches planned");
     }
 }

@@ -346,17 +346,10 @@ pub fn device_scan_plan(l: &RowLayout, step: RowStep) -> Result<Plan, Refusal> {
 
 /// The row kernels' arguments: src, dst, ne00..ne03, the input's strides in elements.
 fn row_args(l: &RowLayout) -> Vec<KernelArg> {
-    vec![
-        KernelArg::Tensor(0),
-        KernelArg::Tensor(1),
-        KernelArg::I64(l.ncols),
-        KernelArg::I64(l.nrows),
-        KernelArg::I64(l.nchannels),
-        KernelArg::I64(l.nsamples),
-        KernelArg::I64(l.stride_row),
-        KernelArg::I64(l.stride_channel),
-        KernelArg::I64(l.stride_sample),
-    ]
+    let mut args = vec![KernelArg::Tensor(0), KernelArg::Tensor(1)];
+    args.extend(l.extent_args());
+    args.extend(l.stride_args());
+    args
 }
 
 fn row_plan(case: &Case, limits: &LimitsProfile, geometry: Geometry) -> Result<Plan, Refusal> {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::kernel_decl::check_launch;
+use crate::signature::check_launch;
 use rstest::rstest;
 
 fn case(imp: &str, ne: Ne) -> Case {

@@ -228,11 +228,7 @@ pub fn launch(
         KernelArg::Tensor(3),
         KernelArg::I32(l.ncols as i32),
     ];
-    let strides = [
-        KernelArg::I64(l.stride_row),
-        KernelArg::I64(l.stride_channel),
-        KernelArg::I64(l.stride_sample),
-    ];
+    let strides = l.stride_args();
     let (grid, entry) = match geometry {
         RowNormGeometry::Ggml => {
             args.extend(strides);

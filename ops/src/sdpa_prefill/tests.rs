@@ -1,5 +1,5 @@
 use super::*;
-use crate::kernel_decl::check_launch;
+use crate::signature::check_launch;
 use approx::assert_abs_diff_eq;
 use kedge_core::model::rng::Rng;
 use rstest::rstest;

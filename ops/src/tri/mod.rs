@@ -209,19 +209,11 @@ impl Op for Tri {
 fn args(case: &Case) -> Vec<KernelArg> {
     let l = RowLayout::of(case);
     let (prefix_keep, add) = Mode::of(case).split();
-    vec![
-        KernelArg::Tensor(0),
-        KernelArg::Tensor(1),
-        KernelArg::I64(l.ncols),
-        KernelArg::I64(l.nrows),
-        KernelArg::I64(l.nchannels),
-        KernelArg::I64(l.nsamples),
-        KernelArg::I64(l.stride_row),
-        KernelArg::I64(l.stride_channel),
-        KernelArg::I64(l.stride_sample),
-        KernelArg::I32(prefix_keep),
-        KernelArg::I32(add),
-    ]
+    let mut args = vec![KernelArg::Tensor(0), KernelArg::Tensor(1)];
+    args.extend(l.extent_args());
+    args.extend(l.stride_args());
+    args.extend([KernelArg::I32(prefix_keep), KernelArg::I32(add)]);
+    args
 }
 
 /// Upstream: one 256-thread block per row, grid (ne01, ne02, ne03).

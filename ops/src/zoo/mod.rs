@@ -256,7 +256,7 @@ impl Op for ZooRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel_decl::check_launch;
+    use crate::signature::check_launch;
 
     #[test]
     fn reference_by_hand() {
