@@ -237,14 +237,53 @@ pub fn random_inputs(seed: u64, specs: &[TensorSpec]) -> Vec<HostTensor> {
 /// Fill a (possibly strided) tensor's span; padding bytes get values too, so a kernel that
 /// reads padding reads plausible numbers (that is what a real engine's memory holds).
 pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) -> HostTensor {
-    let mut rng = Rng::stream(seed, index);
+    use rayon::prelude::*;
+    let rng = Rng::stream(seed, index);
     let n = (s.bytes / s.dtype.size()) as usize;
-    let vals: Vec<f32> = match s.dtype {
-        DType::I32 | DType::U8 => (0..n).map(|_| rng.below(16) as f32).collect(),
-        _ => (0..n).map(|_| rng.uniform(lo, hi)).collect(),
-    };
+    let mut vals = vec![0f32; n];
+    // Chunks draw from the stream at their own offsets: the values are those of one
+    // sequential pass, whatever the thread count.
+    const CHUNK: usize = 1 << 16;
+    let integer = matches!(s.dtype, DType::I32 | DType::U8);
+    vals.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+        let mut r = rng.skipped((c * CHUNK) as u64);
+        for v in out {
+            *v = if integer {
+                r.below(16) as f32
+            } else {
+                r.uniform(lo, hi)
+            };
+        }
+    });
     let mut t = HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], &vals);
     t.ne = s.ne;
     t.nb = s.nb;
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parallel_fill_gives_the_values_of_one_sequential_pass() {
+        // Three chunks and a bit, so chunk edges are crossed.
+        let n = 3 * (1 << 16) + 5;
+        for dtype in [DType::F32, DType::I32] {
+            let spec = TensorSpec::dense("x", Role::Input, dtype, [n, 1, 1, 1]).expect("spec");
+            let t = random_tensor(9, 4, &spec, -1.0, 1.0);
+            let mut r = Rng::stream(9, 4);
+            let want: Vec<f32> = (0..n)
+                .map(|_| match dtype {
+                    DType::I32 => r.below(16) as f32,
+                    _ => r.uniform(-1.0, 1.0),
+                })
+                .collect();
+            assert_eq!(
+                t.bytes,
+                HostTensor::from_f32(dtype, [n, 1, 1, 1], &want).bytes,
+                "{dtype:?}"
+            );
+        }
+    }
 }

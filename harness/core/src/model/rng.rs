@@ -17,6 +17,12 @@ impl Rng {
         r.next_u64();
         r
     }
+    /// The same stream `n` draws further on, in constant time: SplitMix64's state only
+    /// advances by a fixed increment, so a tensor can be filled in parallel chunks that give
+    /// exactly the values one sequential pass gives.
+    pub fn skipped(&self, n: u64) -> Self {
+        Rng(self.0.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+    }
     /// The next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -60,5 +66,16 @@ mod tests {
             (0..64).map(|_| r.uniform(-1.0, 1.0)).collect()
         };
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn a_skipped_stream_continues_the_sequential_one() {
+        let mut seq = Rng::stream(3, 2);
+        let all: Vec<u64> = (0..1000).map(|_| seq.next_u64()).collect();
+        let start = Rng::stream(3, 2);
+        for k in [0u64, 1, 7, 500, 999] {
+            let mut r = start.skipped(k);
+            assert_eq!(r.next_u64(), all[k as usize], "draw {k}");
+        }
     }
 }

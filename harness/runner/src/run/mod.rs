@@ -522,7 +522,8 @@ impl RunEngine {
             under,
             pools,
             jobs,
-            shared_bytes: self.fleet.limits.device_memory_bytes.value / (2 * jobs as u64),
+            device_bytes: self.fleet.limits.device_memory_bytes.value,
+            host_bytes: host_memory_bytes(),
             progress: self.workers.opts.progress,
             device: format!(
                 "{}, {}, gpus {}",
@@ -674,14 +675,75 @@ pub fn attribution(tool: Tool) -> supervisor::Attribute {
 /// which a run gives a GPU up.
 const GPU_MAX_FAILURES: usize = 3;
 
+/// Cases that run with the same number of workers per GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tier {
+    /// Workers per GPU for these cases.
+    pub slots: usize,
+    /// Indices into the cases.
+    pub cases: Vec<usize>,
+    /// The largest case's tensor bytes.
+    pub largest: u64,
+}
+
+/// Group cases by how many may run at once on one GPU: `slots` cases of `bytes` each must fit
+/// in half the device's memory (the rest is the driver's, cuBLASLt's workspaces and
+/// fragmentation), and on the host in a third of its available memory each (inputs,
+/// downloaded outputs and an f64 reference: about three times the tensors). Most slots
+/// first; a tier's cases keep their order, so verdicts and their order within a tier do not
+/// depend on `jobs`.
+pub fn admission_tiers(
+    bytes: &[u64],
+    jobs: usize,
+    device_bytes: u64,
+    host_bytes: Option<u64>,
+) -> Vec<Tier> {
+    let jobs = jobs.max(1);
+    let slots_for = |b: u64| -> usize {
+        let b = b.max(1);
+        let by_device = device_bytes / b.saturating_mul(2);
+        let by_host = host_bytes.map_or(u64::MAX, |h| h / b.saturating_mul(3));
+        (by_device.min(by_host).min(jobs as u64) as usize).max(1)
+    };
+    let mut tiers: Vec<Tier> = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        let slots = if jobs == 1 { 1 } else { slots_for(b) };
+        match tiers.iter_mut().find(|t| t.slots == slots) {
+            Some(t) => {
+                t.cases.push(i);
+                t.largest = t.largest.max(b);
+            }
+            None => tiers.push(Tier {
+                slots,
+                cases: vec![i],
+                largest: b,
+            }),
+        }
+    }
+    tiers.sort_by_key(|t| std::cmp::Reverse(t.slots));
+    tiers
+}
+
+/// The host's available memory (`MemAvailable` in /proc/meminfo), where it can be read.
+fn host_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
 /// Cases on GPUs: one supervisor (worker pool) per GPU pulling from one shared queue.
 pub struct GpuExecutor {
     under: Under,
     /// `jobs` supervisors (worker slots) per GPU, slot-major.
     pools: Vec<(u32, Supervisor)>,
     jobs: usize,
-    /// A case whose tensors take more than this runs alone on its GPU.
-    shared_bytes: u64,
+    /// The device's memory: a case's tensors may take half of it, shared among the cases
+    /// running beside it.
+    device_bytes: u64,
+    /// The host's available memory, where known: each running case holds its inputs, its
+    /// downloaded outputs and its f64 reference there.
+    host_bytes: Option<u64>,
     progress: Progress,
     device: String,
 }
@@ -710,33 +772,35 @@ impl Executor for GpuExecutor {
         self.device.clone()
     }
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
-        // Admission: a case's tensors must leave room for the other slots' cases; bigger ones
-        // run after the rest, one per GPU.
+        // Admission: a case's tensors must leave room for the cases beside it; bigger cases
+        // run after the rest, with fewer of them at once (down to one per GPU).
         let reg = kedge_ops::registry();
-        let bytes = |c: &Case| -> u64 {
-            reg.op(&c.op)
-                .and_then(|op| op.tensors(c))
-                .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
-                .unwrap_or(u64::MAX)
-        };
-        let (shared, alone): (Vec<Case>, Vec<Case>) = if self.jobs > 1 {
-            cases
-                .iter()
-                .cloned()
-                .partition(|c| bytes(c) <= self.shared_bytes)
-        } else {
-            (cases.to_vec(), Vec::new())
-        };
-        let gpus = self.pools.len() / self.jobs.max(1);
-        let mut stats = self.run_on(&shared, self.pools.len(), sink)?;
-        if !alone.is_empty() {
-            crate::note!(
-                "{}: {} cases need more than {} of device memory: one at a time per GPU",
-                self.under,
-                alone.len(),
-                kedge_core::contract::plan::human_bytes(self.shared_bytes)
-            );
-            let more = self.run_on(&alone, gpus.max(1), sink)?;
+        let bytes: Vec<u64> = cases
+            .iter()
+            .map(|c| {
+                reg.op(&c.op)
+                    .and_then(|op| op.tensors(c))
+                    .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+                    .unwrap_or(u64::MAX)
+            })
+            .collect();
+        let gpus = (self.pools.len() / self.jobs.max(1)).max(1);
+        let mut stats = RunStats::default();
+        for (k, tier) in admission_tiers(&bytes, self.jobs, self.device_bytes, self.host_bytes)
+            .into_iter()
+            .enumerate()
+        {
+            let tier_cases: Vec<Case> = tier.cases.iter().map(|&i| cases[i].clone()).collect();
+            if k > 0 || tier.slots < self.jobs {
+                crate::note!(
+                    "{}: {} cases of up to {} each: {} at a time per GPU",
+                    self.under,
+                    tier_cases.len(),
+                    kedge_core::contract::plan::human_bytes(tier.largest),
+                    tier.slots
+                );
+            }
+            let more = self.run_on(&tier_cases, tier.slots * gpus, sink)?;
             stats.ran += more.ran;
             stats.wall_s += more.wall_s;
             stats.workers += more.workers;
@@ -855,4 +919,43 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
         names.push(format!("and {} more", which.len() - SHOWN));
     }
     names.join(", ")
+}
+
+#[cfg(test)]
+mod admission_tests {
+    use super::admission_tiers;
+    const GB: u64 = 1 << 30;
+
+    #[test]
+    fn small_cases_share_the_gpu_and_big_ones_run_fewer_at_once() {
+        // 140 GB device, 120 GB host, 8 jobs.
+        let bytes = [GB / 1024, 20 * GB, GB / 2, 8 * GB, 70 * GB];
+        let t = admission_tiers(&bytes, 8, 140 * GB, Some(120 * GB));
+        let slots: Vec<(usize, Vec<usize>)> =
+            t.iter().map(|t| (t.slots, t.cases.clone())).collect();
+        // 8 GB: device allows 8, host 120/24 = 5; 20 GB: device 3, host 2; 70 GB: device 1.
+        assert_eq!(
+            slots,
+            vec![(8, vec![0, 2]), (5, vec![3]), (2, vec![1]), (1, vec![4])]
+        );
+        assert_eq!(t[3].largest, 70 * GB);
+    }
+
+    #[test]
+    fn one_job_is_one_tier_in_the_given_order() {
+        let bytes = [90 * GB, 1, 2];
+        let t = admission_tiers(&bytes, 1, 140 * GB, Some(GB));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].slots, 1);
+        assert_eq!(t[0].cases, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn an_unknown_size_runs_alone_and_an_unknown_host_does_not_limit() {
+        let t = admission_tiers(&[u64::MAX, 1], 4, 140 * GB, None);
+        assert_eq!(t[0].slots, 4);
+        assert_eq!(t[0].cases, vec![1]);
+        assert_eq!(t[1].slots, 1);
+        assert_eq!(t[1].cases, vec![0]);
+    }
 }
