@@ -33,6 +33,9 @@ impl Cli {
 /// Parse the process's arguments, run the command, and end with its exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.cmd.supervises() {
+        kedge_runner::run::lifecycle::handle_signals();
+    }
     let code = match cmd::dispatch(cli.cmd) {
         Ok(code) => code,
         Err(e) => {

@@ -56,6 +56,12 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether this process may start workers and temporary directories: then Ctrl-C and
+    /// SIGTERM end them before kedge exits (a worker is itself watched from inside).
+    pub fn supervises(&self) -> bool {
+        !matches!(self, Command::Worker)
+    }
+
     /// The subcommand's name as typed.
     pub fn name(&self) -> &'static str {
         match self {

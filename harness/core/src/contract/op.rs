@@ -240,22 +240,45 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
     use rayon::prelude::*;
     let rng = Rng::stream(seed, index);
     let n = (s.bytes / s.dtype.size()) as usize;
-    let mut vals = vec![0f32; n];
     // Chunks draw from the stream at their own offsets: the values are those of one
     // sequential pass, whatever the thread count.
     const CHUNK: usize = 1 << 16;
     let integer = matches!(s.dtype, DType::I32 | DType::U8);
-    vals.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
-        let mut r = rng.skipped((c * CHUNK) as u64);
-        for v in out {
-            *v = if integer {
-                r.below(16) as f32
-            } else {
-                r.uniform(lo, hi)
-            };
+    let draw = move |r: &mut Rng| {
+        if integer {
+            r.below(16) as f32
+        } else {
+            r.uniform(lo, hi)
         }
-    });
-    let mut t = HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], &vals);
+    };
+    let mut t = if s.dtype == DType::F32 {
+        // Straight into the tensor's bytes: no second copy of a multi-gigabyte input.
+        let mut bytes = vec![0u8; n * 4];
+        bytes
+            .par_chunks_mut(CHUNK * 4)
+            .enumerate()
+            .for_each(|(c, out)| {
+                let mut r = rng.skipped((c * CHUNK) as u64);
+                for v in out.chunks_exact_mut(4) {
+                    v.copy_from_slice(&draw(&mut r).to_le_bytes());
+                }
+            });
+        HostTensor {
+            dtype: s.dtype,
+            ne: s.ne,
+            nb: s.nb,
+            bytes,
+        }
+    } else {
+        let mut vals = vec![0f32; n];
+        vals.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+            let mut r = rng.skipped((c * CHUNK) as u64);
+            for v in out {
+                *v = draw(&mut r);
+            }
+        });
+        HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], &vals)
+    };
     t.ne = s.ne;
     t.nb = s.nb;
     t

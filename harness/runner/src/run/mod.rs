@@ -5,6 +5,7 @@
 //! GPU side: it checks for a driver, probes the GPUs (in workers: the supervisor never opens
 //! CUDA itself), and hands out one executor per sanitizer tool.
 
+pub mod lifecycle;
 pub mod progress;
 pub mod protocol;
 pub mod schedule;
@@ -58,6 +59,8 @@ pub enum EngineError {
     NoVerdict { case: String },
     #[error("cannot find the kedge binary to start workers: {0}")]
     Exe(std::io::Error),
+    #[error("cannot create a temporary directory for worker logs (set TMPDIR to a writable directory): {0}")]
+    TempDir(std::io::Error),
     #[error("the host-backend run stopped: {0}")]
     Host(SupervisorError),
 }
@@ -365,7 +368,9 @@ pub struct RunEngineBuilder {
     exe: Option<PathBuf>,
     external: ExternalSpec,
     opts: EngineOptions,
-    work_dir: PathBuf,
+    /// Where worker logs go; none: a temporary directory, removed at the end unless a case
+    /// failed in it.
+    work_dir: Option<PathBuf>,
     gpus: Gpus,
     keep_workers: bool,
     check_driver: bool,
@@ -392,7 +397,7 @@ impl RunEngineBuilder {
     }
     /// Worker logs and sanitizer XML go under here.
     pub fn work_dir(mut self, d: impl Into<PathBuf>) -> Self {
-        self.work_dir = d.into();
+        self.work_dir = Some(d.into());
         self
     }
     pub fn gpus(mut self, g: Gpus) -> Self {
@@ -428,11 +433,20 @@ impl RunEngineBuilder {
         };
         let mut spec = WorkerSpec::new(0, self.external);
         spec.bench = self.bench;
+        let (work_dir, temp) = match self.work_dir {
+            Some(d) => (d, None),
+            None => {
+                let t =
+                    lifecycle::TempWorkDir::create(self.command).map_err(EngineError::TempDir)?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
         let workers = Workers {
             exe,
             spec,
             opts: self.opts,
-            work_dir: self.work_dir,
+            work_dir,
+            temp,
             keep_workers: self.keep_workers,
         };
         let fleet = workers.probe(&self.gpus)?;
@@ -455,6 +469,8 @@ struct Workers {
     spec: WorkerSpec,
     opts: EngineOptions,
     work_dir: PathBuf,
+    /// The temporary directory `work_dir` is, when the command gave none.
+    temp: Option<std::sync::Arc<lifecycle::TempWorkDir>>,
     keep_workers: bool,
 }
 
@@ -473,7 +489,7 @@ impl RunEngine {
             exe: None,
             external: ExternalSpec::default(),
             opts: EngineOptions::default(),
-            work_dir: std::env::temp_dir().join(format!("kedge-{command}-{}", std::process::id())),
+            work_dir: None,
             gpus: Gpus::One(0),
             keep_workers: true,
             check_driver: true,
@@ -524,6 +540,7 @@ impl RunEngine {
             jobs,
             device_bytes: self.fleet.limits.device_memory_bytes.value,
             host_bytes: host_memory_bytes(),
+            temp: self.workers.temp.clone(),
             progress: self.workers.opts.progress,
             device: format!(
                 "{}, {}, gpus {}",
@@ -744,6 +761,8 @@ pub struct GpuExecutor {
     /// The host's available memory, where known: each running case holds its inputs, its
     /// downloaded outputs and its f64 reference there.
     host_bytes: Option<u64>,
+    /// The temporary work directory, kept when a case fails in it.
+    temp: Option<std::sync::Arc<lifecycle::TempWorkDir>>,
     progress: Progress,
     device: String,
 }
@@ -840,9 +859,15 @@ impl GpuExecutor {
         let ticker = Ticker::new(progress, cases.len());
         let mut written = 0usize;
         let mut sink_error: Option<Error> = None;
+        let temp = self.temp.clone();
         let res = schedule::run(cases, pools, opts, |f| {
             let mut r = f.output;
             r.gpu = Some(f.device);
+            if r.verdict.is_failure() {
+                if let Some(t) = &temp {
+                    t.keep();
+                }
+            }
             written += 1;
             ticker.case(written, &r);
             sink(r).map_err(|e| {

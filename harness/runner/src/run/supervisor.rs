@@ -111,6 +111,16 @@ struct Worker {
     index: usize,
 }
 
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Never leave a worker running behind its handle.
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+        super::lifecycle::worker_ended(self.child.id() as i32);
+    }
+}
+
 impl Worker {
     fn kill(&mut self) {
         // The worker leads its own process group (compute-sanitizer and its child included).
@@ -231,11 +241,16 @@ impl Supervisor {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
+            .env(
+                super::lifecycle::SUPERVISOR_PID_ENV,
+                std::process::id().to_string(),
+            )
             .process_group(0);
         let mut child = cmd.spawn().map_err(|err| SupervisorError::Spawn {
             cmd: argv.join(" "),
             err,
         })?;
+        super::lifecycle::worker_started(child.id() as i32);
         let stdout = child.stdout.take().ok_or_else(|| SupervisorError::Spawn {
             cmd: argv.join(" "),
             err: std::io::Error::other("no stdout"),

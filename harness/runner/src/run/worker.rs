@@ -26,6 +26,7 @@ fn fatal(out: &mut impl Write, kind: FatalKind, message: String) -> i32 {
 
 /// Run the worker on stdin/stdout. Returns the process exit code.
 pub fn main() -> i32 {
+    super::lifecycle::watch_supervisor();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut out = std::io::stdout().lock();
