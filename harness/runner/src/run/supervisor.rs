@@ -22,8 +22,8 @@ pub enum SupervisorError {
     Setup(String),
     #[error("could not start a worker ({cmd}): {err}")]
     Spawn { cmd: String, err: std::io::Error },
-    #[error("worker did not become ready within {0:?}")]
-    NotReady(Duration),
+    #[error("worker did not become ready within {0:?}{1}")]
+    NotReady(Duration, String),
     #[error("writing results: {0}")]
     Sink(std::io::Error),
     #[error("{0}")]
@@ -150,6 +150,28 @@ impl Worker {
             }
         }
     }
+}
+
+/// The end of a worker's stderr log, for a message about a worker that could not start: the
+/// log may be in a temporary directory that is gone by the time a person reads the message.
+fn stderr_tail(log: &std::path::Path) -> String {
+    const MAX: usize = 2000;
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let text = text.trim();
+    if text.is_empty() {
+        return format!(" (its stderr, {}, is empty)", log.display());
+    }
+    let start = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|&i| text.len() - i <= MAX)
+        .unwrap_or(0);
+    format!(
+        "; its stderr ({}){}:\n{}",
+        log.display(),
+        if start > 0 { ", last part" } else { "" },
+        &text[start..]
+    )
 }
 
 pub fn describe_exit(s: Option<std::process::ExitStatus>) -> String {
@@ -347,21 +369,23 @@ impl Supervisor {
                 },
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                     let st = w.finish(Duration::from_secs(5));
+                    let log = self.cfg.work_dir.join(format!("worker-{}.log", w.index));
                     return Err(SupervisorError::Spawn {
                         cmd: "kedge worker".into(),
                         err: std::io::Error::other(format!(
-                            "worker {} before it was ready; see {}",
+                            "worker {} before it was ready{}",
                             describe_exit(st),
-                            self.cfg
-                                .work_dir
-                                .join(format!("worker-{}.log", w.index))
-                                .display()
+                            stderr_tail(&log)
                         )),
                     });
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     w.kill();
-                    return Err(SupervisorError::NotReady(self.cfg.ready_timeout));
+                    let log = self.cfg.work_dir.join(format!("worker-{}.log", w.index));
+                    return Err(SupervisorError::NotReady(
+                        self.cfg.ready_timeout,
+                        stderr_tail(&log),
+                    ));
                 }
             }
         }
@@ -578,7 +602,7 @@ impl super::schedule::Runner<Case> for Supervisor {
             // and its cases go to the others.
             SupervisorError::NoGpu(_)
             | SupervisorError::Spawn { .. }
-            | SupervisorError::NotReady(_) => BatchError::Device(e),
+            | SupervisorError::NotReady(..) => BatchError::Device(e),
             // An unreadable sanitizer report, results that cannot be written, a worker that
             // cannot build its registry: another GPU would do no better.
             SupervisorError::Sink(_)

@@ -117,3 +117,53 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
         assert_eq!(serde_json::from_str::<WorkerSpec>(line).unwrap(), spec);
     }
 }
+
+#[test]
+fn a_worker_that_cannot_start_fails_at_once_with_its_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::install_fake_worker(
+        dir.path(),
+        "#!/usr/bin/env bash\necho 'error while loading shared libraries: libcuda.so.1' >&2\nexit 127\n",
+    );
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe,
+        spec: WorkerSpec::new(0, ExternalSpec::default()),
+        timeout: Duration::from_secs(5),
+        ready_timeout: Duration::from_secs(60),
+        sanitize: None,
+        work_dir: dir.path().join("w"),
+        keep_worker: false,
+    });
+    let t0 = std::time::Instant::now();
+    let err = sup.probe().expect_err("the worker died").to_string();
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "a dead worker is not waited for"
+    );
+    assert!(err.contains("exited with status 127"), "{err}");
+    assert!(
+        err.contains("libcuda.so.1"),
+        "its stderr is in the message: {err}"
+    );
+}
+
+#[test]
+fn a_worker_that_never_becomes_ready_is_named_with_its_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::install_fake_worker(
+        dir.path(),
+        "#!/usr/bin/env bash\necho 'opening the device' >&2\nsleep 600\n",
+    );
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe,
+        spec: WorkerSpec::new(0, ExternalSpec::default()),
+        timeout: Duration::from_secs(5),
+        ready_timeout: Duration::from_millis(700),
+        sanitize: None,
+        work_dir: dir.path().join("w"),
+        keep_worker: false,
+    });
+    let err = sup.probe().expect_err("never ready").to_string();
+    assert!(err.contains("did not become ready"), "{err}");
+    assert!(err.contains("opening the device"), "{err}");
+}
