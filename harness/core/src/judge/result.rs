@@ -426,7 +426,8 @@ pub struct LibraryInfo {
 /// Where a case's time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
-    /// Allocating the tensors.
+    /// Planning, drawing the inputs (or taking them from the worker's cache) and allocating
+    /// the tensors.
     #[serde(default)]
     pub setup: f64,
     /// Writing inputs and poisoning outputs.

@@ -83,6 +83,101 @@ pub struct RunSummary {
     pub gpus: Vec<u32>,
     #[serde(default)]
     pub per_gpu: Vec<GpuRun>,
+    /// Where the worker time of the cases run now went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeSpent>,
+}
+
+/// Where the time of a run went: each phase summed over the cases run now (worker time, so
+/// with several workers it adds up to more than the wall time), and the slowest cases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeSpent {
+    /// Cases the sums are over.
+    pub cases: usize,
+    /// Their verdict times, summed (every phase below, and the rest: messages, freeing).
+    pub cases_s: f64,
+    pub setup_s: f64,
+    pub upload_s: f64,
+    pub run_s: f64,
+    pub download_s: f64,
+    pub reference_s: f64,
+    pub compare_s: f64,
+    /// The five slowest cases: label and seconds.
+    pub slowest: Vec<(String, f64)>,
+}
+
+impl TimeSpent {
+    /// Sum the phases of `results`; `None` when there are none.
+    pub fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
+        if results.is_empty() {
+            return None;
+        }
+        let mut t = TimeSpent {
+            cases: results.len(),
+            ..TimeSpent::default()
+        };
+        for r in results {
+            let p = &r.observed.timings;
+            t.cases_s += r.ms / 1e3;
+            t.setup_s += p.setup / 1e3;
+            t.upload_s += p.upload / 1e3;
+            t.run_s += p.run / 1e3;
+            t.download_s += p.download / 1e3;
+            t.reference_s += p.reference / 1e3;
+            t.compare_s += p.compare / 1e3;
+        }
+        let mut by_time: Vec<&&kedge_core::CaseResult> = results.iter().collect();
+        by_time.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        // Microseconds are plenty, and a value with few digits reads back from
+        // sweep-summary.json as exactly the same f64.
+        let us = |x: f64| (x * 1e6).round() / 1e6;
+        t.slowest = by_time
+            .iter()
+            .take(5)
+            .map(|r| (r.case.label(), us(r.ms / 1e3)))
+            .collect();
+        for x in [
+            &mut t.cases_s,
+            &mut t.setup_s,
+            &mut t.upload_s,
+            &mut t.run_s,
+            &mut t.download_s,
+            &mut t.reference_s,
+            &mut t.compare_s,
+        ] {
+            *x = us(*x);
+        }
+        Some(t)
+    }
+
+    /// One line a person reads.
+    pub fn line(&self) -> String {
+        let phases = self.setup_s
+            + self.upload_s
+            + self.run_s
+            + self.download_s
+            + self.reference_s
+            + self.compare_s;
+        let slowest: Vec<String> = self
+            .slowest
+            .iter()
+            .take(3)
+            .map(|(l, s)| format!("{l} {s:.1} s"))
+            .collect();
+        format!(
+            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s, the rest {:.1} s; slowest: {}",
+            self.cases,
+            self.cases_s,
+            self.setup_s,
+            self.upload_s,
+            self.run_s,
+            self.download_s,
+            self.reference_s,
+            self.compare_s,
+            (self.cases_s - phases).max(0.0),
+            slowest.join(", ")
+        )
+    }
 }
 
 /// `sweep-summary.json`: one row per way the cases ran.
@@ -261,7 +356,8 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             writer.write(&r).map_err(Error::from)
         };
         let st = ex.run(&todo, &mut sink)?;
-        stats.push((under, ex.device(), st, accepted));
+        let ran: HashSet<String> = todo.iter().map(Case::id).collect();
+        stats.push((under, ex.device(), st, accepted, ran));
     }
     drop(executors);
     drop(writer);
@@ -278,13 +374,19 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         .unwrap_or_else(|| "exact".into());
     let fleet = engine.as_ref().map(|e| e.fleet().clone());
     let mut summary = SweepSummary::default();
-    for (under, device, st, accepted) in stats {
+    for (under, device, st, accepted, ran) in stats {
         let mine: Vec<_> = set
             .results
             .iter()
             .filter(|r| r.under == under && ids.contains(&r.id) && accepted.contains(&r.id))
             .collect();
         let failures = mine.iter().filter(|r| r.verdict.is_failure()).count();
+        let now: Vec<&kedge_core::CaseResult> = mine
+            .iter()
+            .copied()
+            .filter(|r| ran.contains(&r.id))
+            .collect();
+        let time = TimeSpent::of(&now);
         let row = RunSummary {
             under,
             allocs: allocs.clone(),
@@ -307,7 +409,11 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             driver: fleet.as_ref().and_then(|f| f.driver.clone()),
             gpus: fleet.as_ref().map(|f| f.gpus.clone()).unwrap_or_default(),
             per_gpu: st.per_gpu.clone(),
+            time: time.clone(),
         };
+        if let Some(t) = &time {
+            crate::note!("{under}: {}", t.line());
+        }
         crate::note!(
             "{under}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers, {} replaced): {failures} failures; results in {}",
             row.cases,
@@ -383,4 +489,42 @@ pub fn write_reports(
         out.path().display()
     );
     Ok(paths)
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::TimeSpent;
+    use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
+
+    fn result(n0: i64, ms: f64, reference: f64, compare: f64) -> CaseResult {
+        let c = Case::new("rms_norm", "clamped", DType::F32, [n0, 1, 1, 1]);
+        let mut r = CaseResult::new(&c, Verdict::Pass, Detector::None, "");
+        r.ms = ms;
+        r.observed.timings.reference = reference;
+        r.observed.timings.compare = compare;
+        r
+    }
+
+    #[test]
+    fn the_summary_says_where_the_time_went_and_names_the_slowest() {
+        let rs = [
+            result(1, 100.0, 40.0, 10.0),
+            result(2, 3000.0, 2000.0, 500.0),
+            result(3, 50.0, 0.0, 0.0),
+        ];
+        let refs: Vec<&CaseResult> = rs.iter().collect();
+        let t = TimeSpent::of(&refs).expect("some");
+        assert_eq!(t.cases, 3);
+        assert!((t.cases_s - 3.15).abs() < 1e-9);
+        assert!((t.reference_s - 2.04).abs() < 1e-9);
+        assert!((t.compare_s - 0.51).abs() < 1e-9);
+        assert!(t.slowest[0].0.contains("ne=[2,1,1,1]"), "{:?}", t.slowest);
+        assert!((t.slowest[0].1 - 3.0).abs() < 1e-9);
+        let line = t.line();
+        assert!(
+            line.contains("reference 2.0 s") && line.contains("the rest 0.6 s"),
+            "{line}"
+        );
+        assert!(TimeSpent::of(&[]).is_none());
+    }
 }
