@@ -188,14 +188,13 @@ pub fn watch_supervisor() {
             if gone {
                 // SAFETY: ends the process at once, without unwinding other threads (one may
                 // be inside a hung kernel launch).
-                unsafe { libc::_exit(exit_code_when_orphaned()) }
+                unsafe { libc::_exit(ORPHANED_EXIT) }
             }
         });
 }
 
-fn exit_code_when_orphaned() -> i32 {
-    137
-}
+/// A worker's exit status when its supervisor is gone: as if it had been killed (128 + 9).
+const ORPHANED_EXIT: i32 = 137;
 
 #[cfg(test)]
 mod tests {
