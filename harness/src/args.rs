@@ -117,6 +117,11 @@ pub struct ExecArgs {
     /// Cases per sanitized worker (its XML is read when it ends).
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
+    /// MiB of sanitizer records one case may write before kedge stops its worker and judges
+    /// the records so far (a kernel whose every thread reads out of bounds gets one record per
+    /// access); 0: no limit.
+    #[arg(long, value_name = "MIB", default_value_t = 32)]
+    pub record_cap: u64,
     /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
     /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
     #[arg(long, value_name = "N")]
@@ -138,6 +143,7 @@ impl ExecArgs {
         EngineOptions {
             timeout: Duration::from_secs(self.timeout),
             batch: self.batch,
+            record_cap: (self.record_cap > 0).then(|| self.record_cap.saturating_mul(1 << 20)),
             sanitizer_args: self.sanitizer_args.clone(),
             progress: Progress::auto(),
             jobs: self.jobs.unwrap_or_else(EngineOptions::default_jobs).max(1),

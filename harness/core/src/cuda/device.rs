@@ -177,7 +177,7 @@ impl Device {
 
     /// Copy the whole allocation back.
     pub fn download(&self, a: &crate::cuda::alloc::DeviceAlloc) -> Result<Vec<u8>, RunError> {
-        let mut out = vec![0u8; a.bytes as usize];
+        let mut out = crate::model::host::zeroed_bytes(a.bytes as usize);
         // SAFETY: source holds a.bytes bytes; out sized to match.
         driver("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, a.ptr, out.len())

@@ -29,6 +29,29 @@ pub const POISON_I32: u32 = 0x7EAD_BEEF;
 /// The u8 poison.
 pub const POISON_U8: u8 = 0xDB;
 
+/// `n` zeroed bytes with every page already faulted in, by all threads when `n` is large.
+///
+/// A fresh allocation's pages are mapped on first write, one fault per 4 KiB page; a driver
+/// copy into it (`cuMemcpyDtoH`) takes those faults in one thread, which made the download of
+/// a 2 GiB output take seconds. Faulting them in first, in parallel, leaves the copy a copy.
+pub fn zeroed_bytes(n: usize) -> Vec<u8> {
+    use rayon::prelude::*;
+    const PAGE: usize = 4096;
+    const PARALLEL_FROM: usize = 64 << 20;
+    let mut v = vec![0u8; n];
+    if n >= PARALLEL_FROM {
+        v.par_chunks_mut(2 << 20).for_each(|c| {
+            for i in (0..c.len()).step_by(PAGE) {
+                // A write maps the page; the value is the zero it already reads as. Volatile:
+                // a store of zero into calloc'd memory is otherwise removed as dead.
+                // SAFETY: `i` is inside `c`.
+                unsafe { std::ptr::write_volatile(c.as_mut_ptr().add(i), 0) };
+            }
+        });
+    }
+    v
+}
+
 /// One element of the poison pattern of `dtype`, as bytes.
 pub fn poison_pattern(dtype: DType) -> Vec<u8> {
     match dtype {

@@ -303,6 +303,8 @@ pub struct EngineOptions {
     pub ready_timeout: Duration,
     /// Cases per sanitized worker (memcheck; the other tools run one case per worker).
     pub batch: usize,
+    /// Bytes of sanitizer records one case may write (`SanitizeSpec::record_cap`).
+    pub record_cap: Option<u64>,
     /// Extra compute-sanitizer options, overriding kedge's defaults.
     pub sanitizer_args: Option<String>,
     pub progress: Progress,
@@ -326,6 +328,7 @@ impl Default for EngineOptions {
             timeout: Duration::from_secs(120),
             ready_timeout: Duration::from_secs(180),
             batch: 16,
+            record_cap: Some(supervisor::RECORD_CAP_BYTES),
             sanitizer_args: None,
             progress: Progress::auto(),
             jobs: 1,
@@ -660,6 +663,7 @@ impl Workers {
             } else {
                 1
             },
+            record_cap: self.opts.record_cap,
         })
     }
 }

@@ -49,7 +49,15 @@ pub struct SanitizeSpec {
     pub attribute: Attribute,
     /// Cases per worker: the XML is read when a worker ends.
     pub batch: usize,
+    /// Bytes of records one case may add to its worker's XML before kedge stops the worker:
+    /// a kernel whose every thread reads out of bounds makes the sanitizer write a record
+    /// per access (millions, for minutes), and the first thousands already say all there is.
+    /// The records before the cut are attributed and judged as usual. `None`: no limit.
+    pub record_cap: Option<u64>,
 }
+
+/// The default of `SanitizeSpec::record_cap`: tens of thousands of records.
+pub const RECORD_CAP_BYTES: u64 = 32 << 20;
 
 pub struct SupervisorConfig {
     /// The kedge binary (workers are `kedge worker`, reading `spec` as their first line).
@@ -190,6 +198,11 @@ pub struct Supervisor {
     spawned: usize,
     /// A ready worker kept from the last `run` (`keep_worker`), and what it said when ready.
     idle: Option<(Worker, ReadyInfo)>,
+    /// A worker started ahead of need, opening its device while the current one runs: the
+    /// next replacement takes it instead of waiting for a fresh start. Kept under a sanitizer
+    /// (every batch ends its worker) and natively once a worker had to be replaced (a case
+    /// that faults tends to have neighbours that fault).
+    standby: Option<Worker>,
 }
 
 impl Drop for Supervisor {
@@ -197,6 +210,8 @@ impl Drop for Supervisor {
         if let Some((mut w, _)) = self.idle.take() {
             w.finish(Duration::from_secs(30));
         }
+        // A standby ran no case: its Drop kills it.
+        self.standby.take();
     }
 }
 
@@ -206,6 +221,7 @@ impl Supervisor {
             cfg,
             spawned: 0,
             idle: None,
+            standby: None,
         }
     }
 
@@ -215,9 +231,33 @@ impl Supervisor {
         self.cfg.sanitize.as_ref().map(|s| s.batch.max(1))
     }
 
-    /// Workers started so far, replacements included.
+    /// Workers started so far that took cases, replacements included (a standby still
+    /// waiting is not counted).
     pub fn workers_started(&self) -> usize {
-        self.spawned
+        self.spawned - usize::from(self.standby.is_some())
+    }
+
+    /// A worker for the next cases: the standby when there is one still alive, else a fresh
+    /// start.
+    fn next_worker(&mut self) -> Result<Worker, SupervisorError> {
+        if let Some(mut w) = self.standby.take() {
+            if let Ok(None) = w.child.try_wait() {
+                return Ok(w);
+            }
+            // It died waiting (its GPU went away?): a fresh start says why, with its stderr.
+            w.finish(Duration::from_secs(5));
+        }
+        self.spawn()
+    }
+
+    /// Start the standby now if this supervisor keeps one and has none.
+    fn start_standby(&mut self) {
+        let wanted = self.cfg.sanitize.is_some() || self.spawned > 1;
+        if wanted && self.standby.is_none() {
+            // A standby that cannot start is not an error yet: the next replacement starts
+            // one the usual way and reports what went wrong.
+            self.standby = self.spawn().ok();
+        }
     }
 
     /// The worker kept from the last run, unless it has exited since (its GPU may be gone):
@@ -422,13 +462,14 @@ impl Supervisor {
             let (mut w, info) = match self.take_idle() {
                 Some(kept) => kept,
                 None => {
-                    let mut w = self.spawn()?;
+                    let mut w = self.next_worker()?;
                     summary.workers_started += 1;
                     if summary.workers_started > 1 {
                         summary.workers_replaced += 1;
                     }
                     // Wait for the worker to open the device.
                     let info = self.wait_ready(&mut w)?;
+                    self.start_standby();
                     (w, info)
                 }
             };
@@ -456,8 +497,23 @@ impl Supervisor {
                         &format!("worker {} before the case could be sent", describe_exit(st)),
                     )
                 } else {
+                    // Under a sanitizer the wait is cut into short slices to watch how much
+                    // the case has made the sanitizer write.
+                    let cap = self
+                        .cfg
+                        .sanitize
+                        .as_ref()
+                        .and_then(|s| s.record_cap)
+                        .zip(w.xml.clone())
+                        .map(|(cap, xml)| (cap, file_len(&xml), xml));
+                    let deadline = t0 + self.cfg.timeout;
                     loop {
-                        match w.recv(self.cfg.timeout) {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        let slice = match cap {
+                            Some(_) => left.min(Duration::from_millis(250)),
+                            None => left,
+                        };
+                        match w.recv(slice) {
                             Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
                                 Ok(WorkerMsg::Result(r)) => break *r,
                                 Ok(WorkerMsg::Retiring { .. }) => {
@@ -501,6 +557,29 @@ impl Supervisor {
                                             .display()
                                     ),
                                 );
+                            }
+                            Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                                let Some((cap, at_start, xml)) = &cap else {
+                                    continue;
+                                };
+                                let written = file_len(xml).saturating_sub(*at_start);
+                                if written <= *cap {
+                                    continue;
+                                }
+                                worker_gone = true;
+                                w.kill();
+                                let mut r = CaseResult::new(
+                                    case,
+                                    Verdict::Timeout,
+                                    Detector::Supervisor,
+                                    format!(
+                                        "{STOPPED_FOR_RECORDS} after {} MiB of records in {:.1} s; worker killed",
+                                        written >> 20,
+                                        t0.elapsed().as_secs_f64()
+                                    ),
+                                );
+                                r.ms = t0.elapsed().as_secs_f64() * 1e3;
+                                break r;
                             }
                             Err(RecvTimeoutError::Timeout) => {
                                 worker_gone = true;
@@ -621,6 +700,13 @@ fn aborted(case: &Case, message: &str, log: &[String]) -> CaseResult {
         detector,
         kedge_core::judge::abort::summarize(message, log),
     )
+}
+
+/// How a case's detail starts when its sanitizer records passed `SanitizeSpec::record_cap`.
+pub const STOPPED_FOR_RECORDS: &str = "stopped by kedge: the sanitizer kept reporting";
+
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map_or(0, |m| m.len())
 }
 
 fn died(case: &Case, what: &str) -> CaseResult {

@@ -35,12 +35,17 @@ pub fn parse_tools(s: &str) -> Result<Vec<Tool>, SanitizerError> {
 /// reported error, and once the tool stops reporting (its default limit is 100) later markers
 /// vanish and every later record would be pinned on the wrong case; `--require-cuda-init no`
 /// keeps a worker that ran only CPU-side checks from failing; `--error-exitcode 1` lets a
-/// shell script see "errors found".
-const COMMON_DEFAULTS: [(&str, &str); 4] = [
+/// shell script see "errors found"; `--show-backtrace device` because the tool unwinds the
+/// host stack for every record it reports (a kernel whose every thread reads out of bounds
+/// makes that thousands of unwinds a second), kedge reads no host frame (a marker is known by
+/// its call and its error, which a stripped binary keeps), and the device frames name the
+/// kernel.
+const COMMON_DEFAULTS: [(&str, &str); 5] = [
     ("report-api-errors", "explicit"),
     ("print-limit", "0"),
     ("require-cuda-init", "no"),
     ("error-exitcode", "1"),
+    ("show-backtrace", "device"),
 ];
 
 /// Options kedge sets itself: the tool, XML output and the file it goes to.
@@ -262,6 +267,7 @@ mod tests {
             "--print-limit 0",
             "--require-cuda-init no",
             "--error-exitcode 1",
+            "--show-backtrace device",
             "--check-device-heap yes",
             "--leak-check full",
             "--padding 512",

@@ -100,7 +100,14 @@ pub fn merge_into_result(result: &mut CaseResult, findings: &CaseFindings) {
         && decider.kernel.is_some()
         && result.verdict == Verdict::DeviceFault
         && result.detector == Detector::DeviceSync;
+    // A case kedge stopped (no verdict in time, or records past the cap) while the sanitizer
+    // reported out-of-bounds accesses: the accesses are what went wrong. (A race does not
+    // say why a case hung: that timeout stays.)
+    let stopped = result.verdict == Verdict::Timeout
+        && result.detector == Detector::Supervisor
+        && matches!(verdict, Verdict::OobRead | Verdict::OobWrite);
     let explains_fault = (is_kernel_access(verdict) && result.verdict == Verdict::DeviceFault)
+        || stopped
         || names_faulting_kernel;
     let worse = verdict.severity() > result.verdict.severity();
     if explains_fault || worse || !result.verdict.is_failure() {
@@ -110,7 +117,11 @@ pub fn merge_into_result(result: &mut CaseResult, findings: &CaseFindings) {
         }
         result.verdict = verdict;
         result.detector = tool;
+        let why_stopped = stopped.then(|| std::mem::take(&mut result.detail));
         result.detail = finding_detail(decider);
+        if let Some(w) = why_stopped {
+            result.detail.push_str(&format!(" ({w})"));
+        }
     } else if result.detector != tool && !result.also.contains(&tool) {
         result.also.push(tool);
     }
@@ -185,6 +196,39 @@ mod tests {
         assert_eq!(
             merged(Detector::GuardPage, Some("nvjet")).detector,
             Detector::GuardPage
+        );
+    }
+
+    #[test]
+    fn bad_accesses_explain_a_case_kedge_stopped() {
+        let mut r = result(Verdict::Timeout, Detector::Supervisor);
+        r.detail = "stopped by kedge: the sanitizer kept reporting after 40 MiB".into();
+        let f = CaseFindings {
+            primary: vec![finding(Verdict::OobRead, Detector::Memcheck, Some("k"))],
+            secondary: vec![],
+        };
+        merge_into_result(&mut r, &f);
+        assert_eq!(
+            (r.verdict, r.detector),
+            (Verdict::OobRead, Detector::Memcheck)
+        );
+        assert_eq!(r.also, vec![Detector::Supervisor]);
+        assert!(
+            r.detail
+                .ends_with("(stopped by kedge: the sanitizer kept reporting after 40 MiB)"),
+            "{}",
+            r.detail
+        );
+        // An API error is no account of why a case hung: the timeout stays.
+        let mut r = result(Verdict::Timeout, Detector::Supervisor);
+        let f = CaseFindings {
+            primary: vec![finding(Verdict::LaunchError, Detector::Memcheck, None)],
+            secondary: vec![],
+        };
+        merge_into_result(&mut r, &f);
+        assert_eq!(
+            (r.verdict, r.detector),
+            (Verdict::Timeout, Detector::Supervisor)
         );
     }
 

@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 const FAKE_SANITIZER: &str = r#"#!/usr/bin/env bash
-# usage: fake-sanitizer.sh XML -- WORKER...   (seed 13 reads past its end; seed 666 also crashes)
+# usage: fake-sanitizer.sh XML -- WORKER...   (seed 13 reads past its end; seed 666 also crashes;
+# seed 77 reads past its end from every thread: records without end, no verdict)
 xml="$1"; shift; shift
 dir="$(dirname "$0")"
 IFS= read -r spec
@@ -28,6 +29,7 @@ while IFS= read -r line; do
   esac
   case "$line" in
     *'"seed":666'*) exit 1 ;;   # dies mid-batch: the file is left without its closing tag
+    *'"seed":77'*) while :; do cat "$dir/oob.xml" >> "$xml"; sleep 0.01; done ;;
   esac
   echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
 done
@@ -86,6 +88,7 @@ fn run(dir: &Path, wrapper: &Path, cases: &[Case], batch: usize) -> Vec<CaseResu
                 .collect())
         }),
         batch,
+        record_cap: None,
     };
     let mut sup = Supervisor::new(SupervisorConfig {
         exe: "unused-by-the-fake".into(),
@@ -171,6 +174,7 @@ fn an_unattributable_batch_runs_again_one_case_per_worker() {
         prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
         attribute: kedge_runner::run::attribution(tool),
         batch: 16,
+        record_cap: None,
     };
     let mut sup = Supervisor::new(SupervisorConfig {
         exe: "unused-by-the-fake".into(),
@@ -204,4 +208,67 @@ fn an_unattributable_batch_runs_again_one_case_per_worker() {
             assert_eq!(r.verdict, Verdict::Pass, "{}", r.detail);
         }
     }
+}
+
+/// A kernel whose every thread reads out of bounds makes the sanitizer write records for
+/// minutes. Past the cap, kedge stops that worker, judges the records so far (the case's own:
+/// they follow its marker) and goes on with the batch in a new worker.
+#[test]
+fn a_flood_of_records_is_cut_and_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = setup(dir.path());
+    let tool = Tool::Memcheck;
+    let spec = SanitizeSpec {
+        tool,
+        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
+        attribute: kedge_runner::run::attribution(tool),
+        batch: 16,
+        record_cap: Some(64 << 10),
+    };
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe: "unused-by-the-fake".into(),
+        spec: WorkerSpec::default(),
+        timeout: Duration::from_secs(60),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: Some(spec),
+        work_dir: dir.path().join("w"),
+        keep_worker: false,
+    });
+    let cases: Vec<Case> = [1, 77, 2, 13].into_iter().map(case).collect();
+    let mut out = Vec::new();
+    let t0 = std::time::Instant::now();
+    sup.run(&cases, &mut |r| {
+        out.push(r);
+        Ok(())
+    })
+    .expect("the run goes on");
+    assert!(
+        t0.elapsed() < Duration::from_secs(50),
+        "stopped by the cap, not the timeout"
+    );
+    let verdicts: Vec<_> = out
+        .iter()
+        .map(|r| (r.case.seed, r.verdict, r.detector))
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (1, Verdict::Pass, Detector::None),
+            (77, Verdict::OobRead, Detector::Memcheck),
+            (2, Verdict::Pass, Detector::None),
+            (13, Verdict::OobRead, Detector::Memcheck),
+        ]
+    );
+    let flood = &out[1];
+    assert!(
+        flood.detail.contains("stopped by kedge"),
+        "{}",
+        flood.detail
+    );
+    assert!(
+        flood.also.contains(&Detector::Supervisor),
+        "{:?}",
+        flood.also
+    );
+    assert!(flood.findings[0].count > 1, "{:?}", flood.findings[0]);
 }
