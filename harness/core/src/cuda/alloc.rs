@@ -10,6 +10,9 @@ use std::ffi::c_void;
 
 impl Device {
     /// Allocate `bytes` in `mode`. Allocation failures are `RunError::Resource`.
+    ///
+    /// Exact mode packs the case's buffers in the arena natively (see `cuda::arena`), and
+    /// uses `cuMemAlloc` when [`Device::packed_exact`] is off (under a sanitizer).
     pub fn alloc(
         &self,
         name: &str,
@@ -20,6 +23,23 @@ impl Device {
         let bytes_us = usize::try_from(bytes)
             .map_err(|_| RunError::Resource(format!("{name}: {bytes} bytes")))?;
         match mode {
+            AllocMode::Exact if self.packed_exact => {
+                let p = crate::cuda::arena::alloc(
+                    &self.arena,
+                    bytes,
+                    align,
+                    self.limits.device_memory_bytes.value as usize,
+                    self.granularity,
+                    self.alloc_prop(),
+                )
+                .map_err(|e| annotate_oom(e, name, bytes))?;
+                Ok(DeviceAlloc {
+                    name: name.into(),
+                    ptr: p,
+                    bytes,
+                    kind: AllocKind::Arena(self.arena.clone()),
+                })
+            }
             AllocMode::Exact => {
                 let mut p: sys::CUdeviceptr = 0;
                 // SAFETY: out-pointer valid.
@@ -124,7 +144,7 @@ impl Device {
         }
     }
 
-    fn alloc_prop(&self) -> sys::CUmemAllocationProp {
+    pub(crate) fn alloc_prop(&self) -> sys::CUmemAllocationProp {
         // SAFETY: plain-old-data struct; zero is a valid starting point for every field.
         let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
         prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -194,6 +214,8 @@ pub enum AllocKind {
         /// Bytes allocated, red zones included.
         total: usize,
     },
+    /// Packed in the device's exact-mode arena (`cuda::arena`).
+    Arena(crate::cuda::arena::SharedArena),
     /// Driver virtual memory with an unmapped guard page.
     Vmm {
         /// Start of the reserved address range.
@@ -239,10 +261,11 @@ impl Drop for DeviceAlloc {
         // Errors are ignored: after a sticky fault every call fails and the process exits.
         // SAFETY: each handle/pointer was created by this allocation and is released once.
         unsafe {
-            match self.kind {
+            match &self.kind {
                 AllocKind::Plain { base } | AllocKind::Canary { base, .. } => {
-                    sys::cuMemFree_v2(base);
+                    sys::cuMemFree_v2(*base);
                 }
+                AllocKind::Arena(a) => crate::cuda::arena::release(a),
                 AllocKind::Vmm {
                     reserve_base,
                     reserve,
@@ -250,9 +273,9 @@ impl Drop for DeviceAlloc {
                     mapped,
                     handle,
                 } => {
-                    sys::cuMemUnmap(map_at, mapped);
-                    sys::cuMemRelease(handle);
-                    sys::cuMemAddressFree(reserve_base, reserve);
+                    sys::cuMemUnmap(*map_at, *mapped);
+                    sys::cuMemRelease(*handle);
+                    sys::cuMemAddressFree(*reserve_base, *reserve);
                 }
             }
         }

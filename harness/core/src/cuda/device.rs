@@ -53,6 +53,10 @@ pub struct Device {
     modules: HashMap<(&'static str, String), sys::CUmodule>,
     functions: HashMap<(&'static str, String, String), sys::CUfunction>,
     pub(crate) granularity: usize,
+    /// Exact mode packs each case's buffers in `arena` (on by default); off, it calls
+    /// `cuMemAlloc` per buffer (what a sanitizer needs to know each buffer's bounds).
+    pub packed_exact: bool,
+    pub(crate) arena: crate::cuda::arena::SharedArena,
 }
 
 impl Device {
@@ -88,6 +92,8 @@ impl Device {
             modules: HashMap::new(),
             functions: HashMap::new(),
             granularity,
+            packed_exact: true,
+            arena: Default::default(),
         })
     }
 

@@ -3,6 +3,7 @@
 //! allocation modes, and launches whose every status is checked.
 
 pub mod alloc;
+pub mod arena;
 pub mod device;
 pub mod error;
 pub mod kernel;

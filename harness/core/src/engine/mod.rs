@@ -47,24 +47,41 @@ impl Executed {
 pub struct DeviceSlot {
     ordinal: usize,
     dev: Option<Device>,
+    packed_exact: bool,
 }
 
 impl DeviceSlot {
     /// A slot that opens device `ordinal` on first use.
     pub fn new(ordinal: usize) -> Self {
-        DeviceSlot { ordinal, dev: None }
+        DeviceSlot {
+            ordinal,
+            dev: None,
+            packed_exact: true,
+        }
     }
     /// A slot with device `ordinal` open now.
     pub fn open(ordinal: usize) -> Result<Self, DeviceError> {
         Ok(DeviceSlot {
             ordinal,
             dev: Some(Device::open(ordinal)?),
+            packed_exact: true,
         })
+    }
+    /// Exact mode packed in the arena (the default) or one `cuMemAlloc` per buffer (under a
+    /// sanitizer): see `Device::packed_exact`.
+    pub fn packed_exact(mut self, on: bool) -> Self {
+        self.packed_exact = on;
+        if let Some(d) = self.dev.as_mut() {
+            d.packed_exact = on;
+        }
+        self
     }
     /// The device, opened if it was not.
     pub fn get(&mut self) -> Result<&mut Device, DeviceError> {
         if self.dev.is_none() {
-            self.dev = Some(Device::open(self.ordinal)?);
+            let mut d = Device::open(self.ordinal)?;
+            d.packed_exact = self.packed_exact;
+            self.dev = Some(d);
         }
         match self.dev.as_mut() {
             Some(d) => Ok(d),

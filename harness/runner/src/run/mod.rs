@@ -20,7 +20,7 @@ pub use supervisor::{SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError
 use crate::errors::{exit, Error, NoGpu};
 use crate::external::ExternalSpec;
 use crate::sanitizer::{self as san, SanitizerConfig};
-use kedge_core::engine::check_on_cpu;
+use kedge_core::engine::{check_on_cpu, ReferenceKey};
 use kedge_core::{Case, CaseResult, LimitsProfile, Registry, Tool, Under, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -860,11 +860,15 @@ impl GpuExecutor {
                 .unwrap_or(1),
             max_failures: GPU_MAX_FAILURES,
         };
+        // Cases that share inputs and a reference (every impl of one shape) go to one worker
+        // in a row, which draws the inputs and computes the reference once for all of them.
+        let (cases, units) = units_by_reference(cases);
+        let cases = &cases[..];
         let ticker = Ticker::new(progress, cases.len());
         let mut written = 0usize;
         let mut sink_error: Option<Error> = None;
         let temp = self.temp.clone();
-        let res = schedule::run(cases, pools, opts, |f| {
+        let res = schedule::run_units(cases, &units, pools, opts, |f| {
             let mut r = f.output;
             r.gpu = Some(f.device);
             if r.verdict.is_failure() {
@@ -936,6 +940,25 @@ impl GpuExecutor {
     }
 }
 
+/// `cases` with the cases of one `ReferenceKey` next to each other (keys in the order they
+/// first appear, cases in their order within a key), and the unit of each: its key's number.
+pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
+    let mut first: std::collections::HashMap<ReferenceKey, usize> = Default::default();
+    let keys: Vec<usize> = cases
+        .iter()
+        .map(|c| {
+            let n = first.len();
+            *first.entry(ReferenceKey::of(c)).or_insert(n)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..cases.len()).collect();
+    order.sort_by_key(|&i| keys[i]);
+    (
+        order.iter().map(|&i| cases[i].clone()).collect(),
+        order.iter().map(|&i| keys[i]).collect(),
+    )
+}
+
 /// The first few cases of `which` by label, and how many more.
 fn name_cases(cases: &[Case], which: &[usize]) -> String {
     const SHOWN: usize = 5;
@@ -952,8 +975,44 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
 
 #[cfg(test)]
 mod admission_tests {
-    use super::admission_tiers;
+    use super::{admission_tiers, units_by_reference};
+    use kedge_core::{AllocMode, Case};
     const GB: u64 = 1 << 30;
+
+    #[test]
+    fn the_impls_of_one_shape_are_one_unit_in_first_seen_order() {
+        let c = |imp: &str, n: i64, alloc: AllocMode| {
+            let mut c = Case::new("rms_norm", imp, kedge_core::DType::F32, [64, n, 1, 1]);
+            c.alloc = alloc;
+            c
+        };
+        let cases = vec![
+            c("ggml", 2, AllocMode::Exact),
+            c("ggml", 3, AllocMode::Exact),
+            c("clamped", 2, AllocMode::Exact),
+            c("clamped", 3, AllocMode::Guard),
+            c("ggml", 4, AllocMode::Exact),
+        ];
+        let (ordered, units) = units_by_reference(&cases);
+        let got: Vec<(String, i64, usize)> = ordered
+            .iter()
+            .zip(&units)
+            .map(|(c, &u)| (c.imp.clone(), c.ne[1], u))
+            .collect();
+        let want = [
+            ("ggml", 2, 0),
+            ("clamped", 2, 0),
+            ("ggml", 3, 1),
+            ("clamped", 3, 1),
+            ("ggml", 4, 2),
+        ];
+        assert_eq!(
+            got,
+            want.iter()
+                .map(|&(i, n, u)| (i.to_string(), n, u))
+                .collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn small_cases_share_the_gpu_and_big_ones_run_fewer_at_once() {

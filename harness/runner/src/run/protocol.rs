@@ -28,6 +28,10 @@ pub struct WorkerSpec {
     /// Time each case after its judged run (`kedge bench`): warm-up and timed repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bench: Option<BenchSpec>,
+    /// The worker runs under compute-sanitizer: exact mode then allocates each buffer with
+    /// `cuMemAlloc`, whose bounds the sanitizer knows, instead of packing them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sanitized: bool,
 }
 
 /// How a bench worker times its cases.
@@ -49,6 +53,7 @@ impl WorkerSpec {
             external,
             open_gpu: true,
             bench: None,
+            sanitized: false,
         }
     }
     /// The same spec on another GPU.

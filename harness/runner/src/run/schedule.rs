@@ -162,12 +162,14 @@ struct State {
     stop: bool,
 }
 
-struct Queue {
+struct Queue<'u> {
     state: Mutex<State>,
     changed: Condvar,
+    /// The unit of each position: positions of one unit are handed out together.
+    units: &'u [usize],
 }
 
-impl Queue {
+impl Queue<'_> {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere never leaves the state half-updated (nothing panics while the
         // lock is held), so a poisoned lock still holds good data.
@@ -183,8 +185,20 @@ impl Queue {
                 return None;
             }
             if !s.queue.is_empty() {
-                let k = n.max(1).min(s.queue.len());
-                let batch: Vec<usize> = s.queue.drain(..k).collect();
+                // Whole units: the first, then each next one that still fits in `n`.
+                let mut batch: Vec<usize> = Vec::new();
+                while let Some(&first) = s.queue.front() {
+                    let unit = self.units[first];
+                    let len = s
+                        .queue
+                        .iter()
+                        .take_while(|&&i| self.units[i] == unit)
+                        .count();
+                    if !batch.is_empty() && batch.len() + len > n.max(1) {
+                        break;
+                    }
+                    batch.extend(s.queue.drain(..len));
+                }
                 s.in_flight += batch.len();
                 return Some(batch);
             }
@@ -221,9 +235,9 @@ impl Queue {
 
 /// Stops the run if a device thread unwinds, so the others do not wait forever for the
 /// cases it held.
-struct StopOnPanic<'a>(&'a Queue);
+struct StopOnPanic<'a, 'u>(&'a Queue<'u>);
 
-impl Drop for StopOnPanic<'_> {
+impl Drop for StopOnPanic<'_, '_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.stop();
@@ -244,6 +258,25 @@ pub fn run<T, R>(
     cases: &[T],
     devices: &mut [(DeviceId, R)],
     opts: Options,
+    sink: impl FnMut(Finished<R::Output>) -> std::io::Result<()>,
+) -> Result<Summary, ScheduleError<R::Error>>
+where
+    T: Clone + Sync,
+    R: Runner<T> + Send,
+{
+    let units: Vec<usize> = (0..cases.len()).collect();
+    run_units(cases, &units, devices, opts, sink)
+}
+
+/// [`run`], with cases handed out in units: `units[i]` names the unit of `cases[i]`, and a
+/// device takes a unit's cases together, in order, in one batch (what one worker runs in a
+/// row: cases sharing inputs and a reference, say). A unit's cases must be next to each
+/// other in `cases`.
+pub fn run_units<T, R>(
+    cases: &[T],
+    units: &[usize],
+    devices: &mut [(DeviceId, R)],
+    opts: Options,
     mut sink: impl FnMut(Finished<R::Output>) -> std::io::Result<()>,
 ) -> Result<Summary, ScheduleError<R::Error>>
 where
@@ -253,7 +286,9 @@ where
     if devices.is_empty() {
         return Err(ScheduleError::NoDevices);
     }
+    assert_eq!(units.len(), cases.len(), "one unit per case");
     let queue = Queue {
+        units,
         state: Mutex::new(State {
             queue: (0..cases.len()).collect(),
             in_flight: 0,
@@ -317,7 +352,7 @@ fn device_loop<T: Clone, R: Runner<T>>(
     id: DeviceId,
     runner: &mut R,
     cases: &[T],
-    queue: &Queue,
+    queue: &Queue<'_>,
     opts: Options,
     tx: mpsc::Sender<Event<R::Output, R::Error>>,
 ) -> DeviceReport {
@@ -638,6 +673,68 @@ mod tests {
         assert_eq!(by_id.len(), 30);
         let (slow, fast) = (count(&by_id, 0), count(&by_id, 1));
         assert!(slow >= 1 && fast > 3 * slow, "slow {slow}, fast {fast}");
+    }
+
+    /// Records each batch it is handed, then runs it.
+    struct Batches(Arc<Mutex<Vec<Vec<String>>>>);
+
+    impl Runner<String> for Batches {
+        type Output = String;
+        type Error = FakeError;
+        fn run_batch(
+            &mut self,
+            batch: &[String],
+            done: &mut dyn FnMut(usize, String),
+        ) -> Result<(), BatchError<FakeError>> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(batch.to_vec());
+            std::thread::sleep(Duration::from_millis(2));
+            for (k, c) in batch.iter().enumerate() {
+                done(k, c.clone());
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_unit_goes_to_one_device_in_one_batch_in_order() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut devices: Vec<(DeviceId, Batches)> =
+            (0..3).map(|d| (d, Batches(seen.clone()))).collect();
+        let cases = cases(10);
+        // Units: {0,1,2} {3} {4,5} {6} {7,8,9}.
+        let units = [0, 0, 0, 1, 2, 2, 3, 4, 4, 4];
+        let mut n = 0;
+        run_units(&cases, &units, &mut devices, Options::default(), |_| {
+            n += 1;
+            Ok(())
+        })
+        .expect("runs");
+        assert_eq!(n, 10);
+        let mut batches = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        batches.sort();
+        let want: Vec<Vec<String>> = [&[0, 1, 2][..], &[3], &[4, 5], &[6], &[7, 8, 9]]
+            .iter()
+            .map(|u| u.iter().map(|&i| cases[i].clone()).collect())
+            .collect();
+        assert_eq!(batches, want);
+        // A batch of 4 takes the whole units that fit in 4 cases.
+        seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let mut one = vec![(0, Batches(seen.clone()))];
+        let opts = Options {
+            batch: 4,
+            ..Options::default()
+        };
+        run_units(&cases, &units, &mut one, opts, |_| Ok(())).expect("runs");
+        let sizes: Vec<usize> = seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(Vec::len)
+            .collect();
+        assert_eq!(sizes, vec![4, 3, 3]);
     }
 
     #[test]

@@ -237,6 +237,11 @@ impl Supervisor {
         self.spawned - usize::from(self.standby.is_some())
     }
 
+    /// Whether a worker is started ahead of need, waiting for the next replacement.
+    pub fn standing_by(&self) -> bool {
+        self.standby.is_some()
+    }
+
     /// A worker for the next cases: the standby when there is one still alive, else a fresh
     /// start.
     fn next_worker(&mut self) -> Result<Worker, SupervisorError> {
@@ -321,7 +326,9 @@ impl Supervisor {
         // The spec first: everything the worker is. A worker that died at once shows up as
         // a worker that never became ready.
         if let Some(i) = stdin.as_mut() {
-            let _ = writeln!(i, "{}", self.cfg.spec.to_line()).and_then(|_| i.flush());
+            let mut spec = self.cfg.spec.clone();
+            spec.sanitized = self.cfg.sanitize.is_some();
+            let _ = writeln!(i, "{}", spec.to_line()).and_then(|_| i.flush());
         }
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

@@ -57,7 +57,7 @@ pub fn main() -> i32 {
     if let Some(ggml) = kedge_ggml::Ggml::loaded() {
         ggml.install_hooks(None, Some(abort_hook));
     }
-    let mut slot = if spec.open_gpu {
+    let slot = if spec.open_gpu {
         match DeviceSlot::open(spec.device as usize) {
             Ok(s) => s,
             Err(e) => {
@@ -72,6 +72,7 @@ pub fn main() -> i32 {
     } else {
         DeviceSlot::new(spec.device as usize)
     };
+    let mut slot = slot.packed_exact(!spec.sanitized);
     let ready = match slot.opened() {
         Some(dev) => WorkerMsg::Ready {
             device: dev.limits.device.clone(),

@@ -112,10 +112,13 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     assert_eq!(summary.workers_replaced, 3);
     // Once a worker had to be replaced, the next one starts ahead of need: the second and
     // third replacements were standbys started while cases ran, and one more stands by at
-    // the end (five processes for four workers).
+    // the end (five processes for four workers; the last may not have read its spec yet).
+    assert_eq!(sup.workers_started(), 4);
+    assert!(sup.standing_by());
     // Every worker got the typed spec first: its GPU and the plugins of the command line.
     let specs = std::fs::read_to_string(dir.path().join("specs")).unwrap();
-    assert_eq!(specs.lines().count(), 5);
+    let n = specs.lines().count();
+    assert!(n == 4 || n == 5, "{n} specs read");
     for line in specs.lines() {
         assert_eq!(serde_json::from_str::<WorkerSpec>(line).unwrap(), spec);
     }
