@@ -120,7 +120,7 @@ pub struct ExecArgs {
     /// MiB of sanitizer records one case may write before kedge stops its worker and judges
     /// the records so far (a kernel whose every thread reads out of bounds gets one record per
     /// access); 0: no limit.
-    #[arg(long, value_name = "MIB", default_value_t = 32)]
+    #[arg(long, value_name = "MIB", default_value_t = kedge_runner::run::RECORD_CAP_BYTES >> 20)]
     pub record_cap: u64,
     /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
     /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.

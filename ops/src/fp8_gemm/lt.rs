@@ -67,6 +67,12 @@ fn handle() -> Result<sys::cublasLtHandle_t, RunError> {
     }
 }
 
+/// Load cuBLASLt and create the process's handle, if it is not done yet (what the first
+/// matmul of a fresh worker would otherwise wait for). An error is the first case's to report.
+pub fn warm_up() {
+    let _ = handle();
+}
+
 /// cuBLASLt's version number (e.g. 130100), for the record.
 pub fn version() -> Option<usize> {
     // SAFETY: probe first; cublasLtGetVersion has no preconditions.

@@ -91,6 +91,10 @@ pub trait Impl: Send + Sync {
     fn run(&self, ctx: &mut RunCtx<'_>, _case: &Case, plan: &Plan) -> Result<(), RunError> {
         ctx.run_plan(plan)
     }
+    /// Load now what this impl's first case would load on its own (a vendor library and its
+    /// handle), so a worker started ahead of need pays for it before a case is waiting. Only
+    /// what a case's verdict cannot depend on; a failure is left for the case to report.
+    fn warm_up(&self, _case: &Case) {}
     /// Impls that own their device memory (a library) run here instead of `run`.
     fn backend(&self) -> Option<&dyn BackendImpl> {
         None

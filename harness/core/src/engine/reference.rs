@@ -54,6 +54,9 @@ impl ReferenceCache {
                 return Ok((specs, e.inputs.clone()));
             }
         }
+        // Let the last key's tensors go first: with the next key's they could be twice what
+        // admission counted on (a 2^32-element case holds 48 GiB of inputs and reference).
+        self.last = None;
         let inputs = Arc::new(op.inputs(case, &specs)?);
         self.last = Some(Entry {
             key,

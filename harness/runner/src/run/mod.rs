@@ -13,9 +13,11 @@ pub mod supervisor;
 pub mod worker;
 
 pub use progress::{Progress, Ticker};
-pub use protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec};
+pub use protocol::{BenchSpec, FatalKind, WarmUp, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
-pub use supervisor::{SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError};
+pub use supervisor::{
+    SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError, RECORD_CAP_BYTES,
+};
 
 use crate::errors::{exit, Error, NoGpu};
 use crate::external::ExternalSpec;
@@ -847,6 +849,15 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let (under, progress) = (self.under, self.progress);
+        // All the GPUs' workers share this host's cores. With every slot in use, cases are
+        // small and each worker may use every core for its short bursts; fewer slots run big
+        // cases, whose CPU-side work is long and parallel: each gets its share of the cores.
+        let threads = (n < self.pools.len()).then(|| {
+            std::thread::available_parallelism().map_or(1, |c| (c.get() / n.max(1)).max(1))
+        });
+        for (_, s) in self.pools[..n].iter_mut() {
+            s.set_threads(threads);
+        }
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
         let started_before: Vec<usize> = pools.iter().map(|(_, s)| s.workers_started()).collect();

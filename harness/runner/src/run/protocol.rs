@@ -3,7 +3,7 @@
 //! and device is in the spec, typed: a worker never re-parses command-line flags.
 
 use crate::external::ExternalSpec;
-use kedge_core::{CaseResult, LimitsProfile};
+use kedge_core::{Case, CaseResult, LimitsProfile};
 use serde::{Deserialize, Serialize};
 
 /// The protocol this kedge speaks; a worker refuses a spec of another.
@@ -32,6 +32,14 @@ pub struct WorkerSpec {
     /// `cuMemAlloc`, whose bounds the sanitizer knows, instead of packing them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sanitized: bool,
+}
+
+/// A line the supervisor sends a worker started ahead of need: the case it will probably
+/// run first, to get ready for (`Impl::warm_up`), not to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmUp {
+    pub warm_up: Case,
 }
 
 /// How a bench worker times its cases.

@@ -2,7 +2,7 @@
 //! worker whose context died, kills a hung one, and wraps workers in compute-sanitizer.
 //! Cases never run in the supervisor itself.
 
-use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
+use super::protocol::{FatalKind, WarmUp, WorkerMsg, WorkerSpec};
 use super::schedule::BatchError;
 use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
 use std::io::{BufRead, BufReader, Write};
@@ -56,8 +56,9 @@ pub struct SanitizeSpec {
     pub record_cap: Option<u64>,
 }
 
-/// The default of `SanitizeSpec::record_cap`: tens of thousands of records.
-pub const RECORD_CAP_BYTES: u64 = 32 << 20;
+/// The default of `SanitizeSpec::record_cap`: thousands of records (memcheck took about a
+/// millisecond a record on the H200, so a case stops within seconds).
+pub const RECORD_CAP_BYTES: u64 = 4 << 20;
 
 pub struct SupervisorConfig {
     /// The kedge binary (workers are `kedge worker`, reading `spec` as their first line).
@@ -200,9 +201,13 @@ pub struct Supervisor {
     idle: Option<(Worker, ReadyInfo)>,
     /// A worker started ahead of need, opening its device while the current one runs: the
     /// next replacement takes it instead of waiting for a fresh start. Kept under a sanitizer
-    /// (every batch ends its worker) and natively once a worker had to be replaced (a case
-    /// that faults tends to have neighbours that fault).
+    /// (every batch ends its worker) and natively once a worker was lost running cases (a
+    /// case that faults tends to have neighbours that fault).
     standby: Option<Worker>,
+    /// Threads each worker's CPU-side work may use (`RAYON_NUM_THREADS`); `None`: all.
+    threads: Option<usize>,
+    /// Workers that ended while running cases (a fault, a crash, a hang).
+    lost: usize,
 }
 
 impl Drop for Supervisor {
@@ -222,6 +227,22 @@ impl Supervisor {
             spawned: 0,
             idle: None,
             standby: None,
+            threads: None,
+            lost: 0,
+        }
+    }
+
+    /// Threads for the CPU-side work (inputs, reference, comparison) of the workers started
+    /// from now on; workers started with another number are let go. Several big cases side by
+    /// side, each with every core, slowed each other tenfold on the H200 (16 cores, two cases
+    /// at a time: a 2 GiB output's reference took 4.2 s, 0.42 s alone).
+    pub fn set_threads(&mut self, threads: Option<usize>) {
+        if self.threads != threads {
+            self.threads = threads;
+            if let Some((mut w, _)) = self.idle.take() {
+                w.finish(Duration::from_secs(30));
+            }
+            self.standby.take();
         }
     }
 
@@ -255,13 +276,20 @@ impl Supervisor {
         self.spawn()
     }
 
-    /// Start the standby now if this supervisor keeps one and has none.
-    fn start_standby(&mut self) {
-        let wanted = self.cfg.sanitize.is_some() || self.spawned > 1;
+    /// Start the standby now if this supervisor keeps one and has none, and have it get
+    /// ready for `like` (a case like the ones it will probably run: `Impl::warm_up`).
+    fn start_standby(&mut self, like: Option<&Case>) {
+        let wanted = self.cfg.sanitize.is_some() || self.lost > 0;
         if wanted && self.standby.is_none() {
             // A standby that cannot start is not an error yet: the next replacement starts
             // one the usual way and reports what went wrong.
             self.standby = self.spawn().ok();
+            if let (Some(w), Some(c)) = (self.standby.as_mut(), like) {
+                let line = serde_json::to_string(&WarmUp { warm_up: c.clone() });
+                if let (Some(i), Ok(line)) = (w.stdin.as_mut(), line) {
+                    let _ = writeln!(i, "{line}").and_then(|_| i.flush());
+                }
+            }
         }
     }
 
@@ -312,6 +340,7 @@ impl Supervisor {
                 super::lifecycle::SUPERVISOR_PID_ENV,
                 std::process::id().to_string(),
             )
+            .envs(self.threads.map(|n| ("RAYON_NUM_THREADS", n.to_string())))
             .process_group(0);
         let mut child = cmd.spawn().map_err(|err| SupervisorError::Spawn {
             cmd: argv.join(" "),
@@ -476,7 +505,7 @@ impl Supervisor {
                     }
                     // Wait for the worker to open the device.
                     let info = self.wait_ready(&mut w)?;
-                    self.start_standby();
+                    self.start_standby(cases.get(i));
                     (w, info)
                 }
             };
@@ -505,7 +534,9 @@ impl Supervisor {
                     )
                 } else {
                     // Under a sanitizer the wait is cut into short slices to watch how much
-                    // the case has made the sanitizer write.
+                    // the case has made the sanitizer write: to its XML, and the text it
+                    // prints on the worker's stdout.
+                    let mut printed = 0u64;
                     let cap = self
                         .cfg
                         .sanitize
@@ -541,7 +572,19 @@ impl Supervisor {
                                         message,
                                     )
                                 }
-                                _ => continue, // stray output: keep waiting
+                                // Stray output (the sanitizer's text): keep waiting, unless
+                                // there is too much of it.
+                                _ => {
+                                    printed += line.len() as u64 + 1;
+                                    match &cap {
+                                        Some((cap, _, _)) if printed > *cap => {
+                                            worker_gone = true;
+                                            w.kill();
+                                            break records_cut(case, printed, t0);
+                                        }
+                                        _ => continue,
+                                    }
+                                }
                             },
                             Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                                 worker_gone = true;
@@ -575,18 +618,7 @@ impl Supervisor {
                                 }
                                 worker_gone = true;
                                 w.kill();
-                                let mut r = CaseResult::new(
-                                    case,
-                                    Verdict::Timeout,
-                                    Detector::Supervisor,
-                                    format!(
-                                        "{STOPPED_FOR_RECORDS} after {} MiB of records in {:.1} s; worker killed",
-                                        written >> 20,
-                                        t0.elapsed().as_secs_f64()
-                                    ),
-                                );
-                                r.ms = t0.elapsed().as_secs_f64() * 1e3;
-                                break r;
+                                break records_cut(case, written, t0);
                             }
                             Err(RecvTimeoutError::Timeout) => {
                                 worker_gone = true;
@@ -625,6 +657,9 @@ impl Supervisor {
                         worker_gone = true;
                     }
                 }
+            }
+            if worker_gone {
+                self.lost += 1;
             }
             if keep && !worker_gone && i == cases.len() {
                 // Alive and done with this run: the next run starts with it.
@@ -711,6 +746,23 @@ fn aborted(case: &Case, message: &str, log: &[String]) -> CaseResult {
 
 /// How a case's detail starts when its sanitizer records passed `SanitizeSpec::record_cap`.
 pub const STOPPED_FOR_RECORDS: &str = "stopped by kedge: the sanitizer kept reporting";
+
+/// The result of a case stopped for writing `bytes` of sanitizer records (its records so far
+/// judge it when the worker's XML is read).
+fn records_cut(case: &Case, bytes: u64, t0: Instant) -> CaseResult {
+    let mut r = CaseResult::new(
+        case,
+        Verdict::Timeout,
+        Detector::Supervisor,
+        format!(
+            "{STOPPED_FOR_RECORDS} after {:.1} MiB of records in {:.1} s; worker killed",
+            bytes as f64 / (1u64 << 20) as f64,
+            t0.elapsed().as_secs_f64()
+        ),
+    );
+    r.ms = t0.elapsed().as_secs_f64() * 1e3;
+    r
+}
 
 fn file_len(p: &std::path::Path) -> u64 {
     std::fs::metadata(p).map_or(0, |m| m.len())

@@ -17,7 +17,7 @@ const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
 # Called as: fake-worker.sh worker, its spec ({"protocol":1,"device":N,...}) the first line.
 IFS= read -r spec
 dev=$(printf '%s' "$spec" | sed 's/.*"device":\([0-9]*\).*/\1/'); dir="$(dirname "$0")"
-echo "$$" >> "$dir/started-$dev"
+echo "$$ threads=${RAYON_NUM_THREADS:-all}" >> "$dir/started-$dev"
 if [ -e "$dir/gone-$dev" ]; then
   echo '{"fatal":{"message":"no CUDA device: gpu '"$dev"' fell off the bus","kind":"no-device"}}'
   exit 3
@@ -25,6 +25,7 @@ fi
 printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"device_count":2,"limits":%s}}\n' "$$" "$(cat "$dir/limits.json")"
 n=0
 while IFS= read -r line; do
+  case "$line" in *'"warm_up"'*) continue ;; esac   # get ready: nothing to answer
   n=$((n+1))
   if [ "$dev" = 1 ] && [ "$n" -ge 4 ]; then touch "$dir/gone-$dev"; exit 0; fi
   [ "$dev" = 0 ] && sleep 0.05
@@ -165,8 +166,27 @@ fn several_workers_per_gpu_share_the_queue_and_big_cases_run_alone() {
         Some(&big),
         "the big case runs after the others"
     );
-    // Three slots started a worker each for the shared cases (the probe's worker is apart).
-    assert_eq!(stats.workers, 3, "{stats:?}");
+    // Three slots started a worker each for the shared cases (the probe's worker is apart),
+    // and the big case, alone, got a new one with every core to itself.
+    assert_eq!(stats.workers, 4, "{stats:?}");
+    let started = std::fs::read_to_string(dir.path().join("started-0")).unwrap();
+    let threads: Vec<&str> = started
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, t)| t))
+        .collect();
+    // The probe, the three shared slots with every core, then the big case's worker with
+    // its share: all the cores, since it runs alone.
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    assert_eq!(
+        threads,
+        vec![
+            "threads=all".to_string(),
+            "threads=all".into(),
+            "threads=all".into(),
+            "threads=all".into(),
+            format!("threads={cores}")
+        ]
+    );
 }
 
 /// A driver older than the build needs: the worker says so before it opens a context, and the

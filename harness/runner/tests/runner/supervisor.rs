@@ -17,6 +17,7 @@ IFS= read -r spec; echo "$spec" >> "$(dirname "$0")/specs"
 echo "========= COMPUTE-SANITIZER"
 printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
 while IFS= read -r line; do
+  case "$line" in *'"warm_up"'*) echo "$line" >> "$(dirname "$0")/warmups"; continue ;; esac
   case "$line" in
     *'"seed":666'*) kill -SEGV $$ ;;
     *'"seed":777'*) sleep 600 ;;
@@ -115,6 +116,14 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     // the end (five processes for four workers; the last may not have read its spec yet).
     assert_eq!(sup.workers_started(), 4);
     assert!(sup.standing_by());
+    // Each standby was told what to get ready for (the case after the one that ended its
+    // predecessor), and the two that took cases read it before their first case.
+    let warmups = std::fs::read_to_string(dir.path().join("warmups")).unwrap_or_default();
+    assert!(warmups.lines().count() >= 2, "{warmups}");
+    for line in warmups.lines() {
+        let w: kedge_runner::run::WarmUp = serde_json::from_str(line).unwrap();
+        assert!(cases.contains(&w.warm_up), "{line}");
+    }
     // Every worker got the typed spec first: its GPU and the plugins of the command line.
     let specs = std::fs::read_to_string(dir.path().join("specs")).unwrap();
     let n = specs.lines().count();
