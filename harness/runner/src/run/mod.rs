@@ -709,6 +709,11 @@ pub struct Tier {
     pub largest: u64,
 }
 
+/// Cases with this many bytes of tensors or more run one at a time: their CPU-side work
+/// (drawing gigabytes of inputs, an f64 reference, the comparison) already uses every core,
+/// and two side by side were each eight to thirteen times slower than alone on the H200.
+pub const ALONE_FROM_BYTES: u64 = 4 << 30;
+
 /// Group cases by how many may run at once on one GPU: `slots` cases of `bytes` each must fit
 /// in half the device's memory (the rest is the driver's, cuBLASLt's workspaces and
 /// fragmentation), and on the host in a third of its available memory each (inputs,
@@ -724,6 +729,9 @@ pub fn admission_tiers(
     let jobs = jobs.max(1);
     let slots_for = |b: u64| -> usize {
         let b = b.max(1);
+        if b >= ALONE_FROM_BYTES {
+            return 1;
+        }
         let by_device = device_bytes / b.saturating_mul(2);
         let by_host = host_bytes.map_or(u64::MAX, |h| h / b.saturating_mul(3));
         (by_device.min(by_host).min(jobs as u64) as usize).max(1)
@@ -849,14 +857,19 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let (under, progress) = (self.under, self.progress);
-        // All the GPUs' workers share this host's cores. With every slot in use, cases are
-        // small and each worker may use every core for its short bursts; fewer slots run big
-        // cases, whose CPU-side work is long and parallel: each gets its share of the cores.
-        let threads = (n < self.pools.len()).then(|| {
-            std::thread::available_parallelism().map_or(1, |c| (c.get() / n.max(1)).max(1))
-        });
-        for (_, s) in self.pools[..n].iter_mut() {
-            s.set_threads(threads);
+        // All the GPUs' workers share this host's cores: each worker's CPU-side work (inputs,
+        // reference, comparison) gets its share. Eight workers of 16 threads each on the
+        // H200's 16 cores spent 37.9 s of worker time on the default suite, one worker alone
+        // 11.4 s. Pools this tier leaves idle let their workers go: an idle worker keeps its
+        // last inputs and reference, which a bigger case needs the room of.
+        let threads = (n > 1)
+            .then(|| std::thread::available_parallelism().map_or(1, |c| (c.get() / n).max(1)));
+        for (k, (_, s)) in self.pools.iter_mut().enumerate() {
+            if k < n {
+                s.set_threads(threads);
+            } else {
+                s.release();
+            }
         }
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
@@ -1027,17 +1040,21 @@ mod admission_tests {
 
     #[test]
     fn small_cases_share_the_gpu_and_big_ones_run_fewer_at_once() {
-        // 140 GB device, 120 GB host, 8 jobs.
-        let bytes = [GB / 1024, 20 * GB, GB / 2, 8 * GB, 70 * GB];
-        let t = admission_tiers(&bytes, 8, 140 * GB, Some(120 * GB));
+        // A 14 GB device, 9 GB of host memory, 8 jobs.
+        let bytes = [GB / 1024, 2 * GB, GB / 2, GB, 5 * GB];
+        let t = admission_tiers(&bytes, 8, 14 * GB, Some(9 * GB));
         let slots: Vec<(usize, Vec<usize>)> =
             t.iter().map(|t| (t.slots, t.cases.clone())).collect();
-        // 8 GB: device allows 8, host 120/24 = 5; 20 GB: device 3, host 2; 70 GB: device 1.
+        // 0.5 GB: device allows 14, host 9/1.5 = 6; 1 GB: device 7, host 3; 2 GB: device 3,
+        // host 1; 5 GB: past ALONE_FROM_BYTES, alone whatever the memory.
         assert_eq!(
             slots,
-            vec![(8, vec![0, 2]), (5, vec![3]), (2, vec![1]), (1, vec![4])]
+            vec![(8, vec![0]), (6, vec![2]), (3, vec![3]), (1, vec![1, 4])]
         );
-        assert_eq!(t[3].largest, 70 * GB);
+        assert_eq!(t[3].largest, 5 * GB);
+        // Past ALONE_FROM_BYTES a case runs alone even where memory would let it share.
+        let t = admission_tiers(&[super::ALONE_FROM_BYTES], 8, 1 << 50, None);
+        assert_eq!(t[0].slots, 1);
     }
 
     #[test]

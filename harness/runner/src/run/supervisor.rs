@@ -93,6 +93,8 @@ pub struct RunSummary {
 /// What a worker says once it has opened its device.
 #[derive(Debug, Clone)]
 struct ReadyInfo {
+    /// The worker's own pid (under a sanitizer, the tool's child).
+    pid: u32,
     device: String,
     driver_version: i32,
     driver: Option<String>,
@@ -140,6 +142,22 @@ impl Worker {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+    /// End the worker but not the sanitizer around it, which then writes its report of
+    /// what it saw (killing the tool too would leave no report at all, seen on the H200).
+    /// `pid` is the worker's own, from its ready line; without one, everything goes.
+    fn stop_for_report(&mut self, pid: u32) {
+        let own = self.child.id();
+        if pid == 0 || pid == own {
+            self.kill();
+            return;
+        }
+        // SAFETY: plain syscall; the pid is this worker's, in the group we lead.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+        // The tool's report of a flood can take a while to write; past that, everything goes.
+        self.finish(Duration::from_secs(60));
     }
     fn recv(&self, t: Duration) -> Result<Option<String>, RecvTimeoutError> {
         self.rx.recv_timeout(t)
@@ -232,6 +250,14 @@ impl Supervisor {
         }
     }
 
+    /// Let the idle worker and the standby go (this pool sits out a tier of bigger cases).
+    pub fn release(&mut self) {
+        if let Some((mut w, _)) = self.idle.take() {
+            w.finish(Duration::from_secs(30));
+        }
+        self.standby.take();
+    }
+
     /// Threads for the CPU-side work (inputs, reference, comparison) of the workers started
     /// from now on; workers started with another number are let go. Several big cases side by
     /// side, each with every core, slowed each other tenfold on the H200 (16 cores, two cases
@@ -239,10 +265,7 @@ impl Supervisor {
     pub fn set_threads(&mut self, threads: Option<usize>) {
         if self.threads != threads {
             self.threads = threads;
-            if let Some((mut w, _)) = self.idle.take() {
-                w.finish(Duration::from_secs(30));
-            }
-            self.standby.take();
+            self.release();
         }
     }
 
@@ -413,9 +436,10 @@ impl Supervisor {
                         driver,
                         limits,
                         device_count,
-                        ..
+                        pid,
                     }) => {
                         return Ok(ReadyInfo {
+                            pid,
                             device,
                             driver_version,
                             driver,
@@ -579,7 +603,7 @@ impl Supervisor {
                                     match &cap {
                                         Some((cap, _, _)) if printed > *cap => {
                                             worker_gone = true;
-                                            w.kill();
+                                            w.stop_for_report(info.pid);
                                             break records_cut(case, printed, t0);
                                         }
                                         _ => continue,
@@ -617,7 +641,7 @@ impl Supervisor {
                                     continue;
                                 }
                                 worker_gone = true;
-                                w.kill();
+                                w.stop_for_report(info.pid);
                                 break records_cut(case, written, t0);
                             }
                             Err(RecvTimeoutError::Timeout) => {
@@ -670,6 +694,18 @@ impl Supervisor {
             // next loop starts a fresh one.
             w.finish(Duration::from_secs(60));
             if let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) {
+                if !xml.exists() {
+                    // The tool ended before writing a report (it was killed with its worker):
+                    // the cases keep their worker's verdicts and say what is missing.
+                    for mut r in held {
+                        r.detail.push_str(&format!(
+                            " (no {} report: the tool ended before writing one)",
+                            spec.tool
+                        ));
+                        emit(r)?;
+                    }
+                    continue;
+                }
                 let findings = match (spec.attribute)(xml, started) {
                     Ok(f) => f,
                     Err(why) if started > 1 => {

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 const FAKE_SANITIZER: &str = r#"#!/usr/bin/env bash
 # usage: fake-sanitizer.sh XML -- WORKER...   (seed 13 reads past its end; seed 666 also crashes;
-# seed 77 reads past its end from every thread: records without end, no verdict)
+# seed 77 reads past its end from every thread: records without end, no verdict; seed 88 takes
+# the tool down before it writes a report)
 xml="$1"; shift; shift
 dir="$(dirname "$0")"
 IFS= read -r spec
@@ -31,6 +32,7 @@ while IFS= read -r line; do
   case "$line" in
     *'"seed":666'*) exit 1 ;;   # dies mid-batch: the file is left without its closing tag
     *'"seed":77'*) while :; do cat "$dir/oob.xml" >> "$xml"; sleep 0.01; done ;;
+    *'"seed":88'*) rm -f "$xml"; exit 1 ;;   # the tool dies before writing its report
   esac
   echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
 done
@@ -272,4 +274,52 @@ fn a_flood_of_records_is_cut_and_judged() {
         flood.also
     );
     assert!(flood.findings[0].count > 1, "{:?}", flood.findings[0]);
+}
+
+/// A tool that ends before writing its report (killed with its worker) costs that batch its
+/// sanitizer findings, never the sweep: the cases keep their worker's verdicts and say so.
+#[test]
+fn a_missing_report_is_noted_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = setup(dir.path());
+    let tool = Tool::Memcheck;
+    let spec = SanitizeSpec {
+        tool,
+        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
+        attribute: kedge_runner::run::attribution(tool),
+        batch: 16,
+        record_cap: None,
+    };
+    let mut sup = Supervisor::new(SupervisorConfig {
+        exe: "unused-by-the-fake".into(),
+        spec: WorkerSpec::default(),
+        timeout: Duration::from_secs(10),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: Some(spec),
+        work_dir: dir.path().join("w"),
+        keep_worker: false,
+    });
+    let cases: Vec<Case> = [1, 88, 13].into_iter().map(case).collect();
+    let mut out = Vec::new();
+    sup.run(&cases, &mut |r| {
+        out.push(r);
+        Ok(())
+    })
+    .expect("the run goes on");
+    let got: Vec<_> = out
+        .iter()
+        .map(|r| (r.case.seed, r.verdict, r.detector))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, Verdict::Pass, Detector::None),
+            (88, Verdict::DeviceFault, Detector::Supervisor),
+            // The next batch, in a new worker, has its report again.
+            (13, Verdict::OobRead, Detector::Memcheck),
+        ]
+    );
+    for r in &out[..2] {
+        assert!(r.detail.contains("no memcheck report"), "{}", r.detail);
+    }
 }
