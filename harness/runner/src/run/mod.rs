@@ -857,13 +857,14 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let (under, progress) = (self.under, self.progress);
-        // All the GPUs' workers share this host's cores: each worker's CPU-side work (inputs,
-        // reference, comparison) gets its share. Eight workers of 16 threads each on the
-        // H200's 16 cores spent 37.9 s of worker time on the default suite, one worker alone
-        // 11.4 s. Pools this tier leaves idle let their workers go: an idle worker keeps its
-        // last inputs and reference, which a bigger case needs the room of.
-        let threads = (n > 1)
-            .then(|| std::thread::available_parallelism().map_or(1, |c| (c.get() / n).max(1)));
+        // The workers of a tier of big cases share the host's cores, each with its part for
+        // its CPU-side work (inputs, reference, comparison). With every slot in use the cases
+        // are small and each worker may use every core for its bursts: on the H200 (16 cores,
+        // 8 workers) the default suite took 7.2 s so and 11.2 s with two threads a worker.
+        // Pools this tier leaves idle let their workers go: an idle worker keeps its last
+        // inputs and reference, which a bigger case needs the room of.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let threads = tier_threads(n, self.pools.len(), cores);
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {
                 s.set_threads(threads);
@@ -964,6 +965,13 @@ impl GpuExecutor {
     }
 }
 
+/// Threads each worker of a tier of `n` workers may use, out of `pools` slots and `cores`:
+/// every core (`None`) when every slot is in use (small cases) or one worker runs alone, else
+/// an equal part (see `GpuExecutor::run_on`).
+pub fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
+    (n > 1 && n < pools).then(|| (cores / n).max(1))
+}
+
 /// `cases` with the cases of one `ReferenceKey` next to each other (keys in the order they
 /// first appear, cases in their order within a key), and the unit of each: its key's number.
 pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
@@ -1055,6 +1063,16 @@ mod admission_tests {
         // Past ALONE_FROM_BYTES a case runs alone even where memory would let it share.
         let t = admission_tiers(&[super::ALONE_FROM_BYTES], 8, 1 << 50, None);
         assert_eq!(t[0].slots, 1);
+    }
+
+    #[test]
+    fn big_tiers_share_the_cores_and_the_first_and_a_lone_case_do_not() {
+        use super::tier_threads;
+        assert_eq!(tier_threads(8, 8, 16), None);
+        assert_eq!(tier_threads(2, 8, 16), Some(8));
+        assert_eq!(tier_threads(5, 8, 16), Some(3));
+        assert_eq!(tier_threads(1, 8, 16), None);
+        assert_eq!(tier_threads(4, 8, 2), Some(1));
     }
 
     #[test]
