@@ -711,7 +711,9 @@ pub struct Tier {
 
 /// Cases with this many bytes of tensors or more run one at a time: their CPU-side work
 /// (drawing gigabytes of inputs, an f64 reference, the comparison) already uses every core,
-/// and two side by side were each eight to thirteen times slower than alone on the H200.
+/// so side by side they take as long in all as one after the other (on the H200 a 2^29-element
+/// rms_norm took 2 s alone and 15 to 20 s eight at a time) and hold several times the host
+/// memory.
 pub const ALONE_FROM_BYTES: u64 = 4 << 30;
 
 /// Group cases by how many may run at once on one GPU: `slots` cases of `bytes` each must fit

@@ -259,9 +259,9 @@ impl Supervisor {
     }
 
     /// Threads for the CPU-side work (inputs, reference, comparison) of the workers started
-    /// from now on; workers started with another number are let go. Several big cases side by
-    /// side, each with every core, slowed each other tenfold on the H200 (16 cores, two cases
-    /// at a time: a 2 GiB output's reference took 4.2 s, 0.42 s alone).
+    /// from now on; workers started with another number are let go. Workers that each take
+    /// every core for long parallel work only oversubscribe the host: a tier of big cases
+    /// gives each its part.
     pub fn set_threads(&mut self, threads: Option<usize>) {
         if self.threads != threads {
             self.threads = threads;
