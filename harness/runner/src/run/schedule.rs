@@ -515,6 +515,8 @@ mod tests {
         fatal: bool,
         starting: Option<Arc<AtomicBool>>,
         gate: Option<Arc<AtomicBool>>,
+        /// Where it records each batch it is handed.
+        batches: Option<Arc<Mutex<Vec<Vec<String>>>>>,
         ran: usize,
     }
 
@@ -526,6 +528,11 @@ mod tests {
             batch: &[String],
             done: &mut dyn FnMut(usize, String),
         ) -> Result<(), BatchError<FakeError>> {
+            if let Some(b) = &self.batches {
+                b.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(batch.to_vec());
+            }
             if self.fatal {
                 return Err(BatchError::Fatal(FakeError("report unreadable".into())));
             }
@@ -675,34 +682,15 @@ mod tests {
         assert!(slow >= 1 && fast > 3 * slow, "slow {slow}, fast {fast}");
     }
 
-    /// Records each batch it is handed, then runs it.
-    struct Batches(Arc<Mutex<Vec<Vec<String>>>>);
-
-    impl Runner<String> for Batches {
-        type Output = String;
-        type Error = FakeError;
-        fn run_batch(
-            &mut self,
-            batch: &[String],
-            done: &mut dyn FnMut(usize, String),
-        ) -> Result<(), BatchError<FakeError>> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(batch.to_vec());
-            std::thread::sleep(Duration::from_millis(2));
-            for (k, c) in batch.iter().enumerate() {
-                done(k, c.clone());
-            }
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_unit_goes_to_one_device_in_one_batch_in_order() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut devices: Vec<(DeviceId, Batches)> =
-            (0..3).map(|d| (d, Batches(seen.clone()))).collect();
+        let recording = || Fake {
+            pause: Duration::from_millis(2),
+            batches: Some(seen.clone()),
+            ..Fake::default()
+        };
+        let mut devices: Vec<(DeviceId, Fake)> = (0..3).map(|d| (d, recording())).collect();
         let cases = cases(10);
         // Units: {0,1,2} {3} {4,5} {6} {7,8,9}.
         let units = [0, 0, 0, 1, 2, 2, 3, 4, 4, 4];
@@ -722,7 +710,7 @@ mod tests {
         assert_eq!(batches, want);
         // A batch of 4 takes the whole units that fit in 4 cases.
         seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
-        let mut one = vec![(0, Batches(seen.clone()))];
+        let mut one = vec![(0, recording())];
         let opts = Options {
             batch: 4,
             ..Options::default()

@@ -117,6 +117,33 @@ fn case(seed: u64) -> Case {
     c
 }
 
+/// A supervisor around the fake sanitizer with kedge's own attribution: `batch` cases per
+/// worker, records past `record_cap` bytes cut, a case killed after `timeout_s`.
+fn supervisor(
+    dir: &Path,
+    wrapper: &Path,
+    batch: usize,
+    record_cap: Option<u64>,
+    timeout_s: u64,
+) -> Supervisor {
+    let tool = Tool::Memcheck;
+    Supervisor::new(SupervisorConfig {
+        exe: "unused-by-the-fake".into(),
+        spec: WorkerSpec::default(),
+        timeout: Duration::from_secs(timeout_s),
+        ready_timeout: Duration::from_secs(10),
+        sanitize: Some(SanitizeSpec {
+            tool,
+            prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
+            attribute: kedge_runner::run::attribution(tool),
+            batch,
+            record_cap,
+        }),
+        work_dir: dir.join("w"),
+        keep_worker: false,
+    })
+}
+
 #[test]
 fn batch_attribution_equals_one_case_per_worker() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,23 +198,7 @@ fn an_unattributable_batch_runs_again_one_case_per_worker() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = setup(dir.path());
     std::fs::write(dir.path().join("marker.xml"), "").unwrap();
-    let tool = Tool::Memcheck;
-    let spec = SanitizeSpec {
-        tool,
-        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
-        attribute: kedge_runner::run::attribution(tool),
-        batch: 16,
-        record_cap: None,
-    };
-    let mut sup = Supervisor::new(SupervisorConfig {
-        exe: "unused-by-the-fake".into(),
-        spec: WorkerSpec::default(),
-        timeout: Duration::from_secs(10),
-        ready_timeout: Duration::from_secs(10),
-        sanitize: Some(spec),
-        work_dir: dir.path().join("w"),
-        keep_worker: false,
-    });
+    let mut sup = supervisor(dir.path(), &wrapper, 16, None, 10);
     let cases: Vec<Case> = [1, 13, 2].into_iter().map(case).collect();
     let mut out = Vec::new();
     let summary = sup
@@ -220,23 +231,7 @@ fn an_unattributable_batch_runs_again_one_case_per_worker() {
 fn a_flood_of_records_is_cut_and_judged() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = setup(dir.path());
-    let tool = Tool::Memcheck;
-    let spec = SanitizeSpec {
-        tool,
-        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
-        attribute: kedge_runner::run::attribution(tool),
-        batch: 16,
-        record_cap: Some(64 << 10),
-    };
-    let mut sup = Supervisor::new(SupervisorConfig {
-        exe: "unused-by-the-fake".into(),
-        spec: WorkerSpec::default(),
-        timeout: Duration::from_secs(60),
-        ready_timeout: Duration::from_secs(10),
-        sanitize: Some(spec),
-        work_dir: dir.path().join("w"),
-        keep_worker: false,
-    });
+    let mut sup = supervisor(dir.path(), &wrapper, 16, Some(64 << 10), 60);
     let cases: Vec<Case> = [1, 77, 2, 13].into_iter().map(case).collect();
     let mut out = Vec::new();
     let t0 = std::time::Instant::now();
@@ -282,23 +277,7 @@ fn a_flood_of_records_is_cut_and_judged() {
 fn a_missing_report_is_noted_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = setup(dir.path());
-    let tool = Tool::Memcheck;
-    let spec = SanitizeSpec {
-        tool,
-        prefix: vec![wrapper.display().to_string(), "{xml}".into(), "--".into()],
-        attribute: kedge_runner::run::attribution(tool),
-        batch: 16,
-        record_cap: None,
-    };
-    let mut sup = Supervisor::new(SupervisorConfig {
-        exe: "unused-by-the-fake".into(),
-        spec: WorkerSpec::default(),
-        timeout: Duration::from_secs(10),
-        ready_timeout: Duration::from_secs(10),
-        sanitize: Some(spec),
-        work_dir: dir.path().join("w"),
-        keep_worker: false,
-    });
+    let mut sup = supervisor(dir.path(), &wrapper, 16, None, 10);
     let cases: Vec<Case> = [1, 88, 13].into_iter().map(case).collect();
     let mut out = Vec::new();
     sup.run(&cases, &mut |r| {
