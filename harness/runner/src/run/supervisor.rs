@@ -49,10 +49,12 @@ pub struct SanitizeSpec {
     pub attribute: Attribute,
     /// Cases per worker: the XML is read when a worker ends.
     pub batch: usize,
-    /// Bytes of records one case may add to its worker's XML before kedge stops the worker:
-    /// a kernel whose every thread reads out of bounds makes the sanitizer write a record
-    /// per access (millions, for minutes), and the first thousands already say all there is.
-    /// The records before the cut are attributed and judged as usual. `None`: no limit.
+    /// Bytes of records one case may make the sanitizer print on the worker's stdout (or add
+    /// to its XML, where a tool writes it as it goes) before kedge stops the worker: a kernel
+    /// whose every thread reads out of bounds makes the sanitizer report every access
+    /// (millions, for minutes), and the first thousands already say all there is. The tool
+    /// then writes its report and the records before the cut are judged as usual. `None`: no
+    /// limit.
     pub record_cap: Option<u64>,
 }
 
