@@ -91,10 +91,15 @@ pub trait Impl: Send + Sync {
     fn run(&self, ctx: &mut RunCtx<'_>, _case: &Case, plan: &Plan) -> Result<(), RunError> {
         ctx.run_plan(plan)
     }
-    /// Load now what this impl's first case would load on its own (a vendor library and its
-    /// handle), so a worker started ahead of need pays for it before a case is waiting. Only
-    /// what a case's verdict cannot depend on; a failure is left for the case to report.
-    fn warm_up(&self, _case: &Case) {}
+    /// Load now what this impl would load on its own for `case` (a vendor library, its
+    /// handle, the kernels it would pick), so a worker started ahead of need pays for it
+    /// before a case is waiting. Only what a case's verdict cannot depend on: memory used
+    /// here is freed before returning, and nothing is put in a cache the case reads. An error
+    /// that leaves the context usable is the case's to report; a sticky one (the context is
+    /// dead) makes the worker give up before it takes any case.
+    fn warm_up(&self, _dev: &crate::cuda::Device, _case: &Case) -> Result<(), RunError> {
+        Ok(())
+    }
     /// Impls that own their device memory (a library) run here instead of `run`.
     fn backend(&self) -> Option<&dyn BackendImpl> {
         None

@@ -13,10 +13,11 @@ pub mod supervisor;
 pub mod worker;
 
 pub use progress::{Progress, Ticker};
-pub use protocol::{BenchSpec, FatalKind, WarmUp, WorkerMsg, WorkerSpec};
+pub use protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
 pub use supervisor::{
-    SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError, RECORD_CAP_BYTES,
+    standbys_wanted, warm_up_cases, SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError,
+    MAX_STANDBYS, RECORD_CAP_BYTES,
 };
 
 use crate::errors::{exit, Error, NoGpu};
@@ -89,6 +90,10 @@ pub struct RunStats {
     /// Worker processes started, and how many of them replaced one that died.
     pub workers: usize,
     pub replaced: usize,
+    /// Time slots spent waiting for a worker to become ready with cases waiting, summed
+    /// over the slots (worker time, like the phases of `TimeSpent`).
+    #[serde(default)]
+    pub worker_wait_s: f64,
     /// Per GPU: cases run and why it was lost, if it was.
     pub per_gpu: Vec<GpuRun>,
 }
@@ -175,6 +180,7 @@ impl Executor for HostExecutor<'_> {
     }
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
         let t0 = Instant::now();
+        let waited_before = self.sup.waited();
         let ticker = Ticker::new(self.progress, cases.len());
         let mut done = 0usize;
         let mut failed: Option<Error> = None;
@@ -199,6 +205,7 @@ impl Executor for HostExecutor<'_> {
             wall_s: t0.elapsed().as_secs_f64(),
             workers: summary.workers_started,
             replaced: summary.workers_replaced,
+            worker_wait_s: (self.sup.waited() - waited_before).as_secs_f64(),
             per_gpu: Vec::new(),
         })
     }
@@ -877,6 +884,7 @@ impl GpuExecutor {
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
         let started_before: Vec<usize> = pools.iter().map(|(_, s)| s.workers_started()).collect();
+        let waited_before: Duration = pools.iter().map(|(_, s)| s.waited()).sum();
         // One case per pull keeps the GPUs level (a native worker stays alive between
         // pulls); a sanitized worker's XML is read when it ends, so there a pull is one
         // worker's batch.
@@ -954,6 +962,9 @@ impl GpuExecutor {
             wall_s: t0.elapsed().as_secs_f64(),
             workers: started.iter().sum(),
             replaced: started.iter().map(|n| n.saturating_sub(1)).sum(),
+            worker_wait_s: (pools.iter().map(|(_, s)| s.waited()).sum::<Duration>()
+                - waited_before)
+                .as_secs_f64(),
             per_gpu: sched
                 .devices
                 .iter()

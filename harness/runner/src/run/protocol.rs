@@ -7,7 +7,7 @@ use kedge_core::{Case, CaseResult, LimitsProfile};
 use serde::{Deserialize, Serialize};
 
 /// The protocol this kedge speaks; a worker refuses a spec of another.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// Exit code of a worker whose context died after a case (the result was written first).
 pub const EXIT_CONTEXT_DEAD: i32 = 86;
@@ -32,14 +32,11 @@ pub struct WorkerSpec {
     /// `cuMemAlloc`, whose bounds the sanitizer knows, instead of packing them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sanitized: bool,
-}
-
-/// A line the supervisor sends a worker started ahead of need: the case it will probably
-/// run first, to get ready for (`Impl::warm_up`), not to run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WarmUp {
-    pub warm_up: Case,
+    /// Cases like the ones this worker will probably run, to get ready for before it says it
+    /// is ready (`Impl::warm_up`), not to run: a worker started ahead of need loads what
+    /// they load while another worker runs cases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warm_up: Vec<Case>,
 }
 
 /// How a bench worker times its cases.
@@ -62,6 +59,7 @@ impl WorkerSpec {
             open_gpu: true,
             bench: None,
             sanitized: false,
+            warm_up: Vec::new(),
         }
     }
     /// The same spec on another GPU.

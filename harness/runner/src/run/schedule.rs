@@ -42,7 +42,13 @@ pub trait Runner<T> {
         batch: &[T],
         done: &mut dyn FnMut(usize, Self::Output),
     ) -> Result<(), BatchError<Self::Error>>;
+    /// The cases at the front of the queue after the batch about to run (this device or
+    /// another may take them): a hint of what to get ready for. The default ignores it.
+    fn upcoming(&mut self, _next: &[T]) {}
 }
+
+/// Cases of the queue passed to `Runner::upcoming` before each batch.
+pub const UPCOMING: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -209,6 +215,11 @@ impl Queue<'_> {
         }
     }
 
+    /// The first `n` cases of the queue, left in it.
+    fn peek(&self, n: usize) -> Vec<usize> {
+        self.lock().queue.iter().take(n).copied().collect()
+    }
+
     /// A batch of `handed` cases is over; `unfinished` go back to the front, in order.
     fn give_back(&self, handed: usize, unfinished: &[usize], lost: bool, stop: bool) {
         let mut s = self.lock();
@@ -360,6 +371,12 @@ fn device_loop<T: Clone, R: Runner<T>>(
     let mut report = DeviceReport::new(id);
     let mut failures_in_row = 0;
     while let Some(batch) = queue.take(opts.batch) {
+        let next: Vec<T> = queue
+            .peek(UPCOMING)
+            .iter()
+            .map(|&i| cases[i].clone())
+            .collect();
+        runner.upcoming(&next);
         let items: Vec<T> = batch.iter().map(|&i| cases[i].clone()).collect();
         let mut finished = vec![false; batch.len()];
         let res = runner.run_batch(&items, &mut |k, output| {

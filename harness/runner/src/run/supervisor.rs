@@ -2,9 +2,10 @@
 //! worker whose context died, kills a hung one, and wraps workers in compute-sanitizer.
 //! Cases never run in the supervisor itself.
 
-use super::protocol::{FatalKind, WarmUp, WorkerMsg, WorkerSpec};
+use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
 use super::schedule::BatchError;
 use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -219,16 +220,31 @@ pub struct Supervisor {
     spawned: usize,
     /// A ready worker kept from the last `run` (`keep_worker`), and what it said when ready.
     idle: Option<(Worker, ReadyInfo)>,
-    /// A worker started ahead of need, opening its device while the current one runs: the
-    /// next replacement takes it instead of waiting for a fresh start. Kept under a sanitizer
-    /// (every batch ends its worker) and natively once a worker was lost running cases (a
-    /// case that faults tends to have neighbours that fault).
-    standby: Option<Worker>,
+    /// Workers started ahead of need, opening their device (and getting ready for the cases
+    /// coming: `WorkerSpec::warm_up`) while the current one runs: the next replacement takes
+    /// the oldest instead of waiting for a fresh start. How many: `standbys_wanted`.
+    standbys: VecDeque<Worker>,
     /// Threads each worker's CPU-side work may use (`RAYON_NUM_THREADS`); `None`: all.
     threads: Option<usize>,
     /// Workers that ended while running cases (a fault, a crash, a hang).
     lost: usize,
+    /// Cases run since the last worker was lost (`usize::MAX`: none was).
+    since_loss: usize,
+    /// The cases the scheduler will hand out next (`Runner::upcoming`): what standbys get
+    /// ready for beyond the current batch.
+    upcoming: Vec<Case>,
+    /// Time spent waiting for a worker to become ready, with cases waiting.
+    waited: Duration,
 }
+
+/// Standbys kept natively while workers are being lost often (within
+/// `RECENT_LOSS_CASES` cases of each other): guard mode's FP8 over-reads end a worker every
+/// few hundred milliseconds, faster than one worker starts.
+pub const MAX_STANDBYS: usize = 3;
+/// A loss this many cases after the one before is rare enough for one standby.
+const RECENT_LOSS_CASES: usize = 16;
+/// Cases a standby gets ready for, the distinct ones coming next.
+const WARM_UP_CASES: usize = 4;
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
@@ -236,7 +252,7 @@ impl Drop for Supervisor {
             w.finish(Duration::from_secs(30));
         }
         // A standby ran no case: its Drop kills it.
-        self.standby.take();
+        self.standbys.clear();
     }
 }
 
@@ -246,9 +262,12 @@ impl Supervisor {
             cfg,
             spawned: 0,
             idle: None,
-            standby: None,
+            standbys: VecDeque::new(),
             threads: None,
             lost: 0,
+            since_loss: usize::MAX,
+            upcoming: Vec::new(),
+            waited: Duration::ZERO,
         }
     }
 
@@ -257,7 +276,7 @@ impl Supervisor {
         if let Some((mut w, _)) = self.idle.take() {
             w.finish(Duration::from_secs(30));
         }
-        self.standby.take();
+        self.standbys.clear();
     }
 
     /// Threads for the CPU-side work (inputs, reference, comparison) of the workers started
@@ -280,40 +299,63 @@ impl Supervisor {
     /// Workers started so far that took cases, replacements included (a standby still
     /// waiting is not counted).
     pub fn workers_started(&self) -> usize {
-        self.spawned - usize::from(self.standby.is_some())
+        self.spawned - self.standbys.len()
     }
 
-    /// Whether a worker is started ahead of need, waiting for the next replacement.
-    pub fn standing_by(&self) -> bool {
-        self.standby.is_some()
+    /// Workers started ahead of need, waiting for the next replacements.
+    pub fn standing_by(&self) -> usize {
+        self.standbys.len()
     }
 
-    /// A worker for the next cases: the standby when there is one still alive, else a fresh
-    /// start.
-    fn next_worker(&mut self) -> Result<Worker, SupervisorError> {
-        if let Some(mut w) = self.standby.take() {
+    /// Time spent so far waiting for a worker to become ready while cases waited (a fresh
+    /// start, or a standby not ready yet).
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// How many standbys to keep: one under a sanitizer (every batch ends its worker);
+    /// natively none until a worker is lost running cases (a case that faults tends to have
+    /// neighbours that fault), then `MAX_STANDBYS` while losses come within
+    /// `RECENT_LOSS_CASES` cases of each other, else one.
+    pub fn standbys_wanted(&self) -> usize {
+        standbys_wanted(self.cfg.sanitize.is_some(), self.lost, self.since_loss)
+    }
+
+    /// A ready worker for the next cases: the oldest standby still alive and ready, else a
+    /// fresh start. A standby that died waiting, or whose getting ready failed, is let go
+    /// (a fresh start reports what is wrong, if anything is, with its stderr).
+    fn ready_worker(&mut self) -> Result<(Worker, ReadyInfo), SupervisorError> {
+        let t0 = Instant::now();
+        let got = loop {
+            let Some(mut w) = self.standbys.pop_front() else {
+                let mut w = self.spawn()?;
+                break self.wait_ready(&mut w).map(|info| (w, info));
+            };
             if let Ok(None) = w.child.try_wait() {
-                return Ok(w);
+                if let Ok(info) = self.wait_ready(&mut w) {
+                    break Ok((w, info));
+                }
             }
-            // It died waiting (its GPU went away?): a fresh start says why, with its stderr.
             w.finish(Duration::from_secs(5));
-        }
-        self.spawn()
+        };
+        self.waited += t0.elapsed();
+        got
     }
 
-    /// Start the standby now if this supervisor keeps one and has none, and have it get
-    /// ready for `like` (a case like the ones it will probably run: `Impl::warm_up`).
-    fn start_standby(&mut self, like: Option<&Case>) {
-        let wanted = self.cfg.sanitize.is_some() || self.lost > 0;
-        if wanted && self.standby.is_none() {
+    /// Start standbys until there are `standbys_wanted`, each to get ready for the distinct
+    /// cases among `next` and those the scheduler hands out after them (`Impl::warm_up`).
+    fn start_standbys(&mut self, next: &[Case]) {
+        let want = self.standbys_wanted();
+        if self.standbys.len() >= want {
+            return;
+        }
+        let warm = warm_up_cases(next.iter().chain(&self.upcoming), WARM_UP_CASES);
+        while self.standbys.len() < want {
             // A standby that cannot start is not an error yet: the next replacement starts
             // one the usual way and reports what went wrong.
-            self.standby = self.spawn().ok();
-            if let (Some(w), Some(c)) = (self.standby.as_mut(), like) {
-                let line = serde_json::to_string(&WarmUp { warm_up: c.clone() });
-                if let (Some(i), Ok(line)) = (w.stdin.as_mut(), line) {
-                    let _ = writeln!(i, "{line}").and_then(|_| i.flush());
-                }
+            match self.spawn_with(warm.clone()) {
+                Ok(w) => self.standbys.push_back(w),
+                Err(_) => break,
             }
         }
     }
@@ -332,6 +374,10 @@ impl Supervisor {
     }
 
     fn spawn(&mut self) -> Result<Worker, SupervisorError> {
+        self.spawn_with(Vec::new())
+    }
+
+    fn spawn_with(&mut self, warm_up: Vec<Case>) -> Result<Worker, SupervisorError> {
         let index = self.spawned;
         self.spawned += 1;
         let _ = std::fs::create_dir_all(&self.cfg.work_dir);
@@ -382,6 +428,7 @@ impl Supervisor {
         if let Some(i) = stdin.as_mut() {
             let mut spec = self.cfg.spec.clone();
             spec.sanitized = self.cfg.sanitize.is_some();
+            spec.warm_up = warm_up;
             let _ = writeln!(i, "{}", spec.to_line()).and_then(|_| i.flush());
         }
         let (tx, rx) = mpsc::channel();
@@ -524,14 +571,12 @@ impl Supervisor {
             let (mut w, info) = match self.take_idle() {
                 Some(kept) => kept,
                 None => {
-                    let mut w = self.next_worker()?;
+                    let (w, info) = self.ready_worker()?;
                     summary.workers_started += 1;
                     if summary.workers_started > 1 {
                         summary.workers_replaced += 1;
                     }
-                    // Wait for the worker to open the device.
-                    let info = self.wait_ready(&mut w)?;
-                    self.start_standby(cases.get(i));
+                    self.start_standbys(cases.get(i + 1..).unwrap_or_default());
                     (w, info)
                 }
             };
@@ -668,6 +713,7 @@ impl Supervisor {
                 r.under = under;
                 i += 1;
                 summary.ran += 1;
+                self.since_loss = self.since_loss.saturating_add(1);
                 if self.cfg.sanitize.is_some() {
                     held.push(r);
                 } else {
@@ -686,6 +732,7 @@ impl Supervisor {
             }
             if worker_gone {
                 self.lost += 1;
+                self.since_loss = 0;
             }
             if keep && !worker_gone && i == cases.len() {
                 // Alive and done with this run: the next run starts with it.
@@ -739,10 +786,45 @@ impl Supervisor {
     }
 }
 
+/// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`).
+pub fn standbys_wanted(sanitized: bool, lost: usize, since_loss: usize) -> usize {
+    if sanitized {
+        1
+    } else if lost == 0 {
+        0
+    } else if since_loss < RECENT_LOSS_CASES {
+        MAX_STANDBYS
+    } else {
+        1
+    }
+}
+
+/// Up to `n` of `cases`, in order, no two alike in what a warm-up depends on (op, impl,
+/// shape, params: not the seed or the allocation mode).
+pub fn warm_up_cases<'a>(cases: impl Iterator<Item = &'a Case>, n: usize) -> Vec<Case> {
+    let mut out: Vec<Case> = Vec::new();
+    for c in cases {
+        if out.len() >= n {
+            break;
+        }
+        let seen = out
+            .iter()
+            .any(|o| o.op == c.op && o.imp == c.imp && o.ne == c.ne && o.params == c.params);
+        if !seen {
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
 /// A supervisor is one GPU's worker pool in a multi-GPU sweep.
 impl super::schedule::Runner<Case> for Supervisor {
     type Output = CaseResult;
     type Error = SupervisorError;
+
+    fn upcoming(&mut self, next: &[Case]) {
+        self.upcoming = next.to_vec();
+    }
 
     fn run_batch(
         &mut self,

@@ -3,7 +3,7 @@
 //! verdict line out. The supervisor owns it; a fault that kills the CUDA context kills only
 //! this process.
 
-use super::protocol::{FatalKind, WarmUp, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
+use super::protocol::{FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
 use crate::errors::exit;
 use kedge_core::cuda::{device_count, kedge_case_marker, DeviceError};
 use kedge_core::engine::bench::{bench, copy_bandwidth, BenchOptions};
@@ -73,6 +73,27 @@ pub fn main() -> i32 {
         DeviceSlot::new(spec.device as usize)
     };
     let mut slot = slot.packed_exact(!spec.sanitized);
+    // Get ready for the cases this worker will probably run, before saying it is ready: a
+    // warm-up that killed the context must not take a case.
+    if let Some(dev) = slot.opened() {
+        for c in &spec.warm_up {
+            let Ok(imp) = reg.op(&c.op).and_then(|op| reg.imp(op, &c.imp)) else {
+                continue;
+            };
+            if let Err(e) = imp.warm_up(dev, c) {
+                if e.is_sticky() {
+                    return fatal(
+                        &mut out,
+                        FatalKind::Setup,
+                        format!(
+                            "getting ready for {} left the context unusable: {e}",
+                            c.label()
+                        ),
+                    );
+                }
+            }
+        }
+    }
     let ready = match slot.opened() {
         Some(dev) => WorkerMsg::Ready {
             device: dev.limits.device.clone(),
@@ -101,16 +122,6 @@ pub fn main() -> i32 {
     for line in lines {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
-            continue;
-        }
-        // A case to get ready for, not to run (sent to a worker started ahead of need).
-        if let Ok(w) = serde_json::from_str::<WarmUp>(&line) {
-            if let Ok(imp) = reg
-                .op(&w.warm_up.op)
-                .and_then(|op| reg.imp(op, &w.warm_up.imp))
-            {
-                imp.warm_up(&w.warm_up);
-            }
             continue;
         }
         let case: Case = match serde_json::from_str(&line) {

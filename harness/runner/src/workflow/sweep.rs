@@ -71,6 +71,10 @@ pub struct RunSummary {
     pub wall_s: f64,
     #[serde(default)]
     pub workers: usize,
+    /// Seconds the worker slots waited for a worker to become ready with cases waiting,
+    /// summed over the slots.
+    #[serde(default)]
+    pub worker_wait_s: f64,
     /// The GPU (or the profile the CPU side checked against).
     pub device: String,
     /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
@@ -401,6 +405,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             ran_now: st.ran,
             wall_s: st.wall_s,
             workers: st.workers,
+            worker_wait_s: (st.worker_wait_s * 1e3).round() / 1e3,
             device: fleet
                 .as_ref()
                 .map(|f| f.device.clone())
@@ -415,13 +420,14 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             crate::note!("{under}: {}", t.line());
         }
         crate::note!(
-            "{under}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers, {} replaced): {failures} failures; results in {}",
+            "{under}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers, {} replaced, {:.1} s of slot time waiting for them): {failures} failures; results in {}",
             row.cases,
             cases.len(),
             st.ran,
             st.wall_s,
             st.workers,
             st.replaced,
+            st.worker_wait_s,
             results_path.display()
         );
         summary.runs.push(row);
