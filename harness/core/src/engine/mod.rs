@@ -17,7 +17,7 @@ use crate::contract::run::RunCtx;
 use crate::cuda::alloc::DeviceAlloc;
 use crate::cuda::device::Device;
 use crate::cuda::error::{DeviceError, RunError};
-use crate::judge::compare::{compare, digest, nothing_written, poisoned_elements, Comparison};
+use crate::judge::compare::{all_poisoned, compare, digest, nothing_written, Comparison};
 use crate::judge::result::{Allocation, CaseResult, Observed, Timings};
 use crate::model::case::{AllocMode, Case};
 use crate::model::host::{poison_pattern, HostTensor};
@@ -364,11 +364,14 @@ fn judge(
     let t = Instant::now();
     let untouched = (canary_hits.is_empty() && !outs.is_empty())
         .then(|| {
-            let counts: Vec<(u64, u64)> = outs.iter().map(|(_, o)| poisoned_elements(o)).collect();
-            counts
-                .iter()
-                .all(|&(hit, n)| n > 0 && hit == n)
-                .then(|| nothing_written(&outs[0].0.name, counts[0].1))
+            outs.iter().all(|(_, o)| all_poisoned(o)).then(|| {
+                let n = outs[0]
+                    .1
+                    .ne
+                    .iter()
+                    .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64));
+                nothing_written(&outs[0].0.name, n)
+            })
         })
         .flatten();
     timings.compare += ms(t);

@@ -4,6 +4,7 @@
 
 use crate::contract::op::Tolerance;
 use crate::judge::result::Numbers;
+use crate::model::dtype::DType;
 use crate::model::host::{poison_pattern, HostTensor};
 use crate::model::words::Verdict;
 use rayon::prelude::*;
@@ -42,6 +43,26 @@ pub fn poisoned_elements(out: &HostTensor) -> (u64, u64) {
         })
         .sum::<u64>();
     (hit, n)
+}
+
+/// Whether every element of `out` (in logical order) still holds the poison pattern: what
+/// `poisoned_elements` says when its two counts are equal, but it stops at the first written
+/// element (usually the first), so judging a written output costs nothing here.
+pub fn all_poisoned(out: &HostTensor) -> bool {
+    let poison = poison_pattern(out.dtype);
+    let rows = out_rows(out);
+    rows.count > 0
+        && rows.n0 > 0
+        && !(0..rows.count as usize)
+            .into_par_iter()
+            .with_min_len(rows.min_len)
+            .any(|row| {
+                let (base, _) = rows.at(row as u64);
+                (0..rows.n0).any(|i0| {
+                    let off = (base + i0 * rows.nb0) as usize;
+                    out.bytes[off..off + rows.elem] != *poison.as_slice()
+                })
+            })
 }
 
 /// The verdict for an output of `n` elements that not one thread wrote: the op did no work at
@@ -139,95 +160,25 @@ fn out_rows(out: &HostTensor) -> Rows {
 /// Compare one output. `reference` is in the output's logical order.
 pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) -> Comparison {
     let n = reference.len() as u64;
-    let poison = poison_pattern(out.dtype);
-    struct Acc {
-        err: f64,
-        norm: f64,
-        max_abs: f64,
-        max_rel: f64,
-        first_bad: Option<u64>,
-        first_unwritten: Option<u64>,
-        first_nonfinite: Option<u64>,
-        unwritten: u64,
-        nonfinite: u64,
-    }
-    let zero = || Acc {
-        err: 0.0,
-        norm: 0.0,
-        max_abs: 0.0,
-        max_rel: 0.0,
-        first_bad: None,
-        first_unwritten: None,
-        first_nonfinite: None,
-        unwritten: 0,
-        nonfinite: 0,
-    };
-    let min_opt = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    };
-    // By rows: the offset of a row is computed once and each element is one stride further,
-    // so the inner loop has no division (a 2^31-element output is judged in seconds).
     let rows = out_rows(out);
-    let acc = (0..rows.count as usize)
-        .into_par_iter()
-        .with_min_len(rows.min_len)
-        .fold(zero, |mut a, row| {
-            let (base, flat0) = rows.at(row as u64);
-            for i0 in 0..rows.n0 {
-                let i = flat0 + i0;
-                if i >= n {
-                    break;
-                }
-                let off = (base + i0 * rows.nb0) as usize;
-                let raw = &out.bytes[off..off + rows.elem];
-                let r = reference[i as usize];
-                if raw == poison.as_slice() {
-                    a.unwritten += 1;
-                    a.first_unwritten.get_or_insert(i);
-                    continue;
-                }
-                let d = crate::model::host::read_elem(out.dtype, raw, 0);
-                if !d.is_finite() || !r.is_finite() || inf_like(d) || inf_like(r) {
-                    // test-backend-ops' rule: a value at the float range's edge stands for an
-                    // infinity of its sign (ggml's CUDA diag_mask_inf writes x - FLT_MAX where
-                    // the CPU writes -INFINITY, and upstream's harness accepts both).
-                    let same = (d.is_nan() && r.is_nan())
-                        || d == r
-                        || (inf_like(d)
-                            && inf_like(r)
-                            && d.is_sign_negative() == r.is_sign_negative());
-                    if !same {
-                        a.nonfinite += 1;
-                        a.first_nonfinite.get_or_insert(i);
-                    }
-                    continue;
-                }
-                let e = (d - r).abs();
-                a.err += e * e;
-                a.norm += r * r;
-                a.max_abs = a.max_abs.max(e);
-                if r != 0.0 {
-                    a.max_rel = a.max_rel.max(e / r.abs());
-                }
-                if e > tol.elem_abs + tol.elem_rel * r.abs() {
-                    a.first_bad.get_or_insert(i);
-                }
-            }
-            a
-        })
-        .reduce(zero, |a, b| Acc {
-            err: a.err + b.err,
-            norm: a.norm + b.norm,
-            max_abs: a.max_abs.max(b.max_abs),
-            max_rel: a.max_rel.max(b.max_rel),
-            first_bad: min_opt(a.first_bad, b.first_bad),
-            first_unwritten: min_opt(a.first_unwritten, b.first_unwritten),
-            first_nonfinite: min_opt(a.first_nonfinite, b.first_nonfinite),
-            unwritten: a.unwritten + b.unwritten,
-            nonfinite: a.nonfinite + b.nonfinite,
-        });
+    let poison = poison_pattern(out.dtype);
+    // The element size and the decoding are fixed per call, so the inner loop compares a
+    // fixed-size array with the poison and decodes without a branch on the dtype.
+    let acc = match out.dtype {
+        DType::F32 => accumulate::<4, _>(out, &rows, reference, tol, &poison, |b| {
+            f32::from_le_bytes(b) as f64
+        }),
+        DType::I32 => accumulate::<4, _>(out, &rows, reference, tol, &poison, |b| {
+            i32::from_le_bytes(b) as f64
+        }),
+        DType::F16 => accumulate::<2, _>(out, &rows, reference, tol, &poison, |b| {
+            half::f16::from_bits(u16::from_le_bytes(b)).to_f64()
+        }),
+        DType::Bf16 => accumulate::<2, _>(out, &rows, reference, tol, &poison, |b| {
+            half::bf16::from_bits(u16::from_le_bytes(b)).to_f64()
+        }),
+        DType::U8 => accumulate::<1, _>(out, &rows, reference, tol, &poison, |b| b[0] as f64),
+    };
     let nmse = if acc.norm > 0.0 {
         acc.err / acc.norm
     } else {
@@ -300,6 +251,143 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
     }
 }
 
+/// Sums and firsts over the elements compared so far.
+struct Acc {
+    err: f64,
+    norm: f64,
+    max_abs: f64,
+    max_rel: f64,
+    first_bad: Option<u64>,
+    first_unwritten: Option<u64>,
+    first_nonfinite: Option<u64>,
+    unwritten: u64,
+    nonfinite: u64,
+}
+
+impl Acc {
+    fn zero() -> Acc {
+        Acc {
+            err: 0.0,
+            norm: 0.0,
+            max_abs: 0.0,
+            max_rel: 0.0,
+            first_bad: None,
+            first_unwritten: None,
+            first_nonfinite: None,
+            unwritten: 0,
+            nonfinite: 0,
+        }
+    }
+    fn merge(a: Acc, b: Acc) -> Acc {
+        let min_opt = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        Acc {
+            err: a.err + b.err,
+            norm: a.norm + b.norm,
+            max_abs: a.max_abs.max(b.max_abs),
+            max_rel: a.max_rel.max(b.max_rel),
+            first_bad: min_opt(a.first_bad, b.first_bad),
+            first_unwritten: min_opt(a.first_unwritten, b.first_unwritten),
+            first_nonfinite: min_opt(a.first_nonfinite, b.first_nonfinite),
+            unwritten: a.unwritten + b.unwritten,
+            nonfinite: a.nonfinite + b.nonfinite,
+        }
+    }
+}
+
+/// The comparison's pass over an output of `E`-byte elements that `decode` reads.
+fn accumulate<const E: usize, F>(
+    out: &HostTensor,
+    rows: &Rows,
+    reference: &[f64],
+    tol: Tolerance,
+    poison: &[u8],
+    decode: F,
+) -> Acc
+where
+    F: Fn([u8; E]) -> f64 + Sync,
+{
+    let n = reference.len() as u64;
+    let mut pat = [0u8; E];
+    for (d, s) in pat.iter_mut().zip(poison) {
+        *d = *s;
+    }
+    // By rows: the offset of a row is computed once and each element is one stride further,
+    // so the inner loop has no division (a 2^31-element output is judged in seconds).
+    (0..rows.count as usize)
+        .into_par_iter()
+        .with_min_len(rows.min_len)
+        .fold(Acc::zero, |mut a, row| {
+            let (base, flat0) = rows.at(row as u64);
+            let len = rows.n0.min(n.saturating_sub(flat0)) as usize;
+            let refs = &reference[flat0 as usize..flat0 as usize + len];
+            if rows.nb0 == E as u64 {
+                // A contiguous row: one slice of bytes beside one of the reference.
+                let b0 = base as usize;
+                let bytes = &out.bytes[b0..b0 + len * E];
+                for (k, (chunk, &r)) in bytes.chunks_exact(E).zip(refs).enumerate() {
+                    let mut raw = [0u8; E];
+                    raw.copy_from_slice(chunk);
+                    step(&mut a, flat0 + k as u64, raw, r, &pat, &decode, tol);
+                }
+            } else {
+                for (k, &r) in refs.iter().enumerate() {
+                    let off = (base + k as u64 * rows.nb0) as usize;
+                    let mut raw = [0u8; E];
+                    raw.copy_from_slice(&out.bytes[off..off + E]);
+                    step(&mut a, flat0 + k as u64, raw, r, &pat, &decode, tol);
+                }
+            }
+            a
+        })
+        .reduce(Acc::zero, Acc::merge)
+}
+
+/// One element of the comparison: `raw` read at flat index `i`, `r` its reference.
+#[inline(always)]
+fn step<const E: usize, F: Fn([u8; E]) -> f64>(
+    a: &mut Acc,
+    i: u64,
+    raw: [u8; E],
+    r: f64,
+    pat: &[u8; E],
+    decode: &F,
+    tol: Tolerance,
+) {
+    if raw == *pat {
+        a.unwritten += 1;
+        a.first_unwritten.get_or_insert(i);
+        return;
+    }
+    let d = decode(raw);
+    if !d.is_finite() || !r.is_finite() || inf_like(d) || inf_like(r) {
+        // test-backend-ops' rule: a value at the float range's edge stands for an infinity
+        // of its sign (ggml's CUDA diag_mask_inf writes x - FLT_MAX where the CPU writes
+        // -INFINITY, and upstream's harness accepts both).
+        let same = (d.is_nan() && r.is_nan())
+            || d == r
+            || (inf_like(d) && inf_like(r) && d.is_sign_negative() == r.is_sign_negative());
+        if !same {
+            a.nonfinite += 1;
+            a.first_nonfinite.get_or_insert(i);
+        }
+        return;
+    }
+    let e = (d - r).abs();
+    a.err += e * e;
+    a.norm += r * r;
+    a.max_abs = a.max_abs.max(e);
+    if r != 0.0 {
+        a.max_rel = a.max_rel.max(e / r.abs());
+    }
+    if e > tol.elem_abs + tol.elem_rel * r.abs() {
+        a.first_bad.get_or_insert(i);
+    }
+}
+
 /// An infinity, or a value as large as the largest f32 (test-backend-ops' `isinf_or_max`).
 #[inline]
 fn inf_like(x: f64) -> bool {
@@ -315,7 +403,6 @@ fn out_value(out: &HostTensor, flat: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::dtype::DType;
 
     #[test]
     fn pass_wrong_unwritten_nonfinite() {
@@ -474,6 +561,14 @@ mod tests {
         assert_eq!(c.verdict, Verdict::UnwrittenOutput);
         assert_eq!(c.numbers.first_bad, Some(29));
         assert_eq!(poisoned_elements(&out), (1, 30));
+        assert!(!all_poisoned(&out));
+        // Every logical element poisoned (the padding between rows is not part of it).
+        for flat in 0..30 {
+            let off = (flat / 5) * 32 + (flat % 5) * 4;
+            out.bytes[off..off + 4].copy_from_slice(&poison);
+        }
+        assert_eq!(poisoned_elements(&out), (30, 30));
+        assert!(all_poisoned(&out));
     }
 
     #[test]
