@@ -165,6 +165,10 @@ impl Worker {
     fn recv(&self, t: Duration) -> Result<Option<String>, RecvTimeoutError> {
         self.rx.recv_timeout(t)
     }
+    /// Send it nothing more (it reads the end of its input and exits).
+    fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
     /// Close stdin and wait for a clean exit, killing it if it lingers.
     fn finish(&mut self, t: Duration) -> Option<std::process::ExitStatus> {
         self.stdin.take();
@@ -235,6 +239,9 @@ pub struct Supervisor {
     upcoming: Vec<Case>,
     /// Time spent waiting for a worker to become ready, with cases waiting.
     waited: Duration,
+    /// Workers that gave their last verdict and are exiting on their own: reaped when they
+    /// have, killed if they still linger when the supervisor ends.
+    exiting: Vec<Worker>,
 }
 
 /// Standbys kept natively while workers are being lost often (within
@@ -253,6 +260,9 @@ impl Drop for Supervisor {
         }
         // A standby ran no case: its Drop kills it.
         self.standbys.clear();
+        for mut w in self.exiting.drain(..) {
+            w.finish(Duration::from_secs(30));
+        }
     }
 }
 
@@ -268,6 +278,7 @@ impl Supervisor {
             since_loss: usize::MAX,
             upcoming: Vec::new(),
             waited: Duration::ZERO,
+            exiting: Vec::new(),
         }
     }
 
@@ -325,6 +336,9 @@ impl Supervisor {
     /// fresh start. A standby that died waiting, or whose getting ready failed, is let go
     /// (a fresh start reports what is wrong, if anything is, with its stderr).
     fn ready_worker(&mut self) -> Result<(Worker, ReadyInfo), SupervisorError> {
+        // Reap the workers that have finished exiting (their Drop notes the end).
+        self.exiting
+            .retain_mut(|w| matches!(w.child.try_wait(), Ok(None)));
         let t0 = Instant::now();
         let got = loop {
             let Some(mut w) = self.standbys.pop_front() else {
@@ -584,6 +598,8 @@ impl Supervisor {
             let mut held: Vec<CaseResult> = Vec::new();
             let mut started = 0usize;
             let mut worker_gone = false;
+            // The worker gave its last verdict and exits by itself (its context died).
+            let mut retired = false;
             while i < cases.len() && started < batch && !worker_gone {
                 let case = &cases[i];
                 let mut retiring = false;
@@ -722,6 +738,7 @@ impl Supervisor {
                 // A worker whose context died exits by itself after writing its verdict.
                 if retiring {
                     worker_gone = true;
+                    retired = true;
                 }
                 if !worker_gone {
                     if let Ok(Some(st)) = w.child.try_wait() {
@@ -740,7 +757,13 @@ impl Supervisor {
                 break;
             }
             // A worker that exits EXIT_CONTEXT_DEAD after a sticky fault is expected; the
-            // next loop starts a fresh one.
+            // next loop starts a fresh one. Natively its verdicts are all in, so it may take
+            // its time tearing its context down while the next worker runs cases.
+            if retired && self.cfg.sanitize.is_none() {
+                w.close_stdin();
+                self.exiting.push(w);
+                continue;
+            }
             w.finish(Duration::from_secs(60));
             if let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) {
                 if !xml.exists() {
