@@ -847,6 +847,7 @@ impl Executor for GpuExecutor {
             stats.wall_s += more.wall_s;
             stats.workers += more.workers;
             stats.replaced += more.replaced;
+            stats.worker_wait_s += more.worker_wait_s;
             stats.per_gpu.extend(more.per_gpu);
         }
         Ok(stats)

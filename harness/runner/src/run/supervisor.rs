@@ -232,8 +232,6 @@ pub struct Supervisor {
     threads: Option<usize>,
     /// Workers that ended while running cases (a fault, a crash, a hang).
     lost: usize,
-    /// Cases run since the last worker was lost (`usize::MAX`: none was).
-    since_loss: usize,
     /// The cases the scheduler will hand out next (`Runner::upcoming`): what standbys get
     /// ready for beyond the current batch.
     upcoming: Vec<Case>,
@@ -244,12 +242,12 @@ pub struct Supervisor {
     exiting: Vec<Worker>,
 }
 
-/// Standbys kept natively while workers are being lost often (within
-/// `RECENT_LOSS_CASES` cases of each other): guard mode's FP8 over-reads end a worker every
-/// few hundred milliseconds, faster than one worker starts.
-pub const MAX_STANDBYS: usize = 3;
-/// A loss this many cases after the one before is rare enough for one standby.
-const RECENT_LOSS_CASES: usize = 16;
+/// Standbys a slot keeps at most. Guard mode's FP8 over-reads end a worker every few hundred
+/// milliseconds, faster than one worker starts, but three per slot made that sweep slower on
+/// the H200 (38 s against 25 s with one): 24 processes opening contexts at once held up every
+/// other worker's driver calls (guard mode's mapping and unmapping most), so more standbys
+/// are not the way to absorb a run of faults.
+pub const MAX_STANDBYS: usize = 1;
 /// Cases a standby gets ready for, the distinct ones coming next.
 const WARM_UP_CASES: usize = 4;
 
@@ -275,7 +273,6 @@ impl Supervisor {
             standbys: VecDeque::new(),
             threads: None,
             lost: 0,
-            since_loss: usize::MAX,
             upcoming: Vec::new(),
             waited: Duration::ZERO,
             exiting: Vec::new(),
@@ -324,12 +321,11 @@ impl Supervisor {
         self.waited
     }
 
-    /// How many standbys to keep: one under a sanitizer (every batch ends its worker);
-    /// natively none until a worker is lost running cases (a case that faults tends to have
-    /// neighbours that fault), then `MAX_STANDBYS` while losses come within
-    /// `RECENT_LOSS_CASES` cases of each other, else one.
+    /// How many standbys to keep: `MAX_STANDBYS` under a sanitizer (every batch ends its
+    /// worker), and natively once a worker was lost running cases (a case that faults tends
+    /// to have neighbours that fault); else none.
     pub fn standbys_wanted(&self) -> usize {
-        standbys_wanted(self.cfg.sanitize.is_some(), self.lost, self.since_loss)
+        standbys_wanted(self.cfg.sanitize.is_some(), self.lost)
     }
 
     /// A ready worker for the next cases: the oldest standby still alive and ready, else a
@@ -729,7 +725,6 @@ impl Supervisor {
                 r.under = under;
                 i += 1;
                 summary.ran += 1;
-                self.since_loss = self.since_loss.saturating_add(1);
                 if self.cfg.sanitize.is_some() {
                     held.push(r);
                 } else {
@@ -749,7 +744,6 @@ impl Supervisor {
             }
             if worker_gone {
                 self.lost += 1;
-                self.since_loss = 0;
             }
             if keep && !worker_gone && i == cases.len() {
                 // Alive and done with this run: the next run starts with it.
@@ -810,15 +804,11 @@ impl Supervisor {
 }
 
 /// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`).
-pub fn standbys_wanted(sanitized: bool, lost: usize, since_loss: usize) -> usize {
-    if sanitized {
-        1
-    } else if lost == 0 {
-        0
-    } else if since_loss < RECENT_LOSS_CASES {
+pub fn standbys_wanted(sanitized: bool, lost: usize) -> usize {
+    if sanitized || lost > 0 {
         MAX_STANDBYS
     } else {
-        1
+        0
     }
 }
 

@@ -110,10 +110,9 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     // First worker, one after the crash, one after the hang, one after the retirement.
     assert_eq!(summary.workers_started, 4);
     assert_eq!(summary.workers_replaced, 3);
-    // Once a worker had to be replaced, the next ones start ahead of need: the second and
-    // third replacements were standbys started while cases ran. Losses came within a few
-    // cases of each other, so three stand by at the end (seven processes for four workers;
-    // the last may not have read their spec yet).
+    // Once a worker had to be replaced, the next one starts ahead of need: the second and
+    // third replacements were standbys started while cases ran, and one more stands by at
+    // the end (five processes for four workers; the last may not have read its spec yet).
     assert_eq!(sup.workers_started(), 4);
     assert_eq!(sup.standing_by(), kedge_runner::run::MAX_STANDBYS);
     // Every worker got the typed spec first: its GPU and the plugins of the command line.
@@ -121,7 +120,7 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     // distinct ones from those after the case its predecessor was given.
     let specs = std::fs::read_to_string(dir.path().join("specs")).unwrap();
     let n = specs.lines().count();
-    assert!((4..=7).contains(&n), "{n} specs read");
+    assert!(n == 4 || n == 5, "{n} specs read");
     let mut warmed = 0;
     for line in specs.lines() {
         let mut got = serde_json::from_str::<WorkerSpec>(line).unwrap();
@@ -136,15 +135,13 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
 }
 
 #[test]
-fn standbys_follow_how_often_workers_are_lost() {
+fn standbys_are_kept_under_a_sanitizer_and_once_a_worker_was_lost() {
     use kedge_runner::run::{standbys_wanted, MAX_STANDBYS};
     // Under a sanitizer every batch ends its worker: one is always started ahead.
-    assert_eq!(standbys_wanted(true, 0, usize::MAX), 1);
-    // Natively none until a worker is lost; many while losses come close together.
-    assert_eq!(standbys_wanted(false, 0, usize::MAX), 0);
-    assert_eq!(standbys_wanted(false, 1, 0), MAX_STANDBYS);
-    assert_eq!(standbys_wanted(false, 5, 15), MAX_STANDBYS);
-    assert_eq!(standbys_wanted(false, 5, 16), 1);
+    assert_eq!(standbys_wanted(true, 0), MAX_STANDBYS);
+    // Natively none until a worker is lost.
+    assert_eq!(standbys_wanted(false, 0), 0);
+    assert_eq!(standbys_wanted(false, 1), MAX_STANDBYS);
 }
 
 #[test]
