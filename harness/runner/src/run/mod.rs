@@ -986,19 +986,61 @@ pub fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
     (n > 1 && n < pools).then(|| (cores / n).max(1))
 }
 
-/// `cases` with the cases of one `ReferenceKey` next to each other (keys in the order they
-/// first appear, cases in their order within a key), and the unit of each: its key's number.
+/// `cases` with the cases of one `ReferenceKey` next to each other (cases in their order
+/// within a key), and the unit of each: its key's number, in the order keys first appear.
+///
+/// Each op's units are spread evenly over the whole order (the units of an op with k of them
+/// sit at 1/2k, 3/2k, ... of the way), rather than one op after another: a run of one op's
+/// slow or faulting cases (guard mode's FP8 over-reads each end a worker) then reaches the
+/// slots a few at a time over the sweep, where a standby worker keeps up, instead of every
+/// slot at once.
 pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
     let mut first: std::collections::HashMap<ReferenceKey, usize> = Default::default();
+    let mut unit_op: Vec<usize> = Vec::new();
+    let mut ops: Vec<&str> = Vec::new();
     let keys: Vec<usize> = cases
         .iter()
         .map(|c| {
             let n = first.len();
-            *first.entry(ReferenceKey::of(c)).or_insert(n)
+            let k = *first.entry(ReferenceKey::of(c)).or_insert(n);
+            if k == unit_op.len() {
+                let op = match ops.iter().position(|o| *o == c.op) {
+                    Some(o) => o,
+                    None => {
+                        ops.push(&c.op);
+                        ops.len() - 1
+                    }
+                };
+                unit_op.push(op);
+            }
+            k
         })
         .collect();
+    // Each unit's rank among its op's units, and how many units its op has.
+    let mut per_op = vec![0u128; ops.len()];
+    let rank: Vec<u128> = unit_op
+        .iter()
+        .map(|&o| {
+            per_op[o] += 1;
+            per_op[o] - 1
+        })
+        .collect();
+    // Where unit u sits: (2 rank + 1) / (2 count), compared without division.
+    let place = |u: usize| (2 * rank[u] + 1, 2 * per_op[unit_op[u]]);
+    let mut units: Vec<usize> = (0..unit_op.len()).collect();
+    units.sort_by(|&a, &b| {
+        let ((na, da), (nb, db)) = (place(a), place(b));
+        (na * db)
+            .cmp(&(nb * da))
+            .then(unit_op[a].cmp(&unit_op[b]))
+            .then(a.cmp(&b))
+    });
+    let mut slot = vec![0usize; units.len()];
+    for (pos, &u) in units.iter().enumerate() {
+        slot[u] = pos;
+    }
     let mut order: Vec<usize> = (0..cases.len()).collect();
-    order.sort_by_key(|&i| keys[i]);
+    order.sort_by_key(|&i| (slot[keys[i]], i));
     (
         order.iter().map(|&i| cases[i].clone()).collect(),
         order.iter().map(|&i| keys[i]).collect(),
@@ -1058,6 +1100,44 @@ mod admission_tests {
                 .map(|&(i, n, u)| (i.to_string(), n, u))
                 .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn each_ops_units_are_spread_over_the_order() {
+        let c = |op: &str, n: i64| Case::new(op, "x", kedge_core::DType::F32, [64, n, 1, 1]);
+        // Four units of "a", then two of "b", then one of "c".
+        let cases: Vec<Case> = [
+            ("a", 1),
+            ("a", 2),
+            ("a", 3),
+            ("a", 4),
+            ("b", 1),
+            ("b", 2),
+            ("c", 1),
+        ]
+        .iter()
+        .map(|&(op, n)| c(op, n))
+        .collect();
+        let (ordered, units) = units_by_reference(&cases);
+        let got: Vec<(String, i64)> = ordered.iter().map(|c| (c.op.clone(), c.ne[1])).collect();
+        // "a" at 1/8, 3/8, 5/8, 7/8; "b" at 1/4, 3/4; "c" at 1/2 (ties: first-seen op first).
+        let want = [
+            ("a", 1),
+            ("b", 1),
+            ("a", 2),
+            ("c", 1),
+            ("a", 3),
+            ("b", 2),
+            ("a", 4),
+        ];
+        assert_eq!(
+            got,
+            want.iter()
+                .map(|&(o, n)| (o.to_string(), n))
+                .collect::<Vec<_>>()
+        );
+        // Units keep their first-seen numbers.
+        assert_eq!(units, vec![0, 4, 1, 6, 2, 5, 3]);
     }
 
     #[test]
