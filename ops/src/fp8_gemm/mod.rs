@@ -1014,6 +1014,11 @@ fn run_impl(
     Ok(())
 }
 
+/// The case runs kedge's SIMT calibration GEMM, not cuBLASLt.
+fn is_simt(case: &Case) -> bool {
+    case.params.get("gemm").and_then(|v| v.as_str()) == Some("simt")
+}
+
 /// One fp8_gemm impl: how it sizes the plan and the staging, and whether its cuBLASLt plans
 /// come from the process's plan cache. Its run does more than launch its plan (cuBLASLt's
 /// matmul, the copies into `d`), so it has its own.
@@ -1041,11 +1046,16 @@ impl Impl for Fp8Impl {
     fn run(&self, ctx: &mut RunCtx<'_>, case: &Case, plan: &Plan) -> Result<(), RunError> {
         run_impl(self.sizing, self.cached, ctx, case, plan)
     }
+    fn load(&self, case: &Case) {
+        if !is_simt(case) {
+            lt::warm_up();
+        }
+    }
     fn warm_up(&self, dev: &cuda::Device, case: &Case) -> Result<(), RunError> {
-        // The library, its handle and the kernel of each chunk layout, run once on memory of
-        // the layout's own size. kedge's plan cache stays as a fresh worker has it: what the
-        // case's plans are is part of what it tests.
-        if case.params.get("gemm").and_then(|v| v.as_str()) == Some("simt") {
+        // The kernel of each chunk layout, run once on memory of the layout's own size.
+        // kedge's plan cache stays as a fresh worker has it: what the case's plans are is
+        // part of what it tests.
+        if is_simt(case) {
             return Ok(());
         }
         lt::warm_up();

@@ -91,12 +91,18 @@ pub trait Impl: Send + Sync {
     fn run(&self, ctx: &mut RunCtx<'_>, _case: &Case, plan: &Plan) -> Result<(), RunError> {
         ctx.run_plan(plan)
     }
-    /// Load now what this impl would load on its own for `case` (a vendor library, its
-    /// handle, the kernels it would pick), so a worker started ahead of need pays for it
-    /// before a case is waiting. Only what a case's verdict cannot depend on: memory used
-    /// here is freed before returning, and nothing is put in a cache the case reads. An error
-    /// that leaves the context usable is the case's to report; a sticky one (the context is
-    /// dead) makes the worker give up before it takes any case.
+    /// Load now what this impl would load for `case` without touching device memory (a vendor
+    /// library and its handle), so a worker started ahead of need pays for it before a case
+    /// is waiting. Only what a case's verdict cannot depend on; a failure is left for the case
+    /// to report.
+    fn load(&self, _case: &Case) {}
+    /// Run now what `case` would run first, on device memory of its own, freed before
+    /// returning (a library's first launch of a kernel loads it: hundreds of milliseconds).
+    /// Nothing is put in a cache the case reads. Natively only: under a sanitizer memory
+    /// allocated and freed before a case moves where the case's buffers land, and so what the
+    /// tool sees past them (memcheck stopped seeing two FP8 over-reads on the H200). An error
+    /// that leaves the context usable is the case's to report; a sticky one makes the worker
+    /// give up before it takes any case.
     fn warm_up(&self, _dev: &crate::cuda::Device, _case: &Case) -> Result<(), RunError> {
         Ok(())
     }

@@ -74,12 +74,17 @@ pub fn main() -> i32 {
     };
     let mut slot = slot.packed_exact(!spec.sanitized);
     // Get ready for the cases this worker will probably run, before saying it is ready: a
-    // warm-up that killed the context must not take a case.
+    // warm-up that killed the context must not take a case. Under a sanitizer, loading only
+    // (`Impl::warm_up` says why).
     if let Some(dev) = slot.opened() {
         for c in &spec.warm_up {
             let Ok(imp) = reg.op(&c.op).and_then(|op| reg.imp(op, &c.imp)) else {
                 continue;
             };
+            imp.load(c);
+            if spec.sanitized {
+                continue;
+            }
             if let Err(e) = imp.warm_up(dev, c) {
                 if e.is_sticky() {
                     return fatal(
