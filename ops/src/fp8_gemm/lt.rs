@@ -69,75 +69,8 @@ fn handle() -> Result<sys::cublasLtHandle_t, RunError> {
 
 /// Load cuBLASLt and create the process's handle, if it is not done yet (what the first
 /// matmul of a fresh worker would otherwise wait for). An error is the first case's to report.
-pub fn warm_up() {
+pub fn load() {
     let _ = handle();
-}
-
-/// Largest GEMM (bytes of W, activations and D together) `warm_kernel` runs: past it a
-/// warm-up would cost more than the kernel load it saves.
-pub const WARM_KERNEL_MAX_BYTES: u64 = 256 << 20;
-
-/// Run one GEMM of N x plan_rows x K with the heuristic's algorithm `algo_index`, on zeroed
-/// memory of the layouts' own sizes, so that the kernel the case will pick is loaded (its
-/// first launch in a process costs a few hundred milliseconds). A plan of its own, never the
-/// plan cache's; everything it allocates is freed before it returns. Shapes past
-/// [`WARM_KERNEL_MAX_BYTES`] are skipped; a shape cuBLASLt refuses is not an error here.
-pub fn warm_kernel(
-    dev: &kedge_core::cuda::Device,
-    n: u64,
-    k: u64,
-    plan_rows: u64,
-    algo_index: usize,
-) -> Result<(), RunError> {
-    use kedge_core::model::case::AllocMode::Exact;
-    let sizes = n
-        .checked_mul(k)
-        .zip(plan_rows.checked_mul(k))
-        .zip(n.checked_mul(plan_rows).and_then(|x| x.checked_mul(2)));
-    let Some(((w_bytes, a_bytes), d_bytes)) = sizes else {
-        return Ok(());
-    };
-    if w_bytes.saturating_add(a_bytes).saturating_add(d_bytes) > WARM_KERNEL_MAX_BYTES {
-        return Ok(());
-    }
-    let scales = dev.alloc("warm-up scales", SCALES_BYTES, Exact, 256)?;
-    let mut one = vec![0u8; SCALES_BYTES as usize];
-    one[..4].copy_from_slice(&1f32.to_le_bytes());
-    let w = W_SCALE_OFFSET as usize;
-    one[w..w + 4].copy_from_slice(&1f32.to_le_bytes());
-    dev.upload(&scales, &one)?;
-    let plan = match LtPlan::build(n, k, plan_rows, scales.ptr, algo_index) {
-        Ok(p) => p,
-        Err(RunError::Unsupported(_)) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let zeroed = |name: &str, bytes: u64| -> Result<kedge_core::cuda::DeviceAlloc, RunError> {
-        let a = dev.alloc(name, bytes.max(1), Exact, 256)?;
-        dev.fill_pattern(&a, &[0])?;
-        Ok(a)
-    };
-    let w8 = zeroed("warm-up weights", w_bytes)?;
-    let a8 = zeroed("warm-up activations", a_bytes)?;
-    let d = zeroed("warm-up output", d_bytes)?;
-    let ws_bytes = plan.info.workspace_bytes;
-    let ws = if ws_bytes > 0 {
-        Some(dev.alloc("warm-up workspace", ws_bytes, Exact, 256)?)
-    } else {
-        None
-    };
-    match plan.matmul(
-        w8.ptr,
-        a8.ptr,
-        d.ptr,
-        scales.ptr,
-        ws.as_ref().map_or(0, |a| a.ptr),
-        ws_bytes,
-        dev.cu_stream(),
-    ) {
-        Ok(()) | Err(RunError::Unsupported(_)) => {}
-        Err(e) => return Err(e),
-    }
-    dev.synchronize("cuBLASLt warm-up matmul")
 }
 
 /// cuBLASLt's version number (e.g. 130100), for the record.

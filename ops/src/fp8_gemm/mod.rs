@@ -1048,25 +1048,8 @@ impl Impl for Fp8Impl {
     }
     fn load(&self, case: &Case) {
         if !is_simt(case) {
-            lt::warm_up();
+            lt::load();
         }
-    }
-    fn warm_up(&self, dev: &cuda::Device, case: &Case) -> Result<(), RunError> {
-        // The kernel of each chunk layout, run once on memory of the layout's own size.
-        // kedge's plan cache stays as a fresh worker has it: what the case's plans are is
-        // part of what it tests.
-        if is_simt(case) {
-            return Ok(());
-        }
-        lt::warm_up();
-        let Ok(s) = Schedule::of(self.sizing, case) else {
-            return Ok(());
-        };
-        let algo = s.p.algo.max(0) as usize;
-        for c in s.ls.shapes() {
-            lt::warm_kernel(dev, s.d.n, s.d.k, c.plan_rows, algo)?;
-        }
-        Ok(())
     }
 }
 

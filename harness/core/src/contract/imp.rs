@@ -93,19 +93,11 @@ pub trait Impl: Send + Sync {
     }
     /// Load now what this impl would load for `case` without touching device memory (a vendor
     /// library and its handle), so a worker started ahead of need pays for it before a case
-    /// is waiting. Only what a case's verdict cannot depend on; a failure is left for the case
-    /// to report.
+    /// is waiting. Only what a case's verdict cannot depend on: no device memory (under a
+    /// sanitizer memory allocated and freed before a case moves where the case's buffers
+    /// land, and so what the tool sees past them), nothing in a cache the case reads. A
+    /// failure is left for the case to report.
     fn load(&self, _case: &Case) {}
-    /// Run now what `case` would run first, on device memory of its own, freed before
-    /// returning (a library's first launch of a kernel loads it: hundreds of milliseconds).
-    /// Nothing is put in a cache the case reads. Natively only: under a sanitizer memory
-    /// allocated and freed before a case moves where the case's buffers land, and so what the
-    /// tool sees past them (memcheck stopped seeing two FP8 over-reads on the H200). An error
-    /// that leaves the context usable is the case's to report; a sticky one makes the worker
-    /// give up before it takes any case.
-    fn warm_up(&self, _dev: &crate::cuda::Device, _case: &Case) -> Result<(), RunError> {
-        Ok(())
-    }
     /// Impls that own their device memory (a library) run here instead of `run`.
     fn backend(&self) -> Option<&dyn BackendImpl> {
         None

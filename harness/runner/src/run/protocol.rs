@@ -33,7 +33,7 @@ pub struct WorkerSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sanitized: bool,
     /// Cases like the ones this worker will probably run, to get ready for before it says it
-    /// is ready (`Impl::warm_up`), not to run: a worker started ahead of need loads what
+    /// is ready (`Impl::load`), not to run: a worker started ahead of need loads what
     /// they load while another worker runs cases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warm_up: Vec<Case>,

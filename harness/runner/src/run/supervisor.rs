@@ -242,11 +242,10 @@ pub struct Supervisor {
     exiting: Vec<Worker>,
 }
 
-/// Standbys a slot keeps at most. Guard mode's FP8 over-reads end a worker every few hundred
-/// milliseconds, faster than one worker starts, but three per slot made that sweep slower on
-/// the H200 (38 s against 25 s with one): 24 processes opening contexts at once held up every
-/// other worker's driver calls (guard mode's mapping and unmapping most), so more standbys
-/// are not the way to absorb a run of faults.
+/// Standbys a slot keeps at most. Guard mode's FP8 over-reads end workers faster than one
+/// starts, but with three per slot that sweep took 38 s on the H200 against 21 to 25 s with
+/// one: while 24 processes opened contexts, every other worker's driver calls (guard mode's
+/// mapping and unmapping most) took about three times as long.
 pub const MAX_STANDBYS: usize = 1;
 /// Cases a standby gets ready for, the distinct ones coming next.
 const WARM_UP_CASES: usize = 4;
@@ -353,7 +352,7 @@ impl Supervisor {
     }
 
     /// Start standbys until there are `standbys_wanted`, each to get ready for the distinct
-    /// cases among `next` and those the scheduler hands out after them (`Impl::warm_up`).
+    /// cases among `next` and those the scheduler hands out after them (`Impl::load`).
     fn start_standbys(&mut self, next: &[Case]) {
         let want = self.standbys_wanted();
         if self.standbys.len() >= want {

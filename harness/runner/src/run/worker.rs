@@ -73,30 +73,11 @@ pub fn main() -> i32 {
         DeviceSlot::new(spec.device as usize)
     };
     let mut slot = slot.packed_exact(!spec.sanitized);
-    // Get ready for the cases this worker will probably run, before saying it is ready: a
-    // warm-up that killed the context must not take a case. Under a sanitizer, loading only
-    // (`Impl::warm_up` says why).
-    if let Some(dev) = slot.opened() {
-        for c in &spec.warm_up {
-            let Ok(imp) = reg.op(&c.op).and_then(|op| reg.imp(op, &c.imp)) else {
-                continue;
-            };
+    // Load what the cases this worker will probably run load (a worker started ahead of
+    // need), before saying it is ready.
+    for c in &spec.warm_up {
+        if let Ok(imp) = reg.op(&c.op).and_then(|op| reg.imp(op, &c.imp)) {
             imp.load(c);
-            if spec.sanitized {
-                continue;
-            }
-            if let Err(e) = imp.warm_up(dev, c) {
-                if e.is_sticky() {
-                    return fatal(
-                        &mut out,
-                        FatalKind::Setup,
-                        format!(
-                            "getting ready for {} left the context unusable: {e}",
-                            c.label()
-                        ),
-                    );
-                }
-            }
         }
     }
     let ready = match slot.opened() {
