@@ -205,7 +205,11 @@ impl Executor for HostExecutor<'_> {
             wall_s: t0.elapsed().as_secs_f64(),
             workers: summary.workers_started,
             replaced: summary.workers_replaced,
-            worker_wait_s: (self.sup.waited() - waited_before).as_secs_f64(),
+            worker_wait_s: self
+                .sup
+                .waited()
+                .saturating_sub(waited_before)
+                .as_secs_f64(),
             per_gpu: Vec::new(),
         })
     }
@@ -963,8 +967,11 @@ impl GpuExecutor {
             wall_s: t0.elapsed().as_secs_f64(),
             workers: started.iter().sum(),
             replaced: started.iter().map(|n| n.saturating_sub(1)).sum(),
-            worker_wait_s: (pools.iter().map(|(_, s)| s.waited()).sum::<Duration>()
-                - waited_before)
+            worker_wait_s: pools
+                .iter()
+                .map(|(_, s)| s.waited())
+                .sum::<Duration>()
+                .saturating_sub(waited_before)
                 .as_secs_f64(),
             per_gpu: sched
                 .devices
