@@ -6,7 +6,7 @@
 //! so `ne[2]` (the matrix index) sits on grid.y and `ne[3]` on grid.z: one of the six unclamped
 //! sites the incident's sweep found (kedge generates those boundaries from `probe_base`).
 
-use crate::rows::{map_rows, row_tensors, RowLayout};
+use crate::rows::{map_rows_at, row_tensors, RowLayout};
 use kedge_core::contract::upstream::{cpp_ne, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
@@ -115,25 +115,17 @@ impl Op for Tri {
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
         let mode = Mode::of(case);
-        let n0 = case.ne[0] as usize;
         let n1 = case.ne[1] as usize;
         let x = inputs.first().ok_or_else(|| CaseError::BadInput {
             op: "tri".into(),
             msg: "no input x".into(),
         })?;
-        // map_rows hands rows in logical order; recover the row index i1 from the row's
-        // position, which map_rows does not pass, by numbering rows here.
-        let rows = map_rows(x, |r, d| d.copy_from_slice(r));
-        Ok(vec![rows
-            .chunks(n0)
-            .enumerate()
-            .flat_map(|(r, row)| {
-                let i1 = r % n1;
-                row.iter()
-                    .enumerate()
-                    .map(move |(i0, &v)| if mode.keeps(i0, i1) { v } else { 0.0 })
-            })
-            .collect()])
+        Ok(vec![map_rows_at(x, |r, row, dst| {
+            let i1 = r % n1;
+            for (i0, (d, &v)) in dst.iter_mut().zip(row).enumerate() {
+                *d = if mode.keeps(i0, i1) { v } else { 0.0 };
+            }
+        })])
     }
     /// Matrices are square, so `ne[0]` and `ne[1]` move together, never alone: the free
     /// dimensions are the matrix count `ne[2]` (which also carries the element count) and `ne[3]`.

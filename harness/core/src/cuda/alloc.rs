@@ -4,6 +4,7 @@
 
 use crate::cuda::device::Device;
 use crate::cuda::error::{driver, RunError};
+use crate::cuda::guard_pool::{self, Mapping, SharedGuardPool};
 use crate::model::case::AllocMode;
 use cudarc::driver::sys;
 use std::ffi::c_void;
@@ -85,6 +86,51 @@ impl Device {
     ) -> Result<DeviceAlloc, RunError> {
         let g = self.granularity.max(1);
         let mapped = bytes.max(1).div_ceil(g) * g;
+        let pooled = guard_pool::lock(&self.guard_pool.0).take(mapped, front);
+        let mapping = match pooled {
+            Some(m) => {
+                // What a fresh mapping holds: nothing a previous case wrote survives.
+                // SAFETY: memset within the mapping, which no other buffer uses.
+                if let Err(e) = driver("cuMemsetD8", unsafe {
+                    sys::cuMemsetD8_v2(m.map_at, 0, m.mapped)
+                }) {
+                    // SAFETY: taken out of the pool, used by nothing.
+                    unsafe { m.release() };
+                    return Err(e);
+                }
+                m
+            }
+            None => match self.map_guarded(mapped, front) {
+                Err(RunError::Resource(_)) if self.guard_pool.flush() => {
+                    self.map_guarded(mapped, front)
+                }
+                r => r,
+            }
+            .map_err(|e| annotate_oom(e, name, bytes as u64))?,
+        };
+        let align = align.max(1);
+        let ptr = if front {
+            mapping.map_at
+        } else {
+            // The tensor's last byte is the last mapped byte, unless alignment forces a gap.
+            let end = mapping.map_at + mapped as u64;
+            (end - bytes as u64) / align * align
+        };
+        Ok(DeviceAlloc {
+            name: name.into(),
+            ptr,
+            bytes: bytes as u64,
+            kind: AllocKind::Vmm {
+                mapping,
+                pool: self.guard_pool.0.clone(),
+            },
+        })
+    }
+
+    /// A fresh mapping of `mapped` bytes with an unmapped granule behind it (or, with
+    /// `front`, before it).
+    fn map_guarded(&self, mapped: usize, front: bool) -> Result<Mapping, RunError> {
+        let g = self.granularity.max(1);
         let reserve = mapped + g;
         let prop = self.alloc_prop();
         let mut base: sys::CUdeviceptr = 0;
@@ -100,7 +146,7 @@ impl Device {
                 sys::cuMemCreate(&mut handle, mapped, &prop, 0),
             ) {
                 sys::cuMemAddressFree(base, reserve);
-                return Err(annotate_oom(e, name, bytes as u64));
+                return Err(e);
             }
             let map_at = if front { base + g as u64 } else { base };
             if let Err(e) = driver("cuMemMap", sys::cuMemMap(map_at, mapped, 0, handle, 0)) {
@@ -121,25 +167,13 @@ impl Device {
                 sys::cuMemAddressFree(base, reserve);
                 return Err(e);
             }
-            let align = align.max(1);
-            let ptr = if front {
-                map_at
-            } else {
-                // The tensor's last byte is the last mapped byte, unless alignment forces a gap.
-                let end = map_at + mapped as u64;
-                (end - bytes as u64) / align * align
-            };
-            Ok(DeviceAlloc {
-                name: name.into(),
-                ptr,
-                bytes: bytes as u64,
-                kind: AllocKind::Vmm {
-                    reserve_base: base,
-                    reserve,
-                    map_at,
-                    mapped,
-                    handle,
-                },
+            Ok(Mapping {
+                reserve_base: base,
+                reserve,
+                map_at,
+                mapped,
+                handle,
+                front,
             })
         }
     }
@@ -216,18 +250,13 @@ pub enum AllocKind {
     },
     /// Packed in the device's exact-mode arena (`cuda::arena`).
     Arena(crate::cuda::arena::SharedArena),
-    /// Driver virtual memory with an unmapped guard page.
+    /// Driver virtual memory with an unmapped guard page; freed, the mapping goes back to
+    /// the device's pool (`cuda::guard_pool`).
     Vmm {
-        /// Start of the reserved address range.
-        reserve_base: sys::CUdeviceptr,
-        /// Bytes reserved (mapped part and guard).
-        reserve: usize,
-        /// Where the mapping starts.
-        map_at: sys::CUdeviceptr,
-        /// Bytes mapped.
-        mapped: usize,
-        /// The physical allocation's handle.
-        handle: sys::CUmemGenericAllocationHandle,
+        /// The mapping.
+        mapping: Mapping,
+        /// Where it goes when the buffer is dropped.
+        pool: SharedGuardPool,
     },
 }
 
@@ -248,8 +277,8 @@ impl DeviceAlloc {
     /// Bytes between the tensor's end and the first unmapped byte (guard mode), if any.
     pub fn guard_slack(&self) -> Option<u64> {
         match self.kind {
-            AllocKind::Vmm { map_at, mapped, .. } if self.ptr != map_at => {
-                Some(map_at + mapped as u64 - (self.ptr + self.bytes))
+            AllocKind::Vmm { mapping: m, .. } if self.ptr != m.map_at => {
+                Some(m.map_at + m.mapped as u64 - (self.ptr + self.bytes))
             }
             _ => None,
         }
@@ -266,16 +295,9 @@ impl Drop for DeviceAlloc {
                     sys::cuMemFree_v2(*base);
                 }
                 AllocKind::Arena(a) => crate::cuda::arena::release(a),
-                AllocKind::Vmm {
-                    reserve_base,
-                    reserve,
-                    map_at,
-                    mapped,
-                    handle,
-                } => {
-                    sys::cuMemUnmap(*map_at, *mapped);
-                    sys::cuMemRelease(*handle);
-                    sys::cuMemAddressFree(*reserve_base, *reserve);
+                AllocKind::Vmm { mapping, pool } => {
+                    let evicted = guard_pool::lock(pool).put(*mapping);
+                    guard_pool::release_all(evicted);
                 }
             }
         }

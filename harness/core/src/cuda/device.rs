@@ -38,6 +38,9 @@ pub fn device_count() -> Result<usize, DeviceError> {
 pub struct Device {
     /// Pinned buffers for big copies, made on first use. First: dropped before the context.
     staging: std::sync::Mutex<Option<Staging>>,
+    /// Guard mode's freed mappings, kept for the next buffers of their size. Before the
+    /// context: dropping it frees them.
+    pub(crate) guard_pool: crate::cuda::guard_pool::DevicePool,
     /// The device's primary context.
     pub ctx: Arc<cudarc::driver::CudaContext>,
     /// The stream every launch and copy goes on.
@@ -83,6 +86,7 @@ impl Device {
         let cc = limits.compute_capability.value;
         let arch = format!("sm_{cc}");
         let granularity = limits.vmm_granularity.value as usize;
+        let limits_device_bytes = limits.device_memory_bytes.value;
         Ok(Device {
             ctx,
             stream,
@@ -97,6 +101,9 @@ impl Device {
             packed_exact: true,
             arena: Default::default(),
             staging: Default::default(),
+            guard_pool: crate::cuda::guard_pool::DevicePool::new(guard_pool_cap(
+                limits_device_bytes,
+            )),
         })
     }
 
@@ -491,6 +498,13 @@ impl Drop for Staging {
     }
 }
 
+/// How many bytes of freed guard mappings a worker keeps: a 64th of the device's memory
+/// (2.2 GiB on an H200), so eight workers' pools hold an eighth of it beside cases whose
+/// tensors admission keeps under half.
+pub fn guard_pool_cap(device_bytes: u64) -> usize {
+    usize::try_from(device_bytes / 64).unwrap_or(usize::MAX)
+}
+
 /// See `Device::case_marker`. `cuDeviceGet` with ordinal -1 returns
 /// CUDA_ERROR_INVALID_DEVICE and touches nothing; the host frame name is what the sanitizer
 /// parser looks for. (A zero-byte `cuMemAlloc` was used first: natively it fails, but under
@@ -578,6 +592,7 @@ fn read_limits(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<LimitsProfile, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::alloc::DeviceAlloc;
     use crate::model::case::AllocMode;
 
     /// A copy past `STAGED_FROM` goes through the pinned buffers both ways, with a last chunk
@@ -601,5 +616,44 @@ mod tests {
             assert_eq!(first_diff, None, "{n} bytes");
         }
         assert!(dev.staging.lock().map(|g| g.is_some()).unwrap_or(false));
+    }
+
+    /// A freed guard buffer's mapping is taken by the next buffer of its size and guard side,
+    /// zero-filled, with the tensor at the same offset; another side or size maps afresh.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn guard_mappings_are_reused_zero_filled() {
+        let dev = Device::open(0).expect("a GPU");
+        let n = 3 * dev.granularity / 2 + 12;
+        let map_of = |a: &DeviceAlloc| match a.kind {
+            crate::cuda::alloc::AllocKind::Vmm { mapping, .. } => mapping,
+            _ => panic!("a guard buffer is a mapping"),
+        };
+        let a = dev
+            .alloc("x", n as u64, AllocMode::Guard, 4)
+            .expect("alloc");
+        let (first, ptr) = (map_of(&a), a.ptr);
+        dev.fill_pattern(&a, &[0xAB]).expect("fill");
+        dev.synchronize("fill").expect("sync");
+        drop(a);
+        let front = dev
+            .alloc("f", n as u64, AllocMode::GuardFront, 4)
+            .expect("alloc");
+        assert_ne!(
+            map_of(&front).map_at,
+            first.map_at,
+            "the other side maps afresh"
+        );
+        let b = dev
+            .alloc("y", n as u64, AllocMode::Guard, 4)
+            .expect("alloc");
+        assert_eq!(map_of(&b), first, "the same mapping again");
+        assert_eq!(b.ptr, ptr, "at the same offset: the guard is where it was");
+        let back = dev.download(&b).expect("download");
+        assert_eq!(back.iter().position(|&x| x != 0), None, "zero-filled");
+        drop(b);
+        drop(front);
+        let held = crate::cuda::guard_pool::lock(&dev.guard_pool.0).held();
+        assert_eq!(held, 2 * first.mapped);
     }
 }

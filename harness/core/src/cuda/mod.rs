@@ -6,6 +6,7 @@ pub mod alloc;
 pub mod arena;
 pub mod device;
 pub mod error;
+pub mod guard_pool;
 pub mod kernel;
 pub mod nvrtc;
 pub mod version;
