@@ -227,7 +227,7 @@ pub fn map_rows_indexed(
 ) -> Vec<f64> {
     use rayon::prelude::*;
     let [n0, n1, n2, n3] = x.ne.map(|v| v as usize);
-    let mut out = vec![0.0f64; n0 * n1 * n2 * n3];
+    let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2 * n3);
     out.par_chunks_mut(n0).enumerate().for_each_init(
         || vec![0.0f64; n0],
         |row, (r, dst)| {

@@ -109,7 +109,7 @@ pub fn map_rows_at(
 ) -> Vec<f64> {
     use rayon::prelude::*;
     let [n0, n1, n2, n3] = x.ne.map(|v| v as usize);
-    let mut out = vec![0.0f64; n0 * n1 * n2 * n3];
+    let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2 * n3);
     // Short rows are handed out several at a time: one task per 16-element row of a 2^32
     // element tensor was most of tri's reference time.
     let per_task = (4096 / n0.max(1)).max(1);

@@ -191,7 +191,7 @@ impl Op for AddId {
                 }
             })
             .collect::<Result<_, _>>()?;
-        let mut out = vec![0.0f64; n0 * n1 * n2];
+        let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2);
         out.par_chunks_mut(n0).enumerate().for_each(|(r, dst)| {
             let (e, t, id) = (r % n1, r / n1, id_of[r]);
             for (i0, d) in dst.iter_mut().enumerate() {

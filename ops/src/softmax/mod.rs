@@ -167,7 +167,8 @@ impl Op for Softmax {
         } else {
             None
         };
-        let mut out = vec![0.0f64; x.ne.iter().map(|&v| v as usize).product()];
+        let mut out =
+            kedge_core::model::host::zeroed_f64(x.ne.iter().map(|&v| v as usize).product());
         out.par_chunks_mut(n0).enumerate().for_each(|(r, row)| {
             let i1 = r % n1;
             let i2 = (r / n1) % n2;

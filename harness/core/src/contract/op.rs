@@ -253,7 +253,7 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
     };
     let mut t = if s.dtype == DType::F32 {
         // Straight into the tensor's bytes: no second copy of a multi-gigabyte input.
-        let mut bytes = vec![0u8; n * 4];
+        let mut bytes = crate::model::host::zeroed_bytes(n * 4);
         bytes
             .par_chunks_mut(CHUNK * 4)
             .enumerate()
@@ -270,7 +270,7 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
             bytes,
         }
     } else {
-        let mut vals = vec![0f32; n];
+        let mut vals = crate::model::host::zeroed_f32(n);
         vals.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
             let mut r = rng.skipped((c * CHUNK) as u64);
             for v in out {

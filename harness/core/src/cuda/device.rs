@@ -252,6 +252,7 @@ impl Device {
         use rayon::prelude::*;
         self.synchronize("the work before a staged download")?;
         let mut out = vec![0u8; n];
+        crate::model::host::advise_huge_pages(&mut out);
         let chunks = n.div_ceil(STAGE_BYTES);
         let issue = |k: usize| -> Result<(), RunError> {
             let off = k * STAGE_BYTES;
