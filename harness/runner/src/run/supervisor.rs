@@ -4,7 +4,7 @@
 
 use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
 use super::schedule::BatchError;
-use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
+use kedge_core::{AllocMode, Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -232,6 +232,8 @@ pub struct Supervisor {
     threads: Option<usize>,
     /// Workers that ended while running cases (a fault, a crash, a hang).
     lost: usize,
+    /// Cases in guard mode were sent: a read past a tensor ends the worker there.
+    guarded: bool,
     /// The cases the scheduler will hand out next (`Runner::upcoming`): what standbys get
     /// ready for beyond the current batch.
     upcoming: Vec<Case>,
@@ -272,6 +274,7 @@ impl Supervisor {
             standbys: VecDeque::new(),
             threads: None,
             lost: 0,
+            guarded: false,
             upcoming: Vec::new(),
             waited: Duration::ZERO,
             exiting: Vec::new(),
@@ -321,10 +324,11 @@ impl Supervisor {
     }
 
     /// How many standbys to keep: `MAX_STANDBYS` under a sanitizer (every batch ends its
-    /// worker), and natively once a worker was lost running cases (a case that faults tends
-    /// to have neighbours that fault); else none.
+    /// worker), in guard mode (every read past a tensor ends it), and natively once a worker
+    /// was lost running cases (a case that faults tends to have neighbours that fault); else
+    /// none.
     pub fn standbys_wanted(&self) -> usize {
-        standbys_wanted(self.cfg.sanitize.is_some(), self.lost)
+        standbys_wanted(self.cfg.sanitize.is_some() || self.guarded, self.lost)
     }
 
     /// A ready worker for the next cases: the oldest standby still alive and ready, else a
@@ -556,6 +560,9 @@ impl Supervisor {
         sink: &mut dyn FnMut(CaseResult) -> std::io::Result<()>,
     ) -> Result<RunSummary, SupervisorError> {
         let mut summary = RunSummary::default();
+        self.guarded |= cases
+            .iter()
+            .any(|c| matches!(c.alloc, AllocMode::Guard | AllocMode::GuardFront));
         let under = self
             .cfg
             .sanitize
@@ -802,9 +809,10 @@ impl Supervisor {
     }
 }
 
-/// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`).
-pub fn standbys_wanted(sanitized: bool, lost: usize) -> usize {
-    if sanitized || lost > 0 {
+/// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`): `ended_by_faults`
+/// when its workers are expected to end early (a sanitizer, guard mode).
+pub fn standbys_wanted(ended_by_faults: bool, lost: usize) -> usize {
+    if ended_by_faults || lost > 0 {
         MAX_STANDBYS
     } else {
         0

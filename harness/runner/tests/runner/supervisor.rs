@@ -135,6 +135,48 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
 }
 
 #[test]
+fn guard_mode_stands_a_worker_by_from_the_start() {
+    // Every read past a guard page ends its worker, so a sweep in guard mode starts the
+    // first replacement with the first worker; the same cases in exact mode do not.
+    for (alloc, want) in [
+        (kedge_core::AllocMode::Exact, 0),
+        (
+            kedge_core::AllocMode::Guard,
+            kedge_runner::run::MAX_STANDBYS,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = fake_worker(dir.path());
+        let mut sup = Supervisor::new(SupervisorConfig {
+            exe,
+            spec: WorkerSpec::new(0, ExternalSpec::default()),
+            timeout: Duration::from_secs(10),
+            ready_timeout: Duration::from_secs(10),
+            sanitize: None,
+            work_dir: dir.path().join("w"),
+            keep_worker: false,
+        });
+        let cases: Vec<Case> = (1..4)
+            .map(|s| {
+                let mut c = case(s);
+                c.alloc = alloc;
+                c
+            })
+            .collect();
+        let mut got = 0;
+        let summary = sup
+            .run(&cases, &mut |_| {
+                got += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(got, 3);
+        assert_eq!(summary.workers_started, 1, "{alloc:?}");
+        assert_eq!(sup.standing_by(), want, "{alloc:?}");
+    }
+}
+
+#[test]
 fn standbys_are_kept_under_a_sanitizer_and_once_a_worker_was_lost() {
     use kedge_runner::run::{standbys_wanted, MAX_STANDBYS};
     // Under a sanitizer every batch ends its worker: one is always started ahead.
