@@ -94,6 +94,10 @@ pub struct RunStats {
     /// over the slots (worker time, like the phases of `TimeSpent`).
     #[serde(default)]
     pub worker_wait_s: f64,
+    /// Each worker's start-up in seconds (as it measured it: its device opened, its
+    /// libraries loaded), in the order they were taken.
+    #[serde(default)]
+    pub worker_start_s: Vec<f64>,
     /// Per GPU: cases run and why it was lost, if it was.
     pub per_gpu: Vec<GpuRun>,
 }
@@ -181,6 +185,7 @@ impl Executor for HostExecutor<'_> {
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
         let t0 = Instant::now();
         let waited_before = self.sup.waited();
+        let started_before = self.sup.startups().len();
         let ticker = Ticker::new(self.progress, cases.len());
         let mut done = 0usize;
         let mut failed: Option<Error> = None;
@@ -210,6 +215,7 @@ impl Executor for HostExecutor<'_> {
                 .waited()
                 .saturating_sub(waited_before)
                 .as_secs_f64(),
+            worker_start_s: self.sup.startups()[started_before..].to_vec(),
             per_gpu: Vec::new(),
         })
     }
@@ -852,6 +858,7 @@ impl Executor for GpuExecutor {
             stats.workers += more.workers;
             stats.replaced += more.replaced;
             stats.worker_wait_s += more.worker_wait_s;
+            stats.worker_start_s.extend(more.worker_start_s);
             stats.per_gpu.extend(more.per_gpu);
         }
         Ok(stats)
@@ -890,6 +897,7 @@ impl GpuExecutor {
         let t0 = Instant::now();
         let started_before: Vec<usize> = pools.iter().map(|(_, s)| s.workers_started()).collect();
         let waited_before: Duration = pools.iter().map(|(_, s)| s.waited()).sum();
+        let startups_before: Vec<usize> = pools.iter().map(|(_, s)| s.startups().len()).collect();
         // One case per pull keeps the GPUs level (a native worker stays alive between
         // pulls); a sanitized worker's XML is read when it ends, so there a pull is one
         // worker's batch.
@@ -973,6 +981,11 @@ impl GpuExecutor {
                 .sum::<Duration>()
                 .saturating_sub(waited_before)
                 .as_secs_f64(),
+            worker_start_s: pools
+                .iter()
+                .zip(&startups_before)
+                .flat_map(|((_, s), &before)| s.startups()[before..].iter().copied())
+                .collect(),
             per_gpu: sched
                 .devices
                 .iter()

@@ -107,6 +107,10 @@ pub enum WorkerMsg {
         /// the driver could not say.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         device_count: Option<usize>,
+        /// Seconds from the worker's start to this line (its device opened, its libraries
+        /// loaded).
+        #[serde(default)]
+        startup_s: f64,
     },
     Result(Box<CaseResult>),
     /// The worker cannot run at all.

@@ -103,6 +103,8 @@ struct ReadyInfo {
     driver: Option<String>,
     limits: Option<LimitsProfile>,
     device_count: Option<usize>,
+    /// Its start-up, as it measured it.
+    startup_s: f64,
 }
 
 impl RunSummary {
@@ -234,6 +236,8 @@ pub struct Supervisor {
     lost: usize,
     /// Cases in guard mode were sent: a read past a tensor ends the worker there.
     guarded: bool,
+    /// Each ready worker's start-up in seconds, in the order they were taken.
+    startups: Vec<f64>,
     /// The cases the scheduler will hand out next (`Runner::upcoming`): what standbys get
     /// ready for beyond the current batch.
     upcoming: Vec<Case>,
@@ -275,6 +279,7 @@ impl Supervisor {
             threads: None,
             lost: 0,
             guarded: false,
+            startups: Vec::new(),
             upcoming: Vec::new(),
             waited: Duration::ZERO,
             exiting: Vec::new(),
@@ -317,6 +322,11 @@ impl Supervisor {
         self.standbys.len()
     }
 
+    /// The start-up of each worker taken so far (seconds, as each measured it).
+    pub fn startups(&self) -> &[f64] {
+        &self.startups
+    }
+
     /// Time spent so far waiting for a worker to become ready while cases waited (a fresh
     /// start, or a standby not ready yet).
     pub fn waited(&self) -> Duration {
@@ -352,6 +362,9 @@ impl Supervisor {
             w.finish(Duration::from_secs(5));
         };
         self.waited += t0.elapsed();
+        if let Ok((_, info)) = &got {
+            self.startups.push(info.startup_s);
+        }
         got
     }
 
@@ -499,6 +512,7 @@ impl Supervisor {
                         limits,
                         device_count,
                         pid,
+                        startup_s,
                     }) => {
                         return Ok(ReadyInfo {
                             pid,
@@ -507,6 +521,7 @@ impl Supervisor {
                             driver,
                             limits: limits.map(|l| *l),
                             device_count,
+                            startup_s,
                         });
                     }
                     Ok(WorkerMsg::Fatal { message, kind }) => {

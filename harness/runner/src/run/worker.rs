@@ -26,6 +26,7 @@ fn fatal(out: &mut impl Write, kind: FatalKind, message: String) -> i32 {
 
 /// Run the worker on stdin/stdout. Returns the process exit code.
 pub fn main() -> i32 {
+    let started = std::time::Instant::now();
     super::lifecycle::watch_supervisor();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
@@ -88,6 +89,7 @@ pub fn main() -> i32 {
             limits: Some(Box::new(dev.limits.clone())),
             pid: std::process::id(),
             device_count: device_count().ok(),
+            startup_s: started.elapsed().as_secs_f64(),
         },
         None => WorkerMsg::Ready {
             device: "host (no GPU opened)".into(),
@@ -96,6 +98,7 @@ pub fn main() -> i32 {
             limits: None,
             pid: std::process::id(),
             device_count: None,
+            startup_s: started.elapsed().as_secs_f64(),
         },
     };
     if send(&mut out, &ready).is_err() {

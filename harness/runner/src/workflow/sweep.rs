@@ -75,6 +75,10 @@ pub struct RunSummary {
     /// summed over the slots.
     #[serde(default)]
     pub worker_wait_s: f64,
+    /// Workers' start-up (their device opened, their libraries loaded), as each measured it:
+    /// the median and the longest, in seconds. Absent when no worker started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_start_s: Option<StartUp>,
     /// The GPU (or the profile the CPU side checked against).
     pub device: String,
     /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
@@ -90,6 +94,31 @@ pub struct RunSummary {
     /// Where the worker time of the cases run now went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeSpent>,
+}
+
+/// How long workers took to start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StartUp {
+    /// Seconds, the median worker.
+    pub median: f64,
+    /// Seconds, the slowest.
+    pub max: f64,
+}
+
+impl StartUp {
+    /// The median and the longest of `times` (seconds), to the millisecond; `None` for none.
+    pub fn of(times: &[f64]) -> Option<StartUp> {
+        let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
+        if t.is_empty() {
+            return None;
+        }
+        t.sort_by(f64::total_cmp);
+        let ms = |x: f64| (x * 1e3).round() / 1e3;
+        Some(StartUp {
+            median: ms(t[t.len() / 2]),
+            max: ms(t[t.len() - 1]),
+        })
+    }
 }
 
 /// Where the time of a run went: each phase summed over the cases run now (worker time, so
@@ -406,6 +435,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             wall_s: st.wall_s,
             workers: st.workers,
             worker_wait_s: (st.worker_wait_s * 1e3).round() / 1e3,
+            worker_start_s: StartUp::of(&st.worker_start_s),
             device: fleet
                 .as_ref()
                 .map(|f| f.device.clone())
@@ -419,8 +449,17 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         if let Some(t) = &time {
             crate::note!("{under}: {}", t.line());
         }
+        let start_up = row
+            .worker_start_s
+            .map(|s| {
+                format!(
+                    " (start-up {:.2} s median, {:.2} s at most)",
+                    s.median, s.max
+                )
+            })
+            .unwrap_or_default();
         crate::note!(
-            "{under}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers, {} replaced, {:.1} s of slot time waiting for them): {failures} failures; results in {}",
+            "{under}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers{start_up}, {} replaced, {:.1} s of slot time waiting for them): {failures} failures; results in {}",
             row.cases,
             cases.len(),
             st.ran,
@@ -532,5 +571,19 @@ mod time_tests {
             "{line}"
         );
         assert!(TimeSpent::of(&[]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod start_up_tests {
+    use super::StartUp;
+
+    #[test]
+    fn the_median_and_the_slowest_start() {
+        assert_eq!(StartUp::of(&[]), None);
+        let s = StartUp::of(&[2.2, 0.41, 0.5, f64::NAN, 0.45]).expect("some");
+        assert_eq!((s.median, s.max), (0.5, 2.2));
+        let s = StartUp::of(&[0.3333333]).expect("one");
+        assert_eq!((s.median, s.max), (0.333, 0.333));
     }
 }

@@ -172,6 +172,8 @@ fn guard_mode_stands_a_worker_by_from_the_start() {
             .unwrap();
         assert_eq!(got, 3);
         assert_eq!(summary.workers_started, 1, "{alloc:?}");
+        // The worker taken said how long it took to start (this fake one says nothing: 0).
+        assert_eq!(sup.startups(), &[0.0]);
         assert_eq!(sup.standing_by(), want, "{alloc:?}");
     }
 }
