@@ -104,7 +104,6 @@ pub fn main() -> i32 {
     if send(&mut out, &ready).is_err() {
         return exit::ENVIRONMENT;
     }
-    yield_to_starting_workers();
     let mut refs = ReferenceCache::default();
     let mut seq = 0u64;
     // A bench worker measures the device's copy bandwidth once, the yardstick of its timings.
@@ -187,36 +186,5 @@ fn abort_hook(r: &kedge_ggml::AbortReport<'_>) {
             break;
         }
         bytes = &bytes[n as usize..];
-    }
-}
-
-/// How much lower a worker running cases is scheduled than one starting up.
-const RUNNING_NICE: libc::c_int = 5;
-
-/// Lower this worker's CPU priority (every thread it has; those it starts inherit it) once it
-/// is ready. A replacement worker starts while the others run cases, and its start (the
-/// driver's context, cuBLASLt) is on the sweep's critical path while their references and
-/// comparisons are not: with 8 workers' rayon pools on 16 cores it took about 2 s, against
-/// 0.5 s beside one worker. Best effort: where priorities cannot be changed nothing happens.
-fn yield_to_starting_workers() {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    for t in tasks.flatten() {
-        let Some(tid) = t
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<libc::id_t>().ok())
-        else {
-            continue;
-        };
-        // SAFETY: plain syscalls on this process's own threads.
-        unsafe {
-            *libc::__errno_location() = 0;
-            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-            if *libc::__errno_location() == 0 && now < RUNNING_NICE {
-                libc::setpriority(libc::PRIO_PROCESS, tid, RUNNING_NICE);
-            }
-        }
     }
 }
