@@ -3,12 +3,12 @@
 //! A guard buffer is four driver calls to make (reserve an address range, create physical
 //! memory, map it, grant access) and three to free, and on a GPU shared by several workers
 //! these calls wait on each other: on the H200, a guard-mode sweep of 807 cases spent 84 s of
-//! worker time in setup and "the rest" (freeing among it) against 9 s natively, and 9 to 10 s
-//! with this. A freed mapping therefore goes back to its device's pool, and a later buffer
-//! whose mapping has the same size and the same guard side takes it, zero-filled, so that it
-//! holds what a fresh mapping holds. The layout is unchanged: the same mapped bytes, the same unmapped page at
-//! the same side, the tensor at the same offset within the mapping. Only the address differs,
-//! as it does between fresh mappings.
+//! worker time in setup and "the rest" (freeing among it) against 8 to 9 s natively, and 9 to
+//! 12 s with this. A freed mapping therefore goes back to its device's pool, and a later
+//! buffer whose mapping has the same size and the same guard side takes it, zero-filled, so
+//! that it holds what a fresh mapping holds. The layout is unchanged: the same mapped bytes,
+//! the same unmapped page at the same side, the tensor at the same offset within the mapping.
+//! Only the address differs, as it does between fresh mappings.
 //!
 //! The pool holds at most [`GuardPool::cap`] bytes; a mapping that does not fit is freed, the
 //! oldest first. When the device runs out of memory, the pool is emptied and the allocation
