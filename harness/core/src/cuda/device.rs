@@ -213,7 +213,6 @@ impl Device {
     /// while the GPU copies the other chunk out of the other. A pageable `cuMemcpyHtoD`
     /// stages through the driver's own buffers on one thread (5 to 7 GB/s on the H200).
     fn upload_staged(&self, st: &Staging, dst: u64, src: &[u8]) -> Result<(), RunError> {
-        use rayon::prelude::*;
         self.synchronize("the work before a staged upload")?;
         for (k, chunk) in src.chunks(STAGE_BYTES).enumerate() {
             let b = k % 2;
@@ -224,9 +223,7 @@ impl Device {
             })?;
             // SAFETY: the buffer holds STAGE_BYTES >= chunk.len() bytes and no copy reads it.
             let buf = unsafe { std::slice::from_raw_parts_mut(st.bufs[b], chunk.len()) };
-            buf.par_chunks_mut(COPY_PIECE)
-                .zip(chunk.par_chunks(COPY_PIECE))
-                .for_each(|(d, s)| d.copy_from_slice(s));
+            par_copy(buf, chunk);
             let off = (k * STAGE_BYTES) as u64;
             // SAFETY: the destination range lies in the allocation (checked by the caller);
             // the pinned source stays untouched until the event below has fired.
@@ -249,7 +246,6 @@ impl Device {
     /// A big download through two pinned buffers: the GPU fills one while all threads copy
     /// the other out (and fault the destination's pages in as they go).
     fn download_staged(&self, st: &Staging, src: u64, n: usize) -> Result<Vec<u8>, RunError> {
-        use rayon::prelude::*;
         self.synchronize("the work before a staged download")?;
         let mut out = vec![0u8; n];
         crate::model::host::advise_huge_pages(&mut out);
@@ -287,9 +283,7 @@ impl Device {
             })?;
             // SAFETY: the copy into this buffer is done; it holds dst.len() bytes.
             let buf = unsafe { std::slice::from_raw_parts(st.bufs[b], dst.len()) };
-            dst.par_chunks_mut(COPY_PIECE)
-                .zip(buf.par_chunks(COPY_PIECE))
-                .for_each(|(d, s)| d.copy_from_slice(s));
+            par_copy(dst, buf);
         }
         self.synchronize("a staged download")?;
         Ok(out)
@@ -480,6 +474,14 @@ impl Staging {
         }
         Ok(st)
     }
+}
+
+/// `dst.copy_from_slice(src)`, by all threads in `COPY_PIECE` pieces.
+fn par_copy(dst: &mut [u8], src: &[u8]) {
+    use rayon::prelude::*;
+    dst.par_chunks_mut(COPY_PIECE)
+        .zip(src.par_chunks(COPY_PIECE))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 impl Drop for Staging {

@@ -35,6 +35,25 @@ fn fake_worker(dir: &std::path::Path) -> std::path::PathBuf {
     common::install_fake_worker(dir, FAKE_WORKER)
 }
 
+/// A native supervisor of `exe` in `dir`, keeping no worker between runs.
+fn native(
+    dir: &std::path::Path,
+    exe: std::path::PathBuf,
+    spec: WorkerSpec,
+    timeout: Duration,
+    ready_timeout: Duration,
+) -> Supervisor {
+    Supervisor::new(SupervisorConfig {
+        exe,
+        spec,
+        timeout,
+        ready_timeout,
+        sanitize: None,
+        work_dir: dir.join("w"),
+        keep_worker: false,
+    })
+}
+
 fn case(seed: u64) -> Case {
     let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);
     c.seed = seed;
@@ -48,15 +67,13 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     let mut ext = ExternalSpec::default();
     ext.plugins.push("/plugins/libmine.so".into());
     let spec = WorkerSpec::new(2, ext);
-    let mut sup = Supervisor::new(SupervisorConfig {
+    let mut sup = native(
+        dir.path(),
         exe,
-        spec: spec.clone(),
-        timeout: Duration::from_millis(1500),
-        ready_timeout: Duration::from_secs(10),
-        sanitize: None,
-        work_dir: dir.path().join("w"),
-        keep_worker: false,
-    });
+        spec.clone(),
+        Duration::from_millis(1500),
+        Duration::from_secs(10),
+    );
     let cases = vec![
         case(1),
         case(2),
@@ -147,15 +164,13 @@ fn guard_mode_stands_a_worker_by_from_the_start() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let exe = fake_worker(dir.path());
-        let mut sup = Supervisor::new(SupervisorConfig {
+        let mut sup = native(
+            dir.path(),
             exe,
-            spec: WorkerSpec::new(0, ExternalSpec::default()),
-            timeout: Duration::from_secs(10),
-            ready_timeout: Duration::from_secs(10),
-            sanitize: None,
-            work_dir: dir.path().join("w"),
-            keep_worker: false,
-        });
+            WorkerSpec::new(0, ExternalSpec::default()),
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+        );
         let cases: Vec<Case> = (1..4)
             .map(|s| {
                 let mut c = case(s);
@@ -212,15 +227,13 @@ fn a_worker_that_cannot_start_fails_at_once_with_its_stderr() {
         dir.path(),
         "#!/usr/bin/env bash\necho 'error while loading shared libraries: libcuda.so.1' >&2\nexit 127\n",
     );
-    let mut sup = Supervisor::new(SupervisorConfig {
+    let mut sup = native(
+        dir.path(),
         exe,
-        spec: WorkerSpec::new(0, ExternalSpec::default()),
-        timeout: Duration::from_secs(5),
-        ready_timeout: Duration::from_secs(60),
-        sanitize: None,
-        work_dir: dir.path().join("w"),
-        keep_worker: false,
-    });
+        WorkerSpec::new(0, ExternalSpec::default()),
+        Duration::from_secs(5),
+        Duration::from_secs(60),
+    );
     let t0 = std::time::Instant::now();
     let err = sup.probe().expect_err("the worker died").to_string();
     assert!(
@@ -241,15 +254,13 @@ fn a_worker_that_never_becomes_ready_is_named_with_its_stderr() {
         dir.path(),
         "#!/usr/bin/env bash\necho 'opening the device' >&2\nsleep 600\n",
     );
-    let mut sup = Supervisor::new(SupervisorConfig {
+    let mut sup = native(
+        dir.path(),
         exe,
-        spec: WorkerSpec::new(0, ExternalSpec::default()),
-        timeout: Duration::from_secs(5),
-        ready_timeout: Duration::from_millis(700),
-        sanitize: None,
-        work_dir: dir.path().join("w"),
-        keep_worker: false,
-    });
+        WorkerSpec::new(0, ExternalSpec::default()),
+        Duration::from_secs(5),
+        Duration::from_millis(700),
+    );
     let err = sup.probe().expect_err("never ready").to_string();
     assert!(err.contains("did not become ready"), "{err}");
     assert!(err.contains("opening the device"), "{err}");
