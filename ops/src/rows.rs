@@ -123,9 +123,7 @@ pub fn map_rows_at(
                     let i1 = r % n1;
                     let i2 = (r / n1) % n2;
                     let i3 = r / (n1 * n2);
-                    for (i0, v) in row.iter_mut().enumerate() {
-                        *v = x.get(i0, i1, i2, i3);
-                    }
+                    x.row_f64(i1, i2, i3, row);
                     f(r, row, dst);
                 }
             },

@@ -192,12 +192,22 @@ impl Op for AddId {
             })
             .collect::<Result<_, _>>()?;
         let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2);
-        out.par_chunks_mut(n0).enumerate().for_each(|(r, dst)| {
-            let (e, t, id) = (r % n1, r / n1, id_of[r]);
-            for (i0, d) in dst.iter_mut().enumerate() {
-                *d = a.get(i0, e, t, 0) + b.get(i0, id, 0, 0);
-            }
-        });
+        let n0 = n0.max(1);
+        let per_task = (4096 / n0).max(1);
+        out.par_chunks_mut(n0 * per_task).enumerate().for_each_init(
+            || vec![0.0f64; n0],
+            |brow, (t, dsts)| {
+                for (k, dst) in dsts.chunks_mut(n0).enumerate() {
+                    let r = t * per_task + k;
+                    let (e, tok, id) = (r % n1, r / n1, id_of[r]);
+                    a.row_f64(e, tok, 0, dst);
+                    b.row_f64(id, 0, 0, brow);
+                    for (d, bv) in dst.iter_mut().zip(brow.iter()) {
+                        *d += bv;
+                    }
+                }
+            },
+        );
         Ok(vec![out])
     }
     /// n_tokens (`ne[2]`) is the free dimension that hits grid.y upstream and carries the

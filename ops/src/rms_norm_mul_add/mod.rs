@@ -100,12 +100,29 @@ impl Op for RmsNormMulAdd {
                 w.ne, b.ne, x.ne[0]
             )));
         }
+        // One row of w and b (a model's norm weight and bias) is decoded once for every row
+        // of x; per-row weights are read where they are.
+        let one_row = (wne[1] * wne[2] * wne[3] == 1).then(|| {
+            let (mut wr, mut br) = (vec![0.0; wne[0]], vec![0.0; wne[0]]);
+            w.row_f64(0, 0, 0, &mut wr);
+            b.row_f64(0, 0, 0, &mut br);
+            (wr, br)
+        });
         Ok(vec![map_rows_indexed(x, |[i1, i2, i3], row, dst| {
-            let (j1, j2, j3) = (i1 % wne[1], i2 % wne[2], i3 % wne[3]);
             let mean = row.iter().map(|v| v * v).sum::<f64>() / row.len() as f64;
             let scale = 1.0 / (mean + eps).sqrt();
-            for (i0, (d, v)) in dst.iter_mut().zip(row).enumerate() {
-                *d = v * scale * w.get(i0, j1, j2, j3) + b.get(i0, j1, j2, j3);
+            match &one_row {
+                Some((wr, br)) => {
+                    for (((d, v), wv), bv) in dst.iter_mut().zip(row).zip(wr).zip(br) {
+                        *d = v * scale * wv + bv;
+                    }
+                }
+                None => {
+                    let (j1, j2, j3) = (i1 % wne[1], i2 % wne[2], i3 % wne[3]);
+                    for (i0, (d, v)) in dst.iter_mut().zip(row).enumerate() {
+                        *d = v * scale * w.get(i0, j1, j2, j3) + b.get(i0, j1, j2, j3);
+                    }
+                }
             }
         })])
     }

@@ -354,6 +354,8 @@ fn judge(
     refs: &mut ReferenceCache,
     timings: &mut Timings,
 ) -> CaseResult {
+    // The digests are a pass over every output byte: the comparison's time.
+    let t = Instant::now();
     let digests: Vec<String> = outs
         .iter()
         .map(|(s, o)| format!("{}:{}", s.name, digest(o)))
@@ -361,7 +363,6 @@ fn judge(
     // Every output still entirely poison: the op did no work at all. That verdict needs no
     // reference, and skipping it matters: the shape an impl silently refused can be the one
     // whose reference is the most expensive (sdpa_prefill's fallback past its buffer limit).
-    let t = Instant::now();
     let untouched = (canary_hits.is_empty() && !outs.is_empty())
         .then(|| {
             outs.iter().all(|(_, o)| all_poisoned(o)).then(|| {

@@ -334,7 +334,8 @@ pub struct Observed {
     /// Launches as issued (a repeated launch once, with its count).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launches: Vec<String>,
-    /// `name:digest` of each output (FNV-1a of its bytes): equal digests are bit-identical.
+    /// `name:digest` of each output (a 64-bit hash of its bytes, `judge::compare::digest`):
+    /// equal digests are bit-identical.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_digests: Vec<String>,
     /// Tensors whose end is not the last mapped byte in guard mode (alignment), and by how much.
