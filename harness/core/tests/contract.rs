@@ -213,6 +213,38 @@ fn references_are_computed_once_per_key() {
 }
 
 #[test]
+fn a_reference_computed_ahead_is_kept_for_its_key_and_counted_once() {
+    let reg = reg();
+    let a = reg
+        .validate(&Case::new("fake_norm", "only", DType::F32, [8, 2, 1, 1]))
+        .expect("valid");
+    let mut guard = a.clone();
+    guard.alloc = AllocMode::Guard;
+    let mut refs = ReferenceCache::default();
+    let (_, inputs) = refs.inputs(&FAKE, &a).expect("inputs");
+    assert!(!refs.has_reference(&a, &inputs));
+    // Computed elsewhere (while the device had the case), then put.
+    let ahead = FAKE.reference(&a, &inputs).expect("reference");
+    refs.put_reference(&a, &inputs, ahead.clone());
+    assert!(refs.has_reference(&a, &inputs) && refs.has_reference(&guard, &inputs));
+    // The judge of that case takes it (not a reuse); the next impl or mode reuses it.
+    let got = refs.reference(&FAKE, &a, &inputs).expect("reference");
+    assert_eq!(*got, ahead);
+    assert_eq!((refs.computed, refs.reused), (1, 0));
+    let (_, again) = refs.inputs(&FAKE, &guard).expect("inputs");
+    assert!(std::sync::Arc::ptr_eq(&inputs, &again));
+    refs.reference(&FAKE, &guard, &again).expect("reference");
+    assert_eq!((refs.computed, refs.reused), (1, 1));
+    // A reference put for a key the cache no longer holds is dropped.
+    let other = a.clone().with_param("eps", 0.5);
+    let (_, other_inputs) = refs.inputs(&FAKE, &other).expect("inputs");
+    refs.put_reference(&a, &inputs, ahead);
+    assert!(!refs.has_reference(&a, &inputs));
+    assert!(!refs.has_reference(&other, &other_inputs));
+    assert_eq!(refs.computed, 1);
+}
+
+#[test]
 fn run_kinds_and_tools_round_trip() {
     for s in [
         "cpu",

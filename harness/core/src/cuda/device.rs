@@ -38,6 +38,10 @@ pub fn device_count() -> Result<usize, DeviceError> {
 pub struct Device {
     /// Pinned buffers for big copies, made on first use. First: dropped before the context.
     staging: std::sync::Mutex<Option<Staging>>,
+    /// The last big download's host buffer, handed back after its case was judged: the next
+    /// download of the same size copies into it instead of faulting in fresh pages (every
+    /// impl of a big shape downloads an output of the same size).
+    host_spare: std::sync::Mutex<Option<Vec<u8>>>,
     /// Guard mode's freed mappings, kept for the next buffers of their size. Before the
     /// context: dropping it frees them.
     pub(crate) guard_pool: crate::cuda::guard_pool::DevicePool,
@@ -101,6 +105,7 @@ impl Device {
             packed_exact: true,
             arena: Default::default(),
             staging: Default::default(),
+            host_spare: Default::default(),
             guard_pool: crate::cuda::guard_pool::DevicePool::new(guard_pool_cap(
                 limits_device_bytes,
             )),
@@ -247,8 +252,17 @@ impl Device {
     /// the other out (and fault the destination's pages in as they go).
     fn download_staged(&self, st: &Staging, src: u64, n: usize) -> Result<Vec<u8>, RunError> {
         self.synchronize("the work before a staged download")?;
-        let mut out = vec![0u8; n];
-        crate::model::host::advise_huge_pages(&mut out);
+        let spare = self
+            .host_spare
+            .lock()
+            .ok()
+            .and_then(|mut g| g.take())
+            .filter(|v| v.len() == n);
+        let mut out = spare.unwrap_or_else(|| {
+            let mut v = vec![0u8; n];
+            crate::model::host::advise_huge_pages(&mut v);
+            v
+        });
         let chunks = n.div_ceil(STAGE_BYTES);
         let issue = |k: usize| -> Result<(), RunError> {
             let off = k * STAGE_BYTES;
@@ -287,6 +301,28 @@ impl Device {
         }
         self.synchronize("a staged download")?;
         Ok(out)
+    }
+
+    /// Keep a downloaded buffer that is no longer needed for the next download of its size
+    /// (only big ones: a small buffer costs nothing to make).
+    pub fn hand_back(&self, buf: Vec<u8>) {
+        if buf.len() >= STAGED_FROM {
+            if let Ok(mut g) = self.host_spare.lock() {
+                *g = Some(buf);
+            }
+        }
+    }
+
+    /// Let the kept download buffer go unless a coming output has its size: held beside a
+    /// case of another size, it would be host memory admission did not count.
+    pub fn keep_spare_for(&self, sizes: &[u64]) {
+        if let Ok(mut g) = self.host_spare.lock() {
+            if g.as_ref()
+                .is_some_and(|v| !sizes.contains(&(v.len() as u64)))
+            {
+                *g = None;
+            }
+        }
     }
 
     /// Copy the whole allocation back.
@@ -619,6 +655,34 @@ mod tests {
             assert_eq!(first_diff, None, "{n} bytes");
         }
         assert!(dev.staging.lock().map(|g| g.is_some()).unwrap_or(false));
+    }
+
+    /// A big download's buffer handed back is the next download of its size, overwritten
+    /// whole; kept for another size only, it is let go.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn a_handed_back_download_buffer_is_reused_for_its_size_only() {
+        let dev = Device::open(0).expect("a GPU");
+        let n = STAGED_FROM + 4099;
+        let a = dev
+            .alloc("x", n as u64, AllocMode::Exact, 256)
+            .expect("alloc");
+        let first: Vec<u8> = (0..n).map(|i| (i % 251) as u8 | 1).collect();
+        dev.upload(&a, &first).expect("upload");
+        let back = dev.download(&a).expect("download");
+        assert!(back == first);
+        let ptr = back.as_ptr();
+        dev.hand_back(back);
+        dev.keep_spare_for(&[n as u64, 7]);
+        let second: Vec<u8> = (0..n).map(|i| (i % 241) as u8 | 2).collect();
+        dev.upload(&a, &second).expect("upload");
+        let again = dev.download(&a).expect("download");
+        assert_eq!(again.as_ptr(), ptr, "the buffer handed back");
+        let first_diff = again.iter().zip(&second).position(|(x, y)| x != y);
+        assert_eq!(first_diff, None, "overwritten whole");
+        dev.hand_back(again);
+        dev.keep_spare_for(&[n as u64 + 1]);
+        assert!(dev.host_spare.lock().map(|g| g.is_none()).unwrap_or(false));
     }
 
     /// A freed guard buffer's mapping is taken by the next buffer of its size and guard side,

@@ -28,6 +28,9 @@ struct Entry {
     specs: Vec<TensorSpec>,
     inputs: Arc<Vec<HostTensor>>,
     reference: Option<Arc<Vec<Vec<f64>>>>,
+    /// Put here for the case being judged (computed while the device had it): its first
+    /// use is not a reuse.
+    fresh: bool,
 }
 
 /// The last key's inputs and reference.
@@ -63,8 +66,36 @@ impl ReferenceCache {
             specs: specs.clone(),
             inputs: inputs.clone(),
             reference: None,
+            fresh: false,
         });
         Ok((specs, inputs))
+    }
+
+    /// Is the case's reference (for these inputs) already here?
+    pub fn has_reference(&self, case: &Case, inputs: &Arc<Vec<HostTensor>>) -> bool {
+        self.last.as_ref().is_some_and(|e| {
+            e.reference.is_some()
+                && e.key == ReferenceKey::of(case)
+                && Arc::ptr_eq(&e.inputs, inputs)
+        })
+    }
+
+    /// Keep a reference computed from `inputs` elsewhere (while the device had the case), for
+    /// the judge and the key's other impls. Dropped when the cache holds another key now.
+    pub fn put_reference(
+        &mut self,
+        case: &Case,
+        inputs: &Arc<Vec<HostTensor>>,
+        reference: Vec<Vec<f64>>,
+    ) {
+        let key = ReferenceKey::of(case);
+        if let Some(e) = &mut self.last {
+            if e.key == key && Arc::ptr_eq(&e.inputs, inputs) {
+                e.reference = Some(Arc::new(reference));
+                e.fresh = true;
+                self.computed += 1;
+            }
+        }
     }
 
     /// The case's reference, computed from `inputs` once per key.
@@ -75,10 +106,12 @@ impl ReferenceCache {
         inputs: &[HostTensor],
     ) -> Result<Arc<Vec<Vec<f64>>>, CaseError> {
         let key = ReferenceKey::of(case);
-        if let Some(e) = &self.last {
+        if let Some(e) = &mut self.last {
             if e.key == key && std::ptr::eq(e.inputs.as_ptr(), inputs.as_ptr()) {
                 if let Some(r) = &e.reference {
-                    self.reused += 1;
+                    if !std::mem::take(&mut e.fresh) {
+                        self.reused += 1;
+                    }
                     return Ok(r.clone());
                 }
             }
@@ -91,4 +124,20 @@ impl ReferenceCache {
         }
         Ok(r)
     }
+}
+
+/// The threads a reference computed ahead runs on: a pool of its own, as many threads as the
+/// worker's, so the device's part of the case (whose staged copies use the worker's pool)
+/// does not queue behind the reference's tasks. `None` if it cannot be built (the reference is
+/// then computed by the judge, as for any case).
+pub(crate) fn ahead_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|i| format!("kedge-reference-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
 }
