@@ -128,54 +128,16 @@ impl ReferenceCache {
 
 /// The threads a reference computed ahead runs on: a pool of its own, as many threads as the
 /// worker's, so the device's part of the case (whose staged copies use the worker's pool)
-/// does not queue behind the reference's tasks. Its threads run at a lower CPU priority
-/// (nice 10): the staged copies that keep the device busy come first, the reference takes
-/// the cycles they leave (on the H200, at equal priority, a 2^31-element case's upload took
-/// 0.75 s beside the reference against 0.17 s alone, and the first one 3.3 s). `None` if it
-/// cannot be built (the reference is then computed by the judge, as for any case).
+/// does not queue behind the reference's tasks. `None` if it cannot be built (the reference is
+/// then computed by the judge, as for any case).
 pub(crate) fn ahead_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(rayon::current_num_threads())
             .thread_name(|i| format!("kedge-reference-{i}"))
-            .start_handler(|_| lower_this_threads_priority())
             .build()
             .ok()
     })
     .as_ref()
-}
-
-/// Nice 10 (or the nice value it had, if higher) for the calling thread only: Linux gives
-/// each thread its own. A failure leaves the priority as it was: the reference is then only
-/// slower to yield.
-fn lower_this_threads_priority() {
-    // SAFETY: gettid has no preconditions; getpriority and setpriority take the thread id.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-        libc::setpriority(libc::PRIO_PROCESS, tid, now.max(10));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    fn nice_of_this_thread() -> i32 {
-        // SAFETY: as in lower_this_threads_priority.
-        unsafe {
-            libc::getpriority(
-                libc::PRIO_PROCESS,
-                libc::syscall(libc::SYS_gettid) as libc::id_t,
-            )
-        }
-    }
-
-    #[test]
-    fn the_reference_threads_yield_and_the_caller_keeps_its_priority() {
-        let before = nice_of_this_thread();
-        let pool = super::ahead_pool().expect("a pool");
-        let theirs: Vec<i32> = pool.broadcast(|_| nice_of_this_thread());
-        assert!(theirs.iter().all(|&n| n >= 10), "{theirs:?}");
-        assert_eq!(nice_of_this_thread(), before);
-    }
 }
