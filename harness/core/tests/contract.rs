@@ -245,6 +245,59 @@ fn a_reference_computed_ahead_is_kept_for_its_key_and_counted_once() {
 }
 
 #[test]
+fn the_next_keys_inputs_are_drawn_into_the_last_keys_buffers_and_are_the_same_values() {
+    // 2^24 f32 inputs: 64 MiB, where buffers are recycled. Two keys of one size (two seeds),
+    // then a key of another size.
+    let reg = reg();
+    let big = |seed: u64, n0: i64| {
+        let mut c = reg
+            .validate(&Case::new(
+                "fake_norm",
+                "only",
+                DType::F32,
+                [n0, 1 << 4, 1, 1],
+            ))
+            .expect("valid");
+        c.seed = seed;
+        c
+    };
+    let (a, b, c) = (big(1, 1 << 20), big(2, 1 << 20), big(3, 1 << 19));
+    let fresh = |case: &Case| {
+        let specs = FAKE.tensors(case).expect("specs");
+        FAKE.inputs(case, &specs).expect("inputs")
+    };
+    let mut refs = ReferenceCache::default();
+    let (_, first) = refs.inputs(&FAKE, &a).expect("inputs");
+    let at = first[0].bytes.as_ptr();
+    drop(first);
+    assert_eq!(refs.recycled_bytes, 0);
+    let (_, second) = refs.inputs(&FAKE, &b).expect("inputs");
+    assert_eq!(
+        second[0].bytes.as_ptr(),
+        at,
+        "drawn into the last key's buffer"
+    );
+    assert_eq!(refs.recycled_bytes, 1 << 26);
+    assert!(
+        second[0].bytes == fresh(&b)[0].bytes,
+        "the values of a fresh draw"
+    );
+    drop(second);
+    let (_, third) = refs.inputs(&FAKE, &c).expect("inputs");
+    assert!(third[0].bytes == fresh(&c)[0].bytes);
+    assert_eq!(
+        refs.recycled_bytes,
+        1 << 26,
+        "another size: nothing offered"
+    );
+    // Nothing is left offered after a draw: a buffer of the last size is made afresh.
+    assert_eq!(
+        kedge_core::model::host::bytes_to_overwrite(1 << 26),
+        vec![0u8; 1 << 26]
+    );
+}
+
+#[test]
 fn run_kinds_and_tools_round_trip() {
     for s in [
         "cpu",

@@ -252,8 +252,9 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
         }
     };
     let mut t = if s.dtype == DType::F32 {
-        // Straight into the tensor's bytes: no second copy of a multi-gigabyte input.
-        let mut bytes = crate::model::host::zeroed_bytes(n * 4);
+        // Straight into the tensor's bytes: no second copy of a multi-gigabyte input. Every
+        // byte is drawn, so a recycled buffer of the last key's inputs serves.
+        let mut bytes = crate::model::host::bytes_to_overwrite(n * 4);
         bytes
             .par_chunks_mut(CHUNK * 4)
             .enumerate()

@@ -33,6 +33,10 @@ struct Entry {
     fresh: bool,
 }
 
+/// Input buffers this big are offered to the next key's draw (smaller ones cost nothing to
+/// make).
+const RECYCLE_FROM: u64 = 64 << 20;
+
 /// The last key's inputs and reference.
 #[derive(Default)]
 pub struct ReferenceCache {
@@ -41,6 +45,8 @@ pub struct ReferenceCache {
     pub computed: u64,
     /// References reused from the cache.
     pub reused: u64,
+    /// Bytes of input buffers drawn into again rather than made afresh.
+    pub recycled_bytes: u64,
 }
 
 impl ReferenceCache {
@@ -59,8 +65,24 @@ impl ReferenceCache {
         }
         // Let the last key's tensors go first: with the next key's they could be twice what
         // admission counted on (a 2^32-element case holds 48 GiB of inputs and reference).
-        self.last = None;
-        let inputs = Arc::new(op.inputs(case, &specs)?);
+        // Its big input buffers of a size the new inputs have are offered to their draw and
+        // written over (no pages to fault in); the rest go now, and what the draw did not
+        // take goes after it.
+        let taken_before = crate::model::host::recycled_taken();
+        if let Some(e) = self.last.take() {
+            if let Ok(old) = Arc::try_unwrap(e.inputs) {
+                for t in old {
+                    let n = t.bytes.len() as u64;
+                    if n >= RECYCLE_FROM && specs.iter().any(|s| s.bytes == n) {
+                        crate::model::host::recycle(t.bytes);
+                    }
+                }
+            }
+        }
+        let drawn = op.inputs(case, &specs);
+        crate::model::host::clear_recycled();
+        self.recycled_bytes += crate::model::host::recycled_taken() - taken_before;
+        let inputs = Arc::new(drawn?);
         self.last = Some(Entry {
             key,
             specs: specs.clone(),

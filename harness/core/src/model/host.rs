@@ -38,6 +38,45 @@ pub fn zeroed_bytes(n: usize) -> Vec<u8> {
     faulted(vec![0u8; n])
 }
 
+/// Big input buffers of the key a worker just let go, offered to the next key's inputs while
+/// they are drawn (see `engine::ReferenceCache::inputs`): a buffer of the same size is written
+/// over whole instead of 8 GiB of fresh pages being faulted in and zeroed. Empty outside
+/// that draw.
+static RECYCLED: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// Offer a buffer no longer needed to the draw that follows.
+pub fn recycle(buf: Vec<u8>) {
+    if let Ok(mut g) = RECYCLED.lock() {
+        g.push(buf);
+    }
+}
+
+/// Bytes of offered buffers taken by [`bytes_to_overwrite`], in this process's life.
+static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Let every offered buffer go.
+pub fn clear_recycled() {
+    if let Ok(mut g) = RECYCLED.lock() {
+        g.clear();
+    }
+}
+
+/// Bytes of offered buffers written over rather than made afresh, in this process's life.
+pub fn recycled_taken() -> u64 {
+    TAKEN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `n` bytes the caller writes over entirely: an offered buffer of exactly that size (its old
+/// contents still in it), or zeros faulted in like [`zeroed_bytes`].
+pub fn bytes_to_overwrite(n: usize) -> Vec<u8> {
+    let found = RECYCLED.lock().ok().and_then(|mut g| {
+        let at = g.iter().position(|b| b.len() == n)?;
+        TAKEN.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Some(g.swap_remove(at))
+    });
+    found.unwrap_or_else(|| zeroed_bytes(n))
+}
+
 /// `n` zeros of f32, faulted in like [`zeroed_bytes`].
 pub fn zeroed_f32(n: usize) -> Vec<f32> {
     faulted(vec![0f32; n])
@@ -249,6 +288,23 @@ mod tests {
         assert_eq!(b.len(), 65 << 20);
         assert!(b.iter().all(|&x| x == 0));
         assert_eq!(zeroed_f32(5), vec![0.0; 5]);
+    }
+
+    #[test]
+    fn an_offered_buffer_of_the_size_is_taken_as_it_is_and_others_are_let_go() {
+        // Sizes no f32 draw of another test running beside this one asks for.
+        recycle(vec![7u8; 4097]);
+        recycle(vec![9u8; 101]);
+        let before = recycled_taken();
+        assert_eq!(
+            bytes_to_overwrite(4097),
+            vec![7u8; 4097],
+            "taken, not zeroed"
+        );
+        assert_eq!(recycled_taken() - before, 4097);
+        assert_eq!(bytes_to_overwrite(4097), vec![0u8; 4097], "only once");
+        clear_recycled();
+        assert_eq!(bytes_to_overwrite(101), vec![0u8; 101], "let go");
     }
 
     #[test]
