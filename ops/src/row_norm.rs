@@ -225,23 +225,13 @@ pub fn map_rows_indexed(
     x: &HostTensor,
     f: impl Fn([usize; 3], &[f64], &mut [f64]) + Sync,
 ) -> Vec<f64> {
-    use rayon::prelude::*;
     let [n0, n1, n2, n3] = x.ne.map(|v| v as usize);
     let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2 * n3);
-    // Short rows are handed out several at a time, as in `rows::map_rows_at`.
-    let n0 = n0.max(1);
-    let per_task = (4096 / n0).max(1);
-    out.par_chunks_mut(n0 * per_task).enumerate().for_each_init(
-        || vec![0.0f64; n0],
-        |row, (t, dsts)| {
-            for (k, dst) in dsts.chunks_mut(n0).enumerate() {
-                let r = t * per_task + k;
-                let idx = [r % n1, (r / n1) % n2, r / (n1 * n2)];
-                x.row_f64(idx[0], idx[1], idx[2], row);
-                f(idx, row, dst);
-            }
-        },
-    );
+    crate::rows::par_rows(&mut out, n0, |row, r, dst| {
+        let idx = [r % n1, (r / n1) % n2, r / (n1 * n2)];
+        x.row_f64(idx[0], idx[1], idx[2], row);
+        f(idx, row, dst);
+    });
     out
 }
 

@@ -107,28 +107,30 @@ pub fn map_rows_at(
     x: &kedge_core::model::host::HostTensor,
     f: impl Fn(usize, &[f64], &mut [f64]) + Sync,
 ) -> Vec<f64> {
-    use rayon::prelude::*;
     let [n0, n1, n2, n3] = x.ne.map(|v| v as usize);
     let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2 * n3);
-    // Short rows are handed out several at a time: one task per 16-element row of a 2^32
-    // element tensor was most of tri's reference time.
-    let per_task = (4096 / n0.max(1)).max(1);
-    out.par_chunks_mut(n0.max(1) * per_task)
-        .enumerate()
-        .for_each_init(
-            || vec![0.0f64; n0],
-            |row, (t, dsts)| {
-                for (k, dst) in dsts.chunks_mut(n0.max(1)).enumerate() {
-                    let r = t * per_task + k;
-                    let i1 = r % n1;
-                    let i2 = (r / n1) % n2;
-                    let i3 = r / (n1 * n2);
-                    x.row_f64(i1, i2, i3, row);
-                    f(r, row, dst);
-                }
-            },
-        );
+    par_rows(&mut out, n0, |row, r, dst| {
+        x.row_f64(r % n1, (r / n1) % n2, r / (n1 * n2), row);
+        f(r, row, dst);
+    });
     out
+}
+
+/// `f(scratch, r, row)` for every row `r` of `n0` elements of `out`, in parallel. Short rows
+/// are handed out several at a time (one task per 16-element row of a 2^32-element tensor was
+/// most of tri's reference time); each task has a scratch row of `n0` elements.
+pub fn par_rows(out: &mut [f64], n0: usize, f: impl Fn(&mut Vec<f64>, usize, &mut [f64]) + Sync) {
+    use rayon::prelude::*;
+    let n0 = n0.max(1);
+    let per_task = (4096 / n0).max(1);
+    out.par_chunks_mut(n0 * per_task).enumerate().for_each_init(
+        || vec![0.0f64; n0],
+        |scratch, (t, rows)| {
+            for (k, row) in rows.chunks_mut(n0).enumerate() {
+                f(scratch, t * per_task + k, row);
+            }
+        },
+    );
 }
 
 pub const F32_ONLY: &[DType] = &[DType::F32];

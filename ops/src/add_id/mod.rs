@@ -155,7 +155,6 @@ impl Op for AddId {
         ])
     }
     fn reference(&self, _case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
-        use rayon::prelude::*;
         let [a, b, ids] = inputs else {
             return Err(bad(format!(
                 "expected 3 inputs (a, b, ids), got {}",
@@ -192,22 +191,14 @@ impl Op for AddId {
             })
             .collect::<Result<_, _>>()?;
         let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2);
-        let n0 = n0.max(1);
-        let per_task = (4096 / n0).max(1);
-        out.par_chunks_mut(n0 * per_task).enumerate().for_each_init(
-            || vec![0.0f64; n0],
-            |brow, (t, dsts)| {
-                for (k, dst) in dsts.chunks_mut(n0).enumerate() {
-                    let r = t * per_task + k;
-                    let (e, tok, id) = (r % n1, r / n1, id_of[r]);
-                    a.row_f64(e, tok, 0, dst);
-                    b.row_f64(id, 0, 0, brow);
-                    for (d, bv) in dst.iter_mut().zip(brow.iter()) {
-                        *d += bv;
-                    }
-                }
-            },
-        );
+        crate::rows::par_rows(&mut out, n0, |brow, r, dst| {
+            let (e, tok, id) = (r % n1, r / n1, id_of[r]);
+            a.row_f64(e, tok, 0, dst);
+            b.row_f64(id, 0, 0, brow);
+            for (d, bv) in dst.iter_mut().zip(brow.iter()) {
+                *d += bv;
+            }
+        });
         Ok(vec![out])
     }
     /// n_tokens (`ne[2]`) is the free dimension that hits grid.y upstream and carries the

@@ -21,7 +21,6 @@
 use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
-use rayon::prelude::*;
 
 kedge_core::kernel_source!(SRC = "ops/src/softmax/softmax.cu", "softmax.cu");
 
@@ -169,31 +168,22 @@ impl Op for Softmax {
         };
         let mut out =
             kedge_core::model::host::zeroed_f64(x.ne.iter().map(|&v| v as usize).product());
-        // Short rows are handed out several at a time (one task per 32-element row of a
-        // 2^31-element tensor was a good part of the reference's time).
-        let n0 = n0.max(1);
-        let per_task = (4096 / n0).max(1);
-        out.par_chunks_mut(n0 * per_task)
-            .enumerate()
-            .for_each(|(t, rows)| {
-                for (k, row) in rows.chunks_mut(n0).enumerate() {
-                    let r = t * per_task + k;
-                    let i1 = r % n1;
-                    let i2 = (r / n1) % n2;
-                    let i3 = r / (n1 * n2);
-                    x.row_f64(i1, i2, i3, row);
-                    if p.scale != 1.0 {
-                        row.iter_mut().for_each(|v| *v *= p.scale);
-                    }
-                    if let Some(m) = mask {
-                        let slope = alibi_slope(p.max_bias, i2 as u32, case.ne[2]);
-                        for (i0, v) in row.iter_mut().enumerate() {
-                            *v += slope * m.get(i0, i1, 0, 0);
-                        }
-                    }
-                    softmax_row(row);
+        crate::rows::par_rows(&mut out, n0, |_, r, row| {
+            let i1 = r % n1;
+            let i2 = (r / n1) % n2;
+            let i3 = r / (n1 * n2);
+            x.row_f64(i1, i2, i3, row);
+            if p.scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= p.scale);
+            }
+            if let Some(m) = mask {
+                let slope = alibi_slope(p.max_bias, i2 as u32, case.ne[2]);
+                for (i0, v) in row.iter_mut().enumerate() {
+                    *v += slope * m.get(i0, i1, 0, 0);
                 }
-            });
+            }
+            softmax_row(row);
+        });
         Ok(vec![out])
     }
     fn probe_base(&self) -> Option<ProbeBase> {
