@@ -212,6 +212,58 @@ fn references_are_computed_once_per_key() {
     assert_eq!(refs.computed, 2);
 }
 
+/// A comparison kept with an output's buffer is given for the next case only when the download
+/// named the buffer's tag (the same bytes), the key is the same (another impl or allocation
+/// mode), and the output and tolerance are the same; anything else is compared afresh.
+#[test]
+fn a_comparison_holds_for_the_same_bytes_of_the_same_key_only() {
+    let reg = reg();
+    let a = reg
+        .validate(&Case::new("fake_norm", "only", DType::F32, [8, 2, 1, 1]))
+        .expect("valid");
+    let mut guard = a.clone();
+    guard.alloc = AllocMode::Guard;
+    let other = a.clone().with_param("eps", 0.5);
+    let tol = FAKE.tolerance(&a);
+    let mut refs = ReferenceCache::default();
+    let (_, inputs) = refs.inputs(&FAKE, &a).expect("inputs");
+    let reference = refs.reference(&FAKE, &a, &inputs).expect("reference");
+    let specs = FAKE.tensors(&a).expect("tensors");
+    let out = HostTensor::from_bytes(
+        DType::F32,
+        specs[1].ne,
+        specs[1].nb,
+        reference[0]
+            .iter()
+            .flat_map(|&x| (x as f32).to_le_bytes())
+            .collect(),
+    );
+    let c = kedge_core::judge::compare::compare("dst", &out, &reference[0], tol);
+    let tag = refs.remember_comparison(&a, "dst", tol, "d1", &c);
+    assert!(refs.judged_before(&guard, "dst", tol, None).is_none(), "no tag named");
+    assert!(refs.judged_before(&guard, "dst", tol, Some(tag + 1)).is_none(), "another tag");
+    assert!(refs.judged_before(&guard, "x", tol, Some(tag)).is_none(), "another output");
+    assert!(refs.judged_before(&other, "dst", tol, Some(tag)).is_none(), "another key");
+    let looser = Tolerance {
+        nmse: tol.nmse * 2.0,
+        ..tol
+    };
+    assert!(refs.judged_before(&guard, "dst", looser, Some(tag)).is_none(), "another tolerance");
+    assert_eq!(refs.comparisons_reused, 0);
+    let j = refs
+        .judged_before(&guard, "dst", tol, Some(tag))
+        .expect("the same bytes of the same key");
+    assert_eq!(j.digest, "d1");
+    assert_eq!(j.comparison.numbers, c.numbers);
+    assert_eq!(j.comparison.verdict, c.verdict);
+    assert!(j.by.contains("only") && j.by.contains("exact"), "{}", j.by);
+    assert_eq!(refs.comparisons_reused, 1);
+    // Only the last comparison is kept: the device keeps only the last buffer.
+    let tag2 = refs.remember_comparison(&guard, "dst", tol, "d2", &c);
+    assert!(refs.judged_before(&a, "dst", tol, Some(tag)).is_none());
+    assert!(refs.judged_before(&a, "dst", tol, Some(tag2)).is_some());
+}
+
 #[test]
 fn a_reference_computed_ahead_is_kept_for_its_key_and_counted_once() {
     let reg = reg();

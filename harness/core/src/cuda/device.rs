@@ -41,7 +41,7 @@ pub struct Device {
     /// The last big download's host buffer, handed back after its case was judged: the next
     /// download of the same size copies into it instead of faulting in fresh pages (every
     /// impl of a big shape downloads an output of the same size).
-    host_spare: std::sync::Mutex<Option<Vec<u8>>>,
+    host_spare: std::sync::Mutex<Option<Spare>>,
     /// Guard mode's freed mappings, kept for the next buffers of their size. Before the
     /// context: dropping it frees them.
     pub(crate) guard_pool: crate::cuda::guard_pool::DevicePool,
@@ -250,19 +250,25 @@ impl Device {
 
     /// A big download through two pinned buffers: the GPU fills one while all threads copy
     /// the other out (and fault the destination's pages in as they go).
-    fn download_staged(&self, st: &Staging, src: u64, n: usize) -> Result<Vec<u8>, RunError> {
+    fn download_staged(&self, st: &Staging, src: u64, n: usize) -> Result<Download, RunError> {
         self.synchronize("the work before a staged download")?;
         let spare = self
             .host_spare
             .lock()
             .ok()
             .and_then(|mut g| g.take())
-            .filter(|v| v.len() == n);
-        let mut out = spare.unwrap_or_else(|| {
-            let mut v = vec![0u8; n];
-            crate::model::host::advise_huge_pages(&mut v);
-            v
-        });
+            .filter(|v| v.bytes.len() == n);
+        // Written into the spare, each chunk is first compared with what the spare holds: a
+        // chunk that is the same needs no writing, and an output the same as the last one
+        // the spare held is said so (`same_as`) with the tag it was handed back with.
+        let (mut out, mut same, tag) = match spare {
+            Some(s) => (s.bytes, true, s.tag),
+            None => {
+                let mut v = vec![0u8; n];
+                crate::model::host::advise_huge_pages(&mut v);
+                (v, false, None)
+            }
+        };
         let chunks = n.div_ceil(STAGE_BYTES);
         let issue = |k: usize| -> Result<(), RunError> {
             let off = k * STAGE_BYTES;
@@ -297,18 +303,28 @@ impl Device {
             })?;
             // SAFETY: the copy into this buffer is done; it holds dst.len() bytes.
             let buf = unsafe { std::slice::from_raw_parts(st.bufs[b], dst.len()) };
-            par_copy(dst, buf);
+            if same {
+                same = par_copy_unless_same(dst, buf);
+            } else {
+                par_copy(dst, buf);
+            }
         }
         self.synchronize("a staged download")?;
-        Ok(out)
+        Ok(Download {
+            bytes: out,
+            same_as: if same { tag } else { None },
+        })
     }
 
     /// Keep a downloaded buffer that is no longer needed for the next download of its size
-    /// (only big ones: a small buffer costs nothing to make).
-    pub fn hand_back(&self, buf: Vec<u8>) {
+    /// (only big ones: a small buffer costs nothing to make). `tag` names its content: a
+    /// download into it that finds every byte the same says so with the tag
+    /// ([`Download::same_as`]), so what was learnt from these bytes (their comparison with a
+    /// reference) holds for the new ones.
+    pub fn hand_back(&self, buf: Vec<u8>, tag: Option<u64>) {
         if buf.len() >= STAGED_FROM {
             if let Ok(mut g) = self.host_spare.lock() {
-                *g = Some(buf);
+                *g = Some(Spare { bytes: buf, tag });
             }
         }
     }
@@ -318,7 +334,7 @@ impl Device {
     pub fn keep_spare_for(&self, sizes: &[u64]) {
         if let Ok(mut g) = self.host_spare.lock() {
             if g.as_ref()
-                .is_some_and(|v| !sizes.contains(&(v.len() as u64)))
+                .is_some_and(|v| !sizes.contains(&(v.bytes.len() as u64)))
             {
                 *g = None;
             }
@@ -327,6 +343,15 @@ impl Device {
 
     /// Copy the whole allocation back.
     pub fn download(&self, a: &crate::cuda::alloc::DeviceAlloc) -> Result<Vec<u8>, RunError> {
+        self.download_compared(a).map(|d| d.bytes)
+    }
+
+    /// Copy the whole allocation back, saying whether it is the same, byte for byte, as the
+    /// buffer handed back last ([`Device::hand_back`]).
+    pub fn download_compared(
+        &self,
+        a: &crate::cuda::alloc::DeviceAlloc,
+    ) -> Result<Download, RunError> {
         let n = a.bytes as usize;
         if n >= STAGED_FROM {
             if let Some(r) = self.with_staging(|st| self.download_staged(st, a.ptr, n)) {
@@ -338,7 +363,10 @@ impl Device {
         driver("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, a.ptr, out.len())
         })?;
-        Ok(out)
+        Ok(Download {
+            bytes: out,
+            same_as: None,
+        })
     }
 
     /// Fill with a repeating pattern (the poison), element by element.
@@ -512,6 +540,39 @@ impl Staging {
     }
 }
 
+/// A downloaded output, and whether it is the buffer handed back last with every byte as it
+/// was.
+pub struct Download {
+    /// The allocation's bytes.
+    pub bytes: Vec<u8>,
+    /// The tag the buffer was handed back with, when the download found every byte the same.
+    pub same_as: Option<u64>,
+}
+
+/// The last big download's buffer, kept for the next download of its size, and the tag that
+/// names its content.
+struct Spare {
+    bytes: Vec<u8>,
+    tag: Option<u64>,
+}
+
+/// `dst.copy_from_slice(src)` by all threads, each `COPY_PIECE` piece compared first and
+/// written only where it differs; `true` when every piece was already the same (nothing
+/// written).
+fn par_copy_unless_same(dst: &mut [u8], src: &[u8]) -> bool {
+    use rayon::prelude::*;
+    dst.par_chunks_mut(COPY_PIECE)
+        .zip(src.par_chunks(COPY_PIECE))
+        .map(|(d, s)| {
+            let same = *d == *s;
+            if !same {
+                d.copy_from_slice(s);
+            }
+            same
+        })
+        .reduce(|| true, |a, b| a & b)
+}
+
 /// `dst.copy_from_slice(src)`, by all threads in `COPY_PIECE` pieces.
 fn par_copy(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
@@ -672,7 +733,7 @@ mod tests {
         let back = dev.download(&a).expect("download");
         assert!(back == first);
         let ptr = back.as_ptr();
-        dev.hand_back(back);
+        dev.hand_back(back, None);
         dev.keep_spare_for(&[n as u64, 7]);
         let second: Vec<u8> = (0..n).map(|i| (i % 241) as u8 | 2).collect();
         dev.upload(&a, &second).expect("upload");
@@ -680,9 +741,61 @@ mod tests {
         assert_eq!(again.as_ptr(), ptr, "the buffer handed back");
         let first_diff = again.iter().zip(&second).position(|(x, y)| x != y);
         assert_eq!(first_diff, None, "overwritten whole");
-        dev.hand_back(again);
+        dev.hand_back(again, None);
         dev.keep_spare_for(&[n as u64 + 1]);
         assert!(dev.host_spare.lock().map(|g| g.is_none()).unwrap_or(false));
+    }
+
+    /// The copy into a kept buffer writes only the pieces that differ and says whether none
+    /// did: one byte changed anywhere (the first piece, the last, a short tail) is copied and
+    /// makes the answer `false`.
+    #[test]
+    fn a_copy_into_the_same_bytes_says_so_and_a_changed_byte_is_copied() {
+        let n = 3 * COPY_PIECE + 17;
+        let src: Vec<u8> = (0..n)
+            .map(|i| (i.wrapping_mul(40_503) >> 5) as u8)
+            .collect();
+        let mut dst = src.clone();
+        assert!(par_copy_unless_same(&mut dst, &src));
+        assert!(dst == src);
+        for at in [0, COPY_PIECE - 1, 2 * COPY_PIECE + 5, n - 1] {
+            let mut changed = src.clone();
+            changed[at] ^= 0x40;
+            let mut dst = src.clone();
+            assert!(!par_copy_unless_same(&mut dst, &changed), "byte {at}");
+            assert!(dst == changed, "byte {at} copied");
+        }
+    }
+
+    /// A download into the buffer handed back names its tag only when every byte is as it
+    /// was; a download that differs in one byte is copied whole and names none.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn a_download_the_same_as_the_buffer_handed_back_names_its_tag() {
+        let dev = Device::open(0).expect("a GPU");
+        let n = STAGED_FROM + STAGE_BYTES + 4099;
+        let a = dev
+            .alloc("x", n as u64, AllocMode::Exact, 256)
+            .expect("alloc");
+        let first: Vec<u8> = (0..n).map(|i| (i % 251) as u8 | 1).collect();
+        dev.upload(&a, &first).expect("upload");
+        let d = dev.download_compared(&a).expect("download");
+        assert_eq!(d.same_as, None, "nothing was handed back");
+        dev.hand_back(d.bytes, Some(7));
+        let d = dev.download_compared(&a).expect("download");
+        assert_eq!(d.same_as, Some(7));
+        assert!(d.bytes == first);
+        dev.hand_back(d.bytes, Some(8));
+        let mut second = first.clone();
+        second[STAGED_FROM + STAGE_BYTES + 11] ^= 2;
+        dev.upload(&a, &second).expect("upload");
+        let d = dev.download_compared(&a).expect("download");
+        assert_eq!(d.same_as, None, "one byte differs");
+        let first_diff = d.bytes.iter().zip(&second).position(|(x, y)| x != y);
+        assert_eq!(first_diff, None, "copied whole");
+        dev.hand_back(d.bytes, None);
+        let d = dev.download_compared(&a).expect("download");
+        assert_eq!(d.same_as, None, "handed back without a tag");
     }
 
     /// A freed guard buffer's mapping is taken by the next buffer of its size and guard side,

@@ -2,8 +2,9 @@
 //! impl, allocation mode and tool that runs the same case. A sweep hands a worker the cases of
 //! one key together, so the worker keeps the last key's inputs and reference.
 
-use crate::contract::op::{Op, TensorSpec};
+use crate::contract::op::{Op, TensorSpec, Tolerance};
 use crate::error::CaseError;
+use crate::judge::compare::Comparison;
 use crate::model::case::{AllocMode, Case};
 use crate::model::host::HostTensor;
 use std::sync::Arc;
@@ -37,10 +38,39 @@ struct Entry {
 /// make).
 const RECYCLE_FROM: u64 = 64 << 20;
 
+/// A comparison kept with the output bytes it judged: the engine hands that output's buffer
+/// back to the device with `tag`, and a later download that finds the buffer unchanged names
+/// the tag. An output of the same key, the same bytes and the same tolerance is judged the
+/// same: the comparison is a function of those three alone.
+struct Judged {
+    tag: u64,
+    key: ReferenceKey,
+    output: String,
+    tol: Tolerance,
+    digest: String,
+    comparison: Comparison,
+    /// The case that was compared: `impl (alloc)`.
+    by: String,
+}
+
+/// What an earlier comparison of the same bytes says about an output.
+pub struct JudgedBefore {
+    /// The output's digest.
+    pub digest: String,
+    /// The comparison, as it was made.
+    pub comparison: Comparison,
+    /// The case whose output it was: `impl (alloc)`.
+    pub by: String,
+}
+
 /// The last key's inputs and reference.
 #[derive(Default)]
 pub struct ReferenceCache {
     last: Option<Entry>,
+    judged: Option<Judged>,
+    tags: u64,
+    /// Comparisons that held for a later output of the same bytes (for the sweep summary).
+    pub comparisons_reused: u64,
     /// References computed, and reused, in this cache's life (for the sweep summary).
     pub computed: u64,
     /// References reused from the cache.
@@ -145,6 +175,57 @@ impl ReferenceCache {
             _ => {}
         }
         Ok(r)
+    }
+}
+
+impl ReferenceCache {
+    /// Keep `comparison` of the case's output `output` (its bytes digested as `digest`): the
+    /// returned tag goes with the output's buffer to [`crate::cuda::Device::hand_back`].
+    /// Only the last one is kept, as the device keeps only the last buffer.
+    pub fn remember_comparison(
+        &mut self,
+        case: &Case,
+        output: &str,
+        tol: Tolerance,
+        digest: &str,
+        comparison: &Comparison,
+    ) -> u64 {
+        self.tags += 1;
+        self.judged = Some(Judged {
+            tag: self.tags,
+            key: ReferenceKey::of(case),
+            output: output.to_string(),
+            tol,
+            digest: digest.to_string(),
+            comparison: comparison.clone(),
+            by: format!("{} ({})", case.imp, case.alloc),
+        });
+        self.tags
+    }
+
+    /// The comparison kept for the bytes a download found unchanged (`same_as`, the tag it
+    /// named), when it was made for the same key, output and tolerance.
+    pub fn judged_before(
+        &mut self,
+        case: &Case,
+        output: &str,
+        tol: Tolerance,
+        same_as: Option<u64>,
+    ) -> Option<JudgedBefore> {
+        let j = self.judged.as_ref()?;
+        let hit = same_as == Some(j.tag)
+            && j.output == output
+            && j.tol == tol
+            && j.key == ReferenceKey::of(case);
+        if !hit {
+            return None;
+        }
+        self.comparisons_reused += 1;
+        Some(JudgedBefore {
+            digest: j.digest.clone(),
+            comparison: j.comparison.clone(),
+            by: j.by.clone(),
+        })
     }
 }
 

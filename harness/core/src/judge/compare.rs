@@ -10,6 +10,7 @@ use crate::model::words::Verdict;
 use rayon::prelude::*;
 
 /// One output judged.
+#[derive(Debug, Clone)]
 pub struct Comparison {
     /// Pass, or what is wrong.
     pub verdict: Verdict,

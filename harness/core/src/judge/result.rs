@@ -338,6 +338,11 @@ pub struct Observed {
     /// equal digests are bit-identical.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_digests: Vec<String>,
+    /// Outputs judged by an earlier case's comparison: the same key, and the download found
+    /// every byte the same as that case's output (so the comparison, a function of the bytes,
+    /// the reference and the tolerance, holds as it was made).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_output_as: Vec<String>,
     /// Tensors whose end is not the last mapped byte in guard mode (alignment), and by how much.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guard_slack: Vec<String>,
