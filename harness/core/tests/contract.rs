@@ -240,15 +240,32 @@ fn a_comparison_holds_for_the_same_bytes_of_the_same_key_only() {
     );
     let c = kedge_core::judge::compare::compare("dst", &out, &reference[0], tol);
     let tag = refs.remember_comparison(&a, "dst", tol, "d1", &c);
-    assert!(refs.judged_before(&guard, "dst", tol, None).is_none(), "no tag named");
-    assert!(refs.judged_before(&guard, "dst", tol, Some(tag + 1)).is_none(), "another tag");
-    assert!(refs.judged_before(&guard, "x", tol, Some(tag)).is_none(), "another output");
-    assert!(refs.judged_before(&other, "dst", tol, Some(tag)).is_none(), "another key");
+    assert!(
+        refs.judged_before(&guard, "dst", tol, None).is_none(),
+        "no tag named"
+    );
+    assert!(
+        refs.judged_before(&guard, "dst", tol, Some(tag + 1))
+            .is_none(),
+        "another tag"
+    );
+    assert!(
+        refs.judged_before(&guard, "x", tol, Some(tag)).is_none(),
+        "another output"
+    );
+    assert!(
+        refs.judged_before(&other, "dst", tol, Some(tag)).is_none(),
+        "another key"
+    );
     let looser = Tolerance {
         nmse: tol.nmse * 2.0,
         ..tol
     };
-    assert!(refs.judged_before(&guard, "dst", looser, Some(tag)).is_none(), "another tolerance");
+    assert!(
+        refs.judged_before(&guard, "dst", looser, Some(tag))
+            .is_none(),
+        "another tolerance"
+    );
     assert_eq!(refs.comparisons_reused, 0);
     let j = refs
         .judged_before(&guard, "dst", tol, Some(tag))

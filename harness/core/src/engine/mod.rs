@@ -208,22 +208,20 @@ fn execute_kernels(
     // the next impl (the upstream launch that is refused, then the fix).
     let ahead = computes_ahead(op, case) && !refs.has_reference(case, &inputs);
     std::thread::scope(|scope| {
-        // Started once the inputs are on the device: beside the upload, its threads and the
-        // upload's copy into pinned memory took turns on the cores, and the upload of a
-        // 2^31-element case took 0.7 to 1.9 s where alone it takes 0.16 s (H200).
-        let mut pending = None;
-        let mut start_reference = || {
-            pending = ahead.then(reference::ahead_pool).flatten().map(|pool| {
-                let inputs = &inputs;
-                scope.spawn(move || pool.install(|| op.reference(case, inputs)))
-            });
-        };
+        // Started with the upload: started after it instead, its threads took the cores
+        // from the run (the kernel's first load) and the download, and the case took as long
+        // (the 2^31-element cases on the H200, run 17: the host's memory bandwidth is what
+        // both share).
+        let pending = ahead.then(reference::ahead_pool).flatten().map(|pool| {
+            let inputs = &inputs;
+            scope.spawn(move || pool.install(|| op.reference(case, inputs)))
+        });
         let prepared = Prepared {
             plan: &plan,
             specs: &specs,
             inputs: &inputs,
         };
-        let on_dev = on_device(op, imp, dev, case, prepared, t, &mut start_reference);
+        let on_dev = on_device(op, imp, dev, case, prepared, t);
         let waited = Instant::now();
         if let Some(h) = pending {
             match h.join() {
@@ -319,7 +317,6 @@ fn on_device(
     case: &Case,
     prepared: Prepared<'_>,
     t: Instant,
-    uploaded: &mut dyn FnMut(),
 ) -> Result<OnDevice, Box<Executed>> {
     let Prepared {
         plan,
@@ -368,7 +365,6 @@ fn on_device(
         return Err(failed(case, e));
     }
     timings.upload = ms(t);
-    uploaded();
     // Run.
     let t = Instant::now();
     let mut ctx = RunCtx::new(dev, &allocs, case.alloc);

@@ -135,6 +135,10 @@ pub struct TimeSpent {
     pub download_s: f64,
     pub reference_s: f64,
     pub compare_s: f64,
+    /// Cases whose outputs were the same, byte for byte, as the last case's of their key, and
+    /// were judged by that case's comparison (no comparison time of their own).
+    #[serde(default)]
+    pub compared_before: usize,
     /// The five slowest cases: label and seconds.
     pub slowest: Vec<(String, f64)>,
 }
@@ -158,6 +162,7 @@ impl TimeSpent {
             t.download_s += p.download / 1e3;
             t.reference_s += p.reference / 1e3;
             t.compare_s += p.compare / 1e3;
+            t.compared_before += usize::from(!r.observed.same_output_as.is_empty());
         }
         let mut by_time: Vec<&&kedge_core::CaseResult> = results.iter().collect();
         by_time.sort_by(|a, b| b.ms.total_cmp(&a.ms));
@@ -197,8 +202,19 @@ impl TimeSpent {
             .take(3)
             .map(|(l, s)| format!("{l} {s:.1} s"))
             .collect();
+        let before = match self.compared_before {
+            0 => String::new(),
+            n => format!(
+                " ({n} {} the same bytes as the key's case before, not compared again)",
+                if n == 1 {
+                    "case's output was"
+                } else {
+                    "cases' outputs were"
+                }
+            ),
+        };
         format!(
-            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s, the rest {:.1} s; slowest: {}",
+            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s{before}, the rest {:.1} s; slowest: {}",
             self.cases,
             self.cases_s,
             self.setup_s,
@@ -552,11 +568,15 @@ mod time_tests {
 
     #[test]
     fn the_summary_says_where_the_time_went_and_names_the_slowest() {
-        let rs = [
+        let mut rs = [
             result(1, 100.0, 40.0, 10.0),
             result(2, 3000.0, 2000.0, 500.0),
             result(3, 50.0, 0.0, 0.0),
         ];
+        rs[2]
+            .observed
+            .same_output_as
+            .push("dst: the same bytes as ggml (exact)'s, whose comparison holds".into());
         let refs: Vec<&CaseResult> = rs.iter().collect();
         let t = TimeSpent::of(&refs).expect("some");
         assert_eq!(t.cases, 3);
@@ -568,6 +588,11 @@ mod time_tests {
         let line = t.line();
         assert!(
             line.contains("reference 2.0 s") && line.contains("the rest 0.6 s"),
+            "{line}"
+        );
+        assert_eq!(t.compared_before, 1);
+        assert!(
+            line.contains("compare 0.5 s (1 case's output was the same bytes"),
             "{line}"
         );
         assert!(TimeSpent::of(&[]).is_none());
