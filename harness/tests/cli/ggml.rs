@@ -72,6 +72,23 @@ fn kedges_ops_on_ggml_cpu_pass_against_the_f64_references() {
             "{line}"
         );
         assert_eq!(r["under"], "native", "{line}");
+        if verdict == "pass" {
+            // Each output's digest, named: `dst:` and 16 hex digits.
+            let digests = r["observed"]["output_digests"].as_array().cloned();
+            let named = |d: &serde_json::Value| {
+                d.as_str()
+                    .and_then(|d| d.split_once(':'))
+                    .is_some_and(|(name, hex)| {
+                        !name.is_empty()
+                            && hex.len() == 16
+                            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                    })
+            };
+            assert!(
+                digests.is_some_and(|ds| !ds.is_empty() && ds.iter().all(named)),
+                "{line}"
+            );
+        }
         assert_eq!(r["observed"]["library"]["name"], "ggml", "{line}");
         assert_eq!(r["observed"]["library"]["commit"], "d99724f", "{line}");
         ops.insert(r["case"]["op"].as_str().unwrap_or("?").to_string());

@@ -526,6 +526,11 @@ fn judge(
             None => digest(o),
         })
         .collect();
+    let named_digests = outs
+        .iter()
+        .zip(&digests)
+        .map(|((s, _), d)| format!("{}:{d}", s.name))
+        .collect();
     // Every output still entirely poison: the op did no work at all. That verdict needs no
     // reference, and skipping it matters: the shape an impl silently refused can be the one
     // whose reference is the most expensive (sdpa_prefill's fallback past its buffer limit).
@@ -620,7 +625,7 @@ fn judge(
         CaseResult::new(case, cmp.verdict, detector, cmp.detail)
     };
     r.numbers = Some(cmp.numbers);
-    r.observed.output_digests = digests;
+    r.observed.output_digests = named_digests;
     r.observed.same_output_as = same_as;
     (r, judged)
 }
