@@ -261,6 +261,9 @@ impl Device {
         // Written into the spare, each chunk is first compared with what the spare holds: a
         // chunk that is the same needs no writing, and an output the same as the last one
         // the spare held is said so (`same_as`) with the tag it was handed back with.
+        // Each piece is hashed as it is copied, while it is in cache: the output's digest
+        // (`judge::compare::digest`) without a pass of its own over the output.
+        let mut hashes: Vec<u64> = Vec::with_capacity(n.div_ceil(COPY_PIECE));
         let (mut out, mut same, tag) = match spare {
             Some(s) => (s.bytes, true, s.tag),
             None => {
@@ -303,16 +306,15 @@ impl Device {
             })?;
             // SAFETY: the copy into this buffer is done; it holds dst.len() bytes.
             let buf = unsafe { std::slice::from_raw_parts(st.bufs[b], dst.len()) };
-            if same {
-                same = par_copy_unless_same(dst, buf);
-            } else {
-                par_copy(dst, buf);
-            }
+            let (all_same, h) = par_copy_hashed(dst, buf, same);
+            same &= all_same;
+            hashes.extend(h);
         }
         self.synchronize("a staged download")?;
         Ok(Download {
             bytes: out,
             same_as: if same { tag } else { None },
+            digest: Some(crate::judge::compare::digest_of_chunks(&hashes)),
         })
     }
 
@@ -366,6 +368,7 @@ impl Device {
         Ok(Download {
             bytes: out,
             same_as: None,
+            digest: None,
         })
     }
 
@@ -547,6 +550,8 @@ pub struct Download {
     pub bytes: Vec<u8>,
     /// The tag the buffer was handed back with, when the download found every byte the same.
     pub same_as: Option<u64>,
+    /// The bytes' digest (`judge::compare::digest`), when the copy made it on the way.
+    pub digest: Option<String>,
 }
 
 /// The last big download's buffer, kept for the next download of its size, and the tag that
@@ -556,21 +561,28 @@ struct Spare {
     tag: Option<u64>,
 }
 
-/// `dst.copy_from_slice(src)` by all threads, each `COPY_PIECE` piece compared first and
-/// written only where it differs; `true` when every piece was already the same (nothing
-/// written).
-fn par_copy_unless_same(dst: &mut [u8], src: &[u8]) -> bool {
+/// `dst.copy_from_slice(src)` by all threads in `COPY_PIECE` pieces (the digest's chunks: the
+/// copy starts at a multiple of them), each piece hashed for the digest while in cache. With
+/// `compare_first`, a piece is compared with what `dst` holds and written only where it
+/// differs. Returns whether every piece was compared and found the same (nothing written), and
+/// the pieces' hashes in order.
+fn par_copy_hashed(dst: &mut [u8], src: &[u8], compare_first: bool) -> (bool, Vec<u64>) {
     use rayon::prelude::*;
-    dst.par_chunks_mut(COPY_PIECE)
+    const _: () = assert!(COPY_PIECE == crate::judge::compare::DIGEST_CHUNK);
+    const _: () = assert!(STAGE_BYTES.is_multiple_of(COPY_PIECE));
+    let pieces: Vec<(bool, u64)> = dst
+        .par_chunks_mut(COPY_PIECE)
         .zip(src.par_chunks(COPY_PIECE))
         .map(|(d, s)| {
-            let same = *d == *s;
+            let same = compare_first && *d == *s;
             if !same {
                 d.copy_from_slice(s);
             }
-            same
+            (same, crate::judge::compare::words_digest(s))
         })
-        .reduce(|| true, |a, b| a & b)
+        .collect();
+    let all_same = compare_first && pieces.iter().all(|p| p.0);
+    (all_same, pieces.into_iter().map(|p| p.1).collect())
 }
 
 /// `dst.copy_from_slice(src)`, by all threads in `COPY_PIECE` pieces.
@@ -694,6 +706,8 @@ mod tests {
     use super::*;
     use crate::cuda::alloc::DeviceAlloc;
     use crate::model::case::AllocMode;
+    use crate::model::dtype::DType;
+    use crate::model::host::HostTensor;
 
     /// A copy past `STAGED_FROM` goes through the pinned buffers both ways, with a last chunk
     /// shorter than the others, and comes back byte for byte; a small one takes the plain
@@ -756,14 +770,49 @@ mod tests {
             .map(|i| (i.wrapping_mul(40_503) >> 5) as u8)
             .collect();
         let mut dst = src.clone();
-        assert!(par_copy_unless_same(&mut dst, &src));
+        assert!(par_copy_hashed(&mut dst, &src, true).0);
         assert!(dst == src);
+        let mut dst = src.clone();
+        assert!(!par_copy_hashed(&mut dst, &src, false).0, "not compared");
         for at in [0, COPY_PIECE - 1, 2 * COPY_PIECE + 5, n - 1] {
             let mut changed = src.clone();
             changed[at] ^= 0x40;
             let mut dst = src.clone();
-            assert!(!par_copy_unless_same(&mut dst, &changed), "byte {at}");
+            assert!(!par_copy_hashed(&mut dst, &changed, true).0, "byte {at}");
             assert!(dst == changed, "byte {at} copied");
+        }
+    }
+
+    /// The pieces' hashes, put together, are the digest of the bytes copied, whether the
+    /// copy compared first or not, and in several copies (a staged download's chunks).
+    #[test]
+    fn the_copys_hashes_are_the_digest_of_what_it_copied() {
+        use crate::judge::compare::{digest, digest_of_chunks};
+        let n = 5 * COPY_PIECE + 301;
+        let src: Vec<u8> = (0..n)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+            .collect();
+        let want = digest(&HostTensor::from_bytes(
+            DType::U8,
+            [n as i64, 1, 1, 1],
+            [1, n as u64, n as u64, n as u64],
+            src.clone(),
+        ));
+        for compare_first in [false, true] {
+            let mut dst = vec![0u8; n];
+            let mut hashes = Vec::new();
+            for (d, s) in dst
+                .chunks_mut(2 * COPY_PIECE)
+                .zip(src.chunks(2 * COPY_PIECE))
+            {
+                hashes.extend(par_copy_hashed(d, s, compare_first).1);
+            }
+            assert_eq!(
+                digest_of_chunks(&hashes),
+                want,
+                "compare_first {compare_first}"
+            );
+            assert!(dst == src);
         }
     }
 
@@ -785,6 +834,13 @@ mod tests {
         let d = dev.download_compared(&a).expect("download");
         assert_eq!(d.same_as, Some(7));
         assert!(d.bytes == first);
+        let whole = HostTensor::from_bytes(
+            DType::U8,
+            [n as i64, 1, 1, 1],
+            [1, n as u64, n as u64, n as u64],
+            first.clone(),
+        );
+        assert_eq!(d.digest, Some(crate::judge::compare::digest(&whole)));
         dev.hand_back(d.bytes, Some(8));
         let mut second = first.clone();
         second[STAGED_FROM + STAGE_BYTES + 11] ^= 2;

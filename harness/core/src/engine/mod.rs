@@ -241,6 +241,7 @@ fn execute_kernels(
                 let OnDevice {
                     outs,
                     same_as,
+                    digests,
                     canary_hits,
                     mut observed,
                     facts,
@@ -257,6 +258,7 @@ fn execute_kernels(
                     outs: &outs,
                     canary_hits,
                     known,
+                    digests,
                 };
                 let (mut r, judged) = judge(op, case, seen, &inputs, refs, &mut timings);
                 observed.timings = timings;
@@ -296,6 +298,8 @@ struct OnDevice {
     /// Per output, the tag of the buffer handed back last when the download found every
     /// byte the same as it was.
     same_as: Vec<Option<u64>>,
+    /// Per output, its digest when the download made it.
+    digests: Vec<Option<String>>,
     canary_hits: Vec<String>,
     observed: Observed,
     facts: serde_json::Map<String, serde_json::Value>,
@@ -402,6 +406,7 @@ fn on_device(
     }
     let mut outs = Vec::new();
     let mut same_as = Vec::new();
+    let mut digests = Vec::new();
     for (s, a) in specs.iter().zip(&allocs) {
         if s.role == Role::Output {
             match dev.download_compared(a) {
@@ -411,6 +416,7 @@ fn on_device(
                         HostTensor::from_bytes(s.dtype, s.ne, s.nb, d.bytes),
                     ));
                     same_as.push(d.same_as);
+                    digests.push(d.digest);
                 }
                 Err(e) => return Err(failed(case, e)),
             }
@@ -423,6 +429,7 @@ fn on_device(
     Ok(OnDevice {
         outs,
         same_as,
+        digests,
         canary_hits,
         observed,
         facts: record.facts,
@@ -471,6 +478,7 @@ fn execute_backend(
         outs: &outs,
         canary_hits: Vec::new(),
         known: Vec::new(),
+        digests: Vec::new(),
     };
     let (mut r, _) = judge(op, case, seen, &inputs, refs, &mut timings);
     r.observed.timings = timings;
@@ -496,6 +504,8 @@ struct Seen<'a> {
     outs: &'a [(TensorSpec, HostTensor)],
     canary_hits: Vec<String>,
     known: Vec<Option<JudgedBefore>>,
+    /// Per output, its digest when the download made it on the way.
+    digests: Vec<Option<String>>,
 }
 
 /// Outputs against poison, canaries and the reference: the verdict and the detector that saw it.
@@ -514,16 +524,21 @@ fn judge(
         outs,
         canary_hits,
         mut known,
+        digests: mut made,
     } = seen;
     known.resize_with(outs.len(), || None);
-    // The digests are a pass over every output byte: the comparison's time.
+    made.resize_with(outs.len(), || None);
+    // The digests are a pass over every output byte (the comparison's time) unless the
+    // download made them.
     let t = Instant::now();
     let digests: Vec<String> = outs
         .iter()
         .zip(&known)
-        .map(|((_, o), k)| match k {
-            Some(k) => k.digest.clone(),
-            None => digest(o),
+        .zip(made)
+        .map(|(((_, o), k), m)| match (k, m) {
+            (Some(k), _) => k.digest.clone(),
+            (None, Some(m)) => m,
+            (None, None) => digest(o),
         })
         .collect();
     let named_digests = outs

@@ -93,23 +93,30 @@ pub fn nothing_written(name: &str, n: u64) -> Comparison {
 /// and the chunks in parallel: an 8 GiB output takes a fraction of a second. (Byte-wise
 /// FNV-1a took 0.75 s of every 2^31-element case on the H200's 16 cores.)
 pub fn digest(out: &HostTensor) -> String {
-    const CHUNK: usize = 1 << 20;
-    let h = if out.bytes.len() <= CHUNK {
-        words_digest(&out.bytes)
-    } else {
-        let parts: Vec<u8> = out
-            .bytes
-            .par_chunks(CHUNK)
-            .map(|c| words_digest(c).to_le_bytes())
-            .collect::<Vec<_>>()
-            .concat();
-        words_digest(&parts)
-    };
-    format!("{h:016x}")
+    if out.bytes.len() <= DIGEST_CHUNK {
+        return format!("{:016x}", words_digest(&out.bytes));
+    }
+    let parts: Vec<u64> = out
+        .bytes
+        .par_chunks(DIGEST_CHUNK)
+        .map(words_digest)
+        .collect();
+    digest_of_chunks(&parts)
+}
+
+/// The bytes [`digest`] hashes apart, in parallel, when an output is longer.
+pub const DIGEST_CHUNK: usize = 1 << 20;
+
+/// [`digest`] of bytes longer than [`DIGEST_CHUNK`], from the hashes ([`words_digest`]) of
+/// their chunks in order: a copy that holds each chunk in cache (the download's) hashes it
+/// there, and the output is not read again to digest it.
+pub fn digest_of_chunks(chunks: &[u64]) -> String {
+    let parts: Vec<u8> = chunks.iter().flat_map(|h| h.to_le_bytes()).collect();
+    format!("{:016x}", words_digest(&parts))
 }
 
 /// [`digest`]'s hash of one run of bytes.
-fn words_digest(bytes: &[u8]) -> u64 {
+pub fn words_digest(bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     // The lanes start apart, so two words swapped between lanes change the digest.
