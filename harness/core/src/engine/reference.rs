@@ -47,13 +47,11 @@ struct Judged {
     key: ReferenceKey,
     output: String,
     tol: Tolerance,
-    digest: String,
-    comparison: Comparison,
-    /// The case that was compared: `impl (alloc)`.
-    by: String,
+    said: JudgedBefore,
 }
 
 /// What an earlier comparison of the same bytes says about an output.
+#[derive(Clone)]
 pub struct JudgedBefore {
     /// The output's digest.
     pub digest: String,
@@ -69,7 +67,8 @@ pub struct ReferenceCache {
     last: Option<Entry>,
     judged: Option<Judged>,
     tags: u64,
-    /// Comparisons that held for a later output of the same bytes (for the sweep summary).
+    /// Comparisons that held for a later output of the same bytes (each such verdict says so
+    /// in `observed.same_output_as`, which the sweep summary counts).
     pub comparisons_reused: u64,
     /// References computed, and reused, in this cache's life (for the sweep summary).
     pub computed: u64,
@@ -196,9 +195,11 @@ impl ReferenceCache {
             key: ReferenceKey::of(case),
             output: output.to_string(),
             tol,
-            digest: digest.to_string(),
-            comparison: comparison.clone(),
-            by: format!("{} ({})", case.imp, case.alloc),
+            said: JudgedBefore {
+                digest: digest.to_string(),
+                comparison: comparison.clone(),
+                by: format!("{} ({})", case.imp, case.alloc),
+            },
         });
         self.tags
     }
@@ -221,11 +222,7 @@ impl ReferenceCache {
             return None;
         }
         self.comparisons_reused += 1;
-        Some(JudgedBefore {
-            digest: j.digest.clone(),
-            comparison: j.comparison.clone(),
-            by: j.by.clone(),
-        })
+        Some(j.said.clone())
     }
 }
 
