@@ -191,14 +191,19 @@ fn plans_repeat_without_growing() {
     assert!(u.standalone().unwrap_err().contains("library call"));
 }
 
-#[test]
-fn references_are_computed_once_per_key() {
-    let reg = reg();
-    let a = reg
+/// One small case in `exact` mode and the same case in `guard` mode: the same key.
+fn exact_and_guard() -> (Case, Case) {
+    let a = reg()
         .validate(&Case::new("fake_norm", "only", DType::F32, [8, 2, 1, 1]))
         .expect("valid");
-    let mut b = a.clone();
-    b.alloc = AllocMode::Guard;
+    let mut guard = a.clone();
+    guard.alloc = AllocMode::Guard;
+    (a, guard)
+}
+
+#[test]
+fn references_are_computed_once_per_key() {
+    let (a, b) = exact_and_guard();
     let mut refs = ReferenceCache::default();
     for c in [&a, &b, &a] {
         let (_, inputs) = refs.inputs(&FAKE, c).expect("inputs");
@@ -217,12 +222,7 @@ fn references_are_computed_once_per_key() {
 /// mode), and the output and tolerance are the same; anything else is compared afresh.
 #[test]
 fn a_comparison_holds_for_the_same_bytes_of_the_same_key_only() {
-    let reg = reg();
-    let a = reg
-        .validate(&Case::new("fake_norm", "only", DType::F32, [8, 2, 1, 1]))
-        .expect("valid");
-    let mut guard = a.clone();
-    guard.alloc = AllocMode::Guard;
+    let (a, guard) = exact_and_guard();
     let other = a.clone().with_param("eps", 0.5);
     let tol = FAKE.tolerance(&a);
     let mut refs = ReferenceCache::default();
@@ -283,12 +283,7 @@ fn a_comparison_holds_for_the_same_bytes_of_the_same_key_only() {
 
 #[test]
 fn a_reference_computed_ahead_is_kept_for_its_key_and_counted_once() {
-    let reg = reg();
-    let a = reg
-        .validate(&Case::new("fake_norm", "only", DType::F32, [8, 2, 1, 1]))
-        .expect("valid");
-    let mut guard = a.clone();
-    guard.alloc = AllocMode::Guard;
+    let (a, guard) = exact_and_guard();
     let mut refs = ReferenceCache::default();
     let (_, inputs) = refs.inputs(&FAKE, &a).expect("inputs");
     assert!(!refs.has_reference(&a, &inputs));
