@@ -34,19 +34,24 @@ fn main() -> ExitCode {
         if op.impls().is_empty() || op.upstream_name().is_none() {
             continue;
         }
-        let d0 = op.dtypes()[0];
-        for (i, (ne, params)) in op.smoke().into_iter().enumerate() {
-            let mut c = Case::new(op.name(), "ggml", d0, ne);
-            c.params = params;
-            all.push((*op, c, format!("smoke {i}")));
-        }
-        let mut bounds = op.boundaries(&limits);
-        if let Some(base) = op.probe_base() {
-            bounds.extend(generated(&base, &limits, d0.size()));
-        }
-        for b in bounds {
-            for c in b.cases(op.name(), "ggml", d0) {
-                all.push((*op, c, b.label.clone()));
+        for &d in op.dtypes() {
+            for (i, (ne, params)) in op.smoke().into_iter().enumerate() {
+                let mut c = Case::new(op.name(), "ggml", d, ne);
+                c.params = params;
+                all.push((*op, c, format!("smoke {i}")));
+            }
+            let mut bounds: Vec<_> = op
+                .boundaries(&limits)
+                .into_iter()
+                .filter(|b| b.dtype.is_none_or(|x| x == d))
+                .collect();
+            if let Some(base) = op.probe_base() {
+                bounds.extend(generated(&base, &limits, d));
+            }
+            for b in bounds {
+                for c in b.cases(op.name(), "ggml", d) {
+                    all.push((*op, c, b.label.clone()));
+                }
             }
         }
     }
@@ -57,9 +62,12 @@ fn main() -> ExitCode {
     }
     for (op, case, origin) in all {
         {
+            // A generated probe the op's shape rules refuse is left out, as a sweep does.
+            let generated = origin.contains("(generated)");
             let case = match reg.validate(&case) {
                 Ok(c) => c,
                 Err(_) if op.impls().is_empty() => case,
+                Err(_) if generated => continue,
                 Err(err) => {
                     eprintln!("upstream_lines: {} {origin}: {err}", op.name());
                     bad += 1;
@@ -67,6 +75,9 @@ fn main() -> ExitCode {
                 }
             };
             if let Err(err) = op.tensors(&case) {
+                if generated {
+                    continue;
+                }
                 eprintln!("upstream_lines: {} {origin}: {err}", op.name());
                 bad += 1;
                 continue;

@@ -37,6 +37,16 @@ pub enum CaseError {
         /// Its element type.
         dtype: DType,
     },
+    /// A block-format tensor whose rows are not whole blocks.
+    #[error("shape {} of {dtype}: ne[0] must be a multiple of its {block}-element block", fmt_ne(.ne))]
+    PartialBlock {
+        /// The shape.
+        ne: Ne,
+        /// Its element type.
+        dtype: DType,
+        /// Elements per block.
+        block: u64,
+    },
     /// No op of that name.
     #[error("unknown op '{op}' (known: {known})")]
     UnknownOp {

@@ -145,7 +145,7 @@ fn boundaries_expand_to_both_sides_and_generated_ones_follow_the_profile() {
 
     let h200 = LimitsProfile::builtin("h200").expect("h200");
     let base = FAKE.probe_base().expect("a base");
-    let gen = generated(&base, &h200, 4);
+    let gen = generated(&base, &h200, DType::F32);
     let values = |label: &str| -> Vec<i64> {
         gen.iter()
             .find(|b| b.label.contains(label))
@@ -159,12 +159,20 @@ fn boundaries_expand_to_both_sides_and_generated_ones_follow_the_profile() {
     };
     assert_eq!(values("ne[2] at the grid.y/z limit"), vec![65535, 65536]);
     assert_eq!(values("ne[3] at the grid.y/z limit"), vec![65535, 65536]);
-    // ne = [64, n, 1, 1]: 64 * n crosses 2^31 between n = 2^25 - 1 and 2^25.
-    assert_eq!(values("2^31 (signed"), vec![(1 << 25) - 1, 1 << 25]);
-    assert_eq!(values("2^32"), vec![(1 << 26) - 1, 1 << 26]);
+    // ne = [64, n, 1, 1]: 64 * n crosses 2^31 between n = 2^25 - 1 and 2^25, and with one
+    // more row the last row starts at 2^31.
+    assert_eq!(
+        values("ne[1]: elements across 2^31"),
+        vec![(1 << 25) - 1, 1 << 25, (1 << 25) + 1]
+    );
+    assert_eq!(values("2^32"), vec![(1 << 26) - 1, 1 << 26, (1 << 26) + 1]);
     assert_eq!(values("bytes across 2^31"), vec![(1 << 23) - 1, 1 << 23]);
-    // 232,448 bytes of shared memory per block on the h200: 58,112 f32.
-    assert_eq!(values("shared-memory opt-in"), vec![58_112, 58_113]);
+    // 232,448 bytes of shared memory per block on the h200: 58,112 f32, and its halves,
+    // quarters and eighths, each both sides.
+    assert_eq!(
+        values("ne[0]: the 232448-byte shared-memory opt-in"),
+        vec![7264, 7265, 14_528, 14_529, 29_056, 29_057, 58_112, 58_113]
+    );
     for b in &gen {
         for c in b.cases("fake_norm", "only", DType::F32) {
             reg().validate(&c).expect("generated cases are valid");
@@ -173,7 +181,7 @@ fn boundaries_expand_to_both_sides_and_generated_ones_follow_the_profile() {
     // A profile whose grid.y and grid.z differ gets one boundary per limit.
     let mut odd = h200.clone();
     odd.max_grid[2].value = 1024;
-    let g2 = generated(&base, &odd, 4);
+    let g2 = generated(&base, &odd, DType::F32);
     assert!(g2.iter().any(|b| b.label.contains("grid.z limit 1024")));
 }
 

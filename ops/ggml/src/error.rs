@@ -110,6 +110,8 @@ pub enum GraphError {
     },
     #[error("name {0:?} contains a NUL byte")]
     BadName(String),
+    #[error("{ty}: {reason}")]
+    Quantize { ty: &'static str, reason: String },
     #[error(
         "allocating tensor {tensor} ({bytes} bytes) on {buffer_type} failed{}",
         log_suffix(log)

@@ -22,6 +22,24 @@ pub(crate) struct InitParams {
     pub no_alloc: bool,
 }
 
+/// `ggml_to_float_t`: `n` elements of a row of blocks into floats.
+pub(crate) type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, n: i64);
+
+/// `struct ggml_type_traits` (ggml.h), read through the pointer `ggml_get_type_traits` returns.
+/// Its first fields have been the same since the struct was made public; the loader checks
+/// `blck_size` and `type_size` against `ggml_blck_size` and `ggml_type_size` before trusting
+/// `to_float`.
+#[repr(C)]
+pub(crate) struct TypeTraits {
+    pub type_name: *const c_char,
+    pub blck_size: i64,
+    pub blck_size_interleave: i64,
+    pub type_size: usize,
+    pub is_quantized: bool,
+    pub to_float: Option<ToFloat>,
+    pub from_float_ref: *const c_void,
+}
+
 /// `ggml_log_callback`.
 pub(crate) type LogCallback =
     unsafe extern "C" fn(level: c_int, text: *const c_char, user: *mut c_void);
@@ -111,6 +129,11 @@ core_api! {
     Base ggml_get_name: fn(CP) -> Str;
     Base ggml_set_name: fn(P, Str) -> P;
     Base ggml_set_output: fn(P);
+
+    // quantization (ggml.h): blocks made from f32 rows, and each type's own dequantizer
+    Base ggml_quantize_chunk: fn(c_int, *const f32, P, i64, i64, i64, *const f32) -> usize;
+    Base ggml_quantize_requires_imatrix: fn(c_int) -> bool;
+    Base ggml_get_type_traits: fn(c_int) -> *const TypeTraits;
 
     // contexts and graphs
     Base ggml_tensor_overhead: fn() -> usize;

@@ -1259,17 +1259,7 @@ impl Graph {
 /// Bytes per block of `ty` as the pinned header defines them (for overflow checks before ggml
 /// is asked anything).
 fn ty_size(ty: Type) -> usize {
-    match ty {
-        Type::F32 | Type::I32 => 4,
-        Type::F16 | Type::BF16 | Type::I16 => 2,
-        Type::F64 | Type::I64 => 8,
-        Type::I8 => 1,
-        Type::Q8_0 => 34,
-        Type::Q4_0 => 18,
-        Type::Q4_1 => 20,
-        Type::Q5_0 => 22,
-        Type::Q5_1 => 24,
-    }
+    ty.type_size()
 }
 
 impl Drop for Graph {

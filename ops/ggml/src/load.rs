@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
 
-use crate::error::{BackendError, LoadError};
+use crate::error::{BackendError, GraphError, LoadError};
 use crate::ffi::{self, Api, Home, Ops};
 use crate::hooks::{self, AbortHook, LogHook};
 use crate::types::{DeviceKind, LogLevel, Type};
@@ -56,6 +56,8 @@ pub(crate) struct Loaded {
     pub ops: Ops,
     pub libraries: Vec<PathBuf>,
     pub module_problems: Vec<String>,
+    /// The element types the build has (see [`probe_types`]).
+    pub types: Vec<Type>,
     /// Kept open for the life of the process (this struct is leaked).
     pub libs: Vec<Library>,
 }
@@ -159,6 +161,80 @@ fn symbol(lib: &Library, name: &str) -> Option<*mut c_void> {
     (!p.is_null()).then_some(p)
 }
 
+/// The element types the build has. Every type up to TQ2_0 (value 35) is in every build with
+/// a backend registry; the newer ones (MXFP4 and after) are asked of ggml by name, in a forked
+/// child: `ggml_type_name` of a value past an older build's table reads past it, which can
+/// crash, and only the child does. A type is present when ggml names it as this crate does.
+fn probe_types(api: &Api) -> Vec<Type> {
+    let mut have: Vec<Type> = Type::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.raw() <= 35)
+        .collect();
+    let mut newer: Vec<Type> = Type::ALL.iter().copied().filter(|t| t.raw() > 35).collect();
+    newer.sort_by_key(|t| t.raw());
+    let name_of = api.ggml_type_name;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: a fresh pipe; both ends closed below on every path.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return have;
+    }
+    // SAFETY: the child only reads ggml's static type table and writes to the pipe
+    // (async-signal-safe calls), then _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::close(fds[0]);
+            for t in &newer {
+                let p = name_of(t.raw());
+                if p.is_null() {
+                    break;
+                }
+                let mut buf = [0u8; 24];
+                let mut len = 0;
+                while len < buf.len() - 1 {
+                    let b = *p.add(len) as u8;
+                    if b == 0 {
+                        break;
+                    }
+                    buf[len] = b;
+                    len += 1;
+                }
+                buf[len] = b'\n';
+                libc::write(fds[1], buf.as_ptr() as *const c_void, len + 1);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: the parent's copy of the write end.
+    unsafe { libc::close(fds[1]) };
+    let mut out = Vec::new();
+    if pid > 0 {
+        let mut buf = [0u8; 512];
+        loop {
+            // SAFETY: reading into a local buffer from our end of the pipe.
+            let n = unsafe { libc::read(fds[0], buf.as_mut_ptr() as *mut c_void, buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    // SAFETY: our end of the pipe.
+    unsafe { libc::close(fds[0]) };
+    let text = String::from_utf8_lossy(&out);
+    for (t, name) in newer.iter().zip(text.lines()) {
+        if name == t.name() {
+            have.push(*t);
+        }
+    }
+    have
+}
+
 /// Backend modules in `dir`, grouped by backend (`cpu` for `libggml-cpu.so` and
 /// `libggml-cpu-haswell.so`), each group's plain module first.
 fn module_groups(dir: &Path) -> Vec<(String, Vec<PathBuf>)> {
@@ -226,6 +302,7 @@ fn open(dir: PathBuf, base_path: PathBuf, main_path: PathBuf) -> Result<Loaded, 
     })?;
     // SAFETY: as above; a lookup through libggml.so also finds what libggml-base.so defines.
     let ops = unsafe { Ops::resolve(&mut |name| symbol(main, name)) };
+    let types = probe_types(&api);
 
     // From here on every message ggml logs passes through the ring.
     // SAFETY: a valid callback for the life of the process; null user data is never read.
@@ -257,6 +334,7 @@ fn open(dir: PathBuf, base_path: PathBuf, main_path: PathBuf) -> Result<Loaded, 
         ops,
         libraries,
         module_problems,
+        types,
         libs,
     })
 }
@@ -402,6 +480,129 @@ impl Ggml {
             Some(f) => unsafe { ffi::string(f()) },
             None => "unknown".to_string(),
         }
+    }
+
+    /// Whether the build has element type `ty` (a build older than a type lacks it).
+    pub fn has_type(&self, ty: Type) -> bool {
+        self.inner.types.contains(&ty)
+    }
+
+    /// `ggml_quantize_requires_imatrix`: the type cannot be quantized without an importance
+    /// matrix.
+    pub fn requires_imatrix(&self, ty: Type) -> Result<bool, GraphError> {
+        self.check_type(ty)?;
+        // SAFETY: a type the build has.
+        Ok(unsafe { (self.api().ggml_quantize_requires_imatrix)(ty.raw()) })
+    }
+
+    fn check_type(&self, ty: Type) -> Result<(), GraphError> {
+        if self.has_type(ty) {
+            Ok(())
+        } else {
+            Err(GraphError::Quantize {
+                ty: ty.name(),
+                reason: "this ggml build has no such type".into(),
+            })
+        }
+    }
+
+    /// Rows of `n_per_row` f32 values quantized to `ty` with `ggml_quantize_chunk`, as
+    /// test-backend-ops quantizes its inputs; `imatrix` (one weight per column) where the
+    /// type needs or takes one. The whole of `src` is quantized.
+    pub fn quantize(
+        &self,
+        ty: Type,
+        src: &[f32],
+        n_per_row: i64,
+        imatrix: Option<&[f32]>,
+    ) -> Result<Vec<u8>, GraphError> {
+        self.check_type(ty)?;
+        let bad = |reason: String| GraphError::Quantize {
+            ty: ty.name(),
+            reason,
+        };
+        let row = self
+            .row_size(ty, n_per_row)
+            .filter(|_| n_per_row > 0)
+            .ok_or_else(|| {
+                bad(format!(
+                    "rows of {n_per_row} values are not whole blocks of {}",
+                    self.block_size(ty)
+                ))
+            })?;
+        if !(src.len() as u64).is_multiple_of(n_per_row as u64) {
+            return Err(bad(format!(
+                "{} values are not whole rows of {n_per_row}",
+                src.len()
+            )));
+        }
+        if let Some(im) = imatrix {
+            if im.len() as i64 != n_per_row {
+                return Err(bad(format!(
+                    "an importance matrix of {} weights for rows of {n_per_row}",
+                    im.len()
+                )));
+            }
+        }
+        if imatrix.is_none() && self.requires_imatrix(ty)? {
+            return Err(bad("needs an importance matrix".into()));
+        }
+        let nrows = src.len() as i64 / n_per_row;
+        let mut dst = vec![0u8; row * nrows as usize];
+        let im = imatrix.map_or(std::ptr::null(), |m| m.as_ptr());
+        // SAFETY: `src` holds nrows * n_per_row floats, `dst` nrows rows of `row` bytes
+        // (ggml_row_size), `im` is null or n_per_row floats; ggml writes only into `dst`.
+        let wrote = unsafe {
+            (self.api().ggml_quantize_chunk)(
+                ty.raw(),
+                src.as_ptr(),
+                dst.as_mut_ptr() as *mut c_void,
+                0,
+                nrows,
+                n_per_row,
+                im,
+            )
+        };
+        if wrote != dst.len() {
+            return Err(bad(format!(
+                "ggml_quantize_chunk wrote {wrote} bytes, {} expected",
+                dst.len()
+            )));
+        }
+        Ok(dst)
+    }
+
+    /// Blocks of `ty` decoded to f32 by the type's own `to_float` (ggml's type traits).
+    pub fn dequantize(&self, ty: Type, bytes: &[u8]) -> Result<Vec<f32>, GraphError> {
+        self.check_type(ty)?;
+        let bad = |reason: String| GraphError::Quantize {
+            ty: ty.name(),
+            reason,
+        };
+        let (block, size) = (self.block_size(ty), self.type_size(ty));
+        if size == 0 || !bytes.len().is_multiple_of(size) {
+            return Err(bad(format!(
+                "{} bytes are not whole blocks of {size}",
+                bytes.len()
+            )));
+        }
+        // SAFETY: a type the build has; the traits are static.
+        let traits = unsafe { (self.api().ggml_get_type_traits)(ty.raw()).as_ref() }
+            .ok_or_else(|| bad("ggml_get_type_traits returned NULL".into()))?;
+        if traits.blck_size != block || traits.type_size != size {
+            return Err(bad(format!(
+                "its type traits say {} elements in {} bytes, ggml_blck_size/ggml_type_size {block} in {size}: a struct this crate does not know",
+                traits.blck_size, traits.type_size
+            )));
+        }
+        let to_float = traits
+            .to_float
+            .ok_or_else(|| bad("the type has no to_float".into()))?;
+        let n = bytes.len() / size * block as usize;
+        let mut out = vec![0f32; n];
+        // SAFETY: `bytes` holds n / block whole blocks, `out` n floats.
+        unsafe { to_float(bytes.as_ptr() as *const c_void, out.as_mut_ptr(), n as i64) };
+        Ok(out)
     }
 
     /// `ggml_type_size`: bytes per block of `ty`.

@@ -8,98 +8,89 @@
 
 use std::ffi::c_int;
 
-/// A tensor element type (`enum ggml_type`; "always add types at the end of the enum").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Type {
-    F32,
-    F16,
-    BF16,
-    F64,
-    I8,
-    I16,
-    I32,
-    I64,
-    /// 32-element blocks, an f16 scale and 32 int8 values (34 bytes).
-    Q8_0,
+macro_rules! types {
+    ($( $(#[$doc:meta])* $var:ident = $raw:literal, $name:literal, $block:literal, $bytes:literal; )*) => {
+        /// A tensor element type (`enum ggml_type`; "always add types at the end of the enum").
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Type {
+            $( $(#[$doc])* $var, )*
+        }
+
+        impl Type {
+            /// Every variant, for lookups.
+            pub const ALL: &'static [Type] = &[ $( Type::$var, )* ];
+
+            /// The `enum ggml_type` value.
+            pub fn raw(self) -> c_int {
+                match self { $( Type::$var => $raw, )* }
+            }
+
+            /// ggml's name for the type (`ggml_type_name`).
+            pub fn name(self) -> &'static str {
+                match self { $( Type::$var => $name, )* }
+            }
+
+            /// Elements per block: 1 for plain types (`ggml_blck_size`).
+            pub fn block_size(self) -> i64 {
+                match self { $( Type::$var => $block, )* }
+            }
+
+            /// Bytes per block (`ggml_type_size`), as the pinned header defines it.
+            pub fn type_size(self) -> usize {
+                match self { $( Type::$var => $bytes, )* }
+            }
+        }
+    };
+}
+
+types! {
+    F32 = 0, "f32", 1, 4;
+    F16 = 1, "f16", 1, 2;
     /// 32-element blocks, an f16 scale and 32 nibbles (18 bytes).
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q5_1,
+    Q4_0 = 2, "q4_0", 32, 18;
+    Q4_1 = 3, "q4_1", 32, 20;
+    Q5_0 = 6, "q5_0", 32, 22;
+    Q5_1 = 7, "q5_1", 32, 24;
+    /// 32-element blocks, an f16 scale and 32 int8 values (34 bytes).
+    Q8_0 = 8, "q8_0", 32, 34;
+    Q2K = 10, "q2_K", 256, 84;
+    Q3K = 11, "q3_K", 256, 110;
+    Q4K = 12, "q4_K", 256, 144;
+    Q5K = 13, "q5_K", 256, 176;
+    Q6K = 14, "q6_K", 256, 210;
+    Iq2Xxs = 16, "iq2_xxs", 256, 66;
+    Iq2Xs = 17, "iq2_xs", 256, 74;
+    Iq3Xxs = 18, "iq3_xxs", 256, 98;
+    Iq1S = 19, "iq1_s", 256, 50;
+    Iq4Nl = 20, "iq4_nl", 32, 18;
+    Iq3S = 21, "iq3_s", 256, 110;
+    Iq2S = 22, "iq2_s", 256, 82;
+    Iq4Xs = 23, "iq4_xs", 256, 136;
+    I8 = 24, "i8", 1, 1;
+    I16 = 25, "i16", 1, 2;
+    I32 = 26, "i32", 1, 4;
+    I64 = 27, "i64", 1, 8;
+    F64 = 28, "f64", 1, 8;
+    Iq1M = 29, "iq1_m", 256, 56;
+    BF16 = 30, "bf16", 1, 2;
+    Tq1_0 = 34, "tq1_0", 256, 54;
+    Tq2_0 = 35, "tq2_0", 256, 66;
+    Mxfp4 = 39, "mxfp4", 32, 17;
+    Nvfp4 = 40, "nvfp4", 64, 36;
+    Q1_0 = 41, "q1_0", 128, 18;
+    Q2_0 = 42, "q2_0", 64, 18;
 }
 
 impl Type {
-    /// Every variant, for lookups.
-    pub const ALL: [Type; 13] = [
-        Type::F32,
-        Type::F16,
-        Type::BF16,
-        Type::F64,
-        Type::I8,
-        Type::I16,
-        Type::I32,
-        Type::I64,
-        Type::Q8_0,
-        Type::Q4_0,
-        Type::Q4_1,
-        Type::Q5_0,
-        Type::Q5_1,
-    ];
-
-    /// The `enum ggml_type` value.
-    pub fn raw(self) -> c_int {
-        match self {
-            Type::F32 => 0,
-            Type::F16 => 1,
-            Type::Q4_0 => 2,
-            Type::Q4_1 => 3,
-            Type::Q5_0 => 6,
-            Type::Q5_1 => 7,
-            Type::Q8_0 => 8,
-            Type::I8 => 24,
-            Type::I16 => 25,
-            Type::I32 => 26,
-            Type::I64 => 27,
-            Type::F64 => 28,
-            Type::BF16 => 30,
-        }
-    }
-
-    /// Elements per block: 1 for plain types, 32 for the quantized ones here.
-    pub fn block_size(self) -> i64 {
-        if self.is_quantized() {
-            32
-        } else {
-            1
-        }
-    }
-
     /// Whether the type stores blocks rather than single elements.
     pub fn is_quantized(self) -> bool {
-        matches!(
-            self,
-            Type::Q8_0 | Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1
-        )
+        self.block_size() > 1
     }
 
-    /// ggml's name for the type (`ggml_type_name`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Type::F32 => "f32",
-            Type::F16 => "f16",
-            Type::BF16 => "bf16",
-            Type::F64 => "f64",
-            Type::I8 => "i8",
-            Type::I16 => "i16",
-            Type::I32 => "i32",
-            Type::I64 => "i64",
-            Type::Q8_0 => "q8_0",
-            Type::Q4_0 => "q4_0",
-            Type::Q4_1 => "q4_1",
-            Type::Q5_0 => "q5_0",
-            Type::Q5_1 => "q5_1",
-        }
+    /// The type of an `enum ggml_type` value.
+    pub fn from_raw(raw: c_int) -> Option<Type> {
+        Type::ALL.iter().copied().find(|t| t.raw() == raw)
     }
 }
 

@@ -91,7 +91,7 @@ fn version_commit_devices_and_types() {
         );
     }
     // The enum values this crate passes are the build's.
-    for ty in Type::ALL {
+    for &ty in Type::ALL {
         assert_eq!(ggml.type_name(ty), ty.name(), "{ty:?}");
         assert_eq!(ggml.block_size(ty), ty.block_size(), "{ty:?}");
     }

@@ -211,6 +211,7 @@ impl Op for AddId {
             grid_dims: &[2],
             count_dim: Some(2),
             row_dim: true,
+            vec_dim: true,
         })
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
@@ -586,7 +587,7 @@ mod tests {
     fn grid_limit_on_tokens_is_generated_not_declared() {
         let h200 = LimitsProfile::builtin("h200").unwrap();
         let base = OP.probe_base().unwrap();
-        let generated = kedge_core::contract::boundary::generated(&base, &h200, 4);
+        let generated = kedge_core::contract::boundary::generated(&base, &h200, DType::F32);
         let on_grid: Vec<_> = generated
             .iter()
             .filter(|b| b.probe_values() == vec![65_535, 65_536])

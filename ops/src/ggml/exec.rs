@@ -95,15 +95,67 @@ impl Impl for GgmlImpl {
     }
 }
 
-/// The ggml type of a kedge dtype.
+/// The ggml type of a kedge dtype (by ggml's own enum value).
 pub fn ggml_type(d: DType) -> Result<Type, RunError> {
-    Ok(match d {
-        DType::F32 => Type::F32,
-        DType::F16 => Type::F16,
-        DType::Bf16 => Type::BF16,
-        DType::I32 => Type::I32,
-        DType::U8 => Type::I8,
+    Type::from_raw(d.ggml_value()).ok_or_else(|| {
+        RunError::Unsupported(format!("kedge's ggml adapter has no ggml type for {d}"))
     })
+}
+
+/// A block-format input's bytes: kedge's f32 values quantized by the build under test
+/// (`ggml_quantize_chunk`, as test-backend-ops does; an importance matrix of ones where the
+/// type needs one). Already quantized bytes pass through.
+fn input_bytes(ggml: Ggml, s: &TensorSpec, h: &HostTensor) -> Result<Vec<u8>, RunError> {
+    if !s.dtype.is_block() || h.dtype == s.dtype {
+        return Ok(h.bytes.clone());
+    }
+    if h.dtype != DType::F32 || s.nb != dense_strides(&s.ne, s.dtype) {
+        return Err(RunError::Unsupported(format!(
+            "input {}: a {} tensor is made from dense f32 values; got {} with strides {:?}",
+            s.name, s.dtype, h.dtype, s.nb
+        )));
+    }
+    let ty = ggml_type(s.dtype)?;
+    let vals: &[f32] = bytemuck::try_cast_slice(&h.bytes)
+        .map_err(|e| RunError::Impl(format!("input {}: {e}", s.name)))?;
+    let ones;
+    let imatrix = match ggml.requires_imatrix(ty) {
+        Ok(true) => {
+            ones = vec![1.0f32; s.ne[0] as usize];
+            Some(ones.as_slice())
+        }
+        Ok(false) => None,
+        Err(e) => return Err(RunError::Unsupported(e.to_string())),
+    };
+    ggml.quantize(ty, vals, s.ne[0], imatrix)
+        .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
+}
+
+/// A block-format output as the judge reads it: dequantized by the build's own `to_float`
+/// into dense f32, a block still holding its poison bytes as f32 poison (never written).
+fn output_tensor(ggml: Ggml, s: &TensorSpec, bytes: Vec<u8>) -> Result<HostTensor, RunError> {
+    if !s.dtype.is_block() {
+        return Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes));
+    }
+    if s.nb != dense_strides(&s.ne, s.dtype) {
+        return Err(RunError::Unsupported(format!(
+            "output {}: a strided {} output cannot be read back",
+            s.name, s.dtype
+        )));
+    }
+    let ty = ggml_type(s.dtype)?;
+    let mut vals = ggml
+        .dequantize(ty, &bytes)
+        .map_err(|e| RunError::Unsupported(format!("output {}: {e}", s.name)))?;
+    let poison = poison_pattern(s.dtype);
+    let (block, size) = (s.dtype.block() as usize, s.dtype.size() as usize);
+    let unwritten = f32::from_bits(kedge_core::model::host::POISON_F32);
+    for (k, b) in bytes.chunks_exact(size).enumerate() {
+        if b == poison.as_slice() {
+            vals[k * block..(k + 1) * block].fill(unwritten);
+        }
+    }
+    Ok(HostTensor::from_f32(DType::F32, s.ne, &vals))
 }
 
 /// Backends are started once per process (a CUDA backend's start costs a context).
@@ -176,7 +228,7 @@ pub fn build(
             uploads.push((t, i));
             t
         } else {
-            let n = (s.bytes / s.dtype.size()) as i64;
+            let n = (s.bytes / s.dtype.size() * s.dtype.block()) as i64;
             let base = g.new_tensor_1d(ty, n).map_err(graph_err)?;
             g.set_name(base, &format!("{}.base", s.name))
                 .map_err(graph_err)?;
@@ -296,7 +348,8 @@ pub fn run_on(
         let h = by_spec
             .get(i)
             .ok_or_else(|| RunError::Impl(format!("no data for input {}", specs[*i].name)))?;
-        g.set_data(*t, &h.bytes).map_err(graph_err)?;
+        let bytes = input_bytes(ggml, &specs[*i], h)?;
+        g.set_data(*t, &bytes).map_err(graph_err)?;
     }
     g.compute(&b).map_err(|e| match e {
         ComputeError::Graph(e) => graph_err(e),
@@ -305,7 +358,7 @@ pub fn run_on(
     let mut results = Vec::new();
     for (t, s) in outs.iter().zip(&out_specs) {
         let bytes = g.get_data(*t).map_err(graph_err)?;
-        results.push(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes));
+        results.push(output_tensor(ggml, s, bytes)?);
     }
     let allocations = g
         .allocations()
@@ -357,7 +410,8 @@ fn time_on(
         let h = k
             .and_then(|k| inputs.get(k))
             .ok_or_else(|| RunError::Impl(format!("no data for input {}", specs[*i].name)))?;
-        g.set_data(*t, &h.bytes).map_err(graph_err)?;
+        let bytes = input_bytes(ggml, &specs[*i], h)?;
+        g.set_data(*t, &bytes).map_err(graph_err)?;
     }
     let mut times = Vec::with_capacity(reps as usize);
     for i in 0..warmup + reps {

@@ -309,18 +309,18 @@ pub fn cases(e: &GgmlOpEntry, limits: &LimitsProfile) -> Vec<(Case, String)> {
             out.push((c, format!("smoke {i} {d}")));
         }
     }
-    let d0 = e.dtypes[0];
-    let mut bounds = (e.boundaries)(limits);
-    if let Some(base) = (e.probe)() {
-        bounds.extend(kedge_core::contract::boundary::generated(
-            &base,
-            limits,
-            d0.size(),
-        ));
-    }
-    for b in bounds {
-        for (j, c) in b.cases(e.name, IMPL, d0).into_iter().enumerate() {
-            out.push((c, format!("{} #{j}", b.label)));
+    for &d in e.dtypes {
+        let mut bounds: Vec<Boundary> = (e.boundaries)(limits)
+            .into_iter()
+            .filter(|b| b.dtype.is_none_or(|x| x == d))
+            .collect();
+        if let Some(base) = (e.probe)() {
+            bounds.extend(kedge_core::contract::boundary::generated(&base, limits, d));
+        }
+        for b in bounds {
+            for (j, c) in b.cases(e.name, IMPL, d).into_iter().enumerate() {
+                out.push((c, format!("{} #{j}", b.label)));
+            }
         }
     }
     out

@@ -684,7 +684,7 @@ mod tests {
     fn grid_limits_are_generated_not_declared() {
         let h200 = LimitsProfile::builtin("h200").unwrap();
         let base = OP.probe_base().unwrap();
-        let generated = kedge_core::contract::boundary::generated(&base, &h200, 4);
+        let generated = kedge_core::contract::boundary::generated(&base, &h200, DType::F32);
         for d in [2, 3] {
             let b = generated
                 .iter()

@@ -136,6 +136,7 @@ impl Op for Tri {
             grid_dims: &[2, 3],
             count_dim: Some(2),
             row_dim: false,
+            vec_dim: false,
         })
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
@@ -378,7 +379,7 @@ mod tests {
     fn grid_limits_are_generated_not_declared() {
         let h = LimitsProfile::builtin("h200").unwrap();
         let base = OP.probe_base().unwrap();
-        let generated = kedge_core::contract::boundary::generated(&base, &h, 4);
+        let generated = kedge_core::contract::boundary::generated(&base, &h, DType::F32);
         // Every generated probe keeps the matrices square, so every one validates.
         for b in &generated {
             assert!(!matches!(b.axis, Axis::Ne(0) | Axis::Ne(1)), "{}", b.label);

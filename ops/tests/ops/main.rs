@@ -13,7 +13,7 @@ use kedge_core::{Boundary, LimitsProfile, Op};
 pub fn boundaries(op: &dyn Op, limits: &LimitsProfile) -> Vec<Boundary> {
     let mut v = op.boundaries(limits);
     if let Some(base) = op.probe_base() {
-        v.extend(generated(&base, limits, op.dtypes()[0].size()));
+        v.extend(generated(&base, limits, op.dtypes()[0]));
     }
     v
 }

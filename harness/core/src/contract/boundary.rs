@@ -148,8 +148,11 @@ pub struct ProbeBase {
     /// The dimension moved to take the element count across 2^31 and 2^32 (and the byte
     /// count across 2^31); `None` leaves those out.
     pub count_dim: Option<usize>,
-    /// Probe `ne[0]` as a row across the shared-memory opt-in limit.
+    /// Probe `ne[0]` as a row staged in shared memory (across the shared-memory limits).
     pub row_dim: bool,
+    /// `ne[0]` is free: probed around the dtype's vector widths or blocks, and at the
+    /// threads-per-block limit (false where the op ties `ne[0]` to another dimension).
+    pub vec_dim: bool,
 }
 
 impl ProbeBase {
@@ -162,29 +165,40 @@ impl ProbeBase {
             grid_dims: &[1, 2, 3],
             count_dim: Some(1),
             row_dim: true,
+            vec_dim: true,
         }
     }
 }
 
 /// The boundaries kedge derives from the hardware and the data, for kernels whose grid it
-/// cannot read: each free dimension at the grid.y and grid.z limits (the value that fits and
-/// one past it), the element count across 2^31 and 2^32 and the byte count across 2^31
-/// (32-bit indices and offsets), and a row on both sides of the shared-memory opt-in limit.
-/// Each probe keeps the other dimensions at the small base.
-pub fn generated(base: &ProbeBase, limits: &LimitsProfile, elem_bytes: u64) -> Vec<Boundary> {
+/// cannot read, in `dtype` (element sizes, vector widths and block sizes are the dtype's). Each
+/// probe keeps the other dimensions at the small base, and every one is both sides of its
+/// value:
+/// - each free dimension at the grid.y and grid.z limits (the value that fits and one past it);
+/// - the element count across 2^31 on every free dimension (signed 32-bit indices), with one
+///   more row so the last row *starts* past 2^31 (`row * ncols` in 32 bits, at half the memory
+///   of a 2^32 case); across 2^32 on the count dimension (unsigned counts), likewise; the byte
+///   count across 2^31 (signed byte offsets);
+/// - the shared-memory opt-in and default limits divided by the element size, and those by 2,
+///   4 and 8, on `ne[0]` (a row staged in shared memory) and on every free dimension;
+/// - the threads-per-block limit on `ne[0]` and every free dimension;
+/// - `ne[0]` around each vector width (2, 4, 8 elements: one vector, and 256 threads' worth),
+///   or for a block format around whole blocks (1 to 3, 7 to 9 and 31 to 33 blocks).
+///
+/// The generator does not know each op's shape rules: a probe the op refuses (an odd row
+/// where it needs an even one) is left out when the suite is built, and counted.
+pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<Boundary> {
     let mut out = Vec::new();
     let gy = limits.grid_limit(1) as i64;
     let gz = limits.grid_limit(2) as i64;
-    let mk = |label: String, dim: usize, values: Vec<i64>| {
-        let mut b = Boundary::ne(
-            label,
-            dim,
-            values[values.len() - 1],
-            base.ne,
-            Reach::GENERATED,
-        )
-        .with_values(values);
+    let mk = |label: String, dim: usize, mut values: Vec<i64>| {
+        values.sort_unstable();
+        values.dedup();
+        values.retain(|&v| v >= 1);
+        let at = values.last().copied().unwrap_or(1);
+        let mut b = Boundary::ne(label, dim, at, base.ne, Reach::GENERATED).with_values(values);
         b.params = base.params.clone();
+        b.dtype = Some(dtype);
         b
     };
     for &d in base.grid_dims {
@@ -204,43 +218,215 @@ pub fn generated(base: &ProbeBase, limits: &LimitsProfile, elem_bytes: u64) -> V
             }
         }
     }
-    if let Some(d) = base.count_dim {
+    // Elements and bytes: a block format's element count is its blocks' (bytes_of).
+    let bytes_of = |n: i64| dtype.bytes_of(n.max(0) as u64) as i64;
+    let count_dims: Vec<usize> = {
+        let mut v: Vec<usize> = base.count_dim.into_iter().collect();
+        v.extend(
+            base.grid_dims
+                .iter()
+                .copied()
+                .filter(|d| Some(*d) != base.count_dim),
+        );
+        v
+    };
+    for &d in &count_dims {
         let others: i64 = (0..4)
             .filter(|&i| i != d)
             .map(|i| base.ne[i].max(1))
             .product();
-        let mut thresholds = vec![
-            ("elements across 2^31 (signed 32-bit index)", 1i64 << 31),
-            ("elements across 2^32 (unsigned 32-bit count)", 1i64 << 32),
-        ];
-        if elem_bytes > 1 {
+        // Elements in one step of `d` below it: where a row of the dimension starts.
+        let below: i64 = (0..d).map(|i| base.ne[i].max(1)).product();
+        let mut thresholds = vec![(
+            "elements across 2^31 (signed 32-bit index)",
+            1i64 << 31,
+            true,
+        )];
+        if Some(d) == base.count_dim {
             thresholds.push((
-                "bytes across 2^31 (signed 32-bit byte offset)",
-                (1i64 << 31) / elem_bytes as i64,
+                "elements across 2^32 (unsigned 32-bit count)",
+                1i64 << 32,
+                true,
             ));
-        }
-        for (what, t) in thresholds {
-            // The largest value whose count stays below the threshold, and the next.
-            let lo = (t - 1) / others;
-            if lo >= 1 {
-                out.push(mk(
-                    format!("ne[{d}]: {what} (generated)"),
-                    d,
-                    vec![lo, lo + 1],
+            if dtype.size() > 1 || dtype.is_block() {
+                // The most elements whose bytes stay below 2^31.
+                let mut n = (1i64 << 31) * dtype.block() as i64 / dtype.size() as i64;
+                while n > 0 && bytes_of(n) >= 1 << 31 {
+                    n -= 1;
+                }
+                thresholds.push((
+                    "bytes across 2^31 (signed 32-bit byte offset)",
+                    n + 1,
+                    false,
                 ));
             }
         }
+        for (what, t, row_start) in thresholds {
+            // The largest value whose count stays below the threshold, the next, and (for an
+            // element threshold) the first whose last step of `d` starts at or past it.
+            let lo = (t - 1) / others;
+            if lo < 1 {
+                continue;
+            }
+            let mut values = vec![lo, lo + 1];
+            if row_start && below > 0 && others / below.max(1) == 1 {
+                // The last row along `d` starts at (v - 1) * below.
+                let first_past = t / below + 1;
+                values.push(first_past);
+            }
+            out.push(mk(format!("ne[{d}]: {what} (generated)"), d, values));
+        }
     }
-    if base.row_dim && elem_bytes > 0 {
-        let n = (limits.shared_per_block_optin.value / elem_bytes) as i64;
+    // Shared memory and threads: on ne[0] when it is a row, and on every free dimension.
+    let mut smem_dims: Vec<usize> = Vec::new();
+    if base.row_dim || base.vec_dim {
+        smem_dims.push(0);
+    }
+    smem_dims.extend(base.grid_dims.iter().copied());
+    let per_elem = |bytes: u64| (bytes * dtype.block() / dtype.size().max(1)) as i64;
+    for &d in &smem_dims {
+        for (which, limit) in [
+            ("opt-in", limits.shared_per_block_optin.value),
+            ("default", limits.shared_per_block.value),
+        ] {
+            let n = per_elem(limit);
+            let mut values = Vec::new();
+            for div in [1, 2, 4, 8] {
+                let v = n / div;
+                values.extend([v, v + 1]);
+            }
+            if dtype.is_block() && d == 0 {
+                let b = dtype.block() as i64;
+                values = values.into_iter().map(|v| (v + b - 1) / b * b).collect();
+                values.extend(values.clone().into_iter().map(|v| v + b));
+            }
+            out.push(mk(
+                format!(
+                    "ne[{d}]: the {limit}-byte shared-memory {which} limit in {dtype} elements ({n}), halves, quarters, eighths (generated)"
+                ),
+                d,
+                values,
+            ));
+        }
+        let t = limits.max_threads_per_block.value as i64;
+        let values = if dtype.is_block() && d == 0 {
+            let b = dtype.block() as i64;
+            let w = (t + b - 1) / b * b;
+            vec![w, w + b]
+        } else {
+            vec![t, t + 1]
+        };
         out.push(mk(
-            format!(
-                "ne[0]: a row of {n} elements fills the {}-byte shared-memory opt-in limit (generated)",
-                limits.shared_per_block_optin.value
-            ),
-            0,
-            vec![n, n + 1],
+            format!("ne[{d}] at the {t}-threads-per-block limit (generated)"),
+            d,
+            values,
         ));
     }
+    // Vector widths and blocks on ne[0].
+    if !base.vec_dim {
+    } else if dtype.is_block() {
+        let b = dtype.block() as i64;
+        out.push(mk(
+            format!("ne[0] around whole {dtype} blocks of {b} (generated)"),
+            0,
+            [1, 2, 3, 7, 8, 9, 31, 32, 33]
+                .iter()
+                .map(|m| m * b)
+                .collect(),
+        ));
+    } else {
+        for w in [2i64, 4, 8] {
+            out.push(mk(
+                format!("ne[0] around the {w}-element vector width (generated)"),
+                0,
+                vec![w - 1, w, w + 1, 256 * w - 1, 256 * w, 256 * w + 1],
+            ));
+        }
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h200() -> LimitsProfile {
+        LimitsProfile::builtin("h200").expect("h200 profile")
+    }
+
+    fn values_of<'a>(bs: &'a [Boundary], label: &str) -> Vec<&'a Boundary> {
+        bs.iter().filter(|b| b.label.contains(label)).collect()
+    }
+
+    #[test]
+    fn every_probe_is_both_sides_and_in_the_dtype() {
+        let base = ProbeBase::rows([64, 1, 1, 1]);
+        for d in [DType::F32, DType::F16, DType::Q4_0, DType::Q4K] {
+            let bs = generated(&base, &h200(), d);
+            assert!(!bs.is_empty());
+            for b in &bs {
+                assert_eq!(b.dtype, Some(d), "{}", b.label);
+                assert!(b.values.len() >= 2, "{}: one side only", b.label);
+                assert!(b.values.iter().all(|&v| v >= 1), "{}", b.label);
+            }
+        }
+    }
+
+    #[test]
+    fn index_width_probes_cross_2_31_and_start_a_row_past_it() {
+        let base = ProbeBase::rows([64, 1, 1, 1]);
+        let bs = generated(&base, &h200(), DType::F32);
+        let c = values_of(&bs, "ne[1]: elements across 2^31");
+        assert_eq!(c.len(), 1);
+        // 2^31 - 64 and 2^31 elements, then a row starting at 2^31.
+        assert_eq!(c[0].values, vec![(1 << 25) - 1, 1 << 25, (1 << 25) + 1]);
+        // Every free dimension crosses 2^31, only the count dimension 2^32.
+        assert_eq!(values_of(&bs, "elements across 2^31").len(), 3);
+        assert_eq!(values_of(&bs, "elements across 2^32").len(), 1);
+        let bytes = values_of(&bs, "bytes across 2^31");
+        assert_eq!(bytes[0].values, vec![(1 << 23) - 1, 1 << 23]);
+        // f16: the byte boundary is at 2^30 elements.
+        let bs = generated(&base, &h200(), DType::F16);
+        let bytes = values_of(&bs, "bytes across 2^31");
+        assert_eq!(bytes[0].values, vec![(1 << 24) - 1, 1 << 24]);
+    }
+
+    #[test]
+    fn shared_memory_ladders_are_in_elements_of_the_dtype_on_every_free_dimension() {
+        let base = ProbeBase::rows([64, 1, 1, 1]);
+        let bs = generated(&base, &h200(), DType::F32);
+        let optin = values_of(&bs, "shared-memory opt-in");
+        // ne[0] and the three free dimensions.
+        assert_eq!(optin.len(), 4);
+        let row = optin.iter().find(|b| b.axis == Axis::Ne(0)).expect("row");
+        assert!(row.values.contains(&58112) && row.values.contains(&58113));
+        assert!(row.values.contains(&7264) && row.values.contains(&7265));
+        let bs = generated(&base, &h200(), DType::F16);
+        let row = values_of(&bs, "shared-memory default")
+            .into_iter()
+            .find(|b| b.axis == Axis::Ne(0))
+            .expect("row");
+        assert!(row.values.contains(&24576) && row.values.contains(&24577));
+        // A block format's rows stay whole blocks.
+        let bs = generated(&base, &h200(), DType::Q4_0);
+        for b in bs.iter().filter(|b| b.axis == Axis::Ne(0)) {
+            assert!(
+                b.values.iter().all(|v| v % 32 == 0),
+                "{}: {:?}",
+                b.label,
+                b.values
+            );
+        }
+    }
+
+    #[test]
+    fn vector_widths_are_probed_around_each_width() {
+        let base = ProbeBase::rows([64, 1, 1, 1]);
+        let bs = generated(&base, &h200(), DType::F16);
+        let v = values_of(&bs, "4-element vector width");
+        assert_eq!(v[0].values, vec![3, 4, 5, 1023, 1024, 1025]);
+        let bs = generated(&base, &h200(), DType::Q4K);
+        let v = values_of(&bs, "whole q4_K blocks");
+        assert_eq!(v[0].values[..3], [256, 512, 768]);
+    }
 }

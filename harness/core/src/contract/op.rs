@@ -236,8 +236,20 @@ pub fn random_inputs(seed: u64, specs: &[TensorSpec]) -> Vec<HostTensor> {
 
 /// Fill a (possibly strided) tensor's span; padding bytes get values too, so a kernel that
 /// reads padding reads plausible numbers (that is what a real engine's memory holds).
+///
+/// A block-format spec (`q4_0`, ...) gets its values as a dense f32 tensor of its shape: the
+/// ggml build that runs the case quantizes them (kedge does not).
 pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) -> HostTensor {
     use rayon::prelude::*;
+    if s.dtype.is_block() {
+        let twin = TensorSpec {
+            dtype: DType::F32,
+            nb: dense_strides(&s.ne, DType::F32),
+            bytes: s.nelements().saturating_mul(4),
+            ..s.clone()
+        };
+        return random_tensor(seed, index, &twin, lo, hi);
+    }
     let rng = Rng::stream(seed, index);
     let n = (s.bytes / s.dtype.size()) as usize;
     // Chunks draw from the stream at their own offsets: the values are those of one

@@ -1,58 +1,157 @@
 //! Element types kedge moves between host and device.
+//!
+//! Besides the plain types, ggml's block formats are dtypes too (`q4_0`, `q4_K`, `iq2_xxs`,
+//! `mxfp4`, ...): a tensor of one is stored as blocks of `block()` elements in `size()` bytes
+//! each, as ggml stores it. kedge does not decode them itself: a case in a block dtype is made
+//! and read through the ggml build it runs on (quantized with its `ggml_quantize_chunk`,
+//! dequantized with its type traits), so only ops judged by a ggml build declare them.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
-/// An element type, spelled as ggml spells it (`f32`, `f16`, `bf16`, `i32`).
-/// `u8` is raw bytes: packed FP4 weights, FP8 staging.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DType {
+/// One dtype's facts: its name as ggml spells it, ggml's `enum ggml_type` value, elements per
+/// block and bytes per block (1 element per block for the plain types).
+struct Facts {
+    name: &'static str,
+    ggml: i32,
+    block: u64,
+    bytes: u64,
+}
+
+macro_rules! dtypes {
+    ($( $(#[$doc:meta])* $var:ident = $name:literal, $ggml:literal, $block:literal, $bytes:literal; )*) => {
+        /// An element type, spelled as ggml spells it (`f32`, `f16`, `bf16`, `i32`, `q4_0`,
+        /// `q4_K`, ...). `u8` is raw bytes: packed FP4 weights, FP8 staging.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum DType {
+            $( $(#[$doc])* $var, )*
+        }
+
+        impl DType {
+            /// Every dtype, the plain ones first.
+            pub const ALL: &'static [DType] = &[ $( DType::$var, )* ];
+
+            fn facts(self) -> Facts {
+                match self {
+                    $( DType::$var => Facts { name: $name, ggml: $ggml, block: $block, bytes: $bytes }, )*
+                }
+            }
+        }
+    };
+}
+
+dtypes! {
     /// 32-bit float.
-    F32,
+    F32 = "f32", 0, 1, 4;
     /// 16-bit float (IEEE half).
-    F16,
+    F16 = "f16", 1, 1, 2;
     /// bfloat16.
-    Bf16,
+    Bf16 = "bf16", 30, 1, 2;
     /// 32-bit signed integer.
-    I32,
-    /// Raw bytes.
-    U8,
+    I32 = "i32", 26, 1, 4;
+    /// Raw bytes (ggml's i8 where a ggml type is needed).
+    U8 = "u8", 24, 1, 1;
+    /// 32 values: an f16 scale and 4-bit quants.
+    Q4_0 = "q4_0", 2, 32, 18;
+    /// 32 values: f16 scale and minimum, 4-bit quants.
+    Q4_1 = "q4_1", 3, 32, 20;
+    /// 32 values: an f16 scale, 5-bit quants.
+    Q5_0 = "q5_0", 6, 32, 22;
+    /// 32 values: f16 scale and minimum, 5-bit quants.
+    Q5_1 = "q5_1", 7, 32, 24;
+    /// 32 values: an f16 scale and 8-bit quants.
+    Q8_0 = "q8_0", 8, 32, 34;
+    /// 256-value super-blocks, 2-bit quants.
+    Q2K = "q2_K", 10, 256, 84;
+    /// 256-value super-blocks, 3-bit quants.
+    Q3K = "q3_K", 11, 256, 110;
+    /// 256-value super-blocks, 4-bit quants.
+    Q4K = "q4_K", 12, 256, 144;
+    /// 256-value super-blocks, 5-bit quants.
+    Q5K = "q5_K", 13, 256, 176;
+    /// 256-value super-blocks, 6-bit quants.
+    Q6K = "q6_K", 14, 256, 210;
+    /// 256 values, 2.06 bits each.
+    Iq2Xxs = "iq2_xxs", 16, 256, 66;
+    /// 256 values, 2.31 bits each.
+    Iq2Xs = "iq2_xs", 17, 256, 74;
+    /// 256 values, 3.06 bits each.
+    Iq3Xxs = "iq3_xxs", 18, 256, 98;
+    /// 256 values, 1.56 bits each.
+    Iq1S = "iq1_s", 19, 256, 50;
+    /// 32 values, non-linear 4-bit quants.
+    Iq4Nl = "iq4_nl", 20, 32, 18;
+    /// 256 values, 3.44 bits each.
+    Iq3S = "iq3_s", 21, 256, 110;
+    /// 256 values, 2.5 bits each.
+    Iq2S = "iq2_s", 22, 256, 82;
+    /// 256 values, non-linear 4-bit quants with 6-bit scales.
+    Iq4Xs = "iq4_xs", 23, 256, 136;
+    /// 256 values, 1.75 bits each.
+    Iq1M = "iq1_m", 29, 256, 56;
+    /// 256 values, ternary, 1.69 bits each.
+    Tq1_0 = "tq1_0", 34, 256, 54;
+    /// 256 values, ternary, 2 bits each.
+    Tq2_0 = "tq2_0", 35, 256, 66;
+    /// 32 values: an E8M0 scale and FP4 (E2M1) values.
+    Mxfp4 = "mxfp4", 39, 32, 17;
+    /// 64 values: four E4M3 scales and FP4 (E2M1) values.
+    Nvfp4 = "nvfp4", 40, 64, 36;
+    /// 128 values: an f16 scale and 1-bit quants.
+    Q1_0 = "q1_0", 41, 128, 18;
+    /// 64 values: an f16 scale and 2-bit quants.
+    Q2_0 = "q2_0", 42, 64, 18;
 }
 
 impl DType {
-    /// Bytes per element.
-    pub const fn size(self) -> u64 {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::Bf16 => 2,
-            DType::U8 => 1,
-        }
+    /// The block formats of ggml's quantized types, in `enum ggml_type` order.
+    pub fn quantized() -> impl Iterator<Item = DType> {
+        DType::ALL.iter().copied().filter(|d| d.is_block())
     }
-    /// As ggml spells it: `f32`, `f16`, `bf16`, `i32`, `u8`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::Bf16 => "bf16",
-            DType::I32 => "i32",
-            DType::U8 => "u8",
-        }
+    /// Bytes per element, or for a block format bytes per block of `block()` elements
+    /// (ggml's `ggml_type_size`).
+    pub fn size(self) -> u64 {
+        self.facts().bytes
+    }
+    /// Elements per block: 1 for the plain types (ggml's `ggml_blck_size`).
+    pub fn block(self) -> u64 {
+        self.facts().block
+    }
+    /// A block format (a quantized ggml type): stored as blocks, not decoded by kedge.
+    pub fn is_block(self) -> bool {
+        self.facts().block > 1
+    }
+    /// Bytes of `n` elements (a multiple of `block()`; rounded up otherwise).
+    pub fn bytes_of(self, n: u64) -> u64 {
+        n.div_ceil(self.block()).saturating_mul(self.size())
+    }
+    /// As ggml spells it: `f32`, `f16`, `bf16`, `i32`, `u8`, `q4_0`, `q4_K`, `iq2_xxs`.
+    pub fn name(self) -> &'static str {
+        self.facts().name
+    }
+    /// ggml's `enum ggml_type` value.
+    pub fn ggml_value(self) -> i32 {
+        self.facts().ggml
     }
     /// The `GGML_TYPE_*` spelling used in test-backend-ops constructors.
-    pub const fn ggml_type(self) -> &'static str {
+    pub fn ggml_type(self) -> String {
         match self {
-            DType::F32 => "GGML_TYPE_F32",
-            DType::F16 => "GGML_TYPE_F16",
-            DType::Bf16 => "GGML_TYPE_BF16",
-            DType::I32 => "GGML_TYPE_I32",
-            DType::U8 => "GGML_TYPE_I8",
+            DType::U8 => "GGML_TYPE_I8".into(),
+            d => format!("GGML_TYPE_{}", d.name().to_uppercase()),
         }
     }
     /// Is this a floating type whose outputs can be poisoned with a NaN payload?
     pub const fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::Bf16)
+    }
+    /// Every known spelling, for error messages.
+    pub fn known() -> String {
+        DType::ALL
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -64,18 +163,68 @@ impl fmt::Display for DType {
 
 impl FromStr for DType {
     type Err = String;
+    /// ggml's spelling; the block formats also in lower case (`q4_k`) and as
+    /// `GGML_TYPE_Q4_K`.
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "f32" => DType::F32,
-            "f16" => DType::F16,
-            "bf16" => DType::Bf16,
-            "i32" => DType::I32,
-            "u8" => DType::U8,
-            _ => {
-                return Err(format!(
-                    "unknown dtype '{s}' (known: f32, f16, bf16, i32, u8)"
-                ))
+        let t = s.strip_prefix("GGML_TYPE_").unwrap_or(s);
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == t || d.name().eq_ignore_ascii_case(t))
+            .ok_or_else(|| format!("unknown dtype '{s}' (known: {})", DType::known()))
+    }
+}
+
+impl Serialize for DType {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for DType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_text_and_json() {
+        for &d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>(), Ok(d));
+            if d != DType::U8 {
+                assert_eq!(d.ggml_type().parse::<DType>(), Ok(d), "{}", d.ggml_type());
             }
-        })
+            let j = serde_json::to_string(&d).unwrap();
+            assert_eq!(serde_json::from_str::<DType>(&j).unwrap(), d);
+        }
+        assert_eq!("q4_k".parse::<DType>(), Ok(DType::Q4K));
+        assert_eq!(DType::Q4K.to_string(), "q4_K");
+        assert_eq!(DType::Q4K.ggml_type(), "GGML_TYPE_Q4_K");
+        assert_eq!(DType::U8.ggml_type(), "GGML_TYPE_I8");
+        let e = "q9_0".parse::<DType>().unwrap_err();
+        assert!(
+            e.contains("unknown dtype 'q9_0'") && e.contains("iq4_xs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn block_formats_count_bytes_by_block() {
+        assert!(!DType::F16.is_block());
+        assert_eq!(DType::F16.bytes_of(3), 6);
+        assert!(DType::Q4_0.is_block());
+        assert_eq!(DType::Q4_0.bytes_of(64), 36);
+        assert_eq!(DType::Q6K.bytes_of(512), 420);
+        assert_eq!(DType::quantized().count(), DType::ALL.len() - 5);
+        // ggml's enum values are distinct.
+        let mut v: Vec<i32> = DType::ALL.iter().map(|d| d.ggml_value()).collect();
+        v.sort_unstable();
+        v.dedup();
+        assert_eq!(v.len(), DType::ALL.len());
     }
 }

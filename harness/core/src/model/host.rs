@@ -131,6 +131,8 @@ pub fn poison_pattern(dtype: DType) -> Vec<u8> {
         DType::Bf16 => POISON_BF16.to_le_bytes().to_vec(),
         DType::I32 => POISON_I32.to_le_bytes().to_vec(),
         DType::U8 => vec![POISON_U8],
+        // One block of the byte pattern: a block still holding it was never written.
+        d => vec![POISON_U8; d.size() as usize],
     }
 }
 
@@ -152,7 +154,11 @@ impl HostTensor {
                 .flat_map(|&x| (x as i32).to_le_bytes())
                 .collect(),
             DType::U8 => vals.iter().map(|&x| x as u8).collect(),
+            // Block formats are quantized by the ggml build that runs them; here the values
+            // are kept as f32 (a caller that needs the blocks quantizes these).
+            _ => bytemuck::cast_slice(vals).to_vec(),
         };
+        let dtype = if dtype.is_block() { DType::F32 } else { dtype };
         HostTensor {
             dtype,
             ne,
@@ -258,6 +264,9 @@ pub fn read_elem(dtype: DType, bytes: &[u8], off: usize) -> f64 {
             i32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]) as f64
         }
         DType::U8 => bytes[off] as f64,
+        // Not decoded on the host: a block-format tensor is dequantized by the ggml build
+        // that made it before anything reads its values.
+        _ => f64::NAN,
     }
 }
 
@@ -269,6 +278,7 @@ pub fn round_to(dtype: DType, x: f64) -> f64 {
         DType::Bf16 => bf16::from_f64(x).to_f64(),
         DType::I32 => x.round(),
         DType::U8 => x.round(),
+        _ => x,
     }
 }
 

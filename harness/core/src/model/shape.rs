@@ -23,27 +23,50 @@ pub fn nelements(ne: &Ne) -> Result<u64, CaseError> {
 
 /// Checked byte count of a dense tensor.
 pub fn nbytes(ne: &Ne, dtype: DType) -> Result<u64, CaseError> {
-    nelements(ne)?
+    whole_blocks(ne, dtype)?;
+    (nelements(ne)? / dtype.block())
         .checked_mul(dtype.size())
         .ok_or(CaseError::ByteCountOverflow { ne: *ne, dtype })
 }
 
-/// Dense byte strides `nb` (ggml's `nb[i]`).
+/// A block format's rows must be whole blocks (ggml's own rule).
+fn whole_blocks(ne: &Ne, dtype: DType) -> Result<(), CaseError> {
+    let block = dtype.block();
+    if ne[0] > 0 && !(ne[0] as u64).is_multiple_of(block) {
+        return Err(CaseError::PartialBlock {
+            ne: *ne,
+            dtype,
+            block,
+        });
+    }
+    Ok(())
+}
+
+/// Dense byte strides `nb` (ggml's `nb[i]`): `nb[0]` is an element's bytes, or a block's for a
+/// block format, whose rows are `ne[0] / block` blocks.
 pub fn dense_strides(ne: &Ne, dtype: DType) -> [u64; 4] {
     let mut nb = [0u64; 4];
     nb[0] = dtype.size();
-    for i in 1..4 {
+    nb[1] = dtype.bytes_of(ne[0].max(0) as u64);
+    for i in 2..4 {
         nb[i] = nb[i - 1].saturating_mul(ne[i - 1].max(0) as u64);
     }
     nb
 }
 
-/// Bytes spanned by a strided tensor: offset of the last element plus one element.
+/// Bytes spanned by a strided tensor: offset of the last element (of the last block, for a
+/// block format) plus one element (block).
 pub fn span_bytes(ne: &Ne, nb: &[u64; 4], dtype: DType) -> Result<u64, CaseError> {
     nelements(ne)?;
+    whole_blocks(ne, dtype)?;
     let mut last: u64 = 0;
     for i in 0..4 {
-        last = (ne[i] as u64 - 1)
+        let steps = if i == 0 {
+            ne[0] as u64 / dtype.block()
+        } else {
+            ne[i] as u64
+        };
+        last = (steps - 1)
             .checked_mul(nb[i])
             .and_then(|x| x.checked_add(last))
             .ok_or(CaseError::ByteCountOverflow { ne: *ne, dtype })?;

@@ -200,7 +200,8 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-/// kedge.h's `KEDGE_DTYPE_*` code of a dtype (its bit in an entry's mask).
+/// kedge.h's `KEDGE_DTYPE_*` code of a dtype (its bit in an entry's mask). The ABI has codes
+/// for the plain types only; a block format (ggml's quantized types) gets -1, no bit.
 pub fn dtype_code(d: DType) -> i32 {
     match d {
         DType::F32 => 0,
@@ -208,6 +209,7 @@ pub fn dtype_code(d: DType) -> i32 {
         DType::Bf16 => 2,
         DType::I32 => 3,
         DType::U8 => 4,
+        _ => -1,
     }
 }
 
@@ -382,7 +384,7 @@ impl Plugin {
                 .dtypes()
                 .iter()
                 .copied()
-                .filter(|d| e.dtypes & (1 << dtype_code(*d)) != 0)
+                .filter(|d| dtype_code(*d) >= 0 && e.dtypes & (1 << dtype_code(*d)) != 0)
                 .collect();
             if dtypes.is_empty() {
                 return Err(bad_dtypes(format!(

@@ -7,6 +7,7 @@
 use super::corpus::Corpus;
 use super::{Filters, SelectError};
 use kedge_core::contract::boundary::generated;
+use kedge_core::contract::boundary::Reach;
 use kedge_core::{Boundary, Case, DType, Impl, LimitsProfile, Op, Registry};
 use std::collections::HashSet;
 use std::fmt;
@@ -67,41 +68,57 @@ impl std::str::FromStr for Suite {
     }
 }
 
-/// Every boundary of an op for a profile: its own, then the generated ones for `dtype`'s
-/// element size (when the op declares a probe base).
+/// Every boundary of an op for a profile in `dtype`: its own (those that fix another dtype
+/// left out), then the generated ones in `dtype` (when the op declares a probe base).
 pub fn boundaries(op: &dyn Op, limits: &LimitsProfile, dtype: DType) -> Vec<Boundary> {
-    let mut v = op.boundaries(limits);
+    let mut v: Vec<Boundary> = op
+        .boundaries(limits)
+        .into_iter()
+        .filter(|b| b.dtype.is_none_or(|d| d == dtype))
+        .collect();
     if let Some(base) = op.probe_base() {
-        v.extend(generated(&base, limits, dtype.size()));
+        v.extend(generated(&base, limits, dtype));
     }
     v
 }
 
-/// The raw (unvalidated) cases of one impl of an op in a suite, for `dtype` (`None`: the op's
-/// first dtype, and each boundary's own when it names one).
+/// The dtypes a suite spans for an op: `dtype` when one is asked for, else every dtype the op
+/// declares (the op's first is its default; the others are as much the kernels users ship).
+pub fn dtypes_of(op: &dyn Op, dtype: Option<DType>) -> Vec<DType> {
+    match dtype {
+        Some(d) => vec![d],
+        None => op.dtypes().to_vec(),
+    }
+}
+
+/// The raw (unvalidated) cases of one impl of an op in a suite, in every dtype of
+/// [`dtypes_of`]: the smoke shapes and every boundary in each. A case says whether it comes
+/// from a generated boundary (which the op's shape rules may refuse).
 pub fn raw_cases(
     op: &dyn Op,
     imp: &dyn Impl,
     suite: Suite,
     limits: &LimitsProfile,
     dtype: Option<DType>,
-) -> Vec<Case> {
-    let default = dtype.unwrap_or(op.dtypes()[0]);
+) -> Vec<(Case, bool)> {
     let mut raw = Vec::new();
-    if suite.smoke() {
-        for (ne, params) in op.smoke() {
-            let mut c = Case::new(op.name(), imp.name(), default, ne);
-            c.params = params;
-            raw.push(c);
-        }
-    }
-    if suite.boundary() {
-        for b in boundaries(op, limits, default) {
-            // A boundary of another dtype says nothing about this one.
-            if dtype.is_some() && b.dtype.is_some_and(|d| Some(d) != dtype) {
-                continue;
+    for d in dtypes_of(op, dtype) {
+        if suite.smoke() {
+            for (ne, params) in op.smoke() {
+                let mut c = Case::new(op.name(), imp.name(), d, ne);
+                c.params = params;
+                raw.push((c, false));
             }
-            raw.extend(b.cases(op.name(), imp.name(), default));
+        }
+        if suite.boundary() {
+            for b in boundaries(op, limits, d) {
+                let generated = b.reach == Reach::GENERATED;
+                raw.extend(
+                    b.cases(op.name(), imp.name(), d)
+                        .into_iter()
+                        .map(|c| (c, generated)),
+                );
+            }
         }
     }
     raw
@@ -139,18 +156,29 @@ pub fn generate(
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut total = 0usize;
+    let mut refused = 0usize;
     for op in &f.ops {
         for imp in reg.impls_of(*op) {
             if !f.impl_selected(imp, planted) {
                 continue;
             }
-            for raw in raw_cases(*op, imp, suite, limits, f.dtype) {
+            for (raw, generated) in raw_cases(*op, imp, suite, limits, f.dtype) {
                 for c in f.expand(raw) {
-                    let c = reg.validate(&c).map_err(|error| SelectError::Declared {
-                        op: op.name().to_string(),
-                        case: c.label(),
-                        error: Box::new(error),
-                    })?;
+                    let c = match reg.validate(&c) {
+                        Ok(c) => c,
+                        // A generated probe the op's shape rules refuse: left out, counted.
+                        Err(_) if generated => {
+                            refused += 1;
+                            continue;
+                        }
+                        Err(error) => {
+                            return Err(SelectError::Declared {
+                                op: op.name().to_string(),
+                                case: c.label(),
+                                error: Box::new(error),
+                            })
+                        }
+                    };
                     total += 1;
                     if f.matches(*op, &c) && seen.insert(c.id()) {
                         out.push(c);
@@ -158,6 +186,11 @@ pub fn generate(
                 }
             }
         }
+    }
+    if refused > 0 {
+        crate::note!(
+            "{refused} generated probes left out: their ops refuse those shapes (kedge plan -o OP lists an op's rules)"
+        );
     }
     if out.is_empty() {
         return Err(SelectError::Empty {

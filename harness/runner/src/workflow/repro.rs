@@ -404,6 +404,8 @@ fn fill_call(spec: &TensorSpec, index: usize, seed: u64, var: &str) -> Option<St
         DType::Bf16 => format!(
             "{{ float *tmp = (float *) malloc(({n}) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); return 1; }} kedge_fill_f32(tmp, {n}, {seed}ull, {index}ull); for (size_t i = 0; i < {n}; i++) ((__nv_bfloat16 *) {var})[i] = __float2bfloat16_rn(tmp[i]); free(tmp); }}"
         ),
+        // kedge's own kernels have no block-format tensors; those are ggml's.
+        _ => return None,
     })
 }
 

@@ -81,6 +81,7 @@ pub const ROPE: GgmlOpEntry = GgmlOpEntry {
             grid_dims: &[1, 2, 3],
             count_dim: Some(2),
             row_dim: false,
+            vec_dim: true,
         })
     },
     smoke: &[
@@ -481,6 +482,7 @@ fn resample_probe() -> Option<ProbeBase> {
         grid_dims: &[1, 2, 3],
         count_dim: Some(2),
         row_dim: false,
+        vec_dim: true,
     })
 }
 
@@ -698,6 +700,7 @@ pub const IM2COL: GgmlOpEntry = GgmlOpEntry {
             grid_dims: &[1, 2, 3],
             count_dim: None,
             row_dim: false,
+            vec_dim: true,
         })
     },
     smoke: &[
@@ -815,6 +818,7 @@ pub const POOL_2D: GgmlOpEntry = GgmlOpEntry {
             grid_dims: &[1, 2, 3],
             count_dim: Some(2),
             row_dim: false,
+            vec_dim: true,
         })
     },
     smoke: &[
@@ -928,6 +932,7 @@ pub const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
             grid_dims: &[1, 2],
             count_dim: Some(2),
             row_dim: false,
+            vec_dim: true,
         })
     },
     smoke: &[

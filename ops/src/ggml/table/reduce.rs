@@ -421,6 +421,7 @@ pub const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
             grid_dims: &[3],
             count_dim: Some(1),
             row_dim: false,
+            vec_dim: true,
         })
     },
     smoke: &[
