@@ -109,10 +109,14 @@ fn input_bytes(ggml: Ggml, s: &TensorSpec, h: &HostTensor) -> Result<Vec<u8>, Ru
     if !s.dtype.is_block() || h.dtype == s.dtype {
         return Ok(h.bytes.clone());
     }
-    if h.dtype != DType::F32 || s.nb != dense_strides(&s.ne, s.dtype) {
+    let span = (s.bytes / s.dtype.size()).saturating_mul(s.dtype.block());
+    if h.dtype != DType::F32 || h.bytes.len() as u64 != span.saturating_mul(4) {
         return Err(RunError::Unsupported(format!(
-            "input {}: a {} tensor is made from dense f32 values; got {} with strides {:?}",
-            s.name, s.dtype, h.dtype, s.nb
+            "input {}: a {} tensor is made from the f32 values of its span ({span}); got {} bytes of {}",
+            s.name,
+            s.dtype,
+            h.bytes.len(),
+            h.dtype
         )));
     }
     let ty = ggml_type(s.dtype)?;

@@ -28,6 +28,45 @@ use kedge_core::contract::upstream::ggml_float;
 use kedge_core::model::rng::Rng;
 use kedge_core::*;
 
+/// Every type test-backend-ops runs its multi-type ops over (its `all_types`: the float types and
+/// every block format of the pinned snapshot but tq1_0).
+pub const ALL_TYPES: &[DType] = matmul::WEIGHT_TYPES;
+
+/// `ALL_TYPES` and i32 (a copy or a gather of indices).
+pub const ALL_TYPES_I32: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::Bf16,
+    DType::I32,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q1_0,
+    DType::Q2_0,
+    DType::Mxfp4,
+    DType::Nvfp4,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+    DType::Tq2_0,
+    DType::Iq2Xxs,
+    DType::Iq2Xs,
+    DType::Iq2S,
+    DType::Iq3Xxs,
+    DType::Iq1S,
+    DType::Iq1M,
+    DType::Iq4Nl,
+    DType::Iq3S,
+    DType::Iq4Xs,
+];
+
+/// GET_ROWS' tables: every type test-backend-ops gathers from.
+pub const GET_ROWS_TYPES: &[DType] = ALL_TYPES_I32;
+
 /// Inputs for ops whose inputs need a domain.
 pub type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
 
@@ -183,9 +222,13 @@ impl Op for GgmlOpEntry {
     }
     /// The smoke cases of the op's first dtype (the one cases default to).
     fn smoke(&self) -> Vec<(Ne, Params)> {
+        self.smoke_for(self.dtypes[0])
+    }
+    /// The smoke cases for every dtype and those for `dtype` alone.
+    fn smoke_for(&self, dtype: DType) -> Vec<(Ne, Params)> {
         self.smoke
             .iter()
-            .filter(|s| s.dtype.is_none_or(|d| d == self.dtypes[0]))
+            .filter(|s| s.dtype.is_none_or(|d| d == dtype))
             .map(|s| (s.ne, params_of(s.params)))
             .collect()
     }
@@ -304,7 +347,12 @@ pub fn cases(e: &GgmlOpEntry, limits: &LimitsProfile) -> Vec<(Case, String)> {
             .iter()
             .filter(|&&d| sm.dtype.is_none_or(|x| x == d))
         {
-            let mut c = Case::new(e.name, IMPL, d, sm.ne);
+            let mut c = Case::new(
+                e.name,
+                IMPL,
+                d,
+                kedge_core::contract::boundary::whole_blocks(sm.ne, d),
+            );
             c.params = params_of(sm.params);
             out.push((c, format!("smoke {i} {d}")));
         }
@@ -318,7 +366,18 @@ pub fn cases(e: &GgmlOpEntry, limits: &LimitsProfile) -> Vec<(Case, String)> {
             bounds.extend(kedge_core::contract::boundary::generated(&base, limits, d));
         }
         for b in bounds {
-            for (j, c) in b.cases(e.name, IMPL, d).into_iter().enumerate() {
+            let row_probe = b.axis == kedge_core::Axis::Ne(0);
+            for (j, mut c) in b.cases(e.name, IMPL, d).into_iter().enumerate() {
+                // As a suite builds them (`select::suite::raw_cases`): whole blocks.
+                if d.is_block() {
+                    if row_probe {
+                        if !(c.ne[0] as u64).is_multiple_of(d.block()) {
+                            continue;
+                        }
+                    } else {
+                        c.ne = kedge_core::contract::boundary::whole_blocks(c.ne, d);
+                    }
+                }
                 out.push((c, format!("{} #{j}", b.label)));
             }
         }

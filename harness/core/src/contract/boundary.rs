@@ -170,6 +170,15 @@ impl ProbeBase {
     }
 }
 
+/// `ne` with `ne[0]` rounded up to whole blocks of `dtype` (unchanged for a plain type).
+pub fn whole_blocks(mut ne: Ne, dtype: DType) -> Ne {
+    let b = dtype.block() as i64;
+    if b > 1 && ne[0] > 0 {
+        ne[0] = (ne[0] + b - 1) / b * b;
+    }
+    ne
+}
+
 /// The boundaries kedge derives from the hardware and the data, for kernels whose grid it
 /// cannot read, in `dtype` (element sizes, vector widths and block sizes are the dtype's). Each
 /// probe keeps the other dimensions at the small base, and every one is both sides of its
@@ -191,12 +200,14 @@ pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<
     let mut out = Vec::new();
     let gy = limits.grid_limit(1) as i64;
     let gz = limits.grid_limit(2) as i64;
+    // A block format's rows are whole blocks: the base row rounded up to one.
+    let base_ne = whole_blocks(base.ne, dtype);
     let mk = |label: String, dim: usize, mut values: Vec<i64>| {
         values.sort_unstable();
         values.dedup();
         values.retain(|&v| v >= 1);
         let at = values.last().copied().unwrap_or(1);
-        let mut b = Boundary::ne(label, dim, at, base.ne, Reach::GENERATED).with_values(values);
+        let mut b = Boundary::ne(label, dim, at, base_ne, Reach::GENERATED).with_values(values);
         b.params = base.params.clone();
         b.dtype = Some(dtype);
         b
@@ -233,10 +244,10 @@ pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<
     for &d in &count_dims {
         let others: i64 = (0..4)
             .filter(|&i| i != d)
-            .map(|i| base.ne[i].max(1))
+            .map(|i| base_ne[i].max(1))
             .product();
         // Elements in one step of `d` below it: where a row of the dimension starts.
-        let below: i64 = (0..d).map(|i| base.ne[i].max(1)).product();
+        let below: i64 = (0..d).map(|i| base_ne[i].max(1)).product();
         let mut thresholds = vec![(
             "elements across 2^31 (signed 32-bit index)",
             1i64 << 31,
@@ -277,12 +288,16 @@ pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<
             out.push(mk(format!("ne[{d}]: {what} (generated)"), d, values));
         }
     }
-    // Shared memory and threads: on ne[0] when it is a row, and on every free dimension.
+    // Shared memory and threads: on ne[0] when it is a row, and on every free dimension. Not
+    // for a block format: a kernel stages its dequantized values, whose sizes the plain types'
+    // ladders probe already; its own probes are whole blocks on ne[0] (below).
     let mut smem_dims: Vec<usize> = Vec::new();
-    if base.row_dim || base.vec_dim {
-        smem_dims.push(0);
+    if !dtype.is_block() {
+        if base.row_dim || base.vec_dim {
+            smem_dims.push(0);
+        }
+        smem_dims.extend(base.grid_dims.iter().copied());
     }
-    smem_dims.extend(base.grid_dims.iter().copied());
     let per_elem = |bytes: u64| (bytes * dtype.block() / dtype.size().max(1)) as i64;
     for &d in &smem_dims {
         for (which, limit) in [
@@ -407,7 +422,7 @@ mod tests {
             .find(|b| b.axis == Axis::Ne(0))
             .expect("row");
         assert!(row.values.contains(&24576) && row.values.contains(&24577));
-        // A block format's rows stay whole blocks.
+        // A block format's rows stay whole blocks, and it has no ladders of its own.
         let bs = generated(&base, &h200(), DType::Q4_0);
         for b in bs.iter().filter(|b| b.axis == Axis::Ne(0)) {
             assert!(
@@ -417,6 +432,8 @@ mod tests {
                 b.values
             );
         }
+        assert!(values_of(&bs, "shared-memory").is_empty());
+        assert!(bs.iter().all(|b| b.base[0] % 32 == 0));
     }
 
     #[test]

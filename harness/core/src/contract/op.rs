@@ -165,6 +165,11 @@ pub trait Op: Send + Sync {
     }
     /// Small shapes every impl must pass.
     fn smoke(&self) -> Vec<(Ne, Params)>;
+    /// The smoke shapes in `dtype` (default: `smoke()` in every dtype); an op whose smoke
+    /// cases differ by dtype says so here.
+    fn smoke_for(&self, _dtype: DType) -> Vec<(Ne, Params)> {
+        self.smoke()
+    }
     /// test-backend-ops line and vars for this case, if upstream has the op.
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro>;
     /// Reachability of a specific case beyond its boundary's note (default: none).
@@ -237,15 +242,19 @@ pub fn random_inputs(seed: u64, specs: &[TensorSpec]) -> Vec<HostTensor> {
 /// Fill a (possibly strided) tensor's span; padding bytes get values too, so a kernel that
 /// reads padding reads plausible numbers (that is what a real engine's memory holds).
 ///
-/// A block-format spec (`q4_0`, ...) gets its values as a dense f32 tensor of its shape: the
-/// ggml build that runs the case quantizes them (kedge does not).
+/// A block-format spec (`q4_0`, ...) gets its span's values as one flat f32 row: the ggml build
+/// that runs the case quantizes them, `ne[0]` at a time (kedge does not).
 pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) -> HostTensor {
     use rayon::prelude::*;
     if s.dtype.is_block() {
+        // Every element of the span (a view's padding rows too), as one flat f32 row.
+        let n = (s.bytes / s.dtype.size()).saturating_mul(s.dtype.block());
+        let flat = [n as i64, 1, 1, 1];
         let twin = TensorSpec {
             dtype: DType::F32,
-            nb: dense_strides(&s.ne, DType::F32),
-            bytes: s.nelements().saturating_mul(4),
+            ne: flat,
+            nb: dense_strides(&flat, DType::F32),
+            bytes: n.saturating_mul(4),
             ..s.clone()
         };
         return random_tensor(seed, index, &twin, lo, hi);

@@ -7,8 +7,8 @@
 use super::corpus::Corpus;
 use super::{Filters, SelectError};
 use kedge_core::contract::boundary::generated;
-use kedge_core::contract::boundary::Reach;
-use kedge_core::{Boundary, Case, DType, Impl, LimitsProfile, Op, Registry};
+use kedge_core::contract::boundary::{whole_blocks, Reach};
+use kedge_core::{Axis, Boundary, Case, DType, Impl, LimitsProfile, Op, Registry};
 use std::collections::HashSet;
 use std::fmt;
 
@@ -92,8 +92,12 @@ pub fn dtypes_of(op: &dyn Op, dtype: Option<DType>) -> Vec<DType> {
 }
 
 /// The raw (unvalidated) cases of one impl of an op in a suite, in every dtype of
-/// [`dtypes_of`]: the smoke shapes and every boundary in each. A case says whether it comes
-/// from a generated boundary (which the op's shape rules may refuse).
+/// [`dtypes_of`]: the smoke shapes and every boundary in each. In a block format a case's row
+/// is rounded up to whole blocks (a probe of `ne[0]` itself keeps only its whole-block
+/// values). Each case says whether the op may refuse it: a generated probe (the generator does
+/// not know the op's shape rules), or any case outside the op's first dtype (declarations are
+/// checked in that one; a shape declared for f32 may not exist in q4_K). Those are left out
+/// and counted; a refused case of the first dtype is a declaration error.
 pub fn raw_cases(
     op: &dyn Op,
     imp: &dyn Impl,
@@ -102,22 +106,32 @@ pub fn raw_cases(
     dtype: Option<DType>,
 ) -> Vec<(Case, bool)> {
     let mut raw = Vec::new();
+    let first = op.dtypes().first().copied();
     for d in dtypes_of(op, dtype) {
+        let other = Some(d) != first;
         if suite.smoke() {
-            for (ne, params) in op.smoke() {
-                let mut c = Case::new(op.name(), imp.name(), d, ne);
+            for (ne, params) in op.smoke_for(d) {
+                let mut c = Case::new(op.name(), imp.name(), d, whole_blocks(ne, d));
                 c.params = params;
-                raw.push((c, false));
+                raw.push((c, other));
             }
         }
         if suite.boundary() {
             for b in boundaries(op, limits, d) {
-                let generated = b.reach == Reach::GENERATED;
-                raw.extend(
-                    b.cases(op.name(), imp.name(), d)
-                        .into_iter()
-                        .map(|c| (c, generated)),
-                );
+                let refusable = other || b.reach == Reach::GENERATED;
+                let row_probe = b.axis == Axis::Ne(0);
+                for mut c in b.cases(op.name(), imp.name(), d) {
+                    if d.is_block() {
+                        if row_probe {
+                            if !(c.ne[0] as u64).is_multiple_of(d.block()) {
+                                continue;
+                            }
+                        } else {
+                            c.ne = whole_blocks(c.ne, d);
+                        }
+                    }
+                    raw.push((c, refusable));
+                }
             }
         }
     }
@@ -162,12 +176,12 @@ pub fn generate(
             if !f.impl_selected(imp, planted) {
                 continue;
             }
-            for (raw, generated) in raw_cases(*op, imp, suite, limits, f.dtype) {
+            for (raw, refusable) in raw_cases(*op, imp, suite, limits, f.dtype) {
                 for c in f.expand(raw) {
                     let c = match reg.validate(&c) {
                         Ok(c) => c,
-                        // A generated probe the op's shape rules refuse: left out, counted.
-                        Err(_) if generated => {
+                        // A case the op may refuse (see raw_cases): left out, counted.
+                        Err(_) if refusable => {
                             refused += 1;
                             continue;
                         }
@@ -189,7 +203,7 @@ pub fn generate(
     }
     if refused > 0 {
         crate::note!(
-            "{refused} generated probes left out: their ops refuse those shapes (kedge plan -o OP lists an op's rules)"
+            "{refused} generated probes and shapes outside ops' first dtypes left out: the ops refuse them"
         );
     }
     if out.is_empty() {

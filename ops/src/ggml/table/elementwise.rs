@@ -53,7 +53,9 @@ macro_rules! unary_entry {
             name: $name,
             upstream: $op,
             about: $about,
-            dtypes: &[DType::F32, DType::F16],
+            // bf16 beyond test-backend-ops' f16/f32: the CUDA backend's supports_op accepts
+            // any type for these, so a bf16 graph reaches the kernels.
+            dtypes: &[DType::F32, DType::F16, DType::Bf16],
             params: &[],
             tensors: same_shape,
             inputs: None,

@@ -179,7 +179,17 @@ pub const CONCAT: GgmlOpEntry = GgmlOpEntry {
     name: "concat",
     upstream: "CONCAT",
     about: "a and b joined along dim; v makes either a view of a larger tensor exactly as test_concat does (the non-contiguous CUDA path puts dst ne1, ne2, ne3 on the grid)",
-    dtypes: &[DType::F32, DType::F16],
+    dtypes: &[
+        DType::F32,
+        DType::F16,
+        DType::Bf16,
+        DType::I32,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+    ],
     params: ConcatParams::SPECS,
     tensors: |c| {
         let v = ConcatParams::of(c).v;
@@ -287,7 +297,7 @@ pub const REPEAT: GgmlOpEntry = GgmlOpEntry {
     name: "repeat",
     upstream: "REPEAT",
     about: "x tiled nr times along each dimension (ggml_repeat; the target tensor test-backend-ops passes only gives the shape)",
-    dtypes: &[DType::F32, DType::F16],
+    dtypes: &[DType::F32, DType::F16, DType::Bf16, DType::I32],
     params: RepeatParams::SPECS,
     tensors: |c| {
         let dst = ne_times(c.ne, RepeatParams::of(c).nr());
@@ -374,15 +384,19 @@ kedge_core::params! {
 pub const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "get_rows",
     upstream: "GET_ROWS",
-    about: "gathers r rows of a [n, m, be1, be2] table by i32 indices in [0, m) (test_get_rows: ne = [n, m, be1, be2]); the result is f32 [n, r, be1, be2]. getrows.cu clamps its grid and loops: a control",
-    dtypes: &[DType::F32, DType::F16],
+    about: "gathers r rows of a [n, m, be1, be2] table by i32 indices in [0, m) (test_get_rows: ne = [n, m, be1, be2]) in the case's dtype (any block format, made by the build under test from kedge's f32 values); the result is f32 [n, r, be1, be2] (i32 for an i32 table). getrows.cu clamps its grid and loops: a control",
+    dtypes: GET_ROWS_TYPES,
     params: GetRowsParams::SPECS,
     tensors: |c| {
         let r = GetRowsParams::of(c).r;
         Ok(vec![
             input("table", c.dtype, c.ne)?,
             input("rows", DType::I32, [r, c.ne[2], c.ne[3], 1])?,
-            output("dst", DType::F32, [c.ne[0], r, c.ne[2], c.ne[3]])?,
+            output(
+                "dst",
+                if c.dtype == DType::I32 { DType::I32 } else { DType::F32 },
+                [c.ne[0], r, c.ne[2], c.ne[3]],
+            )?,
         ])
     },
     inputs: Some(|c, s| {
@@ -451,8 +465,8 @@ fn set_rows_dims(c: &Case) -> (i64, Ne) {
 pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "set_rows",
     upstream: "SET_ROWS",
-    about: "writes r f32 rows into a destination of the case's dtype at i32 row indices (a shuffled subset of 0..ne1 per index row, as test-backend-ops draws them); the result is the destination itself, and rows not set keep its values. Indices are i32 (kedge has no i64 tensors; the CUDA kernel is the same template for both)",
-    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    about: "writes r f32 rows into a destination of the case's dtype (any block format: quantized by the kernel under test, compared dequantized) at i32 row indices (a shuffled subset of 0..ne1 per index row, as test-backend-ops draws them); the result is the destination itself, and rows not set keep its values. Indices are i32 (kedge has no i64 tensors; the CUDA kernel is the same template for both)",
+    dtypes: ALL_TYPES,
     params: SetRowsParams::SPECS,
     tensors: |c| {
         let (r, dst) = set_rows_dims(c);
@@ -526,7 +540,13 @@ pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
             ),
         )
     },
-    nmse: Nmse::Fixed(1e-7),
+    // test_set_rows: into a 2/4/5/8-bit block format, one quantized value off by one step
+    // over the rows set; otherwise 1e-7.
+    nmse: Nmse::PerCase(|c| {
+        let (r, dst) = set_rows_dims(c);
+        let n = (c.ne[0] * r * dst[2] * dst[3]).max(1) as f64;
+        one_step_off(c.dtype, n, 1.0).unwrap_or(1e-7)
+    }),
     reach: no_reach,
 };
 
@@ -535,14 +555,18 @@ pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
 kedge_core::params! {
     /// CPY's destination.
     pub struct CpyParams {
-        dst: choice(["f32", "f16", "bf16"]) = "f16", "the destination's type";
+        dst: choice(["f32", "f16", "bf16", "i32", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q1_0", "q2_0", "mxfp4", "nvfp4", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "tq2_0", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq1_s", "iq1_m", "iq4_nl", "iq3_s", "iq4_xs"]) = "f32", "the destination's type";
         dst_row_pad: int(0..=1 << 30) = 0, "the destination is a view of [ne0 + pad, ne1, ne2, ne3] (test_cpy's dst_alloc): strided rows";
     }
 }
 
+fn cpy_dst_type(c: &Case) -> DType {
+    CpyParams::of(c).dst.parse().unwrap_or(DType::F32)
+}
+
 fn cpy_dst(c: &Case) -> Result<TensorSpec, CaseError> {
     let p = CpyParams::of(c);
-    let d = float_dtype(p.dst);
+    let d = cpy_dst_type(c);
     if p.dst_row_pad == 0 {
         output("dst", d, c.ne)
     } else {
@@ -554,8 +578,8 @@ fn cpy_dst(c: &Case) -> Result<TensorSpec, CaseError> {
 pub const CPY: GgmlOpEntry = GgmlOpEntry {
     name: "cpy",
     upstream: "CPY",
-    about: "x copied (converted) into a destination of another type, or into strided rows of a larger buffer (dst_row_pad: test_cpy's dst_alloc; the buffer kedge allocates ends at the view's last element)",
-    dtypes: &[DType::F32, DType::F16],
+    about: "x copied (converted) into a destination of another type (any block format either way: quantized by the kernel under test, compared dequantized), or into strided rows of a larger buffer (dst_row_pad: test_cpy's dst_alloc; the buffer kedge allocates ends at the view's last element)",
+    dtypes: ALL_TYPES_I32,
     params: CpyParams::SPECS,
     tensors: |c| Ok(vec![input("x", c.dtype, c.ne)?, cpy_dst(c)?]),
     inputs: None,
@@ -577,9 +601,61 @@ pub const CPY: GgmlOpEntry = GgmlOpEntry {
     probe: elementwise_probe,
     smoke: &[
         s([10, 10, 10, 1]),
-        sp([64, 3, 2, 1], &[("dst", Pv::S("f32"))]),
+        sp([64, 3, 2, 1], &[("dst", Pv::S("f16"))]),
         sp([33, 7, 1, 1], &[("dst", Pv::S("f32")), ("dst_row_pad", Pv::I(31))]),
         sp([16, 4, 3, 1], &[("dst", Pv::S("bf16")), ("dst_row_pad", Pv::I(3))]),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("bf16"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("bf16"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("i32"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("i32"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_0"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_0"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_1"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_1"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_0"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_0"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_1"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_1"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q8_0"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q8_0"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q1_0"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q1_0"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_0"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_0"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("mxfp4"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("mxfp4"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("nvfp4"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("nvfp4"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_K"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_K"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q3_K"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q3_K"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_K"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_K"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_K"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_K"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q6_K"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("q6_K"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("tq2_0"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("tq2_0"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq2_xxs"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq2_xxs"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq2_xs"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq2_xs"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq2_s"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq2_s"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq3_xxs"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq3_xxs"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq1_s"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq1_s"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq1_m"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq1_m"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_nl"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_nl"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq3_s"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq3_s"))], DType::F16),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_xs"))], DType::F32),
+        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_xs"))], DType::F16),
     ],
     boundaries: |_| {
         // D1: cpy.cu:421-427, 476: a same-type copy with a contiguous prefix goes through
@@ -597,7 +673,7 @@ pub const CPY: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| {
         let p = CpyParams::of(c);
-        let d = float_dtype(p.dst);
+        let d = cpy_dst_type(c);
         let (ts, td) = (c.dtype.ggml_type(), d.ggml_type());
         if p.dst_row_pad == 0 {
             repro(
@@ -627,13 +703,15 @@ pub const CPY: GgmlOpEntry = GgmlOpEntry {
             )
         }
     },
-    // test_cpy: a copy between equal types is exact; between float types 1e-6.
+    // test_cpy: a copy between equal types is exact; into a 4/5/8-bit block format, one
+    // quantized value off by one step over the whole tensor; otherwise 1e-6.
     nmse: Nmse::PerCase(|c| {
-        if float_dtype(CpyParams::of(c).dst) == c.dtype {
-            0.0
-        } else {
-            1e-6
+        let d = cpy_dst_type(c);
+        if d == c.dtype {
+            return 0.0;
         }
+        let n = c.ne.iter().product::<i64>().max(1) as f64;
+        one_step_off(d, n, 2.0).unwrap_or(1e-6)
     }),
     reach: no_reach,
 };
@@ -657,7 +735,7 @@ pub const CONT: GgmlOpEntry = GgmlOpEntry {
     name: "cont",
     upstream: "CONT",
     about: "a contiguous copy of x transposed (dims 0 and 1 swapped), or of test_cont's view slice",
-    dtypes: &[DType::F32, DType::F16],
+    dtypes: &[DType::F32, DType::F16, DType::Bf16, DType::I32],
     params: ContParams::SPECS,
     tensors: |c| {
         Ok(vec![
@@ -878,3 +956,18 @@ pub const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
     nmse: Nmse::Fixed(1e-7),
     reach: no_reach,
 };
+
+/// test-backend-ops' NMSE bound for values in [-1, 1) written into a 2/4/5/8-bit block format:
+/// one quantized value off by one step, over `n` elements (an eighth of the range for 4 bits,
+/// twice that for iq4_nl's spread (`iq4_nl_spread`), half for 5 bits, an eighth for 8 bits),
+/// squared, against a mean square of a quarter per element. `None` for other types.
+fn one_step_off(d: DType, n: f64, iq4_nl_spread: f64) -> Option<f64> {
+    let step = match d {
+        DType::Q2_0 | DType::Q4_0 | DType::Q4_1 => 1.0 / 8.0,
+        DType::Iq4Nl => iq4_nl_spread / 8.0,
+        DType::Q5_0 | DType::Q5_1 => 1.0 / 16.0,
+        DType::Q8_0 => 1.0 / 64.0,
+        _ => return None,
+    };
+    Some(step * step / (0.25 * n))
+}

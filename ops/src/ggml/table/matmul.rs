@@ -2,61 +2,78 @@
 //! by n, the type and the shape), so they have no generated probes; their boundaries are the
 //! dispatch switches and the predicted failures.
 //!
-//! A quantized weight (`quant`) is a kedge f32 input quantized inside the graph by `ggml_cpy`
-//! (each backend quantizes with its own kernel; test-backend-ops quantizes on the host), then
-//! multiplied: the line printed is test-backend-ops' for that weight type.
+//! The weight's type is the case's dtype: a float type or any of ggml's block formats, made
+//! by the build under test from kedge's f32 values (`ggml_quantize_chunk`, as test-backend-ops
+//! makes its weights); the line printed is test-backend-ops' for that weight type.
 
 use super::*;
 use kedge_core::OpParams;
-use kedge_ggml::{Graph, GraphError, Tensor, Type};
 
-fn quant_type(q: &str) -> Option<Type> {
-    match q {
-        "q8_0" => Some(Type::Q8_0),
-        "q4_0" => Some(Type::Q4_0),
-        _ => None,
+/// Every weight type test-backend-ops runs MUL_MAT and MUL_MAT_ID over (its `all_types`).
+pub const WEIGHT_TYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::Bf16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q1_0,
+    DType::Q2_0,
+    DType::Mxfp4,
+    DType::Nvfp4,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+    DType::Tq2_0,
+    DType::Iq2Xxs,
+    DType::Iq2Xs,
+    DType::Iq2S,
+    DType::Iq3Xxs,
+    DType::Iq1S,
+    DType::Iq1M,
+    DType::Iq4Nl,
+    DType::Iq3S,
+    DType::Iq4Xs,
+];
+
+/// k around whole blocks of each weight type, for the mat-vec kernels (n = 1) and the matrix
+/// ones (n = 9: past MMVQ's 8): a quantized row's tail is where a vectorized read past it hides.
+fn k_block_bounds(what: &'static str) -> Vec<Boundary> {
+    let mut out = Vec::new();
+    for &d in WEIGHT_TYPES {
+        let b = d.block() as i64;
+        let ks: Vec<i64> = if d.is_block() {
+            [1, 2, 3, 7, 8, 9, 31, 32, 33]
+                .iter()
+                .map(|m| m * b)
+                .collect()
+        } else {
+            vec![1, 2, 3, 7, 8, 9, 31, 32, 33, 255, 256, 257]
+        };
+        for n in [1, 9] {
+            out.push(
+                Boundary::ne(
+                    format!("{d}: k around whole blocks, n = {n} ({what})"),
+                    0,
+                    ks[ks.len() - 1],
+                    [0, 64, n, 1],
+                    Reach(REACH_DECODE),
+                )
+                .with_values(ks.clone())
+                .dtype(d),
+            );
+        }
     }
+    out
 }
 
-/// The weight's type as test-backend-ops names it (`GGML_TYPE_Q4_0`) and prints it (`q4_0`).
-fn weight_type(c: &Case, quant: &str) -> (String, String) {
-    match quant_type(quant) {
-        Some(t) => (
-            format!("GGML_TYPE_{}", t.name().to_uppercase()),
-            t.name().to_string(),
-        ),
-        None => (c.dtype.ggml_type().to_string(), c.dtype.to_string()),
-    }
-}
-
-/// The weight spec: the case's dtype, or f32 staging for a quantized weight.
-fn weight(c: &Case, quant: &str, ne: Ne) -> Result<TensorSpec, CaseError> {
-    if quant_type(quant).is_some() {
-        if c.dtype != DType::F32 {
-            return Err(bad(c, "a quantized weight is staged as f32: use dtype f32"));
-        }
-        if c.ne[0] % 32 != 0 {
-            return Err(bad(
-                c,
-                format!("k = {} is not a multiple of the 32-element block", c.ne[0]),
-            ));
-        }
-        input("a_f32", DType::F32, ne)
-    } else {
-        input("a", c.dtype, ne)
-    }
-}
-
-/// The weight in the graph: the input, or its quantized copy.
-fn weight_node(g: &mut Graph, quant: &str, a: Tensor) -> Result<Tensor, GraphError> {
-    match quant_type(quant) {
-        Some(t) => {
-            let ne = g.shape(a)?;
-            let q = g.new_tensor(t, &ne)?;
-            g.cpy(a, q)
-        }
-        None => Ok(a),
-    }
+/// The weight spec: the case's dtype, whole blocks along k.
+fn weight(c: &Case, ne: Ne) -> Result<TensorSpec, CaseError> {
+    input("a", c.dtype, ne)
 }
 
 fn gemm_shape(c: &Case) -> Result<(i64, i64, i64), CaseError> {
@@ -71,9 +88,8 @@ const REACH_DECODE: &str = "decode (n = 1) and small batches (speculative drafts
 // ---- MUL_MAT ---------------------------------------------------------------------------------
 
 kedge_core::params! {
-    /// test_mul_mat's weight type and batching.
+    /// test_mul_mat's batching.
     pub struct MulMatParams {
-        quant: choice(["none", "q8_0", "q4_0"]) = "none", "quantized weight type (none: the case's dtype)";
         bs0: int(1..=1 << 20) = 1, "weight batches in dim 2";
         bs1: int(1..=1 << 20) = 1, "weight batches in dim 3";
         nr0: int(1..=1 << 20) = 1, "b's dim-2 batches per weight batch (broadcast)";
@@ -86,7 +102,7 @@ fn mul_mat_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
     let (k, m, n) = gemm_shape(c)?;
     let (b2, b3) = (p.bs0 * p.nr0, p.bs1 * p.nr1);
     Ok(vec![
-        weight(c, p.quant, [k, m, p.bs0, p.bs1])?,
+        weight(c, [k, m, p.bs0, p.bs1])?,
         input("b", DType::F32, [k, n, b2, b3])?,
         output("dst", DType::F32, [m, n, b2, b3])?,
     ])
@@ -99,8 +115,8 @@ fn mm(label: &str, dim: usize, values: &[i64], base: Ne, reach: &'static str) ->
 }
 
 fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
-    let q4 = |b: Boundary| b.with_param("quant", "q4_0").dtype(DType::F32);
-    vec![
+    let q4 = |b: Boundary| b.dtype(DType::Q4_0);
+    let mut v = vec![
         // Dispatch (ggml-cuda.cu:1815-1869): MMVF for f32 with n <= 3 and f16/bf16 with n = 1,
         // MMF up to n = 16, MMVQ for quantized weights up to n = 8, then MMQ.
         mm("f32: n across 3 (MMVF -> MMF/cuBLAS)", 2, &[3, 4], [256, 64, 0, 1], REACH_DECODE)
@@ -173,34 +189,32 @@ fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
             Reach::SYNTHETIC,
         )
         .with_values(vec![65535, 65536])),
-    ]
+    ];
+    v.extend(k_block_bounds("MMVQ/MMQ/MMVF"));
+    v
 }
 
 pub const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
     name: "mul_mat",
     upstream: "MUL_MAT",
-    about: "dst = a^T b per batch: ne = [k, m, n, 1] with weight a [k, m, bs0, bs1] (the case's dtype, or quant) and f32 b [k, n, bs0*nr0, bs1*nr1] (test_mul_mat's m, n, k, bs, nr). A quantized weight is an f32 input quantized in the graph (ggml_cpy) by the backend under test; test-backend-ops quantizes it on the host",
-    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    about: "dst = a^T b per batch: ne = [k, m, n, 1] with weight a [k, m, bs0, bs1] in the case's dtype (any of ggml's block formats: quantized by the build under test from kedge's f32 values, as test-backend-ops makes its weights) and f32 b [k, n, bs0*nr0, bs1*nr1] (test_mul_mat's m, n, k, bs, nr)",
+    dtypes: WEIGHT_TYPES,
     params: MulMatParams::SPECS,
     tensors: mul_mat_tensors,
     inputs: None,
-    graph: |g, c, x| {
-        let a = weight_node(g, MulMatParams::of(c).quant, x[0])?;
-        Ok(vec![g.mul_mat(a, x[1])?])
-    },
+    graph: |g, _c, x| Ok(vec![g.mul_mat(x[0], x[1])?]),
     probe: || None,
     smoke: &[
         s([32, 32, 32, 1]),
         sp([32, 32, 32, 1], &[("bs0", Pv::I(10)), ("bs1", Pv::I(10)), ("nr0", Pv::I(2)), ("nr1", Pv::I(2))]),
         s([256, 64, 1, 1]),
         s([256, 16, 3, 1]),
-        spd([256, 16, 1, 1], &[("quant", Pv::S("q8_0"))], DType::F32),
-        spd([256, 16, 9, 1], &[("quant", Pv::S("q4_0")), ("nr0", Pv::I(3))], DType::F32),
+        sp([256, 16, 9, 1], &[("nr0", Pv::I(3))]),
     ],
     boundaries: mul_mat_bounds,
     upstream_line: |c| {
         let p = MulMatParams::of(c);
-        let (ta, va) = weight_type(c, p.quant);
+        let (ta, va) = (c.dtype.ggml_type(), c.dtype);
         let [k, m, n, _] = c.ne;
         repro(
             "MUL_MAT",
@@ -223,7 +237,6 @@ pub const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
 kedge_core::params! {
     /// test_mul_mat_id's experts.
     pub struct MulMatIdParams {
-        quant: choice(["none", "q8_0", "q4_0"]) = "none", "quantized expert type (none: the case's dtype)";
         n_mats: int(1..=1 << 16) = 8, "experts";
         n_used: int(0..=1 << 16) = 2, "experts per token (0: all)";
         b: bool = false, "one b row per token, broadcast over its experts";
@@ -252,7 +265,7 @@ fn mul_mat_id_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
         view_input("ids", DType::I32, [used, n, 1, 1], [p.n_mats, n, 1, 1])?
     };
     Ok(vec![
-        weight(c, p.quant, [k, m, p.n_mats, 1])?,
+        weight(c, [k, m, p.n_mats, 1])?,
         ids,
         input("b", DType::F32, [k, if p.b { 1 } else { used }, n, 1])?,
         output("dst", DType::F32, [m, used, n, 1])?,
@@ -262,8 +275,8 @@ fn mul_mat_id_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
 pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
     name: "mul_mat_id",
     upstream: "MUL_MAT_ID",
-    about: "a mixture of experts' matrix products: ne = [k, m, n, 1] with n tokens, experts [k, m, n_mats], per-token distinct expert ids (the first n_used of a shuffled 0..n_mats, as test-backend-ops draws them) and f32 b [k, n_used or 1, n]. Quantized experts are quantized in the graph, as for mul_mat",
-    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    about: "a mixture of experts' matrix products: ne = [k, m, n, 1] with n tokens, experts [k, m, n_mats] in the case's dtype (any block format, made as for mul_mat), per-token distinct expert ids (the first n_used of a shuffled 0..n_mats, as test-backend-ops draws them) and f32 b [k, n_used or 1, n]",
+    dtypes: WEIGHT_TYPES,
     params: MulMatIdParams::SPECS,
     tensors: mul_mat_id_tensors,
     inputs: Some(|c, s| {
@@ -281,16 +294,13 @@ pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
             default_input(c, s, 2),
         ])
     }),
-    graph: |g, c, x| {
-        let a = weight_node(g, MulMatIdParams::of(c).quant, x[0])?;
-        Ok(vec![g.mul_mat_id(a, x[2], x[1])?])
-    },
+    graph: |g, _c, x| Ok(vec![g.mul_mat_id(x[0], x[2], x[1])?]),
     probe: || None,
     smoke: &[
         s([32, 32, 32, 1]),
         sp([32, 32, 32, 1], &[("b", Pv::B(true))]),
         sp([64, 16, 3, 1], &[("n_mats", Pv::I(4)), ("n_used", Pv::I(0))]),
-        spd([256, 16, 5, 1], &[("quant", Pv::S("q4_0")), ("n_used", Pv::I(4))], DType::F32),
+        sp([256, 16, 5, 1], &[("n_used", Pv::I(4))]),
     ],
     boundaries: |_| {
         vec![
@@ -303,8 +313,7 @@ pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
                 Reach(REACH_DECODE),
             )
             .with_values(vec![8, 9])
-            .with_param("quant", "q4_0")
-            .dtype(DType::F32),
+            .dtype(DType::Q4_0),
             // MMF takes float experts while tokens <= 512 (m <= 1024) or <= 128 (m > 1024).
             Boundary::ne(
                 "f16, m = 1024: tokens across 512 (MMF -> the fallback)",
@@ -331,7 +340,7 @@ pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| {
         let p = MulMatIdParams::of(c);
-        let (ta, va) = weight_type(c, p.quant);
+        let (ta, va) = (c.dtype.ggml_type(), c.dtype);
         let [k, m, n, _] = c.ne;
         let used = n_used(c);
         repro(

@@ -282,7 +282,19 @@ pub const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
     name: "flash_attn_ext",
     upstream: "FLASH_ATTN_EXT",
     about: "attention softmax(q k^T / sqrt(hsk) + mask) v: ne = [hsk, nb queries, nh heads, 1], f32 q, K/V of the case's dtype laid out as test_flash_attn_ext makes them (views of [hs, 2*kv, nh] caches: heads outer), f32 precision; the result is [hsv, nh*gqa, nb, 1]",
-    dtypes: &[DType::F16, DType::Bf16, DType::F32],
+    dtypes: &[
+        DType::F16,
+        DType::Bf16,
+        DType::F32,
+        DType::Q8_0,
+        DType::Q5_1,
+        DType::Q5_0,
+        DType::Q4_1,
+        DType::Q4_0,
+        DType::Iq4Nl,
+        DType::Q1_0,
+        DType::Q2_0,
+    ],
     params: FlashAttnParams::SPECS,
     tensors: |c| {
         let p = FlashAttnParams::of(c);
