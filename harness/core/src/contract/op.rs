@@ -56,6 +56,29 @@ impl Tolerance {
     pub const fn with_nmse(self, nmse: f64) -> Tolerance {
         Tolerance { nmse, ..self }
     }
+    /// The bound for an output of `dtype` judged against an f64 reference that is not rounded
+    /// to `dtype`, for an op whose f32 outputs are held to [`Tolerance::F32`].
+    ///
+    /// test-backend-ops holds kedge's row ops to one NMSE bound in every type (1e-7; 1e-6 for
+    /// softmax), but its reference is ggml's CPU backend, whose output is rounded to the same
+    /// type as the one judged. kedge's reference is not rounded, so an f16 or bf16 output
+    /// carries its type's rounding on top of the arithmetic's error. With `u` the type's unit
+    /// roundoff (2^-11 for f16, 2^-8 for bf16) and `s` = sqrt(F32's bound), an output `c` of
+    /// the f32 arithmetic within the f32 bound, `||c - r|| <= s ||r||`, rounded once to the
+    /// type, `||k - c|| <= u ||c||`, is within `||k - r|| <= (u (1 + s) + s) ||r||` (the
+    /// triangle inequality), so the bound is `(u (1 + s) + s)^2`: 6.5e-7 for f16 and 1.8e-5 for
+    /// bf16. f32 keeps [`Tolerance::F32`] exactly; the element bounds (which only name the
+    /// first bad element) are the type's.
+    pub fn rounded_to(dtype: DType) -> Tolerance {
+        let u = match dtype {
+            DType::F16 => 2f64.powi(-11),
+            DType::Bf16 => 2f64.powi(-8),
+            _ => return Tolerance::for_dtype(dtype),
+        };
+        let s = Tolerance::F32.nmse.sqrt();
+        let root = u * (1.0 + s) + s;
+        Tolerance::for_dtype(dtype).with_nmse(root * root)
+    }
 }
 
 /// Whether a tensor is read or written by the op.
