@@ -3,6 +3,7 @@
 
 mod corpus;
 mod declarations;
+mod half;
 mod nvrtc_compile;
 mod row_ops;
 

@@ -150,3 +150,28 @@ fn planned_arguments_match_every_kernels_ptx_params() {
         );
     }
 }
+
+/// The row ops' element types convert through inline PTX (ops/src/elem.cuh), which NVRTC
+/// passes through to PTX unchecked: compiling to an sm_90 cubin runs the assembler over it, so
+/// a conversion the hardware's ISA lacks fails here rather than when a GPU loads the module.
+#[test]
+#[cfg_attr(
+    not(kedge_have_nvrtc),
+    ignore = "libnvrtc not found at build time: pip install nvidia-cuda-nvrtc==13.0.88 and set LD_LIBRARY_PATH"
+)]
+fn typed_kernels_assemble_for_sm_90() {
+    let mut files: BTreeMap<&'static str, &'static str> = BTreeMap::new();
+    for (c, plan) in plans() {
+        for l in plan.launches {
+            if c.dtype != kedge_core::DType::F32 && l.kernel.source.contains("kedge_f16") {
+                files.insert(l.kernel.file, l.kernel.source);
+            }
+        }
+    }
+    assert!(files.len() >= 8, "only {} typed kernel files", files.len());
+    for (file, src) in files {
+        let c = nvrtc::compile_source(file, src, "sm_90", &[])
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(c.is_cubin && !c.image.is_empty(), "{file}");
+    }
+}
