@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz
+# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz half} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -164,6 +164,48 @@ if want sdpa; then
   python3 scripts/compare-digests.py "$W/sdpa-bitident.jsonl" > "$W/sdpa-bitident.txt" 2>&1
   say "sdpa bit-identity rc=$?"; grep -E "^(SAME|DIFFER)" "$W/sdpa-bitident.txt" | tee -a "$SUM" > /dev/null
   run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --force --out "$W/sdpa"
+fi
+
+# kedge's row ops in f16 and bf16: the default suite of each type natively, in guard mode and
+# under memcheck, where the only failures may be the upstream (ggml) launches the limits refuse,
+# as in f32 (each sweep's failures are listed by op, impl, verdict and detector; any other is
+# flagged UNEXPECTED); the planted read past the end in 16 bits against its detectors; the
+# example source kernel's _f16/_bf16 entries; the incident's 16-bit repro.cu built and run on
+# both sides. HALF_MAXE bounds the elements of a case (default: the sweeps' 2^28; 0: none).
+if want half; then
+  HOPS=rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri,add_id
+  HM=${HALF_MAXE:-$MAXE}
+  for dt in f16 bf16; do
+    run half-$dt-native "$K" sweep default -o $HOPS --dtype $dt --alloc exact --max-elements $HM --force --out "$W/half-$dt-native"
+    run half-$dt-guard "$K" sweep default -o $HOPS --dtype $dt --alloc guard --max-elements $HM --force --out "$W/half-$dt-guard"
+    run half-$dt-memcheck "$K" sweep default -o $HOPS --dtype $dt --alloc exact --sanitize memcheck --max-elements $HM --force --out "$W/half-$dt-memcheck"
+    for m in native guard memcheck; do
+      [ -f "$W/half-$dt-$m/results.jsonl" ] && python3 - "$W/half-$dt-$m/results.jsonl" <<'PY' | sed "s/^/    half-$dt-$m: /" | tee -a "$SUM"
+import collections, json, sys
+n, fails = 0, collections.Counter()
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    n += 1
+    if r["verdict"] != "pass":
+        c = r["case"]
+        ok = c["impl"] == "ggml" and r["verdict"] == "launch-error"
+        fails[(c["op"], c["impl"], r["verdict"], r["detector"], "" if ok else " UNEXPECTED")] += 1
+print(f"{n} cases, {sum(fails.values())} failures")
+for (op, imp, v, d, flag), k in sorted(fails.items()):
+    print(f"{k:4d} {op}/{imp} {v} ({d}){flag}")
+PY
+    done
+    P="{\"op\":\"rms_norm\",\"impl\":\"planted-read-past-end\",\"dtype\":\"$dt\",\"ne\":[300,3,2,1]}"
+    run half-$dt-planted "$K" run --case "$P" --alloc exact,guard --results "$W/half-planted.jsonl"
+    run half-$dt-planted-memcheck "$K" run --case "$P" --alloc exact --sanitize memcheck --results "$W/half-planted.jsonl"
+    run half-$dt-source "$K" sweep default -o rms_norm --dtype $dt --kernel examples/source-kernel/my_rms_norm.cu --entry my_rms_norm --geometry clamped --impl source:my_rms_norm:clamped --alloc exact,guard --force --out "$W/half-$dt-source"
+    for imp in ggml clamped; do
+      d="$W/half-$dt-repro-$imp"
+      "$K" repro "{\"op\":\"rms_norm\",\"impl\":\"$imp\",\"dtype\":\"$dt\",\"ne\":[64,1,65536,1]}" --out "$d" > /dev/null 2>&1
+      ( cd "$d" && nvcc -arch=sm_90 -o repro repro.cu > nvcc.log 2>&1 && ./repro > run.out 2>&1; echo "repro.cu rc=$?" >> run.out )
+      say "    half $dt $imp repro.cu: $(tail -2 "$d/run.out" | tr '\n' ' ')"
+    done
+  done
 fi
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null

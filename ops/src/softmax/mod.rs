@@ -465,7 +465,7 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
 pub static GGML: KernelImpl = KernelImpl {
     name: "ggml",
     role: ImplRole::Upstream,
-    about: "ggml softmax.cu as shipped: grid (ne01, ne02, ne03), row in shared memory when it fits the opt-in limit, else cached in dst (the cooperative column-parallel path for scale 1 / no mask is not modelled)",
+    about: "ggml softmax.cu as shipped: grid (ne01, ne02, ne03), row in shared memory when it fits the opt-in limit, else cached in dst (recomputed from x for a 16-bit dst; the cooperative column-parallel path for scale 1 / no mask is not modelled)",
     plan: ggml_plan,
 };
 
