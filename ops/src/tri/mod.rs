@@ -6,9 +6,10 @@
 //! so `ne[2]` (the matrix index) sits on grid.y and `ne[3]` on grid.z: one of the six unclamped
 //! sites the incident's sweep found (kedge generates those boundaries from `probe_base`).
 //!
-//! Element types: f32, f16 and bf16, as upstream's CUDA tri.cu instantiates its kernel (float,
-//! half, nv_bfloat16; its CPU backend runs f32 only). Kept elements are copied unchanged, so
-//! every type is compared exactly.
+//! Element types: f32, f16 and bf16. Upstream's CUDA tri.cu instantiates its kernel for float,
+//! half and nv_bfloat16, but `ggml_tri` asserts an f32 input when the graph is built (and the
+//! CPU backend runs f32 only), so upstream runs f32 only; kedge's impls model the CUDA kernel
+//! in all three. Kept elements are copied unchanged, so a right output equals the reference.
 
 use crate::rows::{map_rows_at, row_tensors, RowLayout};
 use kedge_core::contract::upstream::{cpp_ne, vars_ne};
