@@ -167,34 +167,51 @@ if want sdpa; then
 fi
 
 # kedge's row ops in f16 and bf16: the default suite of each type natively, in guard mode and
-# under memcheck, where the only failures may be the upstream (ggml) launches the limits refuse,
-# as in f32 (each sweep's failures are listed by op, impl, verdict and detector; any other is
-# flagged UNEXPECTED); the planted read past the end in 16 bits against its detectors; the
-# example source kernel's _f16/_bf16 entries; the incident's 16-bit repro.cu built and run on
-# both sides. HALF_MAXE bounds the elements of a case (default: the sweeps' 2^28; 0: none).
+# under memcheck, each judged against the same suite in f32 in the same mode: a case of both
+# must get the same verdict (a pass, or the upstream launch's failure), and any case that does
+# not is listed as DIFFERS; then the planted read past the end in 16 bits against its
+# detectors, the example source kernel's _f16/_bf16 entries, and the incident's 16-bit
+# repro.cu built and run on both sides. HALF_MAXE bounds a case's elements (default: the
+# sweeps' 2^28; 0: none).
 if want half; then
   HOPS=rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri,add_id
   HM=${HALF_MAXE:-$MAXE}
-  for dt in f16 bf16; do
-    run half-$dt-native "$K" sweep default -o $HOPS --dtype $dt --alloc exact --max-elements $HM --force --out "$W/half-$dt-native"
-    run half-$dt-guard "$K" sweep default -o $HOPS --dtype $dt --alloc guard --max-elements $HM --force --out "$W/half-$dt-guard"
-    run half-$dt-memcheck "$K" sweep default -o $HOPS --dtype $dt --alloc exact --sanitize memcheck --max-elements $HM --force --out "$W/half-$dt-memcheck"
-    for m in native guard memcheck; do
-      [ -f "$W/half-$dt-$m/results.jsonl" ] && python3 - "$W/half-$dt-$m/results.jsonl" <<'PY' | sed "s/^/    half-$dt-$m: /" | tee -a "$SUM"
+  half_sweep() { local dt=$1 m=$2; shift 2
+    run half-$dt-$m "$K" sweep default -o $HOPS --dtype $dt --max-elements $HM "$@" --force --out "$W/half-$dt-$m"; }
+  for m in native guard memcheck; do
+    case $m in native) A=(--alloc exact);; guard) A=(--alloc guard);; memcheck) A=(--alloc exact --sanitize memcheck);; esac
+    for dt in f32 f16 bf16; do half_sweep $dt $m "${A[@]}"; done
+    for dt in f16 bf16; do
+      [ -f "$W/half-$dt-$m/results.jsonl" ] && python3 - "$W/half-f32-$m/results.jsonl" "$W/half-$dt-$m/results.jsonl" <<'PY' | sed "s/^/    half-$dt-$m: /" | tee -a "$SUM"
 import collections, json, sys
-n, fails = 0, collections.Counter()
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    n += 1
-    if r["verdict"] != "pass":
+def load(path):
+    out = {}
+    for line in open(path):
+        r = json.loads(line)
         c = r["case"]
-        ok = c["impl"] == "ggml" and r["verdict"] == "launch-error"
-        fails[(c["op"], c["impl"], r["verdict"], r["detector"], "" if ok else " UNEXPECTED")] += 1
-print(f"{n} cases, {sum(fails.values())} failures")
-for (op, imp, v, d, flag), k in sorted(fails.items()):
-    print(f"{k:4d} {op}/{imp} {v} ({d}){flag}")
+        out[(c["op"], c["impl"], tuple(c["ne"]), json.dumps(c.get("params", {}), sort_keys=True), c.get("alloc"))] = r
+    return out
+f32, half = load(sys.argv[1]), load(sys.argv[2])
+both = [k for k in half if k in f32]
+fails, differ = collections.Counter(), []
+for k in both:
+    a, b = f32[k], half[k]
+    if b["verdict"] not in ("pass", "skipped"):
+        fails[(k[0], k[1], b["verdict"], b["detector"])] += 1
+    if a["verdict"] != b["verdict"]:
+        differ.append(f"DIFFERS {k[0]}/{k[1]} ne={list(k[2])} {k[3]}: f32 {a['verdict']}, this {b['verdict']} ({b['detector']}): {b['detail'][:160]}")
+own = [r for k, r in half.items() if k not in f32 and r["verdict"] not in ("pass", "skipped")]
+print(f"{len(half)} cases, {len(both)} also in f32, {len(differ)} with another verdict than f32; {sum(fails.values())} failures:")
+for (op, imp, v, d), n in sorted(fails.items()):
+    print(f"{n:4d} {op}/{imp} {v} ({d}), as in f32")
+for line in differ:
+    print(line)
+for r in own:
+    print(f"ONLY-THIS-DTYPE {r['case']['op']}/{r['case']['impl']} ne={r['case']['ne']}: {r['verdict']} ({r['detector']})")
 PY
     done
+  done
+  for dt in f16 bf16; do
     P="{\"op\":\"rms_norm\",\"impl\":\"planted-read-past-end\",\"dtype\":\"$dt\",\"ne\":[300,3,2,1]}"
     run half-$dt-planted "$K" run --case "$P" --alloc exact,guard --results "$W/half-planted.jsonl"
     run half-$dt-planted-memcheck "$K" run --case "$P" --alloc exact --sanitize memcheck --results "$W/half-planted.jsonl"
