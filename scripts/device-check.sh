@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz
+# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz half} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -164,6 +164,65 @@ if want sdpa; then
   python3 scripts/compare-digests.py "$W/sdpa-bitident.jsonl" > "$W/sdpa-bitident.txt" 2>&1
   say "sdpa bit-identity rc=$?"; grep -E "^(SAME|DIFFER)" "$W/sdpa-bitident.txt" | tee -a "$SUM" > /dev/null
   run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --force --out "$W/sdpa"
+fi
+
+# kedge's row ops in f16 and bf16: the default suite of each type natively, in guard mode and
+# under memcheck, each judged against the same suite in f32 in the same mode: a case of both
+# must get the same verdict (a pass, or the upstream launch's failure), and any case that does
+# not is listed as DIFFERS; then the planted read past the end in 16 bits against its
+# detectors, the example source kernel's _f16/_bf16 entries, and the incident's 16-bit
+# repro.cu built and run on both sides. HALF_MAXE bounds a case's elements (default: the
+# sweeps' 2^28; 0: none).
+if want half; then
+  HOPS=rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri,add_id
+  HM=${HALF_MAXE:-$MAXE}
+  half_sweep() { local dt=$1 m=$2; shift 2
+    run half-$dt-$m "$K" sweep default -o $HOPS --dtype $dt --max-elements $HM "$@" --force --out "$W/half-$dt-$m"; }
+  for m in native guard memcheck; do
+    case $m in native) A=(--alloc exact);; guard) A=(--alloc guard);; memcheck) A=(--alloc exact --sanitize memcheck);; esac
+    for dt in f32 f16 bf16; do half_sweep $dt $m "${A[@]}"; done
+    for dt in f16 bf16; do
+      [ -f "$W/half-$dt-$m/results.jsonl" ] && python3 - "$W/half-f32-$m/results.jsonl" "$W/half-$dt-$m/results.jsonl" <<'PY' | sed "s/^/    half-$dt-$m: /" | tee -a "$SUM"
+import collections, json, sys
+def load(path):
+    out = {}
+    for line in open(path):
+        r = json.loads(line)
+        c = r["case"]
+        out[(c["op"], c["impl"], tuple(c["ne"]), json.dumps(c.get("params", {}), sort_keys=True), c.get("alloc"))] = r
+    return out
+f32, half = load(sys.argv[1]), load(sys.argv[2])
+both = [k for k in half if k in f32]
+fails, differ = collections.Counter(), []
+for k in both:
+    a, b = f32[k], half[k]
+    if b["verdict"] not in ("pass", "skipped"):
+        fails[(k[0], k[1], b["verdict"], b["detector"])] += 1
+    if a["verdict"] != b["verdict"]:
+        differ.append(f"DIFFERS {k[0]}/{k[1]} ne={list(k[2])} {k[3]}: f32 {a['verdict']}, this {b['verdict']} ({b['detector']}): {b['detail'][:160]}")
+own = [r for k, r in half.items() if k not in f32 and r["verdict"] not in ("pass", "skipped")]
+print(f"{len(half)} cases, {len(both)} also in f32, {len(differ)} with another verdict than f32; {sum(fails.values())} failures:")
+for (op, imp, v, d), n in sorted(fails.items()):
+    print(f"{n:4d} {op}/{imp} {v} ({d}), as in f32")
+for line in differ:
+    print(line)
+for r in own:
+    print(f"ONLY-THIS-DTYPE {r['case']['op']}/{r['case']['impl']} ne={r['case']['ne']}: {r['verdict']} ({r['detector']})")
+PY
+    done
+  done
+  for dt in f16 bf16; do
+    P="{\"op\":\"rms_norm\",\"impl\":\"planted-read-past-end\",\"dtype\":\"$dt\",\"ne\":[300,3,2,1]}"
+    run half-$dt-planted "$K" run --case "$P" --alloc exact,guard --results "$W/half-planted.jsonl"
+    run half-$dt-planted-memcheck "$K" run --case "$P" --alloc exact --sanitize memcheck --results "$W/half-planted.jsonl"
+    run half-$dt-source "$K" sweep default -o rms_norm --dtype $dt --kernel examples/source-kernel/my_rms_norm.cu --entry my_rms_norm --geometry clamped --impl source:my_rms_norm:clamped --alloc exact,guard --force --out "$W/half-$dt-source"
+    for imp in ggml clamped; do
+      d="$W/half-$dt-repro-$imp"
+      "$K" repro "{\"op\":\"rms_norm\",\"impl\":\"$imp\",\"dtype\":\"$dt\",\"ne\":[64,1,65536,1]}" --out "$d" > /dev/null 2>&1
+      ( cd "$d" && nvcc -arch=sm_90 -o repro repro.cu > nvcc.log 2>&1 && ./repro > run.out 2>&1; echo "repro.cu rc=$?" >> run.out )
+      say "    half $dt $imp repro.cu: $(tail -2 "$d/run.out" | tr '\n' ' ')"
+    done
+  done
 fi
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null

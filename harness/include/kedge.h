@@ -172,17 +172,25 @@ KEDGE_EXPORT const kedge_plugin *kedge_plugin_info(void);
  * =======================================================================================
  *
  * For the row ops rms_norm, norm, l2_norm (the scalar is eps) and softmax without a mask
- * (the scalar is scale), f32 only, your file defines:
+ * (the scalar is scale), your file defines, for T = float:
  *
- *   extern "C" __global__ void NAME(const float *x, float *dst, int ncols,
+ *   extern "C" __global__ void NAME(const T *x, T *dst, int ncols,
  *                                   long long nrows, long long nchannels, long long nsamples,
  *                                   long long stride_row, long long stride_channel,
  *                                   long long stride_sample, float eps_or_scale);
  *
  *   ncols                      ne[0], elements per row
  *   nrows, nchannels, nsamples ne[1], ne[2], ne[3]
- *   stride_*                   x's strides in ELEMENTS (nb[1..3] / 4); x may be padded
+ *   stride_*                   x's strides in ELEMENTS (nb[1..3] / sizeof(T)); x may be padded
  *   dst                        dense: row (r, c, s) starts at ((s*nchannels + c)*nrows + r)*ncols
+ *
+ * Element types: the entry's name says its T. NAME takes float (f32 cases), NAME_f16 a 16-bit
+ * IEEE half (f16 cases: __half, or any 2-byte storage type), NAME_bf16 a bfloat16 (bf16 cases:
+ * __nv_bfloat16, or any 2-byte type); every other parameter is the same. --entry NAME names
+ * the family: kedge runs the dtypes whose entries the file defines (at least one) and reports
+ * the others as unsupported. cuda_fp16.h and cuda_bf16.h compile where kedge finds the CUDA
+ * headers (KEDGE_CUDA_INCLUDE, CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime wheel
+ * beside libnvrtc); NVRTC has neither built in.
  *
  * One row per block. blockDim = (B, 1, 1), B = 256 unless --block says otherwise (a multiple
  * of 32 up to 1024): loop over columns with blockDim.x, do not assume a fixed B. No dynamic
@@ -195,7 +203,7 @@ KEDGE_EXPORT const kedge_plugin *kedge_plugin_info(void);
  *            kernel MUST grid-stride: for (c = blockIdx.y; c < nchannels; c += gridDim.y)
  *            and the same over z. Cases with nrows > max grid.x are refused (unsupported).
  *
- * kedge checks the compiled entry's parameter list against this signature when it loads the
+ * kedge checks each compiled entry's parameter list against this signature when it loads the
  * file, so a mismatch is an error at load, not garbage at run time.
  */
 

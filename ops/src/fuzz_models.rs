@@ -11,10 +11,15 @@ pub struct NaiveModel {
     pub eval: fn(&Case, &[HostTensor]) -> Vec<Vec<f64>>,
 }
 
-fn read_f32(t: &HostTensor, i: [usize; 4]) -> f64 {
+/// Element `i` of a float tensor, decoded from its bytes by its dtype.
+fn read(t: &HostTensor, i: [usize; 4]) -> f64 {
     let off: u64 = (0..4).map(|k| i[k] as u64 * t.nb[k]).sum();
-    let o = off as usize;
-    f32::from_le_bytes([t.bytes[o], t.bytes[o + 1], t.bytes[o + 2], t.bytes[o + 3]]) as f64
+    let b = &t.bytes[off as usize..];
+    match t.dtype {
+        kedge_core::DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        kedge_core::DType::Bf16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+        _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+    }
 }
 
 /// Every row of `x` (in logical order) through `f`.
@@ -26,7 +31,7 @@ fn rows(case: &Case, x: &HostTensor, mut f: impl FnMut(&[f64], &mut Vec<f64>)) -
         for i2 in 0..n2 {
             for i1 in 0..n1 {
                 row.clear();
-                row.extend((0..n0).map(|i0| read_f32(x, [i0, i1, i2, i3])));
+                row.extend((0..n0).map(|i0| read(x, [i0, i1, i2, i3])));
                 f(&row, &mut out);
             }
         }

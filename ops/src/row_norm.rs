@@ -5,6 +5,14 @@
 //! shared/background/ggml-norm-grid-y-limit.txt). The fix keeps rows on grid.x, clamps the
 //! other two axes and walks them with grid-stride loops. The three ops differ only in their
 //! row function, their default eps, the small block size and their test-backend-ops line.
+//!
+//! Element types: f32, f16 and bf16 (`rows::FLOATS`). Upstream's CUDA backend runs these ops
+//! on f32 only (norm.cu asserts `src0->type == GGML_TYPE_F32` in each launcher, although
+//! `supports_op` checks only that rows are contiguous), and so does its CPU backend. kedge's
+//! impls take f16 and bf16 too, as models of the same launch: the same grid, block and index
+//! arithmetic with 2-byte elements (the row that starts at element 2^31 is then at byte 2^32),
+//! loading the type, computing in f32 and storing the type, so a plugin or source kernel in
+//! f16 or bf16 gets every case the f32 one gets.
 
 use crate::rows::{map_rows, row_tensors, RowLayout};
 use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
@@ -83,7 +91,7 @@ impl Op for RowNormOp {
         Some(self.upstream.op_name)
     }
     fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
+        crate::rows::FLOATS
     }
     fn params(&self) -> &'static [ParamSpec] {
         self.params
@@ -98,6 +106,11 @@ impl Op for RowNormOp {
         let eps = self.eps(case);
         let row = self.row;
         Ok(vec![map_rows(&inputs[0], |x, dst| row(x, dst, eps))])
+    }
+    /// f32: test-backend-ops' 1e-7; f16 and bf16: the same plus their rounding (the reference
+    /// is not rounded to the output's type; `Tolerance::rounded_to` says why).
+    fn tolerance(&self, case: &Case) -> Tolerance {
+        Tolerance::rounded_to(case.dtype)
     }
     fn probe_base(&self) -> Option<ProbeBase> {
         Some(ProbeBase::rows([64, 1, 1, 1]))
@@ -254,8 +267,8 @@ pub struct RowNormImpl {
     /// Threads per block below ncols 1024 (256 for rms_norm, 32 for norm and l2_norm, as
     /// upstream launches them).
     pub small_block: u64,
-    /// Entries for the small block and for 1024 threads.
-    pub entries: [Kernel; 2],
+    /// Entries for the small block and for 1024 threads, in each element type.
+    pub entries: [crate::rows::Typed; 2],
     /// Always launch the small block with the first entry (a calibration kernel).
     pub fixed_block: bool,
     /// The case's eps, read through the op's typed parameters.
@@ -263,8 +276,9 @@ pub struct RowNormImpl {
 }
 
 impl RowNormImpl {
-    /// The launch for a case: geometry, block and the argument list (x, dst, ncols, [the true
-    /// extents, clamped only], the input's strides in elements, eps).
+    /// The launch for a case: geometry, block, the entry of the case's element type and the
+    /// argument list (x, dst, ncols, [the true extents, clamped only], the input's strides in
+    /// elements, eps).
     pub fn launch(&self, case: &Case, limits: &LimitsProfile) -> Result<LaunchPlan, Refusal> {
         let l = RowLayout::of(case);
         let grid = match self.geometry {
@@ -276,6 +290,7 @@ impl RowNormImpl {
         } else {
             (1024, self.entries[1])
         };
+        let entry = entry.kernel(case.dtype)?;
         let mut args = vec![
             KernelArg::Tensor(0),
             KernelArg::Tensor(1),
@@ -316,7 +331,7 @@ macro_rules! row_norm_impls {
             geometry: $crate::row_norm::RowNormGeometry::Ggml,
             about: $ggml_about,
             small_block: $small,
-            entries: [$src.entry($g0), $src.entry($g1)],
+            entries: [$crate::typed!($src, $g0), $crate::typed!($src, $g1)],
             fixed_block: false,
             eps: $eps,
         };
@@ -326,7 +341,7 @@ macro_rules! row_norm_impls {
             geometry: $crate::row_norm::RowNormGeometry::Clamped,
             about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets (the incident's fix)",
             small_block: $small,
-            entries: [$src.entry($c0), $src.entry($c1)],
+            entries: [$crate::typed!($src, $c0), $crate::typed!($src, $c1)],
             fixed_block: false,
             eps: $eps,
         };

@@ -3,7 +3,7 @@
 //! the input is a non-contiguous view (test-backend-ops' `v=1`).
 
 use kedge_core::model::shape::dense_strides;
-use kedge_core::{Case, CaseError, DType, KernelArg, OpParams, Role, TensorSpec};
+use kedge_core::{Case, CaseError, DType, Kernel, KernelArg, OpParams, Refusal, Role, TensorSpec};
 
 kedge_core::params! {
     /// The parameter every row op takes: extra elements at the end of each input row, so the
@@ -134,6 +134,61 @@ pub fn par_rows(out: &mut [f64], n0: usize, f: impl Fn(&mut Vec<f64>, usize, &mu
 }
 
 pub const F32_ONLY: &[DType] = &[DType::F32];
+
+/// The float types kedge's row ops take: f32 first (the one cases default to), then f16 and
+/// bf16. Their kernels load the element type, compute in f32 and store the element type
+/// (ops/src/elem.cuh).
+pub const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::Bf16];
+
+/// A kernel entry in each element type of [`FLOATS`]: the f32 entry `NAME` and its twins
+/// `NAME_f16` and `NAME_bf16`, the same template instantiated for `kedge_f16` and `kedge_bf16`
+/// (ops/src/elem.cuh). Built with [`typed!`](crate::typed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Typed {
+    /// The source file (its entry unused).
+    pub src: Kernel,
+    /// The f32, f16 and bf16 entries.
+    pub entries: [&'static str; 3],
+}
+
+impl Typed {
+    /// The entry for a case's element type; another type is refused, naming the ones there are.
+    pub fn kernel(&self, dtype: DType) -> Result<Kernel, Refusal> {
+        match FLOATS.iter().position(|&d| d == dtype) {
+            Some(i) => Ok(self.src.entry(self.entries[i])),
+            None => Err(format!(
+                "{} has no {dtype} instantiation (it has f32, f16 and bf16)",
+                self.entries[0]
+            )
+            .into()),
+        }
+    }
+}
+
+/// `typed!(SRC, "rms_norm_ggml_256")`: the entry and its `_f16` and `_bf16` twins in `SRC`.
+#[macro_export]
+macro_rules! typed {
+    ($src:expr, $entry:literal) => {
+        $crate::rows::Typed {
+            src: $src,
+            entries: [$entry, concat!($entry, "_f16"), concat!($entry, "_bf16")],
+        }
+    };
+}
+
+/// A row op's kernel source: ops/src/elem.cuh (the element types) followed by the op's own
+/// `.cu` file, as one NVRTC program (and one block of text in a standalone repro). Used like
+/// `kedge_core::kernel_source!`, from a module one directory below ops/src.
+#[macro_export]
+macro_rules! row_kernel_source {
+    ($name:ident = $file:literal, $rel:literal) => {
+        const $name: kedge_core::Kernel = kedge_core::Kernel {
+            file: $file,
+            source: concat!(include_str!("../elem.cuh"), include_str!($rel)),
+            entry: "",
+        };
+    };
+}
 
 #[cfg(test)]
 mod tests {

@@ -11,14 +11,19 @@
 //! grid.x (2^31-1) and the large n_tokens on grid.y (65535), so 65536 tokens in one
 //! micro-batch cannot be launched (kedge generates that boundary from `probe_base`). The
 //! incident names it as the one op with the dimensions inverted.
+//!
+//! Element types: a, b and dst in f32, f16 or bf16 (ids are i32). Upstream's CUDA add_id takes
+//! f32 only (add-id.cu asserts f32 a, b and dst; test-backend-ops builds f32 only) and so does
+//! its CPU backend. kedge's impls take f16 and bf16 too, as models of the same launch: byte
+//! strides in bytes of the type, loading the type, adding in f32 and storing the type.
 
-use crate::rows::F32_ONLY;
+use crate::rows::FLOATS;
 use kedge_core::contract::op::random_tensor;
 use kedge_core::model::host::HostTensor;
 use kedge_core::model::rng::Rng;
 use kedge_core::*;
 
-kedge_core::kernel_source!(SRC = "ops/src/add_id/add_id.cu", "add_id.cu");
+crate::row_kernel_source!(SRC = "ops/src/add_id/add_id.cu", "add_id.cu");
 
 kedge_core::params! {
     /// add_id's parameters.
@@ -113,7 +118,12 @@ impl Op for AddId {
         Some("ADD_ID")
     }
     fn dtypes(&self) -> &'static [DType] {
-        F32_ONLY
+        FLOATS
+    }
+    /// f32: test-backend-ops' 1e-7; f16 and bf16: the same plus their rounding
+    /// (`Tolerance::rounded_to`).
+    fn tolerance(&self, case: &Case) -> Tolerance {
+        Tolerance::rounded_to(case.dtype)
     }
     fn params(&self) -> &'static [ParamSpec] {
         AddIdParams::SPECS
@@ -304,15 +314,16 @@ fn threads(ne0: i64) -> u64 {
     ne0.min(MAX_THREADS) as u64
 }
 
-/// The byte strides upstream's kernel takes: a's rows and tokens (dense), b's rows (dense)
-/// and ids' rows (n_experts apart when ids is a view).
+/// The byte strides upstream's kernel takes: a's rows and tokens (dense), b's rows (dense),
+/// in bytes of the case's element type, and ids' rows (n_experts apart when ids is a view).
 fn strides(case: &Case) -> Result<[KernelArg; 4], Refusal> {
     let [n0, n1, _, _] = case.ne.map(|d| d.max(0) as u64);
+    let es = case.dtype.size();
     let nb = ids_nb(case).map_err(|e| Refusal(e.to_string()))?;
     Ok([
-        KernelArg::U64(n0.saturating_mul(4)),
-        KernelArg::U64(n0.saturating_mul(n1).saturating_mul(4)),
-        KernelArg::U64(n0.saturating_mul(4)),
+        KernelArg::U64(n0.saturating_mul(es)),
+        KernelArg::U64(n0.saturating_mul(n1).saturating_mul(es)),
+        KernelArg::U64(n0.saturating_mul(es)),
         KernelArg::U64(nb[1]),
     ])
 }
@@ -334,7 +345,7 @@ fn ggml_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
     args.extend(strides(case)?);
     Ok(Plan::single(
         LaunchPlan::new(
-            SRC.entry("add_id_ggml"),
+            crate::typed!(SRC, "add_id_ggml").kernel(case.dtype)?,
             [n1 as u64, n2 as u64, 1],
             [threads(n0), 1, 1],
             0,
@@ -357,7 +368,7 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     args.extend(strides(case)?);
     Ok(Plan::single(
         LaunchPlan::new(
-            SRC.entry("add_id_clamped"),
+            crate::typed!(SRC, "add_id_clamped").kernel(case.dtype)?,
             [
                 (n2 as u64).min(limits.grid_limit(0)),
                 (n1 as u64).min(limits.grid_limit(1)),

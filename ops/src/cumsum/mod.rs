@@ -1,4 +1,4 @@
-//! cumsum (ggml CUMSUM, f32): inclusive prefix sum along ne0, per row.
+//! cumsum (ggml CUMSUM): inclusive prefix sum along ne0, per row.
 //!
 //! Upstream (ggml-cuda/cumsum.cu) chooses by row length: a device-wide scan per row
 //! (`cub::DeviceScan`, host loop over rows) when `(nrows == 1 && ne00 > 1024) ||
@@ -14,7 +14,16 @@
 //!
 //! This op also carries the index-width case: impl `int32-index` computes flat element offsets
 //! in `int`, and the boundary "elements past 2^31" ([1024, 2097153] f32, just over 2^31
-//! elements, 8 GiB per tensor) must see it fail while the 64-bit `clamped` passes.
+//! elements, 8 GiB per f32 tensor) must see it fail while the 64-bit `clamped` passes.
+//!
+//! Element types: f32, f16 and bf16. Upstream's CUDA cumsum runs f32 only: its f16 and bf16
+//! cases are commented out in cumsum.cu ("We do not support those on CPU for now"), and the CPU
+//! backend aborts on them. kedge's impls take f16 and bf16 too, as models of the same launches
+//! (the strategy thresholds are element counts, so they do not move; row steps are in bytes
+//! of the type), loading the type, summing in f32 and storing the type. The device-wide scan
+//! keeps its tile totals in f32 and adds each tile's offset to the tile's stored prefix, so a
+//! 16-bit output is rounded twice there; `half_outputs_of_the_tiled_scan_stay_in_bounds`
+//! checks that this stays within the tolerance.
 
 use crate::rows::{map_rows, row_tensors, RowLayout, RowParams};
 use kedge_core::contract::plan::BufferPlan;
@@ -22,7 +31,7 @@ use kedge_core::contract::upstream::{cpp_ne, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-kedge_core::kernel_source!(SRC = "ops/src/cumsum/cumsum.cu", "cumsum.cu");
+crate::row_kernel_source!(SRC = "ops/src/cumsum/cumsum.cu", "cumsum.cu");
 
 pub struct Cumsum;
 pub static OP: Cumsum = Cumsum;
@@ -44,7 +53,7 @@ pub const TILE_SUMS: &str = "tile_sums";
 
 pub const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify CUMSUM's consumers; ne[2] > 65535 rows of a cumsum is not a shape any known graph builds)";
 
-pub const REACH_2_31: &str = "synthetic: no known model reaches it (one f32 cumsum over more than 2^31 elements, 8 GiB per tensor)";
+pub const REACH_2_31: &str = "synthetic: no known model reaches it (one cumsum over more than 2^31 elements, 8 GiB per f32 tensor)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
@@ -88,7 +97,12 @@ impl Op for Cumsum {
         Some("CUMSUM")
     }
     fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
+        crate::rows::FLOATS
+    }
+    /// f32: test-backend-ops' 1e-7; f16 and bf16: the same plus their rounding
+    /// (`Tolerance::rounded_to`).
+    fn tolerance(&self, case: &Case) -> Tolerance {
+        Tolerance::rounded_to(case.dtype)
     }
     fn params(&self) -> &'static [ParamSpec] {
         RowParams::SPECS
@@ -190,7 +204,7 @@ impl Op for Cumsum {
             .with_values(vec![8193, 8194])
             .with_param("row_pad", 7),
             Boundary::ne(
-                "elements past 2^31: int32 flat offsets wrap ([1024, N] f32, 8 GiB per tensor, 16 GiB per case)",
+                "elements past 2^31: int32 flat offsets wrap ([1024, N]: 8 GiB per f32 tensor, 16 GiB per f32 case)",
                 1,
                 ROWS_PAST_2_31,
                 [1024, 0, 1, 1],
@@ -274,18 +288,21 @@ fn overflow(what: &str) -> Refusal {
     format!("{what} does not fit a 64-bit byte offset").into()
 }
 
-/// Byte steps per repeat level of `[rows, channels, samples]` for element strides.
-fn byte_steps(strides: [i64; 3]) -> Result<[i64; 3], Refusal> {
+/// Byte steps per repeat level of `[rows, channels, samples]` for element strides of
+/// `elem` bytes.
+fn byte_steps(strides: [i64; 3], elem: i64) -> Result<[i64; 3], Refusal> {
     let mut out = [0i64; 3];
     for (o, s) in out.iter_mut().zip(strides) {
-        *o = s.checked_mul(4).ok_or_else(|| overflow("a row step"))?;
+        *o = s.checked_mul(elem).ok_or_else(|| overflow("a row step"))?;
     }
     Ok(out)
 }
 
-/// The device-wide scan: one list of three launches (tiles, tile sums, tile offsets) run once
-/// per row, rows innermost, each launch's row pointers stepped per repeat level.
-pub fn device_scan_plan(l: &RowLayout, step: RowStep) -> Result<Plan, Refusal> {
+/// The device-wide scan of rows of `dtype`: one list of three launches (tiles, tile sums,
+/// tile offsets) run once per row, rows innermost, each launch's row pointers stepped per
+/// repeat level. The tile sums are f32 for every element type.
+pub fn device_scan_plan(l: &RowLayout, step: RowStep, dtype: DType) -> Result<Plan, Refusal> {
+    let elem = dtype.size() as i64;
     let ntiles = (l.ncols as u64).div_ceil(TILE as u64);
     let sums_bytes = ntiles
         .checked_mul(4)
@@ -297,10 +314,10 @@ pub fn device_scan_plan(l: &RowLayout, step: RowStep) -> Result<Plan, Refusal> {
     let dense_sample = dense_channel
         .checked_mul(l.nchannels)
         .ok_or_else(|| overflow("a sample"))?;
-    let dst_step = byte_steps([l.ncols, dense_channel, dense_sample])?;
+    let dst_step = byte_steps([l.ncols, dense_channel, dense_sample], elem)?;
     let src_step = match step {
         RowStep::Ne00 => dst_step,
-        RowStep::Strides => byte_steps([l.stride_row, l.stride_channel, l.stride_sample])?,
+        RowStep::Strides => byte_steps([l.stride_row, l.stride_channel, l.stride_sample], elem)?,
     };
     let src = KernelArg::TensorAt {
         index: 0,
@@ -319,7 +336,7 @@ pub fn device_scan_plan(l: &RowLayout, step: RowStep) -> Result<Plan, Refusal> {
     let n = KernelArg::I64(l.ncols);
     let launches = vec![
         LaunchPlan::new(
-            SRC.entry("cumsum_row_tiles"),
+            crate::typed!(SRC, "cumsum_row_tiles").kernel(dtype)?,
             [ntiles, 1, 1],
             [BLOCK, 1, 1],
             0,
@@ -329,7 +346,7 @@ pub fn device_scan_plan(l: &RowLayout, step: RowStep) -> Result<Plan, Refusal> {
             .args(vec![sums.clone(), KernelArg::I64(ntiles as i64)]),
         // At least two tiles: a device-wide scan is only chosen for ncols > 1024.
         LaunchPlan::new(
-            SRC.entry("cumsum_add_tile_offsets"),
+            crate::typed!(SRC, "cumsum_add_tile_offsets").kernel(dtype)?,
             [ntiles.saturating_sub(1).max(1), 1, 1],
             [BLOCK, 1, 1],
             0,
@@ -371,14 +388,16 @@ fn row_plan(case: &Case, limits: &LimitsProfile, geometry: Geometry) -> Result<P
             } else {
                 RowStep::Strides
             },
+            case.dtype,
         )?,
         Strategy::BlockCarry => Plan::single(
             LaunchPlan::new(
-                SRC.entry(if ggml {
-                    "cumsum_ggml_block_carry"
+                if ggml {
+                    crate::typed!(SRC, "cumsum_ggml_block_carry")
                 } else {
-                    "cumsum_clamped_block_carry"
-                }),
+                    crate::typed!(SRC, "cumsum_clamped_block_carry")
+                }
+                .kernel(case.dtype)?,
                 grid,
                 [BLOCK, 1, 1],
                 0,
@@ -387,11 +406,12 @@ fn row_plan(case: &Case, limits: &LimitsProfile, geometry: Geometry) -> Result<P
         ),
         Strategy::Small { block } => Plan::single(
             LaunchPlan::new(
-                SRC.entry(if ggml {
-                    "cumsum_ggml_small"
+                if ggml {
+                    crate::typed!(SRC, "cumsum_ggml_small")
                 } else {
-                    "cumsum_clamped_small"
-                }),
+                    crate::typed!(SRC, "cumsum_clamped_small")
+                }
+                .kernel(case.dtype)?,
                 grid,
                 [block, 1, 1],
                 small_smem(block),
@@ -456,7 +476,7 @@ fn int32_index_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal
     all.extend(args);
     Ok(Plan::single(
         LaunchPlan::new(
-            SRC.entry("cumsum_int32_index"),
+            crate::typed!(SRC, "cumsum_int32_index").kernel(case.dtype)?,
             [
                 l.nrows as u64,
                 (l.nchannels as u64).min(limits.grid_limit(1)),

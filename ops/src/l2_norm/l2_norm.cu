@@ -6,6 +6,8 @@
 // below ncols 1024 and 1024 threads from there. ne[2] or ne[3] above 65535 cannot be launched.
 // `l2_norm_clamped_*` is the fix: grid clamped to the device's limits, true extents passed in,
 // grid-stride loops over channels and samples, 64-bit offsets.
+// The kernels are templates on the element type T (ops/src/elem.cuh): they load T, compute in
+// float and store T, and every f32 entry has `_f16` and `_bf16` twins with the same parameters.
 
 #define WARP_SIZE 32
 
@@ -34,25 +36,25 @@ __device__ __forceinline__ float block_reduce_sum(float tmp) {
     return tmp;
 }
 
-template <int block_size>
-__device__ void l2_norm_row(const float * x, float * dst, const int ncols, const float eps) {
+template <int block_size, typename T>
+__device__ void l2_norm_row(const T * x, T * dst, const int ncols, const float eps) {
     const int tid = threadIdx.x;
     float tmp = 0.0f;
     for (int col = tid; col < ncols; col += block_size) {
-        const float xi = x[col];
+        const float xi = kedge_float(x[col]);
         tmp += xi * xi;
     }
     tmp = block_reduce_sum<block_size>(tmp);
     // torch.nn.functional.normalize: x / max(||x||, eps)
     const float scale = rsqrtf(fmaxf(tmp, eps * eps));
     for (int col = tid; col < ncols; col += block_size) {
-        dst[col] = scale * x[col];
+        dst[col] = kedge_elem<T>(scale * kedge_float(x[col]));
     }
 }
 
 // ggml's launch: extents from gridDim.
-template <int block_size>
-__device__ void l2_norm_ggml(const float * x, float * dst, const int ncols, const long long stride_row,
+template <int block_size, typename T>
+__device__ void l2_norm_ggml(const T * x, T * dst, const int ncols, const long long stride_row,
                              const long long stride_channel, const long long stride_sample, const float eps) {
     const int nrows     = gridDim.x;
     const int nchannels = gridDim.y;
@@ -68,21 +70,37 @@ extern "C" __global__ void l2_norm_ggml_32(const float * x, float * dst, const i
         const long long stride_channel, const long long stride_sample, const float eps) {
     l2_norm_ggml<WARP_SIZE>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
 }
+extern "C" __global__ void l2_norm_ggml_32_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    l2_norm_ggml<WARP_SIZE>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void l2_norm_ggml_32_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    l2_norm_ggml<WARP_SIZE>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
 extern "C" __global__ void l2_norm_ggml_1024(const float * x, float * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    l2_norm_ggml<1024>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void l2_norm_ggml_1024_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    l2_norm_ggml<1024>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void l2_norm_ggml_1024_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long stride_row,
         const long long stride_channel, const long long stride_sample, const float eps) {
     l2_norm_ggml<1024>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
 }
 
 // The fix: true extents, clamped grid, grid-stride loops, 64-bit row offsets.
-template <int block_size>
-__device__ void l2_norm_clamped(const float * x, float * dst, const int ncols, const long long nrows,
+template <int block_size, typename T>
+__device__ void l2_norm_clamped(const T * x, T * dst, const int ncols, const long long nrows,
                                 const long long nchannels, const long long nsamples, const long long stride_row,
                                 const long long stride_channel, const long long stride_sample, const float eps) {
     const long long row = blockIdx.x;
     for (long long sample = blockIdx.z; sample < nsamples; sample += gridDim.z) {
         for (long long channel = blockIdx.y; channel < nchannels; channel += gridDim.y) {
-            const float * xr = x + sample*stride_sample + channel*stride_channel + row*stride_row;
-            float * dr = dst + ((sample*nchannels + channel)*nrows + row)*ncols;
+            const T * xr = x + sample*stride_sample + channel*stride_channel + row*stride_row;
+            T * dr = dst + ((sample*nchannels + channel)*nrows + row)*ncols;
             l2_norm_row<block_size>(xr, dr, ncols, eps);
             __syncthreads(); // s_sum is reused by the next iteration
         }
@@ -94,7 +112,27 @@ extern "C" __global__ void l2_norm_clamped_32(const float * x, float * dst, cons
         const long long stride_sample, const float eps) {
     l2_norm_clamped<WARP_SIZE>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
 }
+extern "C" __global__ void l2_norm_clamped_32_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    l2_norm_clamped<WARP_SIZE>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void l2_norm_clamped_32_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    l2_norm_clamped<WARP_SIZE>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
 extern "C" __global__ void l2_norm_clamped_1024(const float * x, float * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    l2_norm_clamped<1024>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void l2_norm_clamped_1024_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    l2_norm_clamped<1024>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void l2_norm_clamped_1024_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long nrows,
         const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
         const long long stride_sample, const float eps) {
     l2_norm_clamped<1024>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);

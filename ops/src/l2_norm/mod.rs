@@ -8,7 +8,7 @@
 use crate::row_norm::{RowNormOp, Upstream};
 use kedge_core::*;
 
-kedge_core::kernel_source!(SRC = "ops/src/l2_norm/l2_norm.cu", "l2_norm.cu");
+crate::row_kernel_source!(SRC = "ops/src/l2_norm/l2_norm.cu", "l2_norm.cu");
 
 kedge_core::params! {
     /// l2_norm's parameters.

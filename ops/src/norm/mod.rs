@@ -10,7 +10,7 @@
 use crate::row_norm::{RowNormOp, Upstream};
 use kedge_core::*;
 
-kedge_core::kernel_source!(SRC = "ops/src/norm/norm.cu", "norm.cu");
+crate::row_kernel_source!(SRC = "ops/src/norm/norm.cu", "norm.cu");
 
 kedge_core::params! {
     /// norm's parameters.

@@ -7,6 +7,8 @@
 // above 65535 cannot be launched at all.
 // `norm_clamped_*` is the fix: the grid is clamped to the device's limits, the true extents
 // are passed in, channels and samples are walked with grid-stride loops, offsets are 64-bit.
+// The kernels are templates on the element type T (ops/src/elem.cuh): they load T, compute in
+// float and store T, and every f32 entry has `_f16` and `_bf16` twins with the same parameters.
 
 #define WARP_SIZE 32
 
@@ -37,12 +39,12 @@ __device__ __forceinline__ float2 block_reduce_sum2(float2 v) {
 }
 
 // Mean and variance as upstream computes them: E[x] and E[x^2] - E[x]^2 in f32.
-template <int block_size>
-__device__ void norm_row(const float * x, float * dst, const int ncols, const float eps) {
+template <int block_size, typename T>
+__device__ void norm_row(const T * x, T * dst, const int ncols, const float eps) {
     const int tid = threadIdx.x;
     float2 mean_var = make_float2(0.0f, 0.0f);
     for (int col = tid; col < ncols; col += block_size) {
-        const float xi = x[col];
+        const float xi = kedge_float(x[col]);
         mean_var.x += xi;
         mean_var.y += xi * xi;
     }
@@ -51,13 +53,13 @@ __device__ void norm_row(const float * x, float * dst, const int ncols, const fl
     const float var     = mean_var.y / ncols - mean * mean;
     const float inv_std = rsqrtf(var + eps);
     for (int col = tid; col < ncols; col += block_size) {
-        dst[col] = (x[col] - mean) * inv_std;
+        dst[col] = kedge_elem<T>((kedge_float(x[col]) - mean) * inv_std);
     }
 }
 
 // ggml's launch: extents from gridDim (`const int nrows = gridDim.x; const int nchannels = gridDim.y;`).
-template <int block_size>
-__device__ void norm_ggml(const float * x, float * dst, const int ncols, const long long stride_row,
+template <int block_size, typename T>
+__device__ void norm_ggml(const T * x, T * dst, const int ncols, const long long stride_row,
                           const long long stride_channel, const long long stride_sample, const float eps) {
     const int nrows     = gridDim.x;
     const int nchannels = gridDim.y;
@@ -73,22 +75,38 @@ extern "C" __global__ void norm_ggml_32(const float * x, float * dst, const int 
         const long long stride_channel, const long long stride_sample, const float eps) {
     norm_ggml<WARP_SIZE>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
 }
+extern "C" __global__ void norm_ggml_32_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    norm_ggml<WARP_SIZE>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void norm_ggml_32_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    norm_ggml<WARP_SIZE>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
 extern "C" __global__ void norm_ggml_1024(const float * x, float * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    norm_ggml<1024>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void norm_ggml_1024_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long stride_row,
+        const long long stride_channel, const long long stride_sample, const float eps) {
+    norm_ggml<1024>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void norm_ggml_1024_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long stride_row,
         const long long stride_channel, const long long stride_sample, const float eps) {
     norm_ggml<1024>(x, dst, ncols, stride_row, stride_channel, stride_sample, eps);
 }
 
 // The fix: true extents passed in, grid clamped, grid-stride loops over channels and samples,
 // 64-bit row offsets so ne[0]*ne[1]*ne[2]*ne[3] past 2^31 stays correct.
-template <int block_size>
-__device__ void norm_clamped(const float * x, float * dst, const int ncols, const long long nrows,
+template <int block_size, typename T>
+__device__ void norm_clamped(const T * x, T * dst, const int ncols, const long long nrows,
                              const long long nchannels, const long long nsamples, const long long stride_row,
                              const long long stride_channel, const long long stride_sample, const float eps) {
     const long long row = blockIdx.x;
     for (long long sample = blockIdx.z; sample < nsamples; sample += gridDim.z) {
         for (long long channel = blockIdx.y; channel < nchannels; channel += gridDim.y) {
-            const float * xr = x + sample*stride_sample + channel*stride_channel + row*stride_row;
-            float * dr = dst + ((sample*nchannels + channel)*nrows + row)*ncols;
+            const T * xr = x + sample*stride_sample + channel*stride_channel + row*stride_row;
+            T * dr = dst + ((sample*nchannels + channel)*nrows + row)*ncols;
             norm_row<block_size>(xr, dr, ncols, eps);
             __syncthreads(); // s_sum is reused by the next iteration
         }
@@ -100,7 +118,27 @@ extern "C" __global__ void norm_clamped_32(const float * x, float * dst, const i
         const long long stride_sample, const float eps) {
     norm_clamped<WARP_SIZE>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
 }
+extern "C" __global__ void norm_clamped_32_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    norm_clamped<WARP_SIZE>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void norm_clamped_32_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    norm_clamped<WARP_SIZE>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
 extern "C" __global__ void norm_clamped_1024(const float * x, float * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    norm_clamped<1024>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void norm_clamped_1024_f16(const kedge_f16 * x, kedge_f16 * dst, const int ncols, const long long nrows,
+        const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
+        const long long stride_sample, const float eps) {
+    norm_clamped<1024>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);
+}
+extern "C" __global__ void norm_clamped_1024_bf16(const kedge_bf16 * x, kedge_bf16 * dst, const int ncols, const long long nrows,
         const long long nchannels, const long long nsamples, const long long stride_row, const long long stride_channel,
         const long long stride_sample, const float eps) {
     norm_clamped<1024>(x, dst, ncols, nrows, nchannels, nsamples, stride_row, stride_channel, stride_sample, eps);

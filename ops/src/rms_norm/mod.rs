@@ -9,7 +9,7 @@
 use crate::row_norm::{RowNormGeometry, RowNormImpl, RowNormOp, Upstream};
 use kedge_core::*;
 
-kedge_core::kernel_source!(SRC = "ops/src/rms_norm/rms_norm.cu", "rms_norm.cu");
+crate::row_kernel_source!(SRC = "ops/src/rms_norm/rms_norm.cu", "rms_norm.cu");
 
 kedge_core::params! {
     /// rms_norm's parameters.
@@ -89,15 +89,15 @@ crate::row_norm_impls!(
 pub static PLANTED_READ_PAST_END: RowNormImpl = RowNormImpl {
     name: "planted-read-past-end",
     role: ImplRole::Planted {
-        bug: "reads one f32 past the input's end on the last row; discards it, so every value is right",
+        bug: "reads one element past the input's end on the last row; discards it, so every value is right",
         expect: &[Detector::GuardPage, Detector::Memcheck],
     },
     geometry: RowNormGeometry::Clamped,
     about: "CALIBRATION: the clamped kernel with a planted one-element read past the end of x",
     small_block: 256,
     entries: [
-        SRC.entry("rms_norm_planted_read_past_end"),
-        SRC.entry("rms_norm_planted_read_past_end"),
+        crate::typed!(SRC, "rms_norm_planted_read_past_end"),
+        crate::typed!(SRC, "rms_norm_planted_read_past_end"),
     ],
     fixed_block: true,
     eps,

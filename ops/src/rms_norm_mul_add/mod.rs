@@ -9,6 +9,11 @@
 //! rms_norm's grid, `dim3 blocks_num(nrows, nchannels, nsamples)`: `ne[2]` on grid.y and `ne[3]` on
 //! grid.z, both capped at 65535 (kedge generates those boundaries from `probe_base`). It is the
 //! second line of the incident's repro.
+//!
+//! Element types: f32, f16 and bf16 (x, w, b and dst share one). Upstream's fused CUDA kernel
+//! takes f32 only (norm.cu asserts f32 for the norm's input, the weight, the bias and the
+//! output); kedge's impls take f16 and bf16 too, as models of the same launch with 2-byte
+//! elements, loading the type, computing in f32 and storing the type.
 
 use crate::row_norm::{
     clamped_grid, ggml_grid, map_rows_indexed, pad, RowNormGeometry, BLOCK_SWITCH,
@@ -18,7 +23,7 @@ use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-kedge_core::kernel_source!(
+crate::row_kernel_source!(
     SRC = "ops/src/rms_norm_mul_add/rms_norm_mul_add.cu",
     "rms_norm_mul_add.cu"
 );
@@ -65,7 +70,12 @@ impl Op for RmsNormMulAdd {
         Some("RMS_NORM_MUL_ADD")
     }
     fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
+        crate::rows::FLOATS
+    }
+    /// f32: test-backend-ops' 1e-7; f16 and bf16: the same plus their rounding
+    /// (`Tolerance::rounded_to`).
+    fn tolerance(&self, case: &Case) -> Tolerance {
+        Tolerance::rounded_to(case.dtype)
     }
     fn params(&self) -> &'static [ParamSpec] {
         RmsNormMulAddParams::SPECS
@@ -224,8 +234,9 @@ impl Op for RmsNormMulAdd {
 }
 
 /// The launch for a case: upstream's block (256 threads below ncols 1024, 1024 from there),
-/// the geometry's grid and the kernel's arguments in parameter order: x, w, b, dst, ncols,
-/// [the true extents, clamped only], x's strides in elements, eps, w's and b's extents.
+/// the geometry's grid, the entry of the case's element type and the kernel's arguments in
+/// parameter order: x, w, b, dst, ncols, [the true extents, clamped only], x's strides in
+/// elements, eps, w's and b's extents.
 pub fn launch(
     case: &Case,
     limits: &LimitsProfile,
@@ -253,9 +264,9 @@ pub fn launch(
             // Upstream passes w's extents as uint32 fastdiv values; `int` here, as x's.
             args.extend(wne[1..].iter().map(|&d| KernelArg::I32(d as i32)));
             let entry = if small {
-                "rms_norm_mul_add_ggml_256"
+                crate::typed!(SRC, "rms_norm_mul_add_ggml_256")
             } else {
-                "rms_norm_mul_add_ggml_1024"
+                crate::typed!(SRC, "rms_norm_mul_add_ggml_1024")
             };
             (ggml_grid(&l), entry)
         }
@@ -270,14 +281,14 @@ pub fn launch(
             args.push(KernelArg::F32(eps));
             args.extend(wne[1..].iter().map(|&d| KernelArg::I64(d)));
             let entry = if small {
-                "rms_norm_mul_add_clamped_256"
+                crate::typed!(SRC, "rms_norm_mul_add_clamped_256")
             } else {
-                "rms_norm_mul_add_clamped_1024"
+                crate::typed!(SRC, "rms_norm_mul_add_clamped_1024")
             };
             (grid, entry)
         }
     };
-    Ok(LaunchPlan::new(SRC.entry(entry), grid, [bs, 1, 1], 0).args(args))
+    Ok(LaunchPlan::new(entry.kernel(case.dtype)?, grid, [bs, 1, 1], 0).args(args))
 }
 
 fn ggml_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {

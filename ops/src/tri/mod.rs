@@ -1,17 +1,22 @@
-//! tri (ggml TRI, f32): keep one triangle of each square ne0 x ne1 matrix, zero the rest.
+//! tri (ggml TRI): keep one triangle of each square ne0 x ne1 matrix, zero the rest.
 //! Modes as ggml's `ggml_tri_type` (column i0, row i1): lower `i0 < i1`, lower_diag
 //! `i0 <= i1`, upper `i0 > i1`, upper_diag `i0 >= i1`.
 //!
 //! Upstream (ggml-cuda/tri.cu): one 256-thread block per row, `grid_dims(ne01, ne02, ne03)`,
 //! so `ne[2]` (the matrix index) sits on grid.y and `ne[3]` on grid.z: one of the six unclamped
 //! sites the incident's sweep found (kedge generates those boundaries from `probe_base`).
+//!
+//! Element types: f32, f16 and bf16. Upstream's CUDA tri.cu instantiates its kernel for float,
+//! half and nv_bfloat16, but `ggml_tri` asserts an f32 input when the graph is built (and the
+//! CPU backend runs f32 only), so upstream runs f32 only; kedge's impls model the CUDA kernel
+//! in all three. Kept elements are copied unchanged, so a right output equals the reference.
 
 use crate::rows::{map_rows_at, row_tensors, RowLayout};
 use kedge_core::contract::upstream::{cpp_ne, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-kedge_core::kernel_source!(SRC = "ops/src/tri/tri.cu", "tri.cu");
+crate::row_kernel_source!(SRC = "ops/src/tri/tri.cu", "tri.cu");
 
 pub const MODES: [&str; 4] = ["lower", "lower_diag", "upper", "upper_diag"];
 
@@ -93,7 +98,12 @@ impl Op for Tri {
         Some("TRI")
     }
     fn dtypes(&self) -> &'static [DType] {
-        crate::rows::F32_ONLY
+        crate::rows::FLOATS
+    }
+    /// f32: test-backend-ops' 1e-7; f16 and bf16: the same plus their rounding
+    /// (`Tolerance::rounded_to`), although a right output equals the reference exactly.
+    fn tolerance(&self, case: &Case) -> Tolerance {
+        Tolerance::rounded_to(case.dtype)
     }
     fn params(&self) -> &'static [ParamSpec] {
         TriParams::SPECS
@@ -214,7 +224,7 @@ fn ggml_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
     let [_, n1, n2, n3] = case.ne;
     Ok(Plan::single(
         LaunchPlan::new(
-            SRC.entry("tri_ggml"),
+            crate::typed!(SRC, "tri_ggml").kernel(case.dtype)?,
             [n1 as u64, n2 as u64, n3 as u64],
             [BLOCK, 1, 1],
             0,
@@ -235,7 +245,7 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     }
     Ok(Plan::single(
         LaunchPlan::new(
-            SRC.entry("tri_clamped"),
+            crate::typed!(SRC, "tri_clamped").kernel(case.dtype)?,
             [
                 n1 as u64,
                 (n2 as u64).min(limits.grid_limit(1)),

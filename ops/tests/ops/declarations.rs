@@ -1,6 +1,6 @@
 //! Every case an op declares (smoke shapes, its own boundary probes and the generated ones,
-//! on every built-in profile) validates against the registry and gets its tensors: a
-//! declaration the op itself rejects would make suite generation fail.
+//! on every built-in profile, in every dtype the op takes) validates against the registry and
+//! gets its tensors: a declaration the op itself rejects would make suite generation fail.
 
 use crate::boundaries;
 use kedge_core::{Case, LimitsProfile};
@@ -11,8 +11,11 @@ fn every_declared_case_is_valid() {
     let mut n = 0;
     for name in LimitsProfile::BUILTIN {
         let p = LimitsProfile::builtin(name).expect("builtin profile");
-        for op in reg.ops() {
-            let dtype = op.dtypes()[0];
+        for (op, &dtype) in reg
+            .ops()
+            .iter()
+            .flat_map(|op| op.dtypes().iter().map(move |d| (op, d)))
+        {
             // Any impl of the op validates the declaration (not every op has `clamped`). ggml's
             // other ops have impls only once a ggml build is loaded; the adapter's tests
             // validate their declarations against one.
@@ -25,7 +28,7 @@ fn every_declared_case_is_valid() {
                 c.params = params;
                 cases.push((format!("smoke {ne:?}"), c));
             }
-            for b in boundaries(*op, &p) {
+            for b in boundaries(*op, &p, dtype) {
                 assert!(
                     !b.reach.0.is_empty(),
                     "{}: '{}' has no reach note",
@@ -50,9 +53,9 @@ fn every_declared_case_is_valid() {
             for (what, c) in cases {
                 let c = reg
                     .validate(&c)
-                    .unwrap_or_else(|e| panic!("{} {what}: {e}", op.name()));
+                    .unwrap_or_else(|e| panic!("{} {dtype} {what}: {e}", op.name()));
                 op.tensors(&c)
-                    .unwrap_or_else(|e| panic!("{} {what}: {e}", op.name()));
+                    .unwrap_or_else(|e| panic!("{} {dtype} {what}: {e}", op.name()));
                 n += 1;
             }
         }

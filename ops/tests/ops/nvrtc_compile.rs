@@ -32,20 +32,24 @@ fn ptx_param_sizes(k: &Kernel) -> Vec<u32> {
         .collect()
 }
 
-/// Every plan of every impl on its op's smoke shapes and boundary probes (h200).
+/// Every plan of every impl on its op's smoke shapes and boundary probes (h200), in every
+/// dtype the op takes: each element type's kernel instantiation is compiled and checked.
 fn plans() -> Vec<(Case, Plan)> {
     let h200 = LimitsProfile::builtin("h200").expect("h200 profile");
     let mut out = Vec::new();
     for op in kedge_ops::all_ops() {
-        for imp in op.impls() {
-            let dtype = op.dtypes()[0];
+        for (imp, &dtype) in op
+            .impls()
+            .into_iter()
+            .flat_map(|i| op.dtypes().iter().map(move |d| (i, d)))
+        {
             let mut cases = Vec::new();
             for (ne, params) in op.smoke() {
                 let mut c = Case::new(op.name(), imp.name(), dtype, ne);
                 c.params = params;
                 cases.push(c);
             }
-            for b in boundaries(op, &h200) {
+            for b in boundaries(op, &h200, dtype) {
                 cases.extend(b.cases(op.name(), imp.name(), dtype));
             }
             for c in cases {
@@ -127,10 +131,47 @@ fn planned_arguments_match_every_kernels_ptx_params() {
         }
     }
     assert!(checked > 0, "no launch was planned");
-    for entry in ["rms_norm_ggml_256", "norm_clamped_1024", "l2_norm_ggml_32"] {
+    for entry in [
+        "rms_norm_ggml_256",
+        "norm_clamped_1024",
+        "l2_norm_ggml_32",
+        "rms_norm_ggml_256_f16",
+        "rms_norm_planted_read_past_end_bf16",
+        "softmax_clamped_global_f16",
+        "cumsum_add_tile_offsets_bf16",
+        "add_id_ggml_f16",
+        "tri_clamped_bf16",
+        "rms_norm_mul_add_ggml_1024_bf16",
+        "sdpa_scores_bf16",
+    ] {
         assert!(
             declared.keys().any(|(_, e)| *e == entry),
             "{entry} was not checked"
         );
+    }
+}
+
+/// The row ops' element types convert through inline PTX (ops/src/elem.cuh), which NVRTC
+/// passes through to PTX unchecked: compiling to an sm_90 cubin runs the assembler over it, so
+/// a conversion the hardware's ISA lacks fails here rather than when a GPU loads the module.
+#[test]
+#[cfg_attr(
+    not(kedge_have_nvrtc),
+    ignore = "libnvrtc not found at build time: pip install nvidia-cuda-nvrtc==13.0.88 and set LD_LIBRARY_PATH"
+)]
+fn typed_kernels_assemble_for_sm_90() {
+    let mut files: BTreeMap<&'static str, &'static str> = BTreeMap::new();
+    for (c, plan) in plans() {
+        for l in plan.launches {
+            if c.dtype != kedge_core::DType::F32 && l.kernel.source.contains("kedge_f16") {
+                files.insert(l.kernel.file, l.kernel.source);
+            }
+        }
+    }
+    assert!(files.len() >= 8, "only {} typed kernel files", files.len());
+    for (file, src) in files {
+        let c = nvrtc::compile_source(file, src, "sm_90", &[])
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(c.is_cubin && !c.image.is_empty(), "{file}");
     }
 }

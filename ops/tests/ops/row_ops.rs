@@ -1,5 +1,6 @@
 //! Cross-checks of the row ops (rms_norm, norm, l2_norm, rms_norm_mul_add) and add_id through
-//! the registry, as the engine uses them: every smoke shape validates, its inputs fit its
+//! the registry, as the engine uses them, in every dtype each takes: every smoke shape
+//! validates, its inputs fit its
 //! tensors and its reference yields one value per output element; every boundary probe (own
 //! and generated) validates, upstream's impl breaks the h200 limits exactly on the probes
 //! past 65535 on the axes its grid puts there, and the fixed impl never does. Ops of the list
@@ -18,6 +19,20 @@ fn ops() -> Vec<&'static str> {
     v
 }
 
+/// Each op of `ops()` with each dtype it takes.
+fn ops_and_dtypes() -> Vec<(&'static str, DType)> {
+    let reg = kedge_ops::registry();
+    let v: Vec<(&str, DType)> = ops()
+        .into_iter()
+        .flat_map(|o| {
+            let dtypes = reg.op(o).map(|op| op.dtypes().to_vec()).unwrap_or_default();
+            dtypes.into_iter().map(move |d| (o, d))
+        })
+        .collect();
+    assert!(v.iter().any(|(_, d)| *d == DType::Bf16), "{v:?}");
+    v
+}
+
 /// The ne axes upstream's grid puts on grid.y / grid.z (capped at 65535).
 fn ggml_capped_axes(op: &str) -> &'static [usize] {
     match op {
@@ -29,16 +44,16 @@ fn ggml_capped_axes(op: &str) -> &'static [usize] {
 #[test]
 fn smoke_references_run_on_the_ops_own_inputs() {
     let reg = kedge_ops::registry();
-    for name in ops() {
+    for (name, dtype) in ops_and_dtypes() {
         let op = reg.op(name).unwrap();
         let smoke = op.smoke();
         assert!(!smoke.is_empty(), "{name} has no smoke shapes");
         for (ne, params) in smoke {
-            let mut c = Case::new(name, "ggml", DType::F32, ne);
+            let mut c = Case::new(name, "ggml", dtype, ne);
             c.params = params;
             let c = reg
                 .validate(&c)
-                .unwrap_or_else(|e| panic!("{name} {ne:?}: {e}"));
+                .unwrap_or_else(|e| panic!("{name} {dtype} {ne:?}: {e}"));
             let specs = op.tensors(&c).unwrap();
             let inputs = op.inputs(&c, &specs).unwrap();
             let in_specs: Vec<_> = specs.iter().filter(|s| s.role == Role::Input).collect();
@@ -70,10 +85,10 @@ fn smoke_references_run_on_the_ops_own_inputs() {
 fn boundary_probes_break_ggml_exactly_past_the_grid_limit() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
-    for name in ops() {
+    for (name, dtype) in ops_and_dtypes() {
         let op = reg.op(name).unwrap();
         let mut transitions = 0;
-        for b in boundaries(op, &h200) {
+        for b in boundaries(op, &h200, dtype) {
             assert!(
                 !b.reach.0.is_empty(),
                 "{name} {}: no reachability note",
@@ -83,7 +98,7 @@ fn boundary_probes_break_ggml_exactly_past_the_grid_limit() {
                 continue;
             };
             let mut failed_at = Vec::new();
-            for c in b.cases(name, "ggml", DType::F32) {
+            for c in b.cases(name, "ggml", dtype) {
                 let (ne, v) = (c.ne, c.ne[d]);
                 let c = reg
                     .validate(&c)

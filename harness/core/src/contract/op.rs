@@ -56,6 +56,39 @@ impl Tolerance {
     pub const fn with_nmse(self, nmse: f64) -> Tolerance {
         Tolerance { nmse, ..self }
     }
+    /// The bound for an output of `dtype` judged against an f64 reference that is not rounded
+    /// to `dtype`, for an op whose f32 outputs are held to [`Tolerance::F32`].
+    ///
+    /// test-backend-ops holds kedge's row ops to one NMSE bound in every type (1e-7; 1e-6 for
+    /// softmax), but its reference is ggml's CPU backend, whose output is rounded to the same
+    /// type as the one judged. kedge's reference is not rounded, so an f16 or bf16 output
+    /// carries its type's rounding on top of the arithmetic's error. With `u` the type's unit
+    /// roundoff (2^-11 for f16, 2^-8 for bf16) and `s` = sqrt(F32's bound), an output `c` of
+    /// the f32 arithmetic within the f32 bound, `||c - r|| <= s ||r||`, rounded once to the
+    /// type, `||k - c|| <= u ||c||`, is within `||k - r|| <= (u (1 + s) + s) ||r||` (the
+    /// triangle inequality), so the bound is `(u (1 + s) + s)^2`: 6.5e-7 for f16 and 1.8e-5 for
+    /// bf16, for values in the type's normal range (see [`Tolerance::rounded_to_small`] for
+    /// smaller ones). f32 keeps [`Tolerance::F32`] exactly; the element bounds (which only name
+    /// the first bad element) are the type's.
+    pub fn rounded_to(dtype: DType) -> Tolerance {
+        Tolerance::rounded_to_small(dtype, 0.0)
+    }
+    /// [`Tolerance::rounded_to`] for outputs that may be small enough to be subnormal in
+    /// `dtype`, where rounding is off by up to half the subnormal step `a` (2^-25 for f16,
+    /// 2^-134 for bf16) rather than by a fraction of the value. `sqrt_n_over_norm` bounds
+    /// `sqrt(n) / ||r||` over the op's outputs of n elements (a softmax row sums to 1, so for
+    /// rows of `ncols` it is at most `ncols`); the bound is then
+    /// `(u (1 + s) + s + a * sqrt_n_over_norm)^2`.
+    pub fn rounded_to_small(dtype: DType, sqrt_n_over_norm: f64) -> Tolerance {
+        let (u, a) = match dtype {
+            DType::F16 => (2f64.powi(-11), 2f64.powi(-25)),
+            DType::Bf16 => (2f64.powi(-8), 2f64.powi(-134)),
+            _ => return Tolerance::for_dtype(dtype),
+        };
+        let s = Tolerance::F32.nmse.sqrt();
+        let root = u * (1.0 + s) + s + a * sqrt_n_over_norm;
+        Tolerance::for_dtype(dtype).with_nmse(root * root)
+    }
 }
 
 /// Whether a tensor is read or written by the op.
@@ -309,6 +342,35 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounded_to_adds_the_types_rounding_and_keeps_f32() {
+        assert_eq!(Tolerance::rounded_to(DType::F32), Tolerance::F32);
+        let f16 = Tolerance::rounded_to(DType::F16);
+        let bf16 = Tolerance::rounded_to(DType::Bf16);
+        assert!((6.4e-7..6.6e-7).contains(&f16.nmse), "{}", f16.nmse);
+        assert!((1.7e-5..1.8e-5).contains(&bf16.nmse), "{}", bf16.nmse);
+        assert_eq!(
+            (f16.elem_abs, f16.elem_rel),
+            (Tolerance::F16.elem_abs, Tolerance::F16.elem_rel)
+        );
+        // The worst a correct rounding can do: every value half a unit in the last place off,
+        // at the bottom of its binade (relative error 2^-11, 2^-8). It passes; the same values
+        // two units off do not.
+        for (d, t, ulp) in [
+            (DType::F16, f16, 2f64.powi(-10)),
+            (DType::Bf16, bf16, 2f64.powi(-7)),
+        ] {
+            let nmse = |rel: f64| {
+                let r: Vec<f64> = (0..1000).map(|i| (1 + i % 7) as f64).collect();
+                let out: Vec<f64> = r.iter().map(|v| v * (1.0 + rel)).collect();
+                let err: f64 = out.iter().zip(&r).map(|(o, r)| (o - r) * (o - r)).sum();
+                err / r.iter().map(|r| r * r).sum::<f64>()
+            };
+            assert!(nmse(ulp / 2.0) <= t.nmse, "{d}: {}", nmse(ulp / 2.0));
+            assert!(nmse(2.0 * ulp) > t.nmse, "{d}: {}", nmse(2.0 * ulp));
+        }
+    }
 
     #[test]
     fn a_parallel_fill_gives_the_values_of_one_sequential_pass() {

@@ -104,10 +104,15 @@ impl ExternalSpec {
                 })?;
             added.push(Added {
                 note: format!(
-                    "source kernel {}: impl {} of {}{}",
+                    "source kernel {}: impl {} of {} ({}){}",
                     s.file.display(),
                     a.name,
                     a.op,
+                    a.dtypes
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     if a.checked {
                         ""
                     } else {

@@ -7,6 +7,11 @@
 //! The signature is checked when the file is added (compiled for `compute_90`, the entry's
 //! PTX parameter list compared with the ABI), so a kernel with the wrong parameters is an
 //! error at load with both lists shown, not wrong values in every case.
+//!
+//! Element types follow kedge's own kernels: `--entry NAME` names the f32 kernel, and the file
+//! declares f16 and bf16 kernels by defining `NAME_f16` and `NAME_bf16` with the same
+//! parameters (x and dst of that type). The impl runs the dtypes whose entries the file has
+//! (read from the compiled PTX; without NVRTC, from the source text) and refuses the others.
 
 use kedge_core::cuda::nvrtc::{self, NvrtcError};
 use kedge_core::model::shape::dense_strides;
@@ -24,8 +29,17 @@ use thiserror::Error;
 pub const ROW_ABI_PTX: [&str; 10] = [
     ".u64", ".u64", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64", ".f32",
 ];
-/// The same, as C, for messages.
-pub const ROW_ABI_C: &str = "extern \"C\" __global__ void NAME(const float* x, float* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps_or_scale)";
+/// The same, as C, for messages (T: float for `NAME`, a 16-bit type for `NAME_f16` and
+/// `NAME_bf16`).
+pub const ROW_ABI_C: &str = "extern \"C\" __global__ void NAME(const T* x, T* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps_or_scale)";
+
+/// The element types a source kernel may provide, each with its entry's suffix: `NAME` is
+/// f32, `NAME_f16` f16 and `NAME_bf16` bf16 (as kedge's own kernels are named).
+pub const ENTRY_SUFFIXES: [(DType, &str); 3] = [
+    (DType::F32, ""),
+    (DType::F16, "_f16"),
+    (DType::Bf16, "_bf16"),
+];
 
 /// The architecture the signature check compiles for (PTX, no GPU needed).
 pub const CHECK_ARCH: &str = "compute_90";
@@ -107,7 +121,7 @@ pub enum SourceError {
     BadBlock(u32),
     #[error("{0}")]
     Compile(#[from] NvrtcError),
-    #[error("{file}: no kernel entry '{entry}' in the compiled PTX (entries found: {found}); declare it extern \"C\" __global__ so its name is not mangled")]
+    #[error("{file}: no kernel entry '{entry}' (nor '{entry}_f16' or '{entry}_bf16') in the compiled PTX (entries found: {found}); declare it extern \"C\" __global__ so its name is not mangled")]
     EntryMissing {
         file: String,
         entry: String,
@@ -132,17 +146,20 @@ pub struct Added {
     /// Whether the compile and signature check ran (false: NVRTC is not installed here; the
     /// kernel is compiled when first launched, on the GPU machine).
     pub checked: bool,
+    /// The element types the file has an entry for.
+    pub dtypes: Vec<DType>,
 }
 
 /// Add a source kernel as an impl of its op.
 pub fn add_source_impl(reg: &mut Registry, spec: &SourceSpec) -> Result<Added, SourceError> {
-    let imp = SourceImpl::new(reg, spec)?;
+    let mut imp = SourceImpl::new(reg, spec)?;
     let checked = if nvrtc::present() {
         imp.check_signature()?;
         true
     } else {
         false
     };
+    let dtypes = imp.dtypes();
     let op = imp.op.name();
     if reg.imp(imp.op, imp.name).is_ok() {
         return Err(SourceError::NameTaken {
@@ -156,6 +173,7 @@ pub fn add_source_impl(reg: &mut Registry, spec: &SourceSpec) -> Result<Added, S
         op: op.to_string(),
         name,
         checked,
+        dtypes,
     })
 }
 
@@ -164,7 +182,10 @@ pub struct SourceImpl {
     op: &'static dyn Op,
     name: &'static str,
     about: &'static str,
+    /// The f32 entry `NAME` (whether or not the file defines it).
     kernel: Kernel,
+    /// The entry of each element type the file defines, f32 first.
+    kernels: Vec<(DType, Kernel)>,
     geometry: Geometry,
     block: u64,
     /// The parameter passed as the kernel's last argument (the op's `ExternalAbi`).
@@ -211,32 +232,94 @@ impl SourceImpl {
             spec.geometry.name(),
             spec.block
         );
+        let kernel = Kernel {
+            file: leak(file),
+            source: leak(source),
+            entry: leak(spec.entry.clone()),
+        };
+        // Until the PTX says otherwise (`check_signature`), the entries the text declares.
+        let kernels = typed_entries(kernel, |e| declares_kernel(kernel.source, e));
         Ok(SourceImpl {
             op,
             name: leak(spec.impl_name()),
             about: leak(about),
-            kernel: Kernel {
-                file: leak(file),
-                source: leak(source),
-                entry: leak(spec.entry.clone()),
-            },
+            kernel,
+            kernels,
             geometry: spec.geometry,
             block: spec.block as u64,
             scalar,
         })
     }
 
+    /// The f32 entry `NAME`.
     pub fn kernel(&self) -> Kernel {
         self.kernel
     }
 
-    /// Compile for `CHECK_ARCH` (through the cache) and compare the entry's PTX parameters
-    /// with the row ABI.
-    pub fn check_signature(&self) -> Result<(), SourceError> {
+    /// The element types the file has an entry for.
+    pub fn dtypes(&self) -> Vec<DType> {
+        self.kernels.iter().map(|(d, _)| *d).collect()
+    }
+
+    /// Compile for `CHECK_ARCH` (through the cache), find the entries `NAME`, `NAME_f16` and
+    /// `NAME_bf16` in the PTX (at least one must be there) and compare each one's parameters
+    /// with the row ABI. The entries found are the impl's element types.
+    pub fn check_signature(&mut self) -> Result<(), SourceError> {
         let c = nvrtc::compile(&self.kernel, CHECK_ARCH, &[])?;
         let ptx = String::from_utf8_lossy(&c.image);
-        check_ptx_signature(&ptx, self.kernel.file, self.kernel.entry)
+        let entries = ptx_entries(&ptx);
+        let kernels = typed_entries(self.kernel, |e| entries.iter().any(|(n, _)| n == e));
+        if kernels.is_empty() {
+            // Names the entries there are.
+            return check_ptx_signature(&ptx, self.kernel.file, self.kernel.entry);
+        }
+        for (_, k) in &kernels {
+            check_ptx_signature(&ptx, k.file, k.entry)?;
+        }
+        self.kernels = kernels;
+        Ok(())
     }
+}
+
+/// The entries of `base`'s element types (`NAME`, `NAME_f16`, `NAME_bf16`) that `has` finds.
+fn typed_entries(base: Kernel, has: impl Fn(&str) -> bool) -> Vec<(DType, Kernel)> {
+    ENTRY_SUFFIXES
+        .iter()
+        .filter_map(|&(d, suffix)| {
+            let name = format!("{}{suffix}", base.entry);
+            has(&name).then(|| {
+                let entry = if suffix.is_empty() {
+                    base.entry
+                } else {
+                    leak(name)
+                };
+                (d, base.entry(entry))
+            })
+        })
+        .collect()
+}
+
+/// Does `source` declare a `__global__` function named `name`? A reading of the text, for
+/// machines without NVRTC: the name as a whole word followed by `(`, in a declaration (the
+/// text since the last `;`, `{` or `}`) that says `__global__`. A kernel whose name a macro
+/// builds is found only in the PTX.
+pub fn declares_kernel(source: &str, name: &str) -> bool {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(i) = source[from..].find(name) {
+        let at = from + i;
+        from = at + name.len();
+        let before_ok = !source[..at].ends_with(is_ident);
+        let after = source[from..].trim_start();
+        if !before_ok || !after.starts_with('(') {
+            continue;
+        }
+        let decl_start = source[..at].rfind([';', '{', '}']).map_or(0, |j| j + 1);
+        if source[decl_start..at].contains("__global__") {
+            return true;
+        }
+    }
+    false
 }
 
 /// Every `.entry` in a PTX text with its parameter types, in order.
@@ -313,8 +396,9 @@ pub struct RowArgs {
 }
 
 impl RowArgs {
-    /// One f32 input `x` (any element strides) and one dense f32 output: anything else (a
-    /// softmax mask, another dtype) is not what the published ABI passes.
+    /// One input `x` (any element strides) and one dense output of the same float type (f32,
+    /// f16 or bf16): anything else (a softmax mask, mixed or integer types) is not what the
+    /// published ABI passes.
     pub fn of(specs: &[TensorSpec]) -> Result<RowArgs, String> {
         let ins: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Input).collect();
         let outs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
@@ -327,30 +411,37 @@ impl RowArgs {
         }
         let (x, dst) = (ins[0], outs[0]);
         for t in [x, dst] {
-            if t.dtype != DType::F32 {
+            if !ENTRY_SUFFIXES.iter().any(|(d, _)| *d == t.dtype) {
                 return Err(format!(
-                    "the row kernel ABI is f32; tensor {} is {}",
+                    "the row kernel ABI is f32, f16 or bf16; tensor {} is {}",
                     t.name, t.dtype
                 ));
             }
         }
+        if x.dtype != dst.dtype {
+            return Err(format!(
+                "the row kernel ABI passes x and dst of one type; {} is {} and {} is {}",
+                x.name, x.dtype, dst.name, dst.dtype
+            ));
+        }
+        let es = x.dtype.size();
         if x.ne != dst.ne {
             return Err(format!(
                 "input and output shapes differ ({:?} vs {:?})",
                 x.ne, dst.ne
             ));
         }
-        if dst.nb != dense_strides(&dst.ne, DType::F32) {
+        if dst.nb != dense_strides(&dst.ne, dst.dtype) {
             return Err(format!("output {} is not dense", dst.name));
         }
-        if x.nb[0] != 4 || x.nb[1..].iter().any(|b| b % 4 != 0) {
+        if x.nb[0] != es || x.nb[1..].iter().any(|b| b % es != 0) {
             return Err(format!(
                 "input {} has byte strides {:?}: the ABI needs contiguous rows and element strides",
                 x.name, x.nb
             ));
         }
         let elems = |b: u64| -> Result<i64, String> {
-            i64::try_from(b / 4).map_err(|_| format!("stride {b} bytes does not fit long long"))
+            i64::try_from(b / es).map_err(|_| format!("stride {b} bytes does not fit long long"))
         };
         if x.ne[0] > i32::MAX as i64 {
             return Err(format!(
@@ -372,14 +463,32 @@ impl RowArgs {
 
 impl SourceImpl {
     fn row_args(&self, case: &Case) -> Result<RowArgs, Refusal> {
-        if case.dtype != DType::F32 {
-            return Err(Refusal(format!(
-                "the row kernel ABI is f32 only; case is {}",
-                case.dtype
-            )));
-        }
         let specs = self.op.tensors(case).map_err(|e| Refusal(e.to_string()))?;
         RowArgs::of(&specs).map_err(Refusal)
+    }
+
+    /// The file's entry for the case's element type, or why there is none.
+    fn kernel_for(&self, dtype: DType) -> Result<Kernel, Refusal> {
+        if let Some((_, k)) = self.kernels.iter().find(|(d, _)| *d == dtype) {
+            return Ok(*k);
+        }
+        let suffix = ENTRY_SUFFIXES
+            .iter()
+            .find(|(d, _)| *d == dtype)
+            .map(|(_, s)| *s);
+        let has = self
+            .kernels
+            .iter()
+            .map(|(d, k)| format!("{} ({d})", k.entry))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(Refusal(match suffix {
+            Some(s) => format!(
+                "{} has no {dtype} kernel: define {}{s} for it (it has {has})",
+                self.kernel.file, self.kernel.entry
+            ),
+            None => format!("the row kernel ABI is f32, f16 or bf16; case is {dtype}"),
+        }))
     }
 }
 
@@ -415,6 +524,7 @@ impl Impl for SourceImpl {
     /// One launch with the ABI's arguments: kedge plans it, so it is checked against the
     /// profile, run as stated, and written out by `kedge repro` like a built-in kernel.
     fn plan(&self, case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        let kernel = self.kernel_for(case.dtype)?;
         let a = self.row_args(case)?;
         let grid = match self.geometry {
             Geometry::Ggml => [a.nrows as u64, a.nchannels as u64, a.nsamples as u64],
@@ -446,7 +556,7 @@ impl Impl for SourceImpl {
             KernelArg::F32(self.scalar_value(case)),
         ];
         Ok(Plan::single(
-            LaunchPlan::new(self.kernel, grid, [self.block, 1, 1], 0).args(args),
+            LaunchPlan::new(kernel, grid, [self.block, 1, 1], 0).args(args),
         ))
     }
 }

@@ -607,12 +607,21 @@ mod tests {
     fn dtype_and_params_apply_in_suite_mode() {
         let r = reg();
         let s = Selection {
+            ops: vec!["sdpa_prefill".into()],
+            dtype: Some("f16".into()),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("does not support dtype f16"), "{e}");
+        // rms_norm takes bf16: its cases are bf16.
+        let s = Selection {
             ops: vec!["rms_norm".into()],
             dtype: Some("bf16".into()),
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
-        assert!(e.to_string().contains("does not support dtype bf16"), "{e}");
+        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        assert!(!cases.is_empty());
+        assert!(cases.iter().all(|c| c.dtype == DType::Bf16));
         let s = Selection {
             ops: vec!["rms_norm".into()],
             dtype: Some("f32".into()),
@@ -645,7 +654,7 @@ mod tests {
         let s = Selection {
             ops: vec!["rms_norm".into()],
             impls: vec!["ggml".into()],
-            filter: Some(r"ne=\[64,1,65536,1\]".into()),
+            filter: Some(r"type=f32,ne=\[64,1,65536,1\]".into()),
             ..sel()
         };
         let cases = s.cases(&r, Suite::Boundary, &h200(), None).unwrap();

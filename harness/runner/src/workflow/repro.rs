@@ -392,6 +392,42 @@ __attribute__((unused)) static float kedge_f32_bits(uint32_t b) {
 }
 "#;
 
+/// f32 to f16 and bf16 in C, rounded to nearest even as kedge converts its host inputs
+/// (`HostTensor::from_f32`), for the `.cu` file of a case with 16-bit inputs: no CUDA header
+/// is needed for them.
+pub const HALF_C: &str = r#"/* f32 -> f16 and bf16 bits, rounded to nearest even as kedge converts its inputs on the host,
+ * so the file needs no CUDA header for them. */
+__attribute__((unused)) static uint16_t kedge_f16_bits(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu;
+    uint32_t man = x & 0x7fffffu;
+    if (exp == 0xffu) return (uint16_t) (sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
+    const int e = (int) exp - 127 + 15;
+    if (e >= 0x1f) return (uint16_t) (sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t) sign;
+        man |= 0x800000u;
+        const uint32_t shift = (uint32_t) (14 - e), mid = 1u << (shift - 1);
+        uint32_t h = man >> shift;
+        const uint32_t rem = man & ((1u << shift) - 1u);
+        if (rem > mid || (rem == mid && (h & 1u))) h++;
+        return (uint16_t) (sign | h);
+    }
+    uint32_t h = sign | ((uint32_t) e << 10) | (man >> 13);
+    const uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry moves into the exponent */
+    return (uint16_t) h;
+}
+__attribute__((unused)) static uint16_t kedge_bf16_bits(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t) ((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t) (x >> 16);
+}
+"#;
+
 fn fill_call(spec: &TensorSpec, index: usize, seed: u64, var: &str) -> Option<String> {
     let n = format!("bytes_{index} / {}", spec.dtype.size());
     Some(match spec.dtype {
@@ -399,10 +435,10 @@ fn fill_call(spec: &TensorSpec, index: usize, seed: u64, var: &str) -> Option<St
         DType::I32 => format!("kedge_fill_i32((int32_t *) {var}, {n}, {seed}ull, {index}ull);"),
         DType::U8 => format!("kedge_fill_u8((uint8_t *) {var}, {n}, {seed}ull, {index}ull);"),
         DType::F16 => format!(
-            "{{ float *tmp = (float *) malloc(({n}) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); return 1; }} kedge_fill_f32(tmp, {n}, {seed}ull, {index}ull); for (size_t i = 0; i < {n}; i++) ((__half *) {var})[i] = __float2half_rn(tmp[i]); free(tmp); }}"
+            "{{ float *tmp = (float *) malloc(({n}) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); return 1; }} kedge_fill_f32(tmp, {n}, {seed}ull, {index}ull); for (size_t i = 0; i < {n}; i++) ((uint16_t *) {var})[i] = kedge_f16_bits(tmp[i]); free(tmp); }}"
         ),
         DType::Bf16 => format!(
-            "{{ float *tmp = (float *) malloc(({n}) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); return 1; }} kedge_fill_f32(tmp, {n}, {seed}ull, {index}ull); for (size_t i = 0; i < {n}; i++) ((__nv_bfloat16 *) {var})[i] = __float2bfloat16_rn(tmp[i]); free(tmp); }}"
+            "{{ float *tmp = (float *) malloc(({n}) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); return 1; }} kedge_fill_f32(tmp, {n}, {seed}ull, {index}ull); for (size_t i = 0; i < {n}; i++) ((uint16_t *) {var})[i] = kedge_bf16_bits(tmp[i]); free(tmp); }}"
         ),
         // kedge's own kernels have no block-format tensors; those are ggml's.
         _ => return None,
@@ -536,12 +572,6 @@ pub fn cu_file(
     let mut s = String::new();
     header(&mut s, op, case, profile, source);
     let _ = writeln!(s, "#include <cuda_runtime.h>");
-    if specs.iter().any(|t| t.dtype == DType::F16) {
-        let _ = writeln!(s, "#include <cuda_fp16.h>");
-    }
-    if specs.iter().any(|t| t.dtype == DType::Bf16) {
-        let _ = writeln!(s, "#include <cuda_bf16.h>");
-    }
     let _ = writeln!(s, "#include <stdint.h>");
     let _ = writeln!(s, "#include <stdio.h>");
     let _ = writeln!(s, "#include <stdlib.h>");
@@ -568,6 +598,12 @@ pub fn cu_file(
         "// ---- kedge's input generator (harness/core/src/model/rng.rs) ----"
     );
     s.push_str(RNG_C);
+    if specs
+        .iter()
+        .any(|t| t.role == Role::Input && matches!(t.dtype, DType::F16 | DType::Bf16))
+    {
+        s.push_str(HALF_C);
+    }
     let _ = writeln!(s);
     if source == InputSource::Embedded {
         for (i, (spec, h)) in specs
@@ -965,6 +1001,70 @@ mod tests {
         }
     }
 
+    /// The C conversions to f16 and bf16 give the bits kedge's host conversion gives
+    /// (`HostTensor::from_f32`), on the generator's values and at the edges: ties to even,
+    /// the subnormal range, overflow, infinities, NaN, signed zeros.
+    fn check_half_bits(cc: &str, dir: &std::path::Path) {
+        let mut r = kedge_core::model::rng::Rng::stream(7, 0);
+        let mut vals: Vec<f32> = (0..512).map(|_| r.uniform(-1.0, 1.0)).collect();
+        for e in -30..20 {
+            for m in [1.0f32, 1.0004883, 1.0009766, 1.5, 1.9995117, 1.0019531] {
+                vals.push(m * 2f32.powi(e));
+                vals.push(-m * 2f32.powi(e));
+            }
+        }
+        vals.extend([
+            0.0,
+            -0.0,
+            65504.0,
+            65519.0,
+            65520.0,
+            1e9,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            5.9604645e-8,
+            2.9802322e-8,
+            2.9802326e-8,
+            8.940697e-8,
+            1.0 + 2f32.powi(-8),
+            1.0 + 3.0 * 2f32.powi(-8),
+        ]);
+        let list: Vec<String> = vals
+            .iter()
+            .map(|v| format!("0x{:08x}u", v.to_bits()))
+            .collect();
+        let prog = format!(
+            "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n{RNG_C}{HALF_C}\nstatic const uint32_t v[] = {{{}}};\nint main(void) {{ for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) printf(\"%04x %04x\\n\", kedge_f16_bits(kedge_f32_bits(v[k])), kedge_bf16_bits(kedge_f32_bits(v[k]))); return 0; }}\n",
+            list.join(", ")
+        );
+        let c = dir.join("half.c");
+        let exe = dir.join("half");
+        std::fs::write(&c, prog).unwrap();
+        let ok = std::process::Command::new(cc)
+            .arg("-O2")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&c)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let out = std::process::Command::new(&exe).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        // One value converted as kedge converts its host inputs.
+        let bits = |d: DType, v: f32| {
+            let t = kedge_core::HostTensor::from_f32(d, [1, 1, 1, 1], &[v]);
+            format!("{:04x}", u16::from_le_bytes([t.bytes[0], t.bytes[1]]))
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), vals.len());
+        for (line, &v) in lines.iter().zip(&vals) {
+            let want = format!("{} {}", bits(DType::F16, v), bits(DType::Bf16, v));
+            assert_eq!(*line, want, "{v:e} (0x{:08x})", v.to_bits());
+        }
+    }
+
     /// The C generator gives the same values as kedge's Rust one: compiled with the host C
     /// compiler (the part of the `.cu` file that runs on the host is plain C).
     #[test]
@@ -996,6 +1096,7 @@ mod tests {
         }
         let out = std::process::Command::new(&exe).output().unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
+        check_half_bits(&cc, dir.path());
         let mut rf = kedge_core::model::rng::Rng::stream(7, 0);
         let mut ri = kedge_core::model::rng::Rng::stream(7, 3);
         let lines: Vec<&str> = text.lines().collect();

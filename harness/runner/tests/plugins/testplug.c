@@ -111,8 +111,8 @@ static int rms_norm_entry(const kedge_tensor *inputs, int n_in, kedge_tensor *ou
 #if defined(NO_DTYPES)
 #define DTYPES2 KEDGE_DTYPE_BIT(KEDGE_DTYPE_I32)
 #else
-/* f16 is not an rms_norm dtype: kedge keeps only f32 from this mask. */
-#define DTYPES2 (KEDGE_DTYPE_BIT(KEDGE_DTYPE_F32) | KEDGE_DTYPE_BIT(KEDGE_DTYPE_F16))
+/* i32 is not an rms_norm dtype: kedge keeps f32 and f16 from this mask. */
+#define DTYPES2 (KEDGE_DTYPE_BIT(KEDGE_DTYPE_F32) | KEDGE_DTYPE_BIT(KEDGE_DTYPE_F16) | KEDGE_DTYPE_BIT(KEDGE_DTYPE_I32))
 #endif
 
 static const kedge_op_entry OPS[] = {

@@ -5,6 +5,7 @@
 mod common;
 mod external_gpu;
 mod fuzz_replay;
+mod half_types;
 mod incidents;
 mod known_failures;
 mod minimize_cpu;

@@ -94,12 +94,17 @@ fn good_plugin_loads_and_lists_its_ops() {
         .iter()
         .map(|e| (e.op.name(), e.variant.clone(), e.dtypes.clone()))
         .collect();
-    // The second entry's mask also has f16, which rms_norm does not have: dropped.
+    // The second entry's mask has f16, which rms_norm takes (that entry gets f16 cases), and
+    // i32, which it does not: dropped.
     assert_eq!(
         listed,
         vec![
             ("rms_norm", None, vec![DType::F32]),
-            ("rms_norm", Some("alt".to_string()), vec![DType::F32]),
+            (
+                "rms_norm",
+                Some("alt".to_string()),
+                vec![DType::F32, DType::F16]
+            ),
         ]
     );
 }
@@ -149,6 +154,11 @@ fn registered_impls_are_external_and_say_the_plan_is_unchecked() {
     let f16 = Case::new("rms_norm", "plugin:testplug", DType::F16, [64, 1, 1, 1]);
     let why = imp.plan(&f16, &h200).unwrap_err().0;
     assert!(why.contains("f16") && why.contains("f32"), "{why}");
+    // The entry whose mask has f16 plans it.
+    let alt = r.imp(op, "plugin:testplug:alt").unwrap();
+    let mut f16_alt = f16.clone();
+    f16_alt.imp = "plugin:testplug:alt".into();
+    assert!(alt.plan(&f16_alt, &h200).is_ok());
     // The same plugin again: its names are taken, and nothing more is added.
     let before = r.impls_of(op).len();
     match register(&mut r, &b.path, None) {

@@ -1,8 +1,9 @@
 //! `kedge repro` output, golden-tested for every op in the registry.
 //!
-//! Each op has one case line in `golden/repro/cases.jsonl` and its expected repro text in
+//! Each op has a case line in `golden/repro/cases.jsonl` and its expected repro text in
 //! `golden/repro/<op>.txt` (kernel sources replaced by a placeholder line, so editing a kernel
-//! does not change the golden). A new op needs only those two things. To (re)write goldens:
+//! does not change the golden); a further line of another dtype has `<op>.<dtype>.txt`. A new
+//! op needs only those two things. To (re)write goldens:
 //! `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner repro_golden`, then read the diff.
 
 use kedge_core::model::case::parse_corpus;
@@ -26,13 +27,25 @@ fn repro_output_matches_the_golden_file_of_every_op() {
     // ggml's other ops have impls only once a ggml build is loaded; their upstream lines are
     // checked against upstream's own test-backend-ops (scripts/check-upstream-lines.sh).
     for op in reg.ops().iter().filter(|o| !o.impls().is_empty()) {
-        let Some((line, case)) = cases.iter().find(|(_, c)| c.op == op.name()) else {
+        if !cases.iter().any(|(_, c)| c.op == op.name()) {
             problems.push(format!(
                 "op {} has no case line in {}: add one (a failing case of its upstream impl if it has one), then run with KEDGE_BLESS=1",
                 op.name(),
                 cases_path.display()
             ));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (line, case) in &cases {
+        let op = reg.op(&case.op).unwrap();
+        if op.impls().is_empty() {
             continue;
+        }
+        // The op's first line is `<op>.txt`; a line of another dtype `<op>.<dtype>.txt`.
+        let file = if seen.insert(op.name()) {
+            format!("{}.txt", op.name())
+        } else {
+            format!("{}.{}.txt", op.name(), case.dtype)
         };
         let case = reg
             .validate(case)
@@ -47,7 +60,7 @@ fn repro_output_matches_the_golden_file_of_every_op() {
         })
         .unwrap();
         let got = repro::render(&r);
-        let golden = dir().join(format!("{}.txt", op.name()));
+        let golden = dir().join(&file);
         if bless {
             std::fs::write(&golden, &got).unwrap();
             eprintln!("wrote {}", golden.display());

@@ -58,7 +58,11 @@ impl kedge_core::Op for Bare {
 static BARE: Bare = Bare;
 
 fn case(imp: &str, ne: [i64; 4]) -> Case {
-    Case::new("rms_norm", imp, DType::F32, ne)
+    case_of(imp, ne, DType::F32)
+}
+
+fn case_of(imp: &str, ne: [i64; 4], dtype: DType) -> Case {
+    Case::new("rms_norm", imp, dtype, ne)
         .with_param("eps", 1e-6)
         .with_param("row_pad", 0)
 }
@@ -276,8 +280,133 @@ fn row_args_come_from_the_ops_tensors() {
     ])
     .unwrap_err();
     assert!(why.contains("mask"), "{why}");
-    // Another dtype is refused.
-    let h = TensorSpec::dense("x", Role::Input, DType::F16, [8, 2, 1, 1]).unwrap();
-    let why = RowArgs::of(&[h, t("dst", Role::Output)]).unwrap_err();
-    assert!(why.contains("f16"), "{why}");
+    // x and dst of two types, or of a type the ABI does not pass, are refused.
+    let h = |n: &str, r, d| TensorSpec::dense(n, r, d, [8, 2, 1, 1]).unwrap();
+    let why = RowArgs::of(&[h("x", Role::Input, DType::F16), t("dst", Role::Output)]).unwrap_err();
+    assert!(why.contains("f16") && why.contains("f32"), "{why}");
+    let why = RowArgs::of(&[
+        h("x", Role::Input, DType::I32),
+        h("dst", Role::Output, DType::I32),
+    ])
+    .unwrap_err();
+    assert!(why.contains("i32"), "{why}");
+    // A bf16 case, padded: strides in elements of two bytes.
+    for d in [DType::F16, DType::Bf16] {
+        let c = case_of("ggml", [64, 5, 4, 3], d).with_param("row_pad", 3);
+        let a = RowArgs::of(&op.tensors(&c).unwrap()).unwrap();
+        assert_eq!(
+            (a.stride_row, a.stride_channel, a.stride_sample),
+            (67, 67 * 5, 67 * 5 * 4),
+            "{d}"
+        );
+    }
+}
+
+/// A file declares its element types by its entries: `k` (f32), `k_f16`, `k_bf16`. The impl
+/// plans the entry of the case's type and refuses a type the file has no entry for, naming
+/// the entry to define.
+fn typed_kernel_file(dir: &Path, entries: &[(&str, &str)]) -> PathBuf {
+    let mut text = String::new();
+    for (name, t) in entries {
+        text.push_str(&format!(
+            "extern \"C\" __global__ void {name}(const {t}* x, {t}* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps) {{ if (ncols > 0) dst[0] = x[0]; }}\n"
+        ));
+    }
+    write(dir, "typed.cu", &text)
+}
+
+fn check_typed_impl(reg: &Registry, imp_name: &str, have: &[DType]) {
+    let op = reg.op("rms_norm").unwrap();
+    let imp = reg.imp(op, imp_name).unwrap();
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    for d in [DType::F32, DType::F16, DType::Bf16] {
+        let c = case_of(imp_name, [64, 2, 3, 1], d);
+        let suffix = match d {
+            DType::F16 => "_f16",
+            DType::Bf16 => "_bf16",
+            _ => "",
+        };
+        match imp.plan(&c, &h200) {
+            Ok(p) => {
+                assert!(have.contains(&d), "{d} planned without an entry");
+                assert_eq!(p.launches[0].name(), format!("k{suffix}"));
+                assert_eq!(p.launches[0].args.len(), 10);
+            }
+            Err(why) => {
+                assert!(!have.contains(&d), "{d}: {why}");
+                assert!(why.0.contains(&format!("define k{suffix}")), "{why}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_files_entries_are_its_dtypes_by_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = kedge_ops::registry();
+    let f = typed_kernel_file(dir.path(), &[("k", "float"), ("k_bf16", "unsigned short")]);
+    let imp = SourceImpl::new(
+        &reg,
+        &SourceSpec::new("rms_norm", &f, "k", Geometry::Clamped),
+    )
+    .expect("builds without compiling");
+    assert_eq!(imp.dtypes(), vec![DType::F32, DType::Bf16]);
+    // Whole words and __global__ declarations only.
+    use kedge_runner::external::source::declares_kernel;
+    let text = "__device__ void k_f16(int a);\nextern \"C\" __global__ void kk(int a) {}\n__global__ void k (int a) {}";
+    assert!(!declares_kernel(text, "k_f16"));
+    assert!(!declares_kernel(text, "k_bf16"));
+    assert!(declares_kernel(text, "kk"));
+    assert!(declares_kernel(text, "k"));
+}
+
+#[test]
+#[cfg_attr(
+    not(kedge_have_nvrtc),
+    ignore = "libnvrtc not found at build time: pip install nvidia-cuda-nvrtc==13.0.88 and set LD_LIBRARY_PATH"
+)]
+fn the_files_entries_are_its_dtypes_by_ptx() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = kedge_ops::registry();
+    // f32 and f16 only.
+    let f = typed_kernel_file(dir.path(), &[("k", "float"), ("k_f16", "unsigned short")]);
+    let a = add_source_impl(
+        &mut reg,
+        &SourceSpec::new("rms_norm", &f, "k", Geometry::Clamped),
+    )
+    .expect("both entries match the row ABI");
+    assert!(a.checked);
+    assert_eq!(a.dtypes, vec![DType::F32, DType::F16]);
+    check_typed_impl(&reg, &a.name, &a.dtypes);
+    // bf16 only: `--entry k` names the family, though k itself is absent.
+    let dir2 = tempfile::tempdir().unwrap();
+    let f = typed_kernel_file(dir2.path(), &[("k_bf16", "unsigned short")]);
+    let a = add_source_impl(
+        &mut reg,
+        &SourceSpec::new("rms_norm", &f, "k", Geometry::Ggml),
+    )
+    .expect("a bf16-only file");
+    assert_eq!(a.dtypes, vec![DType::Bf16]);
+    check_typed_impl(&reg, &a.name, &a.dtypes);
+    // A twin with the wrong parameters is refused at load, named.
+    let dir3 = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir3.path(),
+        "bad.cu",
+        "extern \"C\" __global__ void k(const float* x, float* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps) {}\nextern \"C\" __global__ void k_f16(const unsigned short* x, unsigned short* dst, int ncols) {}\n",
+    );
+    match add_source_impl(
+        &mut reg,
+        &SourceSpec::new("rms_norm", &bad, "k", Geometry::Ggml),
+    ) {
+        Err(SourceError::Signature { entry, .. }) => assert_eq!(entry, "k_f16"),
+        other => panic!("expected the f16 twin's signature refused, got {other:?}"),
+    }
+    // The example has all three.
+    let a = add_source_impl(
+        &mut reg,
+        &SourceSpec::new("rms_norm", &example(), "my_rms_norm", Geometry::Clamped),
+    )
+    .expect("the example");
+    assert_eq!(a.dtypes, vec![DType::F32, DType::F16, DType::Bf16]);
 }
