@@ -160,9 +160,23 @@ pub fn build(
     specs: &[TensorSpec],
     graph: GraphFn,
 ) -> Result<Built, RunError> {
+    build_with(ggml, case, specs, graph, false)
+}
+
+/// [`build`], writing every ggml call down as C when `record` (`Graph::recording`).
+pub fn build_with(
+    ggml: Ggml,
+    case: &Case,
+    specs: &[TensorSpec],
+    graph: GraphFn,
+    record: bool,
+) -> Result<Built, RunError> {
     let mut g = ggml
         .graph(GraphOptions { max_tensors: 64 })
         .map_err(graph_err)?;
+    if record {
+        g.record();
+    }
     let mut uploads = Vec::new();
     let mut ins = Vec::new();
     for (i, s) in specs
