@@ -12,9 +12,9 @@
 #                   ../shared/upstream/ggml-d99724f.tar.gz beside the repository)
 #   --src DIR       build this source tree instead of an archive
 #
-# Results: OUTDIR/lib/ (every shared library, sonames kept as symlinks), OUTDIR/bin/
-# (test-backend-ops when built), OUTDIR/.build/ (the CMake tree, kept so a rebuild is
-# incremental). A stamp in OUTDIR/lib records the source and the flags; a second run with the
+# Results: OUTDIR/lib/ (every shared library, sonames kept as symlinks), OUTDIR/include/ (the
+# public headers, for the C programs `kedge repro` writes), OUTDIR/bin/ (test-backend-ops when
+# built), OUTDIR/.build/ (the CMake tree, kept so a rebuild is incremental). A stamp in OUTDIR/lib records the source and the flags; a second run with the
 # same ones does nothing. Flags that would make the libraries depend on the build machine
 # (GGML_NATIVE) are off: the libraries are meant to be copied to the machine that runs them.
 set -euo pipefail
@@ -110,7 +110,7 @@ fi
 STAMP=$OUTDIR/lib/.kedge-ggml-stamp
 STAMP_TEXT="$SOURCE_ID
 ${FLAGS[*]}"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_TEXT" ]; then
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_TEXT" ] && [ -f "$OUTDIR/include/ggml.h" ]; then
   echo "build-ggml.sh: $OUTDIR/lib already holds this build ($SOURCE_ID); nothing to do"
   exit 0
 fi
@@ -143,8 +143,9 @@ echo "build-ggml.sh: building ${TARGETS[*]} with -j$JOBS"
 cmake --build "$WORK/cmake" --target "${TARGETS[@]}" -j"$JOBS" > "$WORK/build.log" 2>&1 \
   || { tail -n 60 "$WORK/build.log" >&2; echo "build-ggml.sh: build failed (log: $WORK/build.log)" >&2; exit 1; }
 
-rm -rf "$OUTDIR/lib" "$OUTDIR/bin"
-mkdir -p "$OUTDIR/lib"
+rm -rf "$OUTDIR/lib" "$OUTDIR/bin" "$OUTDIR/include"
+mkdir -p "$OUTDIR/lib" "$OUTDIR/include"
+cp "$SRC"/include/*.h "$OUTDIR/include/"
 # Every shared object the build made, as regular files and version symlinks alike (cp -P keeps
 # a symlink a symlink, so libggml.so -> libggml.so.0 -> libggml.so.0.21.0 survives).
 while IFS= read -r -d '' f; do
@@ -173,4 +174,5 @@ END=$(date +%s)
 echo "build-ggml.sh: built $SOURCE_ID in $((END - START)) s"
 echo "build-ggml.sh: flags ${FLAGS[*]}"
 (cd "$OUTDIR" && if [ -d bin ]; then ls -l lib/ bin/; else ls -l lib/; fi | sed 's/^/  /')
+echo "build-ggml.sh: headers in $OUTDIR/include"
 echo "build-ggml.sh: use it with KEDGE_GGML_DIR=$OUTDIR"

@@ -2,6 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half
+#        (not by default: ggmlrepro maxtime; see each part for its parameters)
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
@@ -223,6 +224,49 @@ PY
       say "    half $dt $imp repro.cu: $(tail -2 "$d/run.out" | tr '\n' ' ')"
     done
   done
+fi
+
+# The standalone C repro of ggml cases: `kedge minimize --ggml` shrinks each case, finds its
+# transition (both sides run) and writes repro.c with both sides; the program is built with the
+# command kedge prints, against the same build, and run on each side: the failing side must
+# print FAIL (exit status 1) and the passing side PASS (exit status 0); the failing side also
+# runs under memcheck. GGML_DIR: a CUDA build (scripts/build-ggml.sh --cuda DIR, default
+# target/ggml/cuda); GGML_REPRO_CASES: a file of case lines (default: the padded-rows cumsum,
+# whose layout test-backend-ops' constructor cannot express).
+if want ggmlrepro; then
+  G=${GGML_DIR:-$PWD/target/ggml/cuda}
+  CASES=${GGML_REPRO_CASES:-$W/ggmlrepro-cases.jsonl}
+  [ -n "${GGML_REPRO_CASES:-}" ] || echo '{"op":"cumsum","impl":"ggml:CUDA0","dtype":"f32","ne":[8194,2,1,1],"params":{"row_pad":7}}' > "$CASES"
+  i=0
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    i=$((i + 1)); d="$W/ggmlrepro-$i"
+    run ggmlrepro-$i-minimize "$K" minimize "$line" --ggml "$G" --out "$d" < /dev/null
+    [ -f "$d/repro.c" ] || { say "    ggmlrepro-$i: no repro.c (see $d/../ggmlrepro-$i-minimize.log)"; continue; }
+    build=$(grep -m1 '^cc -std=c11' "$d/repro.txt")
+    ( cd "$d" && eval "$build" ) > "$d/cc.log" 2>&1
+    say "    ggmlrepro-$i build rc=$?"
+    grep '^\./repro ' "$d/repro.txt" | while read -r _ dev side _; do
+      ( cd "$d" && ./repro "$dev" "$side" ) < /dev/null > "$d/run-$side.out" 2>&1; rc=$?
+      say "    ggmlrepro-$i $side rc=$rc: $(grep -E 'NMSE|NaN|infinity|poison|aborted|could not run' "$d/run-$side.out" | head -3 | tr '\n' ';') $(tail -n 1 "$d/run-$side.out")"
+      if [ "$side" = fail ] || [ "$side" = case ]; then
+        ( cd "$d" && compute-sanitizer --tool memcheck --padding 512 ./repro "$dev" "$side" ) < /dev/null > "$d/memcheck-$side.out" 2>&1; rc=$?
+        say "    ggmlrepro-$i $side memcheck rc=$rc: $(grep -m1 'ERROR SUMMARY' "$d/memcheck-$side.out")"
+      fi
+    done
+  done < "$CASES"
+fi
+
+# A time-limited sweep: the cases in order of expected yield, a clean stop after MAXTIME
+# (default 20s) with exit status 6 and not-run.jsonl, the gate naming the cases not run as
+# missing, and --resume running exactly those (exit 0 or 1).
+if want maxtime; then
+  MT=(default --max-elements $MAXE --out "$W/maxtime")
+  run sweep-maxtime "$K" sweep "${MT[@]}" --max-time "${MAXTIME:-20s}" --force
+  say "    not run: $(wc -l < "$W/maxtime/not-run.jsonl" 2>/dev/null || echo 0) cases"
+  run gate-maxtime "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
+  run sweep-maxtime-resume "$K" sweep "${MT[@]}" --resume
+  run gate-maxtime-resumed "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
 fi
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null

@@ -1,5 +1,5 @@
 //! How a kedge command ends, typed. A command that runs to its end concludes with a `Status`
-//! (0 ok, 1 failures, 4 GPU checks skipped); one that cannot ends with an `Error`, and every
+//! (0 ok, 1 failures, 4 GPU checks skipped, 6 out of time); one that cannot ends with an `Error`, and every
 //! error knows its exit status (`Error::exit_code`), as cargo-nextest's `ExpectedError` does.
 //! The statuses are the README's table; scripts and CI rely on them.
 
@@ -32,6 +32,9 @@ pub mod exit {
     /// another kedge, a worker that could not start, every GPU of a sweep lost,
     /// compute-sanitizer missing.
     pub const ENVIRONMENT: i32 = 5;
+    /// `sweep --max-time`: the time ran out with cases not run (named in `not-run.jsonl`;
+    /// `--resume` runs them). Before 4 and 1: the sweep is incomplete whatever else it found.
+    pub const OUT_OF_TIME: i32 = 6;
 }
 
 /// How a command that ran to its end concluded.
@@ -44,6 +47,8 @@ pub enum Status {
     Failures,
     /// The CPU-side checks ran; the GPU checks were skipped (no GPU, or `--cpu`).
     GpuSkipped,
+    /// The sweep's time limit ran out before every case ran.
+    OutOfTime,
 }
 
 impl Status {
@@ -52,6 +57,7 @@ impl Status {
             Status::Ok => exit::OK,
             Status::Failures => exit::FAILURES,
             Status::GpuSkipped => exit::GPU_SKIPPED,
+            Status::OutOfTime => exit::OUT_OF_TIME,
         }
     }
     /// `Failures` when `failed`, else `Ok`.

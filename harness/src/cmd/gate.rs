@@ -68,6 +68,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
     if let Some(e) = &a.expect {
         let expected = expected_cases(e, &profile)?;
         outcome = outcome.expecting(&expected, &set.results);
+        not_run_note(&a.results, &outcome.missing);
     }
     let mut out = Out::stdout();
     out.text(&outcome.render());
@@ -75,6 +76,40 @@ pub fn run(a: Args) -> Result<Status, Error> {
         out.text(&outcome.render_github());
     }
     Ok(Status::failed_if(!outcome.passed()))
+}
+
+/// Say which of the missing cases a time-limited sweep left for lack of time: they are in its
+/// `not-run.jsonl`, beside its results, and `--resume` runs them.
+fn not_run_note(results: &[PathBuf], missing: &[kedge_core::Case]) {
+    if missing.is_empty() {
+        return;
+    }
+    let ids: std::collections::HashSet<String> = missing.iter().map(|c| c.id()).collect();
+    for r in results {
+        let dir = r.parent().unwrap_or(Path::new("."));
+        let file = dir.join(kedge_runner::workflow::sweep::NOT_RUN_FILE);
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let Ok(lines) = kedge_core::model::case::parse_corpus(&text) else {
+            continue;
+        };
+        let mut left: Vec<String> = lines
+            .iter()
+            .map(|(_, c)| c.id())
+            .filter(|id| ids.contains(id))
+            .collect();
+        left.sort();
+        left.dedup();
+        if !left.is_empty() {
+            note!(
+                "{} of the missing cases are in {}: the sweep's --max-time ran out before they started (`kedge sweep --resume --out {}` with the sweep's other flags runs them)",
+                left.len(),
+                file.display(),
+                dir.display()
+            );
+        }
+    }
 }
 
 /// A suite's cases, or a plan file's.

@@ -68,6 +68,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
             baseline: baseline.as_ref(),
             registry: Some(&reg),
             devices: &devices,
+            ..ReportOptions::default()
         },
     )?;
     Ok(Status::Ok)

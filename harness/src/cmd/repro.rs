@@ -4,7 +4,7 @@ use kedge_runner::console::Out;
 use kedge_runner::results::OutDir;
 use kedge_runner::workflow::case_input;
 use kedge_runner::workflow::minimize::Transition;
-use kedge_runner::workflow::repro::{self, CuRepro, ReproInput, SourceMode};
+use kedge_runner::workflow::repro::{self, CuRepro, GgmlRepro, ReproInput, SourceMode};
 use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
@@ -15,7 +15,8 @@ pub struct Args {
     input: String,
     #[command(flatten)]
     profile: ProfileArg,
-    /// Write repro.txt and repro.cu here (the .cu is also printed).
+    /// Write repro.txt, and repro.cu or (a ggml build's case) repro.c, here (they are also
+    /// printed).
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -65,6 +66,16 @@ pub fn show(
                     dir.write_bytes(kedge_runner::workflow::repro::INPUTS_FILE, bytes)?
                         .display()
                 );
+            }
+        }
+        if let Some(GgmlRepro::Available { program, .. }) = &r.ggml {
+            note!(
+                "wrote {}",
+                dir.write(kedge_ops::ggml::c_repro::FILE, &program.source)?
+                    .display()
+            );
+            for (name, bytes) in &program.files {
+                note!("wrote {}", dir.write_bytes(name, bytes)?.display());
             }
         }
     }

@@ -1,11 +1,12 @@
 use crate::args::{
     selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs, ProfileArg, ResumeArgs,
 };
-use kedge_runner::run::{DeviceList, Gpus};
+use kedge_runner::run::{DeviceList, Gpus, MaxTime, TimeBudget};
 use kedge_runner::select::{Shard, Suite};
 use kedge_runner::workflow::sweep::{sweep, SweepRequest};
 use kedge_runner::{Error, Status};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,11 +40,21 @@ pub struct Args {
     /// queue; a GPU lost mid-sweep hands its unfinished cases to the others.
     #[arg(long, value_name = "LIST", conflicts_with = "device")]
     devices: Option<DeviceList>,
+    /// Stop starting cases after this long (90s, 5m, 1h30m), counted from the start: cases
+    /// run in order of expected yield (both sides of each boundary crossing, then dtypes other
+    /// than each op's first, then the rest), running ones finish, the rest are named in
+    /// OUT/not-run.jsonl and the exit status is 6; --resume runs them.
+    #[arg(long, value_name = "DURATION")]
+    max_time: Option<MaxTime>,
     #[command(flatten)]
     ext: ExtArgs,
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
+    // The time limit counts from here.
+    let budget = a.max_time.map(|t| Arc::new(TimeBudget::new(t.duration())));
+    let mut engine = a.exec.engine();
+    engine.budget = budget;
     let gpus = match (&a.devices, a.exec.device) {
         (Some(l), _) => Gpus::Listed(l.ordinals().to_vec()),
         (None, Some(d)) => Gpus::Listed(vec![d]),
@@ -59,7 +70,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
         cpu: a.cpu,
         gpus,
         external: a.ext.spec(&a.filter.ops.ops)?,
-        engine: a.exec.engine(),
+        engine,
         out: a.out,
         mode: a.resume.mode(),
         exe: None,

@@ -1,6 +1,6 @@
 //! Every exit status of the README's table, for every subcommand that takes the flag or the
 //! input in question: 0 ok, 1 failures, 2 bad input, 3 no GPU where one is needed, 4 sweep
-//! or selftest without a GPU, 5 the environment. Arguments starting with `@` name fixtures:
+//! or selftest without a GPU, 5 the environment, 6 a sweep's time limit ran out. Arguments starting with `@` name fixtures:
 //! `@results` (a CPU sweep's results), `@plan` (its plan.jsonl), `@summary`, `@known` (a
 //! baseline of its failures), `@none` (an empty baseline), `@fixed` (a known failure now
 //! passing), `@torn` (a cut-off results file), `@extra` (a plan with a case not run),
@@ -165,6 +165,7 @@ fn arg(a: &str) -> String {
 #[case::limits_profile_unknown(&["limits", "--profile", "nope"], 2, "unknown profile 'nope'")]
 #[case::sweep_shard(&["sweep", "--cpu", "--out", "@new", "--shard", "0/2"], 2, "1-based")]
 #[case::sweep_tool(&["sweep", "--cpu", "--out", "@new", "--sanitize", "asan"], 2, "unknown sanitizer tool")]
+#[case::sweep_max_time(&["sweep", "--cpu", "--out", "@new", "--max-time", "5 minutes"], 2, "is not a duration (expected e.g. 90s, 5m, 1h")]
 #[case::run_tool(&["run", "-o", "rms_norm", "--sanitize", "asan"], 2, "unknown sanitizer tool")]
 #[case::selftest_incidents_empty(&["selftest", "--cpu", "--out", "@new", "--incidents", "@empty"], 2, "no case in it")]
 #[case::selftest_incidents_missing(&["selftest", "--cpu", "--out", "@new", "--incidents", "@missing"], 2, "cannot read corpus")]
@@ -200,6 +201,8 @@ fn arg(a: &str) -> String {
 #[case::sweep_cpu(&["sweep", "smoke", "--cpu", "-o", "rms_norm", "--out", "@new"], 4, "GPU checks skipped")]
 #[case::sweep_no_gpu(&["sweep", "smoke", "-o", "rms_norm", "--out", "@new"], 4, "no CUDA driver on this machine")]
 #[case::selftest_cpu(&["selftest", "--cpu", "-o", "rms_norm", "--out", "@new"], 4, "")]
+// 6: the time limit ran out (a limit too small for one case runs that one).
+#[case::sweep_max_time_zero(&["sweep", "smoke", "--cpu", "-o", "rms_norm", "--max-time", "0s", "--out", "@new"], 6, "is too small for one case")]
 // 5: the environment.
 #[case::sweep_unwritable(&["sweep", "smoke", "--cpu", "-o", "rms_norm", "--out", "@garbage/out"], 5, "cannot write")]
 #[case::selftest_unwritable(&["selftest", "--cpu", "-o", "rms_norm", "--out", "@garbage/out"], 5, "cannot write")]

@@ -95,3 +95,71 @@ fn kedges_ops_on_ggml_cpu_pass_against_the_f64_references() {
     }
     assert_eq!(ops.len(), 8, "{ops:?}");
 }
+
+/// `kedge repro` of a ggml case whose layout test-backend-ops' constructor loses (rows padded):
+/// it says so, and the C program it writes builds with the command it prints and reports PASS
+/// on the CPU backend against the CPU reference.
+#[test]
+fn repro_of_a_padded_ggml_case_writes_a_c_program_that_builds_and_runs() {
+    let Some(dir) = build_dir() else { return };
+    if std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "a C compiler (cc) is required in CI"
+        );
+        eprintln!("SKIPPED: no C compiler (cc)");
+        return;
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let case = r#"{"op":"cumsum","impl":"ggml:CPU","dtype":"f32","ne":[8194,2,1,1],"params":{"row_pad":7}}"#;
+    let (code, text, err) = kedge(&[
+        "repro",
+        case,
+        "--ggml",
+        &dir,
+        "--out",
+        &out.path().display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("// this line does not reproduce the case's layout: input `x` is a view"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# layout: only this program reproduces it"),
+        "{text}"
+    );
+    assert!(
+        text.contains("test_cases.emplace_back(new test_cumsum(GGML_TYPE_F32, {8194, 2, 1, 1}));")
+    );
+    let build = text
+        .lines()
+        .find(|l| l.starts_with("cc -std=c11"))
+        .unwrap_or_else(|| panic!("no build command in\n{text}"));
+    assert!(out.path().join("repro.c").is_file());
+    let built = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(build)
+        .current_dir(out.path())
+        .output()
+        .expect("sh");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let ran = std::process::Command::new(out.path().join("repro"))
+        .args(["CPU", "case"])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("dst: NMSE = 0 (max 1e-07)") && stdout.ends_with("PASS\n"),
+        "{stdout}"
+    );
+}

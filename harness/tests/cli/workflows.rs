@@ -164,3 +164,64 @@ fn report_with_a_baseline_marks_known_failures_and_skips_them_in_junit() {
         "{report}"
     );
 }
+
+#[test]
+fn a_time_limited_sweep_names_what_did_not_run_the_gate_misses_them_and_resume_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let sweep = |extra: &[&str]| {
+        let mut a = vec!["sweep", "boundary", "--cpu", "-o", "rms_norm", "--out", d];
+        a.extend_from_slice(extra);
+        kedge(&a)
+    };
+    // No time at all: the first case runs, the rest are named, exit 6.
+    let (rc, _, err) = sweep(&["--max-time", "0s"]);
+    assert_eq!(rc, 6, "{err}");
+    assert!(
+        err.contains("--max-time 0s is too small for one case"),
+        "{err}"
+    );
+    assert!(err.contains("cases not run, named in"), "{err}");
+    let plan = std::fs::read_to_string(dir.path().join("plan.jsonl")).unwrap();
+    let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    let not_run = std::fs::read_to_string(dir.path().join("not-run.jsonl")).unwrap();
+    assert_eq!(results.lines().count(), 1);
+    assert_eq!(not_run.lines().count(), plan.lines().count() - 1);
+    // The gate expecting the plan fails, each case not run named as missing, and says why.
+    let baseline = dir.path().join("none.jsonl");
+    std::fs::write(&baseline, "# none\n").unwrap();
+    let res = dir.path().join("results.jsonl");
+    let (rc, out, err) = kedge(&[
+        "gate",
+        "--baseline",
+        baseline.to_str().unwrap(),
+        res.to_str().unwrap(),
+        "--expect",
+        dir.path().join("plan.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 1, "{out}{err}");
+    let missing: Vec<&str> = out.lines().filter(|l| l.starts_with("MISSING ")).collect();
+    assert_eq!(missing.len(), not_run.lines().count(), "{out}");
+    for line in not_run.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let c: kedge_core::Case = serde_json::from_value(v["case"].clone()).unwrap();
+        assert!(out.contains(&format!("MISSING {}", c.id())), "{out}");
+    }
+    assert!(
+        err.contains("the sweep's --max-time ran out before they started"),
+        "{err}"
+    );
+    // --resume runs exactly those, and the sweep is whole again.
+    let (rc, _, err) = sweep(&["--resume"]);
+    assert_eq!(rc, 4, "{err}");
+    assert!(
+        err.contains(&format!(
+            "1 cases already finished, {} to run",
+            not_run.lines().count()
+        )),
+        "{err}"
+    );
+    let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    assert_eq!(results.lines().count(), plan.lines().count());
+    assert!(!dir.path().join("not-run.jsonl").exists());
+}

@@ -47,6 +47,13 @@ pub struct Tensor {
     index: u32,
 }
 
+impl Tensor {
+    /// Its number in its graph, in the order tensors were made (`t[i]` in a [`Recording`]).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+}
+
 /// What a tensor's memory is, as far as this crate knows.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum ViewState {
@@ -151,6 +158,38 @@ struct Alloc {
 
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
 
+/// A graph's ggml calls as C statements ([`Graph::record`]): replayed in a standalone program
+/// against ggml's public API, they build the same graph, views and strides included. In the
+/// statements, tensor `i` of the graph is `t[i]`, the context is `ctx`, and a float argument is
+/// `kedge_f32(BITS)` (exact: the program defines it as the float with those bits).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recording {
+    /// The statements, in call order.
+    pub lines: Vec<String>,
+    /// The tensors made (`t` needs this many entries).
+    pub tensors: u32,
+    /// The outputs given to [`Graph::build`], as tensor numbers.
+    pub outputs: Vec<u32>,
+    /// Why the statements do not rebuild the graph, when they do not (a call made through
+    /// [`Graph::raw_op`], which this crate cannot write down).
+    pub broken: Option<String>,
+}
+
+/// A C string literal of `s` (octal escapes for anything but printable ASCII).
+pub fn c_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A ggml graph: tensors and ops over one no-alloc context, then buffers, data and compute.
 ///
 /// Lifecycle: make tensors and ops, [`build`](Graph::build) with the outputs, [`alloc`](Graph::alloc)
@@ -166,6 +205,10 @@ pub struct Graph {
     recs: Vec<Rec>,
     cgraph: Option<NonNull<c_void>>,
     alloc: Option<Alloc>,
+    /// The calls made so far, as C, when recording ([`Graph::record`]).
+    recording: Option<Recording>,
+    /// The call about to make the next tensor (its C expression), when recording.
+    pending: Option<String>,
 }
 
 // SAFETY: the context, graph and buffers are plain heap objects of ggml, not tied to a thread;
@@ -216,7 +259,56 @@ impl Graph {
             recs: Vec::new(),
             cgraph: None,
             alloc: None,
+            recording: None,
+            pending: None,
         })
+    }
+
+    /// Write down every call from here on as C ([`Recording`]). Must come before the first
+    /// tensor is made.
+    pub fn record(&mut self) {
+        let mut r = Recording::default();
+        if !self.recs.is_empty() {
+            r.broken = Some(format!(
+                "recording started after {} tensors were made",
+                self.recs.len()
+            ));
+        }
+        self.recording = Some(r);
+    }
+
+    /// The calls written down so far, when recording.
+    pub fn recording(&self) -> Option<&Recording> {
+        self.recording.as_ref()
+    }
+
+    pub(crate) fn is_recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
+    /// The C expression of the call that makes the next tensor (`ggml_sub(ctx, t[0], t[1])`).
+    pub(crate) fn note_call(&mut self, sym: &str, args: &[String]) {
+        if self.recording.is_some() {
+            let mut call = format!("{sym}(ctx");
+            for a in args {
+                call.push_str(", ");
+                call.push_str(a);
+            }
+            call.push(')');
+            self.pending = Some(call);
+        }
+    }
+
+    /// A statement that makes no tensor (`ggml_set_name(t[3], "x");`).
+    pub(crate) fn note_stmt(&mut self, stmt: String) {
+        if let Some(r) = self.recording.as_mut() {
+            r.lines.push(stmt);
+        }
+    }
+
+    /// A tensor's C name: `t[i]`.
+    pub(crate) fn c_tensor(&self, t: Tensor) -> String {
+        format!("t[{}]", t.index)
     }
 
     pub(crate) fn api(&self) -> &'static ffi::Api {
@@ -291,6 +383,18 @@ impl Graph {
         let index = u32::try_from(self.recs.len()).map_err(|_| GraphError::CapacityExceeded {
             capacity: self.slots - 3,
         })?;
+        let pending = self.pending.take();
+        if let Some(r) = self.recording.as_mut() {
+            match pending {
+                Some(call) => r.lines.push(format!("t[{index}] = {call};")),
+                None => {
+                    r.broken.get_or_insert_with(|| {
+                        format!("tensor {index} was made by {sym}, which is not written down")
+                    });
+                }
+            }
+            r.tensors = index + 1;
+        }
         // Name it now, so ggml's build does not call it "node_3" or "leaf_1": an allocation
         // named after its op says more when a sanitizer reports an address in it.
         let api = self.api();
@@ -303,8 +407,12 @@ impl Graph {
                 } else {
                     format!("{op}#{index}")
                 };
-                if let Ok(c) = CString::new(name) {
+                if let Ok(c) = CString::new(name.clone()) {
                     (api.ggml_set_name)(r, c.as_ptr());
+                    if let Some(rec) = self.recording.as_mut() {
+                        rec.lines
+                            .push(format!("ggml_set_name(t[{index}], {});", c_string(&name)));
+                    }
                 }
             }
         }
@@ -345,6 +453,8 @@ impl Graph {
         let c = CString::new(name).map_err(|_| GraphError::BadName(name.to_string()))?;
         // SAFETY: a live tensor; ggml copies the name.
         unsafe { (self.api().ggml_set_name)(p, c.as_ptr()) };
+        let stmt = format!("ggml_set_name({}, {});", self.c_tensor(t), c_string(name));
+        self.note_stmt(stmt);
         Ok(t)
     }
 
@@ -438,6 +548,9 @@ impl Graph {
         full[..ne.len()].copy_from_slice(ne);
         self.check_bytes(OP, ty, full)?;
         self.reserve()?;
+        let mut args = vec![crate::ops::c_type(ty)];
+        args.extend(ne.iter().map(|d| format!("{d}LL")));
+        self.note_call(&format!("ggml_new_tensor_{}d", ne.len()), &args);
         let (api, ctx, t) = (self.api(), self.ctx(), ty.raw());
         // SAFETY: a live context with room (reserve); dimensions and type validated above.
         let r = unsafe {
@@ -574,6 +687,13 @@ impl Graph {
             }
         }
         self.reserve()?;
+        if self.is_recording() {
+            let mut args = vec![self.c_tensor(a)];
+            args.extend(ne.iter().map(|d| format!("{d}LL")));
+            args.extend(nb.iter().map(|b| format!("(size_t) {b}ull")));
+            args.push(format!("(size_t) {offset}ull"));
+            self.note_call(&format!("ggml_view_{}d", ne.len()), &args);
+        }
         let ctx = self.ctx();
         let n = |i: usize| ne.get(i).copied().unwrap_or(1);
         let s = |i: usize| nb.get(i).copied().unwrap_or(0);
@@ -663,6 +783,9 @@ impl Graph {
         let state = self.view_of(a, 0)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        let mut args = vec![self.c_tensor(a)];
+        args.extend(full.iter().map(|d| format!("{d}LL")));
+        self.note_call("ggml_reshape_4d", &args);
         // SAFETY: contiguous source with the same element count; room reserved.
         let r =
             unsafe { (api.ggml_reshape_4d)(self.ctx(), pa, full[0], full[1], full[2], full[3]) };
@@ -713,6 +836,9 @@ impl Graph {
         let state = self.view_of(a, 0)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        let mut args = vec![self.c_tensor(a)];
+        args.extend(axes.iter().map(i32::to_string));
+        self.note_call("ggml_permute", &args);
         // SAFETY: a valid permutation; room reserved.
         let r = unsafe {
             (self.api().ggml_permute)(self.ctx(), pa, axes[0], axes[1], axes[2], axes[3])
@@ -726,6 +852,7 @@ impl Graph {
         let state = self.view_of(a, 0)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call("ggml_transpose", &[self.c_tensor(a)]);
         // SAFETY: room reserved.
         let r = unsafe { (self.api().ggml_transpose)(self.ctx(), pa) };
         self.push(r, "ggml_transpose", ty, None, state)
@@ -736,6 +863,7 @@ impl Graph {
         let pa = self.ptr(a)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call("ggml_cont", &[self.c_tensor(a)]);
         // SAFETY: room reserved.
         let r = unsafe { (self.api().ggml_cont)(self.ctx(), pa) };
         self.push(r, "ggml_cont", ty, None, ViewState::Own)
@@ -753,6 +881,7 @@ impl Graph {
         let state = self.view_of(b, 0)?;
         let ty = self.ty_of(b);
         self.reserve()?;
+        self.note_call("ggml_cpy", &[self.c_tensor(a), self.c_tensor(b)]);
         // SAFETY: equal element counts; room reserved.
         let r = unsafe { (api.ggml_cpy)(self.ctx(), pa, pb) };
         self.push(r, "ggml_cpy", ty, None, state)
@@ -774,6 +903,9 @@ impl Graph {
             .iter()
             .map(|&t| self.ptr(t))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(r) = self.recording.as_mut() {
+            r.outputs = outputs.iter().map(|t| t.index).collect();
+        }
         let api = self.api();
         // SAFETY: the graph's memory was reserved when the context was sized (every `reserve`
         // keeps room for it); its size covers every tensor the context can hold.

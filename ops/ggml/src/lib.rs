@@ -57,8 +57,8 @@ mod types;
 pub use backend::Backend;
 pub use error::{BackendError, ComputeError, GraphError, LoadError};
 pub use graph::{
-    AllocationInfo, Graph, GraphOptions, Located, Placement, PlacementKind, Tensor, TensorInfo,
-    Unsupported,
+    c_string, AllocationInfo, Graph, GraphOptions, Located, Placement, PlacementKind, Recording,
+    Tensor, TensorInfo, Unsupported,
 };
 pub use guard::{GuardSide, GuardedRegion, HostMemory};
 pub use hooks::{

@@ -16,16 +16,21 @@ use crate::graph::{Graph, Tensor, ViewState};
 use crate::types::{PoolOp, Prec, ScaleMode, SortOrder, TriType, Type};
 use crate::{GluOp, UnaryOp};
 
-/// How an op method argument crosses into C.
-pub(crate) trait Arg {
+/// How an op method argument crosses into C, and how it is written in C source (a
+/// [`Recording`](crate::Recording)'s statements).
+pub(crate) trait Arg: Copy {
     type C;
     fn c(self, g: &Graph) -> Result<Self::C, GraphError>;
+    fn text(self, g: &Graph) -> String;
 }
 
 impl Arg for Tensor {
     type C = *mut c_void;
     fn c(self, g: &Graph) -> Result<Self::C, GraphError> {
         g.ptr(self)
+    }
+    fn text(self, g: &Graph) -> String {
+        g.c_tensor(self)
     }
 }
 
@@ -34,15 +39,47 @@ impl Arg for Option<Tensor> {
     fn c(self, g: &Graph) -> Result<Self::C, GraphError> {
         self.map_or(Ok(std::ptr::null_mut()), |t| g.ptr(t))
     }
+    fn text(self, g: &Graph) -> String {
+        self.map_or_else(|| "NULL".to_string(), |t| g.c_tensor(t))
+    }
+}
+
+/// A float as C source, exactly: the program defines `kedge_f32(bits)`.
+pub(crate) fn c_f32(x: f32) -> String {
+    format!("kedge_f32(0x{:08x}u) /* {x:e} */", x.to_bits())
+}
+
+/// A ggml type as C source.
+pub(crate) fn c_type(t: Type) -> String {
+    format!("(enum ggml_type) {} /* {} */", t.raw(), t.name())
 }
 
 macro_rules! plain_arg {
-    ($($t:ty),*) => { $( impl Arg for $t { type C = $t; fn c(self, _: &Graph) -> Result<$t, GraphError> { Ok(self) } } )* };
+    ($($t:ty => |$x:ident| $text:expr),*) => { $(
+        impl Arg for $t {
+            type C = $t;
+            fn c(self, _: &Graph) -> Result<$t, GraphError> { Ok(self) }
+            fn text(self, _: &Graph) -> String { let $x = self; $text }
+        }
+    )* };
 }
-plain_arg!(f32, i32, i64, u32, usize, bool);
+plain_arg!(
+    f32 => |x| c_f32(x),
+    i32 => |x| x.to_string(),
+    i64 => |x| format!("{x}LL"),
+    u32 => |x| format!("{x}u"),
+    usize => |x| format!("(size_t) {x}ull"),
+    bool => |x| x.to_string()
+);
 
 macro_rules! enum_arg {
-    ($($t:ty),*) => { $( impl Arg for $t { type C = c_int; fn c(self, _: &Graph) -> Result<c_int, GraphError> { Ok(self as c_int) } } )* };
+    ($($t:ty),*) => { $(
+        impl Arg for $t {
+            type C = c_int;
+            fn c(self, _: &Graph) -> Result<c_int, GraphError> { Ok(self as c_int) }
+            fn text(self, _: &Graph) -> String { format!("{} /* {:?} */", self as c_int, self) }
+        }
+    )* };
 }
 enum_arg!(TriType, SortOrder, PoolOp, ScaleMode);
 
@@ -50,6 +87,9 @@ impl Arg for Type {
     type C = c_int;
     fn c(self, _: &Graph) -> Result<c_int, GraphError> {
         Ok(self.raw())
+    }
+    fn text(self, _: &Graph) -> String {
+        c_type(self)
     }
 }
 
@@ -111,6 +151,10 @@ macro_rules! simple_ops {
                 let f = self.op_fn(self.ops_table().$sym, stringify!($sym))?;
                 let out: Option<Type> = out_ty!(self, $rule($($rarg)?));
                 self.reserve()?;
+                if self.is_recording() {
+                    let args: Vec<String> = vec![$( Arg::text($arg, self) ),*];
+                    self.note_call(stringify!($sym), &args);
+                }
                 let ctx = self.ctx();
                 // SAFETY: the entry point has the signature ffi.rs declares from ggml.h; every
                 // tensor is a live tensor of this context; room for the result was reserved.
@@ -256,6 +300,7 @@ impl Graph {
         })?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call(sym, &[self.c_tensor(a), self.c_tensor(b)]);
         // SAFETY: declared signature; live tensors; broadcastable (ggml's assert); room reserved.
         let r = unsafe { f(self.ctx(), pa, pb) };
         self.push_op(r, sym, ty)
@@ -291,6 +336,8 @@ impl Graph {
         let (pa, pb, pi) = (self.ptr(a)?, self.ptr(b)?, self.ptr(ids)?);
         let ty = self.ty_of(a);
         self.reserve()?;
+        let args = [self.c_tensor(a), self.c_tensor(b), self.c_tensor(ids)];
+        self.note_call(OP, &args);
         // SAFETY: declared signature; shapes as ggml asserts them; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb, pi) };
         self.push_op(r, OP, ty)
@@ -312,6 +359,7 @@ impl Graph {
         let transposed = unsafe { (self.api().ggml_is_transposed)(pa) };
         self.require(!transposed, OP, || "a must not be transposed".into())?;
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a), self.c_tensor(b)]);
         // SAFETY: declared signature; ggml's asserts checked above; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb) };
         self.push_op(r, OP, Some(Type::F32))
@@ -326,6 +374,12 @@ impl Graph {
         let p = self.ptr(node)?;
         // SAFETY: declared signature; a live tensor.
         unsafe { f(p, prec as c_int) };
+        let stmt = format!(
+            "ggml_mul_mat_set_prec({}, {});",
+            self.c_tensor(node),
+            prec as c_int
+        );
+        self.note_stmt(stmt);
         Ok(())
     }
 
@@ -371,6 +425,15 @@ impl Graph {
         }
         let ty = self.ty_of(a);
         self.reserve()?;
+        if self.is_recording() {
+            let args = [
+                self.c_tensor(a),
+                Arg::text(mask, self),
+                c_f32(scale),
+                c_f32(max_bias),
+            ];
+            self.note_call(OP, &args);
+        }
         // SAFETY: declared signature; ggml's asserts checked above; room reserved.
         let r = unsafe { f(self.ctx(), pa, pm, scale, max_bias) };
         self.push_op(r, OP, ty)
@@ -385,6 +448,12 @@ impl Graph {
         let (p, s) = (self.ptr(node)?, self.ptr(sinks)?);
         // SAFETY: declared signature; live tensors.
         unsafe { f(p, s) };
+        let stmt = format!(
+            "ggml_soft_max_add_sinks({}, {});",
+            self.c_tensor(node),
+            self.c_tensor(sinks)
+        );
+        self.note_stmt(stmt);
         Ok(())
     }
 
@@ -397,6 +466,12 @@ impl Graph {
         let p = self.ptr(node)?;
         // SAFETY: declared signature; a live tensor.
         unsafe { f(p, prec as c_int) };
+        let stmt = format!(
+            "ggml_flash_attn_ext_set_prec({}, {});",
+            self.c_tensor(node),
+            prec as c_int
+        );
+        self.note_stmt(stmt);
         Ok(())
     }
 
@@ -409,6 +484,12 @@ impl Graph {
         let (p, s) = (self.ptr(node)?, self.ptr(sinks)?);
         // SAFETY: declared signature; live tensors.
         unsafe { f(p, s) };
+        let stmt = format!(
+            "ggml_flash_attn_ext_add_sinks({}, {});",
+            self.c_tensor(node),
+            self.c_tensor(sinks)
+        );
+        self.note_stmt(stmt);
         Ok(())
     }
 
@@ -421,6 +502,7 @@ impl Graph {
         })?;
         let pa = self.ptr(a)?;
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a)]);
         // SAFETY: declared signature; f32 as ggml asserts; room reserved.
         let r = unsafe { f(self.ctx(), pa) };
         self.push_op(r, OP, Some(Type::F32))
@@ -443,6 +525,7 @@ impl Graph {
             format!("{s:?} is not square in dims 0 and 1")
         })?;
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a), Arg::text(kind, self)]);
         // SAFETY: declared signature; ggml's asserts checked; room reserved.
         let r = unsafe { f(self.ctx(), pa, kind as c_int) };
         self.push_op(r, OP, Some(Type::F32))
@@ -466,6 +549,7 @@ impl Graph {
         })?;
         let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a), self.c_tensor(b), dim.to_string()]);
         // SAFETY: declared signature; ggml's asserts checked; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb, dim) };
         self.push_op(r, OP, ta)
@@ -490,6 +574,7 @@ impl Graph {
             None => None,
         };
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a), self.c_tensor(b)]);
         // SAFETY: declared signature; ggml's asserts checked; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb) };
         self.push_op(r, OP, ty)
@@ -527,6 +612,8 @@ impl Graph {
         let state = self.view_of(a, 0)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        let args = [self.c_tensor(a), self.c_tensor(b), self.c_tensor(c)];
+        self.note_call(OP, &args);
         // SAFETY: declared signature; ggml's shape asserts checked; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb, pc) };
         self.push(r, OP, ty, None, state)
@@ -542,6 +629,7 @@ impl Graph {
         })?;
         let pa = self.ptr(a)?;
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a), k.to_string()]);
         // SAFETY: declared signature; k within the row as ggml asserts; room reserved.
         let r = unsafe { f(self.ctx(), pa, k) };
         self.push_op(r, OP, Some(Type::I32))
@@ -556,6 +644,7 @@ impl Graph {
         let state = self.view_of(a, 0)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call(OP, &[self.c_tensor(a), c_f32(min), c_f32(max)]);
         // SAFETY: declared signature; room reserved.
         let r = unsafe { f(self.ctx(), pa, min, max) };
         self.push(r, OP, ty, None, state)
@@ -584,6 +673,14 @@ impl Graph {
         )?;
         let (pa, pb) = (self.ptr(a)?, self.ptr(b)?);
         self.reserve()?;
+        let args = [
+            self.c_tensor(a),
+            self.c_tensor(b),
+            s0.to_string(),
+            p0.to_string(),
+            d0.to_string(),
+        ];
+        self.note_call(OP, &args);
         // SAFETY: declared signature; ggml's asserts checked; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb, s0, p0, d0) };
         self.push_op(r, OP, Some(Type::F32))
@@ -621,6 +718,23 @@ impl Graph {
         let (pa, pb, pc) = (self.ptr(a)?, self.ptr(b)?, Arg::c(c, self)?);
         let ty = self.ty_of(a);
         self.reserve()?;
+        if self.is_recording() {
+            let args = [
+                self.c_tensor(a),
+                self.c_tensor(b),
+                Arg::text(c, self),
+                p.n_dims.to_string(),
+                p.mode.to_string(),
+                p.n_ctx_orig.to_string(),
+                c_f32(p.freq_base),
+                c_f32(p.freq_scale),
+                c_f32(p.ext_factor),
+                c_f32(p.attn_factor),
+                c_f32(p.beta_fast),
+                c_f32(p.beta_slow),
+            ];
+            self.note_call(OP, &args);
+        }
         // SAFETY: declared signature; ggml's asserts checked; room reserved.
         let r = unsafe {
             f(
@@ -672,6 +786,7 @@ impl Graph {
         let pa = self.ptr(a)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call(sym, &[self.c_tensor(a)]);
         // SAFETY: declared signature; room reserved.
         let r = unsafe { f(self.ctx(), pa) };
         self.push_op(r, sym, ty)
@@ -697,6 +812,7 @@ impl Graph {
         let pa = self.ptr(a)?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call(sym, &[self.c_tensor(a)]);
         // SAFETY: declared signature; room reserved.
         let r = unsafe { f(self.ctx(), pa) };
         self.push_op(r, sym, ty)
@@ -719,6 +835,7 @@ impl Graph {
         self.require(same, sym, || "a and b must have the same shape".into())?;
         let ty = self.ty_of(a);
         self.reserve()?;
+        self.note_call(sym, &[self.c_tensor(a), self.c_tensor(b)]);
         // SAFETY: declared signature; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb) };
         self.push_op(r, sym, ty)

@@ -831,3 +831,70 @@ fn a_tensor_can_live_in_caller_memory() {
     g.alloc(&be).unwrap();
     g.set_f32(x, &[1.0; 16]).unwrap();
 }
+
+/// A recorded graph is every call as C, tensor `i` as `t[i]`, floats by their bits, names as
+/// C strings; a call this crate cannot write down (`raw_op`) makes the recording say so.
+#[test]
+fn a_recorded_graph_is_its_calls_as_c() {
+    let Some(gg) = ggml("a_recorded_graph_is_its_calls_as_c") else {
+        return;
+    };
+    let mut g = gg.graph(GraphOptions::default()).unwrap();
+    g.record();
+    let base = g.new_tensor_1d(Type::F32, 24).unwrap();
+    g.set_name(base, "x \"base\"").unwrap();
+    let v = g.view_2d(base, 5, 4, 24, 0).unwrap();
+    let y = g.scale(v, 0.5).unwrap();
+    let z = g.rms_norm(y, 1e-6).unwrap();
+    g.build(&[z]).unwrap();
+    let r = g.recording().expect("recording").clone();
+    assert_eq!(r.broken, None);
+    assert_eq!(r.tensors, 4);
+    assert_eq!(r.outputs, vec![z.index()]);
+    let text = r.lines.join("\n");
+    for want in [
+        "t[0] = ggml_new_tensor_1d(ctx, (enum ggml_type) 0 /* f32 */, 24LL);",
+        "ggml_set_name(t[0], \"x \\\"base\\\"\");",
+        "t[1] = ggml_view_2d(ctx, t[0], 5LL, 4LL, (size_t) 24ull, (size_t) 0ull);",
+        "t[2] = ggml_scale(ctx, t[1], kedge_f32(0x3f000000u) /* 5e-1 */);",
+        "t[3] = ggml_rms_norm(ctx, t[2], kedge_f32(0x358637bdu) /* 1e-6 */);",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+
+    let mut g = gg.graph(GraphOptions::default()).unwrap();
+    g.record();
+    let a = g.new_tensor_1d(Type::F32, 8).unwrap();
+    let pa = g.raw_tensor(a).unwrap();
+    // SAFETY: ggml_dup_tensor(ctx, a) through the raw entry point is a valid constructor call.
+    let f = unsafe { gg_dup(&gg) };
+    // SAFETY: as above: the context and a tensor of this graph.
+    unsafe { g.raw_op("ggml_dup_tensor", Some(Type::F32), |ctx| f(ctx, pa)) }.unwrap();
+    let why = g.recording().unwrap().broken.clone().expect("broken");
+    assert!(
+        why.contains("ggml_dup_tensor") && why.contains("not written down"),
+        "{why}"
+    );
+}
+
+/// `ggml_dup_tensor` from the loaded build.
+///
+/// # Safety
+/// The symbol has ggml.h's signature.
+unsafe fn gg_dup(
+    gg: &Ggml,
+) -> unsafe extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void) -> *mut std::ffi::c_void {
+    let lib = gg
+        .libraries()
+        .iter()
+        .find(|p| p.display().to_string().contains("ggml-base"))
+        .expect("libggml-base")
+        .clone();
+    let l = libloading::Library::new(&lib).expect("opens");
+    let s: libloading::Symbol<
+        unsafe extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void) -> *mut std::ffi::c_void,
+    > = l.get(b"ggml_dup_tensor\0").expect("symbol");
+    let f = *s;
+    std::mem::forget(l);
+    f
+}

@@ -105,7 +105,7 @@ pub fn ggml_type(d: DType) -> Result<Type, RunError> {
 /// A block-format input's bytes: kedge's f32 values quantized by the build under test
 /// (`ggml_quantize_chunk`, as test-backend-ops does; an importance matrix of ones where the
 /// type needs one). Already quantized bytes pass through.
-fn input_bytes(ggml: Ggml, s: &TensorSpec, h: &HostTensor) -> Result<Vec<u8>, RunError> {
+pub(crate) fn input_bytes(ggml: Ggml, s: &TensorSpec, h: &HostTensor) -> Result<Vec<u8>, RunError> {
     if !s.dtype.is_block() || h.dtype == s.dtype {
         return Ok(h.bytes.clone());
     }
@@ -216,9 +216,23 @@ pub fn build(
     specs: &[TensorSpec],
     graph: GraphFn,
 ) -> Result<Built, RunError> {
+    build_with(ggml, case, specs, graph, false)
+}
+
+/// [`build`], writing every ggml call down as C when `record` (`Graph::recording`).
+pub fn build_with(
+    ggml: Ggml,
+    case: &Case,
+    specs: &[TensorSpec],
+    graph: GraphFn,
+    record: bool,
+) -> Result<Built, RunError> {
     let mut g = ggml
         .graph(GraphOptions { max_tensors: 64 })
         .map_err(graph_err)?;
+    if record {
+        g.record();
+    }
     let mut uploads = Vec::new();
     let mut ins = Vec::new();
     for (i, s) in specs

@@ -7,11 +7,21 @@
 //! kedge cannot see the grid of a ggml kernel, so these impls plan no launches: their cases
 //! come from the boundaries kedge generates from the device's limits (`Op::probe_base`).
 
+pub mod c_repro;
 mod exec;
 pub mod kedge_ops;
 pub mod table;
 
 pub use exec::{GgmlImpl, GraphFn};
+
+/// The ggml graph of an op kedge can express as one (kedge's own ops and the table's).
+pub fn graph_of(op: &str) -> Option<GraphFn> {
+    kedge_ops::graphs()
+        .into_iter()
+        .find(|(o, _)| *o == op)
+        .map(|(_, g)| g)
+        .or_else(|| table::TABLE.iter().find(|e| e.name == op).map(|e| e.graph))
+}
 
 use kedge_core::{ImplRole, Registry};
 use kedge_ggml::{DeviceKind, Ggml, LoadError};

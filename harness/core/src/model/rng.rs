@@ -46,6 +46,48 @@ impl Rng {
     }
 }
 
+/// The same generator in C, for standalone repros: `kedge_stream(seed, index)` is
+/// [`Rng::stream`], `kedge_next` [`Rng::next_u64`], `kedge_uniform` `uniform(-1.0, 1.0)` and
+/// `kedge_below16` `below(16)`; `kedge_fill_*` fill a tensor's span as
+/// `contract::op::random_tensor` does. Also `kedge_f32_bits`: the float with those bits.
+pub const C_SOURCE: &str = r#"__attribute__((unused)) static uint64_t kedge_next(uint64_t *s) {
+    *s += 0x9E3779B97F4A7C15ull;
+    uint64_t z = *s;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+__attribute__((unused)) static uint64_t kedge_stream(uint64_t seed, uint64_t index) {
+    uint64_t s = (seed + index * 0xD1B54A32D192ED03ull) ^ 0x9E3779B97F4A7C15ull;
+    kedge_next(&s);
+    return s;
+}
+__attribute__((unused)) static float kedge_uniform(uint64_t *s) {
+    const float unit = (float) (kedge_next(s) >> 40) / (float) (1u << 24);
+    return -1.0f + 2.0f * unit; /* exact: 2*unit is exact, one rounding either way */
+}
+__attribute__((unused)) static uint32_t kedge_below16(uint64_t *s) {
+    return (uint32_t) (((unsigned __int128) kedge_next(s) * 16u) >> 64);
+}
+__attribute__((unused)) static void kedge_fill_f32(float *h, size_t n, uint64_t seed, uint64_t index) {
+    uint64_t s = kedge_stream(seed, index);
+    for (size_t i = 0; i < n; i++) h[i] = kedge_uniform(&s);
+}
+__attribute__((unused)) static void kedge_fill_i32(int32_t *h, size_t n, uint64_t seed, uint64_t index) {
+    uint64_t s = kedge_stream(seed, index);
+    for (size_t i = 0; i < n; i++) h[i] = (int32_t) kedge_below16(&s);
+}
+__attribute__((unused)) static void kedge_fill_u8(uint8_t *h, size_t n, uint64_t seed, uint64_t index) {
+    uint64_t s = kedge_stream(seed, index);
+    for (size_t i = 0; i < n; i++) h[i] = (uint8_t) kedge_below16(&s);
+}
+__attribute__((unused)) static float kedge_f32_bits(uint32_t b) {
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,6 +123,23 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
         let _ = writeln!(md, "Ran on: {}.", md_line(d));
     }
     let _ = writeln!(md);
+    if let Some(n) = &s.not_run {
+        let _ = writeln!(
+            md,
+            "{}
+",
+            md_line(&n.sentence())
+        );
+        let _ = writeln!(
+            md,
+            "<details><summary>The {} cases not run</summary>\n",
+            n.cases.len()
+        );
+        for c in &n.cases {
+            let _ = writeln!(md, "- {}", md_line(c));
+        }
+        let _ = writeln!(md, "\n</details>\n");
+    }
 
     // Failures first: what a person came for.
     let _ = writeln!(md, "## Failures\n");

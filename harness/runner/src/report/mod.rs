@@ -47,6 +47,33 @@ pub struct ReportOptions<'a> {
     /// Where the results ran, one line each ("native: NVIDIA H200 (driver 580.159.04 (CUDA
     /// 13.0); gpus 0)"), from the sweeps' summaries.
     pub devices: &'a [String],
+    /// Cases the sweep set out to run and did not start (its time limit ran out).
+    pub not_run: Option<&'a NotRun>,
+}
+
+/// Cases a sweep set out to run and did not start, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotRun {
+    /// Why, in words: "the time limit (--max-time 5m) ran out after 5m 0.2s".
+    pub why: String,
+    /// The file naming every one of them (`OUT/not-run.jsonl`).
+    pub file: String,
+    /// Each case as `run kind: label`, in the order they would have run.
+    pub cases: Vec<String>,
+}
+
+impl NotRun {
+    /// "**12 cases not run**: WHY; every one is in FILE, and `kedge sweep --resume` with the
+    /// same flags runs them."
+    pub fn sentence(&self) -> String {
+        format!(
+            "**{} {} not run**: {}. Every one is in `{}`; `kedge sweep --resume` with the same flags and `--out` runs them.",
+            self.cases.len(),
+            if self.cases.len() == 1 { "case" } else { "cases" },
+            self.why,
+            self.file
+        )
+    }
 }
 
 /// Counts of one set of results.
@@ -251,6 +278,9 @@ pub struct Summary {
     pub leaks: Vec<LeakSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// Cases the sweep did not start, when its time limit ran out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<NotRun>,
     pub ops: Vec<OpSummary>,
 }
 
@@ -573,6 +603,7 @@ pub fn summarize_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> Summa
         fixed_known: judgement.fixed,
         leaks,
         devices: opts.devices.to_vec(),
+        not_run: opts.not_run.cloned(),
         ops: ops.into_values().collect(),
     }
 }

@@ -43,6 +43,17 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
     if !s.devices.is_empty() {
         let _ = writeln!(md);
     }
+    if let Some(n) = &s.not_run {
+        let _ = writeln!(md, "{}\n", md_line(&n.sentence()));
+        const SHOWN: usize = 10;
+        for c in n.cases.iter().take(SHOWN) {
+            let _ = writeln!(md, "- {}", md_line(c));
+        }
+        if n.cases.len() > SHOWN {
+            let _ = writeln!(md, "- … and {} more: see {}", n.cases.len() - SHOWN, n.file);
+        }
+        let _ = writeln!(md);
+    }
     let judged = s.judged();
     let _ = writeln!(
         md,

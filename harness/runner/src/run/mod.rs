@@ -5,6 +5,7 @@
 //! GPU side: it checks for a driver, probes the GPUs (in workers: the supervisor never opens
 //! CUDA itself), and hands out one executor per sanitizer tool.
 
+pub mod budget;
 pub mod lifecycle;
 pub mod progress;
 pub mod protocol;
@@ -12,6 +13,7 @@ pub mod schedule;
 pub mod supervisor;
 pub mod worker;
 
+pub use budget::{MaxTime, TimeBudget};
 pub use progress::{Progress, Ticker};
 pub use protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
@@ -27,6 +29,7 @@ use kedge_core::engine::{check_on_cpu, ReferenceKey};
 use kedge_core::{Case, CaseResult, LimitsProfile, Registry, Tool, Under, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -126,6 +129,11 @@ pub trait Executor {
     fn accepts(&self, _case: &Case) -> bool {
         true
     }
+    /// Run cases in this order of expected yield (`select::order`). An executor that spreads
+    /// cases over several workers orders its units by it; one that runs them one after another
+    /// in the order given (the CPU side, a host backend) needs nothing: the caller gives them
+    /// in this order.
+    fn set_order(&mut self, _order: Arc<YieldOrder>) {}
 }
 
 /// Does running the case need a GPU (every kernel impl does; a library's host backend not)?
@@ -156,17 +164,19 @@ impl<'a> HostExecutor<'a> {
         };
         let mut spec = WorkerSpec::new(0, external);
         spec.open_gpu = false;
+        let mut sup = Supervisor::new(SupervisorConfig {
+            exe,
+            spec,
+            timeout: opts.timeout,
+            ready_timeout: opts.ready_timeout,
+            sanitize: None,
+            work_dir: work_dir.to_path_buf(),
+            keep_worker: true,
+        });
+        sup.set_budget(opts.budget.clone());
         Ok(HostExecutor {
             reg,
-            sup: Supervisor::new(SupervisorConfig {
-                exe,
-                spec,
-                timeout: opts.timeout,
-                ready_timeout: opts.ready_timeout,
-                sanitize: None,
-                work_dir: work_dir.to_path_buf(),
-                keep_worker: true,
-            }),
+            sup,
             progress: opts.progress,
         })
     }
@@ -232,6 +242,8 @@ pub struct CpuExecutor<'a> {
     /// Compute references of at most this much work (`Op::reference_work`); `None`: none.
     pub reference_limit: Option<u64>,
     pub progress: Progress,
+    /// The run's time limit: once it is up, no new case is checked.
+    pub budget: Option<Arc<TimeBudget>>,
 }
 
 /// References above this many multiply-adds are not computed by a CPU-side sweep (it would
@@ -246,6 +258,7 @@ impl<'a> CpuExecutor<'a> {
             skip_host: false,
             reference_limit: None,
             progress: Progress::Off,
+            budget: None,
         }
     }
     pub fn with_references(mut self, limit: u64) -> Self {
@@ -287,14 +300,19 @@ impl Executor for CpuExecutor<'_> {
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
         let t0 = Instant::now();
         let ticker = Ticker::new(self.progress, cases.len());
+        let mut ran = 0;
         for (i, c) in cases.iter().enumerate() {
+            if !budget::may_start(self.budget.as_deref()) {
+                break;
+            }
             let r = self.check(c);
             ticker.case(i + 1, &r);
             sink(r)?;
+            ran += 1;
         }
         ticker.finish();
         Ok(RunStats {
-            ran: cases.len(),
+            ran,
             wall_s: t0.elapsed().as_secs_f64(),
             ..RunStats::default()
         })
@@ -330,6 +348,8 @@ pub struct EngineOptions {
     /// Workers per GPU. Verdicts do not depend on it: each case still runs alone in its
     /// worker, and cases too big to share the device's memory run one at a time.
     pub jobs: usize,
+    /// The run's time limit (`sweep --max-time`): once it is up, no new case starts.
+    pub budget: Option<Arc<TimeBudget>>,
 }
 
 impl EngineOptions {
@@ -351,6 +371,7 @@ impl Default for EngineOptions {
             sanitizer_args: None,
             progress: Progress::auto(),
             jobs: 1,
+            budget: None,
         }
     }
 }
@@ -564,6 +585,8 @@ impl RunEngine {
             host_bytes: host_memory_bytes(),
             temp: self.workers.temp.clone(),
             progress: self.workers.opts.progress,
+            budget: self.workers.opts.budget.clone(),
+            order: None,
             device: format!(
                 "{}, {}, gpus {}",
                 self.fleet.device,
@@ -576,7 +599,7 @@ impl RunEngine {
 
 impl Workers {
     fn supervisor(&self, gpu: u32, dir: &Path, sanitize: Option<SanitizeSpec>) -> Supervisor {
-        Supervisor::new(SupervisorConfig {
+        let mut s = Supervisor::new(SupervisorConfig {
             exe: self.exe.clone(),
             spec: self.spec.on(gpu),
             timeout: self.opts.timeout,
@@ -584,7 +607,9 @@ impl Workers {
             sanitize,
             work_dir: dir.to_path_buf(),
             keep_worker: self.keep_workers,
-        })
+        });
+        s.set_budget(self.opts.budget.clone());
+        s
     }
 
     fn probe_one(&self, gpu: u32) -> Result<supervisor::RunSummary, EngineError> {
@@ -797,6 +822,10 @@ pub struct GpuExecutor {
     /// The temporary work directory, kept when a case fails in it.
     temp: Option<std::sync::Arc<lifecycle::TempWorkDir>>,
     progress: Progress,
+    /// The run's time limit: once it is up, no new case starts.
+    budget: Option<Arc<TimeBudget>>,
+    /// The order of expected yield, when the run has one (`Executor::set_order`).
+    order: Option<Arc<YieldOrder>>,
     device: String,
 }
 
@@ -823,6 +852,9 @@ impl Executor for GpuExecutor {
     fn device(&self) -> String {
         self.device.clone()
     }
+    fn set_order(&mut self, order: Arc<YieldOrder>) {
+        self.order = Some(order);
+    }
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
         // Admission: a case's tensors must leave room for the cases beside it; bigger cases
         // run after the rest, with fewer of them at once (down to one per GPU).
@@ -842,6 +874,10 @@ impl Executor for GpuExecutor {
             .into_iter()
             .enumerate()
         {
+            // Out of time: the tiers left (bigger cases) start nothing.
+            if self.budget.as_ref().is_some_and(|b| b.exhausted()) {
+                break;
+            }
             let tier_cases: Vec<Case> = tier.cases.iter().map(|&i| cases[i].clone()).collect();
             if k > 0 || tier.slots < self.jobs {
                 crate::note!(
@@ -910,13 +946,18 @@ impl GpuExecutor {
         };
         // Cases that share inputs and a reference (every impl of one shape) go to one worker
         // in a row, which draws the inputs and computes the reference once for all of them.
-        let (cases, units) = units_by_reference(cases);
+        // In a time-limited sweep, in the order of expected yield.
+        let (cases, units) = match &self.order {
+            Some(o) => units_by_position(cases, |c| o.position(c)),
+            None => units_by_reference(cases),
+        };
         let cases = &cases[..];
         let ticker = Ticker::new(progress, cases.len());
         let mut written = 0usize;
         let mut sink_error: Option<Error> = None;
         let temp = self.temp.clone();
-        let res = schedule::run_units(cases, &units, pools, opts, |f| {
+        let budget = self.budget.clone();
+        let res = schedule::run_units(cases, &units, pools, opts, budget.as_deref(), |f| {
             let mut r = f.output;
             r.gpu = Some(f.device);
             if r.verdict.is_failure() {
@@ -1006,6 +1047,71 @@ pub fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
     (n > 1 && n < pools).then(|| (cores / n).max(1))
 }
 
+/// Where a case stands in a time-limited sweep's order of expected yield
+/// (`select::order::ranks` computes it). Classes run in order, lowest first; within a class the
+/// units of one group (the probes of one boundary, both sides of its crossing) are next to
+/// each other, and each op's groups are spread over the class as `units_by_reference` spreads
+/// units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rank {
+    pub class: u8,
+    /// Units with the same class and group run next to each other; `None`: a group of its own.
+    pub group: Option<u32>,
+}
+
+/// A run's order of expected yield (`select::order::by_yield`): each key's rank, and where
+/// its cases stand in the order of the whole selection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct YieldOrder {
+    pub ranks: std::collections::HashMap<ReferenceKey, Rank>,
+    pub positions: std::collections::HashMap<ReferenceKey, usize>,
+}
+
+impl YieldOrder {
+    /// A case's rank (the default, class 0 alone, for a key not ranked).
+    pub fn rank(&self, c: &Case) -> Rank {
+        self.ranks
+            .get(&ReferenceKey::of(c))
+            .copied()
+            .unwrap_or_default()
+    }
+    /// Where a case's key stands in the order (after every ranked key when it is not).
+    pub fn position(&self, c: &Case) -> usize {
+        self.positions
+            .get(&ReferenceKey::of(c))
+            .copied()
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// `cases` as units of one `ReferenceKey` each (numbered as `units_by_reference` numbers
+/// them), the units in the order of `position` (ties: first seen first): a subset of a run
+/// (a tier, what is left to resume) keeps the order of the whole.
+pub fn units_by_position(
+    cases: &[Case],
+    position: impl Fn(&Case) -> usize,
+) -> (Vec<Case>, Vec<usize>) {
+    let mut first: std::collections::HashMap<ReferenceKey, usize> = Default::default();
+    let mut unit_pos: Vec<usize> = Vec::new();
+    let keys: Vec<usize> = cases
+        .iter()
+        .map(|c| {
+            let n = first.len();
+            let k = *first.entry(ReferenceKey::of(c)).or_insert(n);
+            if k == unit_pos.len() {
+                unit_pos.push(position(c));
+            }
+            k
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..cases.len()).collect();
+    order.sort_by_key(|&i| (unit_pos[keys[i]], keys[i], i));
+    (
+        order.iter().map(|&i| cases[i].clone()).collect(),
+        order.iter().map(|&i| keys[i]).collect(),
+    )
+}
+
 /// `cases` with the cases of one `ReferenceKey` next to each other (cases in their order
 /// within a key), and the unit of each: its key's number, in the order keys first appear.
 ///
@@ -1015,8 +1121,18 @@ pub fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
 /// slots a few at a time over the sweep, where a standby worker keeps up, instead of every
 /// slot at once.
 pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
+    units_ranked(cases, |_| Rank::default())
+}
+
+/// [`units_by_reference`] in classes: every unit of a lower class first; within a class, the
+/// units of one group together (in the order they first appear) and each op's groups spread
+/// over the class as `units_by_reference` spreads each op's units over the whole order. With
+/// one rank for every case it is `units_by_reference`. A unit's rank is its first case's.
+pub fn units_ranked(cases: &[Case], rank: impl Fn(&Case) -> Rank) -> (Vec<Case>, Vec<usize>) {
     let mut first: std::collections::HashMap<ReferenceKey, usize> = Default::default();
+    // Per unit: its op's number and its rank.
     let mut unit_op: Vec<usize> = Vec::new();
+    let mut unit_rank: Vec<Rank> = Vec::new();
     let mut ops: Vec<&str> = Vec::new();
     let keys: Vec<usize> = cases
         .iter()
@@ -1032,32 +1148,54 @@ pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
                     }
                 };
                 unit_op.push(op);
+                unit_rank.push(rank(c));
             }
             k
         })
         .collect();
-    // Each unit's rank among its op's units, and how many units its op has.
-    let mut per_op = vec![0u128; ops.len()];
-    let rank: Vec<u128> = unit_op
+    // Items: a group's units, or a unit alone; in the order they first appear.
+    let mut items: Vec<(u8, usize, Vec<usize>)> = Vec::new();
+    let mut item_of_group: std::collections::HashMap<(u8, u32), usize> = Default::default();
+    for (u, r) in unit_rank.iter().enumerate() {
+        match r.group {
+            Some(g) => match item_of_group.get(&(r.class, g)) {
+                Some(&i) => items[i].2.push(u),
+                None => {
+                    item_of_group.insert((r.class, g), items.len());
+                    items.push((r.class, unit_op[u], vec![u]));
+                }
+            },
+            None => items.push((r.class, unit_op[u], vec![u])),
+        }
+    }
+    // Each item's rank among its class's items of its op, and how many those are.
+    let mut per: std::collections::HashMap<(u8, usize), u128> = Default::default();
+    let ranks: Vec<u128> = items
         .iter()
-        .map(|&o| {
-            per_op[o] += 1;
-            per_op[o] - 1
+        .map(|(class, op, _)| {
+            let n = per.entry((*class, *op)).or_insert(0);
+            *n += 1;
+            *n - 1
         })
         .collect();
-    // Where unit u sits: (2 rank + 1) / (2 count), compared without division.
-    let place = |u: usize| (2 * rank[u] + 1, 2 * per_op[unit_op[u]]);
-    let mut units: Vec<usize> = (0..unit_op.len()).collect();
-    units.sort_by(|&a, &b| {
+    // Where item i sits in its class: (2 rank + 1) / (2 count), compared without division.
+    let place = |i: usize| {
+        let (class, op, _) = &items[i];
+        (2 * ranks[i] + 1, 2 * per[&(*class, *op)])
+    };
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| {
         let ((na, da), (nb, db)) = (place(a), place(b));
-        (na * db)
-            .cmp(&(nb * da))
-            .then(unit_op[a].cmp(&unit_op[b]))
+        items[a]
+            .0
+            .cmp(&items[b].0)
+            .then((na * db).cmp(&(nb * da)))
+            .then(items[a].1.cmp(&items[b].1))
             .then(a.cmp(&b))
     });
-    let mut slot = vec![0usize; units.len()];
-    for (pos, &u) in units.iter().enumerate() {
-        slot[u] = pos;
+    let mut slot = vec![0usize; unit_op.len()];
+    for (pos, u) in order.iter().flat_map(|&i| items[i].2.iter()).enumerate() {
+        slot[*u] = pos;
     }
     let mut order: Vec<usize> = (0..cases.len()).collect();
     order.sort_by_key(|&i| (slot[keys[i]], i));
@@ -1158,6 +1296,83 @@ mod admission_tests {
         );
         // Units keep their first-seen numbers.
         assert_eq!(units, vec![0, 4, 1, 6, 2, 5, 3]);
+    }
+
+    #[test]
+    fn ranked_units_run_class_by_class_with_a_groups_units_together() {
+        use super::{units_ranked, Rank};
+        let c =
+            |op: &str, n: i64, imp: &str| Case::new(op, imp, kedge_core::DType::F32, [64, n, 1, 1]);
+        // Op a: a boundary (group 7: n = 10, 11) and two other shapes; op b: a boundary
+        // (group 8: n = 20, 21) and one other shape in another dtype (class 1). Every shape
+        // has two impls, given apart.
+        let mut cases = Vec::new();
+        for imp in ["x", "y"] {
+            for (op, n) in [
+                ("a", 1),
+                ("a", 10),
+                ("b", 5),
+                ("a", 11),
+                ("a", 2),
+                ("b", 20),
+                ("b", 21),
+            ] {
+                cases.push(c(op, n, imp));
+            }
+        }
+        let rank = |c: &Case| match (c.op.as_str(), c.ne[1]) {
+            ("a", 10 | 11) => Rank {
+                class: 0,
+                group: Some(7),
+            },
+            ("b", 20 | 21) => Rank {
+                class: 0,
+                group: Some(8),
+            },
+            ("b", 5) => Rank {
+                class: 1,
+                group: None,
+            },
+            _ => Rank {
+                class: 2,
+                group: None,
+            },
+        };
+        let (ordered, units) = units_ranked(&cases, rank);
+        let got: Vec<(String, i64, String)> = ordered
+            .iter()
+            .map(|c| (c.op.clone(), c.ne[1], c.imp.clone()))
+            .collect();
+        let want = [
+            // Class 0: a's boundary, both sides, then b's (one group each: ops at 1/2, the
+            // first-seen op first).
+            ("a", 10, "x"),
+            ("a", 10, "y"),
+            ("a", 11, "x"),
+            ("a", 11, "y"),
+            ("b", 20, "x"),
+            ("b", 20, "y"),
+            ("b", 21, "x"),
+            ("b", 21, "y"),
+            // Class 1: the other dtype.
+            ("b", 5, "x"),
+            ("b", 5, "y"),
+            // Class 2: the rest.
+            ("a", 1, "x"),
+            ("a", 1, "y"),
+            ("a", 2, "x"),
+            ("a", 2, "y"),
+        ];
+        assert_eq!(
+            got,
+            want.iter()
+                .map(|&(o, n, i)| (o.to_string(), n, i.to_string()))
+                .collect::<Vec<_>>()
+        );
+        // A key's impls stay one unit, numbered as units_by_reference numbers them.
+        assert_eq!(units, vec![1, 1, 3, 3, 5, 5, 6, 6, 2, 2, 0, 0, 4, 4]);
+        // The same input gives the same order.
+        assert_eq!(units_ranked(&cases, rank).0, ordered);
     }
 
     #[test]

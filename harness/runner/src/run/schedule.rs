@@ -10,6 +10,7 @@
 //! Nothing here knows about processes or CUDA: a device is anything implementing [`Runner`]
 //! (a supervisor's worker pool in `kedge sweep`, fakes in the tests).
 
+use super::budget::TimeBudget;
 use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
@@ -106,6 +107,9 @@ impl DeviceReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
     pub devices: Vec<DeviceReport>,
+    /// Positions (in the slice given to [`run`]) of the cases not started because the time
+    /// budget ran out, ascending. Empty without a budget.
+    pub not_run: Vec<usize>,
 }
 
 impl Summary {
@@ -166,6 +170,8 @@ struct State {
     live: usize,
     /// Take nothing more (fatal error, sink failure, every device lost).
     stop: bool,
+    /// Some batch was handed out.
+    handed: bool,
 }
 
 struct Queue<'u> {
@@ -173,6 +179,8 @@ struct Queue<'u> {
     changed: Condvar,
     /// The unit of each position: positions of one unit are handed out together.
     units: &'u [usize],
+    /// Once it is exhausted, nothing more is handed out.
+    budget: Option<&'u TimeBudget>,
 }
 
 impl Queue<'_> {
@@ -187,7 +195,13 @@ impl Queue<'_> {
     fn take(&self, n: usize) -> Option<Vec<usize>> {
         let mut s = self.lock();
         loop {
-            if s.stop {
+            // Out of time: nothing more is handed out once something was (the first batch
+            // goes out whatever the time, and its first case runs), and cases given back stay
+            // in the queue: they are the ones not run.
+            let out_of_time = self
+                .budget
+                .is_some_and(|b| b.is_up() && (s.handed || b.started() > 0));
+            if s.stop || out_of_time {
                 return None;
             }
             if !s.queue.is_empty() {
@@ -206,6 +220,7 @@ impl Queue<'_> {
                     batch.extend(s.queue.drain(..len));
                 }
                 s.in_flight += batch.len();
+                s.handed = true;
                 return Some(batch);
             }
             if s.in_flight == 0 {
@@ -276,18 +291,22 @@ where
     R: Runner<T> + Send,
 {
     let units: Vec<usize> = (0..cases.len()).collect();
-    run_units(cases, &units, devices, opts, sink)
+    run_units(cases, &units, devices, opts, None, sink)
 }
 
 /// [`run`], with cases handed out in units: `units[i]` names the unit of `cases[i]`, and a
 /// device takes a unit's cases together, in order, in one batch (what one worker runs in a
 /// row: cases sharing inputs and a reference, say). A unit's cases must be next to each
 /// other in `cases`.
+///
+/// With a `budget`, no unit is handed out once it is exhausted; a batch its runner ended early
+/// for lack of time is not a device failure. The cases never started are `Summary::not_run`.
 pub fn run_units<T, R>(
     cases: &[T],
     units: &[usize],
     devices: &mut [(DeviceId, R)],
     opts: Options,
+    budget: Option<&TimeBudget>,
     mut sink: impl FnMut(Finished<R::Output>) -> std::io::Result<()>,
 ) -> Result<Summary, ScheduleError<R::Error>>
 where
@@ -300,11 +319,13 @@ where
     assert_eq!(units.len(), cases.len(), "one unit per case");
     let queue = Queue {
         units,
+        budget,
         state: Mutex::new(State {
             queue: (0..cases.len()).collect(),
             in_flight: 0,
             live: devices.len(),
             stop: false,
+            handed: false,
         }),
         changed: Condvar::new(),
     };
@@ -347,16 +368,23 @@ where
     if let Some(e) = sink_err {
         return Err(ScheduleError::Sink(e));
     }
-    let mut left: Vec<usize> = queue.lock().queue.iter().copied().collect();
-    if !left.is_empty() {
-        left.sort_unstable();
+    let (mut left, live): (Vec<usize>, usize) = {
+        let s = queue.lock();
+        (s.queue.iter().copied().collect(), s.live)
+    };
+    left.sort_unstable();
+    if !left.is_empty() && live == 0 {
         return Err(ScheduleError::AllLost {
             lost: reports.into_iter().filter(|d| d.lost.is_some()).collect(),
             not_run: left,
             total: cases.len(),
         });
     }
-    Ok(Summary { devices: reports })
+    // Cases are left only when the budget ran out (otherwise a live device takes them).
+    Ok(Summary {
+        devices: reports,
+        not_run: left,
+    })
 }
 
 fn device_loop<T: Clone, R: Runner<T>>(
@@ -401,6 +429,8 @@ fn device_loop<T: Clone, R: Runner<T>>(
             .collect();
         let failure = match res {
             Ok(()) if unfinished.is_empty() => None,
+            // The runner stopped starting cases: the time is up. Not the device's fault.
+            Ok(()) if queue.budget.is_some_and(TimeBudget::is_up) => None,
             Ok(()) => Some(format!(
                 "the batch ended without a result for {} of its {} cases",
                 unfinished.len(),
@@ -417,7 +447,7 @@ fn device_loop<T: Clone, R: Runner<T>>(
         match failure {
             None => {
                 failures_in_row = 0;
-                queue.give_back(batch.len(), &[], false, false);
+                queue.give_back(batch.len(), &unfinished, false, false);
             }
             Some(why) => {
                 failures_in_row += 1;
@@ -534,7 +564,20 @@ mod tests {
         gate: Option<Arc<AtomicBool>>,
         /// Where it records each batch it is handed.
         batches: Option<Arc<Mutex<Vec<Vec<String>>>>>,
+        /// Asked before each case, as a supervisor asks.
+        budget: Option<Arc<TimeBudget>>,
+        /// Advanced by one second for each case it finishes.
+        clock: Option<Arc<CaseClock>>,
         ran: usize,
+    }
+
+    /// A clock that reads one second per case finished.
+    #[derive(Default)]
+    struct CaseClock(std::sync::atomic::AtomicU64);
+    impl crate::run::budget::Clock for CaseClock {
+        fn elapsed(&self) -> Duration {
+            Duration::from_secs(self.0.load(Ordering::SeqCst))
+        }
     }
 
     impl Runner<String> for Fake {
@@ -560,6 +603,9 @@ mod tests {
                 if self.dies_after.is_some_and(|n| self.ran >= n) {
                     return Err(BatchError::Device(FakeError("device lost".into())));
                 }
+                if !crate::run::budget::may_start(self.budget.as_deref()) {
+                    return Ok(());
+                }
                 if let Some(s) = &self.starting {
                     s.store(true, Ordering::SeqCst);
                 }
@@ -571,6 +617,9 @@ mod tests {
                 }
                 std::thread::sleep(self.pause);
                 self.ran += 1;
+                if let Some(c) = &self.clock {
+                    c.0.fetch_add(1, Ordering::SeqCst);
+                }
                 done(k, format!("ran {case}"));
             }
             Ok(())
@@ -712,10 +761,17 @@ mod tests {
         // Units: {0,1,2} {3} {4,5} {6} {7,8,9}.
         let units = [0, 0, 0, 1, 2, 2, 3, 4, 4, 4];
         let mut n = 0;
-        run_units(&cases, &units, &mut devices, Options::default(), |_| {
-            n += 1;
-            Ok(())
-        })
+        run_units(
+            &cases,
+            &units,
+            &mut devices,
+            Options::default(),
+            None,
+            |_| {
+                n += 1;
+                Ok(())
+            },
+        )
         .expect("runs");
         assert_eq!(n, 10);
         let mut batches = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
@@ -732,7 +788,7 @@ mod tests {
             batch: 4,
             ..Options::default()
         };
-        run_units(&cases, &units, &mut one, opts, |_| Ok(())).expect("runs");
+        run_units(&cases, &units, &mut one, opts, None, |_| Ok(())).expect("runs");
         let sizes: Vec<usize> = seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -740,6 +796,84 @@ mod tests {
             .map(Vec::len)
             .collect();
         assert_eq!(sizes, vec![4, 3, 3]);
+    }
+
+    #[test]
+    fn once_the_time_is_up_nothing_more_starts_and_the_rest_is_named() {
+        // One second per case, three seconds of budget: cases 0, 1 and 2 start (at 0, 1 and
+        // 2 s); case 3, the second of its unit, does not, and neither does anything after.
+        let clock = Arc::new(CaseClock::default());
+        let budget = Arc::new(TimeBudget::with_clock(
+            Duration::from_secs(3),
+            clock.clone(),
+        ));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut devs = vec![(
+            0,
+            Fake {
+                budget: Some(budget.clone()),
+                clock: Some(clock),
+                batches: Some(seen.clone()),
+                ..Fake::default()
+            },
+        )];
+        let all = cases(10);
+        let units = [0, 0, 1, 1, 2, 3, 4, 5, 5, 6];
+        let mut got = Vec::new();
+        let s = run_units(
+            &all,
+            &units,
+            &mut devs,
+            Options::default(),
+            Some(&budget),
+            |f| {
+                got.push(f.index);
+                Ok(())
+            },
+        )
+        .expect("a run out of time is not an error");
+        assert_eq!(got, vec![0, 1, 2]);
+        assert_eq!(s.ran(), 3);
+        assert_eq!(s.not_run, (3..10).collect::<Vec<_>>());
+        assert!(s.devices[0].failures.is_empty(), "{s:?}");
+        assert!(s.devices[0].lost.is_none());
+        // The unit cut short was the last one handed out.
+        assert_eq!(seen.lock().unwrap_or_else(PoisonError::into_inner).len(), 2);
+        assert_eq!(budget.started(), 3);
+        assert!(!budget.first_past_limit());
+    }
+
+    #[test]
+    fn a_budget_spent_before_the_start_runs_exactly_one_case() {
+        let budget = Arc::new(TimeBudget::with_clock(
+            Duration::ZERO,
+            Arc::new(CaseClock::default()),
+        ));
+        let fake = || Fake {
+            budget: Some(budget.clone()),
+            ..Fake::default()
+        };
+        let mut devs = vec![(0, fake()), (1, fake())];
+        let all = cases(6);
+        let units: Vec<usize> = (0..6).collect();
+        let mut got = Vec::new();
+        let s = run_units(
+            &all,
+            &units,
+            &mut devs,
+            Options::default(),
+            Some(&budget),
+            |f| {
+                got.push(f.index);
+                Ok(())
+            },
+        )
+        .expect("runs");
+        // The front of the queue, whichever device took it.
+        assert_eq!(got, vec![0]);
+        assert_eq!(s.not_run, vec![1, 2, 3, 4, 5]);
+        assert!(s.devices.iter().all(|d| d.failures.is_empty()), "{s:?}");
+        assert!(budget.first_past_limit());
     }
 
     #[test]

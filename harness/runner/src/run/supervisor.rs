@@ -2,6 +2,7 @@
 //! worker whose context died, kills a hung one, and wraps workers in compute-sanitizer.
 //! Cases never run in the supervisor itself.
 
+use super::budget::TimeBudget;
 use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
 use super::schedule::BatchError;
 use kedge_core::{AllocMode, Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
@@ -11,6 +12,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +248,8 @@ pub struct Supervisor {
     /// Workers that gave their last verdict and are exiting on their own: reaped when they
     /// have, killed if they still linger when the supervisor ends.
     exiting: Vec<Worker>,
+    /// The sweep's time limit: asked before each case is sent.
+    budget: Option<Arc<TimeBudget>>,
 }
 
 /// Standbys a slot keeps at most. Guard mode's FP8 over-reads end workers faster than one
@@ -283,7 +287,14 @@ impl Supervisor {
             upcoming: Vec::new(),
             waited: Duration::ZERO,
             exiting: Vec::new(),
+            budget: None,
         }
+    }
+
+    /// A time limit shared with the rest of the run: once it is up, `run` sends no new case
+    /// (the case a worker is running finishes) and returns with the rest unreported.
+    pub fn set_budget(&mut self, budget: Option<Arc<TimeBudget>>) {
+        self.budget = budget;
     }
 
     /// Let the idle worker and the standby go (this pool sits out a tier of bigger cases).
@@ -598,7 +609,13 @@ impl Supervisor {
             sink(r).map_err(SupervisorError::Sink)
         };
         let keep = self.cfg.keep_worker && self.cfg.sanitize.is_none();
-        while i < cases.len() {
+        // Set once the time limit stops the next case from starting.
+        let mut out_of_time = false;
+        while i < cases.len() && !out_of_time {
+            // No worker is started for cases that will not run.
+            if self.budget.as_ref().is_some_and(|b| b.exhausted()) {
+                break;
+            }
             let (mut w, info) = match self.take_idle() {
                 Some(kept) => kept,
                 None => {
@@ -618,6 +635,10 @@ impl Supervisor {
             // The worker gave its last verdict and exits by itself (its context died).
             let mut retired = false;
             while i < cases.len() && started < batch && !worker_gone {
+                if !super::budget::may_start(self.budget.as_deref()) {
+                    out_of_time = true;
+                    break;
+                }
                 let case = &cases[i];
                 let mut retiring = false;
                 let sent = match w.stdin.as_mut() {
@@ -763,10 +784,19 @@ impl Supervisor {
                     }
                 }
             }
+            if started == 0 {
+                // The time ran out before this worker got a case: it has nothing to report.
+                if keep {
+                    self.idle = Some((w, info));
+                } else {
+                    w.finish(Duration::from_secs(60));
+                }
+                break;
+            }
             if worker_gone {
                 self.lost += 1;
             }
-            if keep && !worker_gone && i == cases.len() {
+            if keep && !worker_gone && (i == cases.len() || out_of_time) {
                 // Alive and done with this run: the next run starts with it.
                 self.idle = Some((w, info));
                 break;

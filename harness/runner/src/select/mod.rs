@@ -4,6 +4,7 @@
 //! unknown op, impl, dtype or parameter, or a selection left empty, is an error that says why.
 
 pub mod corpus;
+pub mod order;
 pub mod shard;
 pub mod suite;
 

@@ -18,6 +18,7 @@ use kedge_core::{
     Case, CaseError, CaseResult, DType, Impl, ImplRole, KernelArg, LimitsProfile, Op, Plan,
     Registry, Role, TensorSpec,
 };
+use kedge_ops::ggml::c_repro::{self, CProgram, Side};
 use std::fmt::Write as _;
 
 /// How the kernel source appears in the `.cu` file. Golden tests use `Placeholder` so that a
@@ -66,6 +67,22 @@ pub enum CuRepro {
     },
 }
 
+/// A standalone C program against ggml's public API, for a case of a ggml build's impl.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgmlRepro {
+    Available {
+        program: CProgram,
+        /// `./repro DEVICE SIDE`, one per side, with what each must show.
+        run: Vec<String>,
+        /// Whether test-backend-ops' constructor line builds the case's layout: `Err(what the
+        /// line loses)`.
+        layout: Result<(), String>,
+    },
+    Unavailable {
+        why: String,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repro {
     pub label: String,
@@ -75,6 +92,8 @@ pub struct Repro {
     pub upstream: Result<UpstreamSection, String>,
     pub kedge_run: String,
     pub cu: CuRepro,
+    /// For a case of a ggml build's impl (`ggml:CUDA0`): the C program.
+    pub ggml: Option<GgmlRepro>,
 }
 
 /// Quote for a POSIX shell: single quotes, with `'` written as `'\''`.
@@ -180,7 +199,11 @@ pub fn limit_comments(reg: &Registry, case: &Case, profile: &LimitsProfile) -> V
         .collect()
 }
 
-fn upstream_section(input: &ReproInput<'_>, op: &dyn Op) -> Result<UpstreamSection, String> {
+fn upstream_section(
+    input: &ReproInput<'_>,
+    op: &dyn Op,
+    layout: Option<&Result<(), String>>,
+) -> Result<UpstreamSection, String> {
     let case = input.case;
     let up = op.upstream(case).ok_or_else(|| {
         format!(
@@ -189,6 +212,11 @@ fn upstream_section(input: &ReproInput<'_>, op: &dyn Op) -> Result<UpstreamSecti
         )
     })?;
     let mut lines = Vec::new();
+    if let Some(Err(lost)) = layout {
+        lines.push(format!(
+            "// this line does not reproduce the case's layout: {lost}; test-backend-ops makes its tensors dense (or its own view of a larger tensor) in one buffer. The C program (e) builds the layout kedge ran."
+        ));
+    }
     let limits = limit_comments(input.reg, case, input.profile);
     if limits.is_empty() {
         match input.result {
@@ -235,10 +263,92 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
+/// The C program of a case of a ggml build's impl (`None` for other impls): the case and,
+/// when minimize found a transition, its passing side, in one program.
+fn ggml_repro(input: &ReproInput<'_>, op: &dyn Op) -> Option<GgmlRepro> {
+    let device = input.case.imp.strip_prefix("ggml:")?;
+    let Some(ggml) = kedge_ggml::Ggml::loaded() else {
+        return Some(GgmlRepro::Unavailable {
+            why: "no ggml build is loaded (--ggml DIR): the program is written from the graph the build makes".into(),
+        });
+    };
+    let case = input.case;
+    let seen = |r: &CaseResult| format!("{} ({})", r.verdict, r.detector);
+    let fail_about;
+    let pass_about;
+    let case_about;
+    let sides: Vec<Side<'_>> = match input.transition {
+        Some(t) => {
+            fail_about = format!(
+                "the failing side of the transition: {} = {}, kedge saw {}",
+                t.axis,
+                t.fail_at,
+                seen(&t.fail)
+            );
+            pass_about = format!(
+                "the passing side of the transition: {} = {}, kedge saw {}",
+                t.axis,
+                t.pass_at,
+                t.pass_outcome()
+            );
+            vec![
+                Side {
+                    name: "fail",
+                    about: &fail_about,
+                    case: &t.fail.case,
+                },
+                Side {
+                    name: "pass",
+                    about: &pass_about,
+                    case: &t.pass.case,
+                },
+            ]
+        }
+        None => {
+            case_about = match input.result {
+                Some(r) => format!("the case as kedge ran it: kedge saw {}", seen(r)),
+                None => "the case as kedge runs it".into(),
+            };
+            vec![Side {
+                name: "case",
+                about: &case_about,
+                case,
+            }]
+        }
+    };
+    let layout = c_repro::upstream_layout(op, case);
+    Some(match c_repro::program(ggml, input.reg, device, &sides) {
+        Ok(program) => {
+            let run = sides
+                .iter()
+                .map(|x| {
+                    let expect = match (x.name, input.transition.is_some()) {
+                        ("fail", _) => "  # must print FAIL (exit status 1)",
+                        ("pass", _) => "  # must print PASS (exit status 0)",
+                        _ => "",
+                    };
+                    format!("./repro {device} {}{expect}", x.name)
+                })
+                .collect();
+            GgmlRepro::Available {
+                program,
+                run,
+                layout,
+            }
+        }
+        Err(why) => GgmlRepro::Unavailable { why },
+    })
+}
+
 /// Build every part of the repro.
 pub fn build(input: &ReproInput<'_>) -> Result<Repro, CaseError> {
     let (op, imp) = input.reg.resolve(input.case)?;
-    let upstream = upstream_section(input, op);
+    let ggml = ggml_repro(input, op);
+    let layout = match &ggml {
+        Some(GgmlRepro::Available { layout, .. }) => Some(layout),
+        _ => None,
+    };
+    let upstream = upstream_section(input, op, layout);
     let kedge_run = format!("kedge run --case {}", shell_quote(&input.case.to_line()));
     let cu = match cu_file(op, imp, input.case, input.profile, input.sources) {
         Ok(CuFile {
@@ -273,8 +383,12 @@ pub fn build(input: &ReproInput<'_>) -> Result<Repro, CaseError> {
         upstream,
         kedge_run,
         cu,
+        ggml,
     })
 }
+
+/// Programs longer than this are not printed, only written (`kedge repro --out DIR`).
+const MAX_PRINTED_PROGRAM: usize = 256 << 10;
 
 /// The repro as text.
 pub fn render(r: &Repro) -> String {
@@ -343,6 +457,74 @@ pub fn render(r: &Repro) -> String {
             let _ = writeln!(s, "# not available: {why}");
         }
     }
+    if let Some(g) = &r.ggml {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "## (e) standalone C program against ggml's public API (no kedge needed)"
+        );
+        match g {
+            GgmlRepro::Available {
+                program,
+                run,
+                layout,
+            } => {
+                match layout {
+                    Ok(()) => {
+                        let _ = writeln!(
+                            s,
+                            "# layout: both reproduce it (the case's tensors are dense); the test-backend-ops line is what upstream gates on, this program gives each tensor its own buffer as kedge does"
+                        );
+                    }
+                    Err(lost) => {
+                        let _ = writeln!(
+                            s,
+                            "# layout: only this program reproduces it ({lost}); the test-backend-ops line in (a) does not"
+                        );
+                    }
+                }
+                let _ = writeln!(
+                    s,
+                    "# `kedge repro --out DIR` writes {}{}",
+                    c_repro::FILE,
+                    program
+                        .files
+                        .iter()
+                        .map(|(n, b)| format!(
+                            " and {n} ({} bytes of inputs, read beside it)",
+                            b.len()
+                        ))
+                        .collect::<String>()
+                );
+                let _ = writeln!(s, "{}", program.build);
+                for c in run {
+                    let _ = writeln!(s, "{c}");
+                }
+                if let Some(first) = run.first() {
+                    let first = first.split("  #").next().unwrap_or(first);
+                    let _ = writeln!(s, "compute-sanitizer --tool memcheck --padding 512 {first}");
+                }
+                if program.source.len() <= MAX_PRINTED_PROGRAM {
+                    let _ = writeln!(s, "---- {} ----", c_repro::FILE);
+                    s.push_str(&program.source);
+                    if !program.source.ends_with('\n') {
+                        s.push('\n');
+                    }
+                    let _ = writeln!(s, "---- end of {} ----", c_repro::FILE);
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "# {} is {} bytes (its inputs embedded): not printed; `--out DIR` writes it",
+                        c_repro::FILE,
+                        program.source.len()
+                    );
+                }
+            }
+            GgmlRepro::Unavailable { why } => {
+                let _ = writeln!(s, "# not available: {why}");
+            }
+        }
+    }
     s
 }
 
@@ -354,43 +536,7 @@ const MAX_EMBEDDED_INPUT_BYTES: u64 = 1 << 20;
 /// kedge's input generator in C: SplitMix64 exactly as `kedge_core::model::rng::Rng`, filling
 /// each input as `kedge_core::contract::op::random_tensor` does (floats uniform in [-1, 1), integers in
 /// [0, 16)), so the `.cu` file's inputs are bit for bit the ones kedge used.
-pub const RNG_C: &str = r#"__attribute__((unused)) static uint64_t kedge_next(uint64_t *s) {
-    *s += 0x9E3779B97F4A7C15ull;
-    uint64_t z = *s;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-__attribute__((unused)) static uint64_t kedge_stream(uint64_t seed, uint64_t index) {
-    uint64_t s = (seed + index * 0xD1B54A32D192ED03ull) ^ 0x9E3779B97F4A7C15ull;
-    kedge_next(&s);
-    return s;
-}
-__attribute__((unused)) static float kedge_uniform(uint64_t *s) {
-    const float unit = (float) (kedge_next(s) >> 40) / (float) (1u << 24);
-    return -1.0f + 2.0f * unit; /* exact: 2*unit is exact, one rounding either way */
-}
-__attribute__((unused)) static uint32_t kedge_below16(uint64_t *s) {
-    return (uint32_t) (((unsigned __int128) kedge_next(s) * 16u) >> 64);
-}
-__attribute__((unused)) static void kedge_fill_f32(float *h, size_t n, uint64_t seed, uint64_t index) {
-    uint64_t s = kedge_stream(seed, index);
-    for (size_t i = 0; i < n; i++) h[i] = kedge_uniform(&s);
-}
-__attribute__((unused)) static void kedge_fill_i32(int32_t *h, size_t n, uint64_t seed, uint64_t index) {
-    uint64_t s = kedge_stream(seed, index);
-    for (size_t i = 0; i < n; i++) h[i] = (int32_t) kedge_below16(&s);
-}
-__attribute__((unused)) static void kedge_fill_u8(uint8_t *h, size_t n, uint64_t seed, uint64_t index) {
-    uint64_t s = kedge_stream(seed, index);
-    for (size_t i = 0; i < n; i++) h[i] = (uint8_t) kedge_below16(&s);
-}
-__attribute__((unused)) static float kedge_f32_bits(uint32_t b) {
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
-"#;
+pub const RNG_C: &str = kedge_core::model::rng::C_SOURCE;
 
 /// f32 to f16 and bf16 in C, rounded to nearest even as kedge converts its host inputs
 /// (`HostTensor::from_f32`), for the `.cu` file of a case with 16-bit inputs: no CUDA header

@@ -11,17 +11,25 @@
 
 use crate::errors::{Error, OutputError, Status};
 use crate::external::ExternalSpec;
+use crate::report::NotRun;
 use crate::report::ReportOptions;
 use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
+use crate::run::budget::human_duration;
 use crate::run::{
     needs_gpu, CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, HostExecutor, RunEngine,
     CPU_REFERENCE_LIMIT,
 };
-use crate::select::{MaxElements, Selection, Shard, Suite};
-use kedge_core::{Case, LimitsProfile, Tool, Under};
+use crate::run::{MaxTime, TimeBudget};
+use crate::select::{order, MaxElements, Selection, Shard, Suite};
+use kedge_core::{Case, LimitsProfile, Registry, Tool, Under};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The cases a time-limited sweep did not start, one JSON line each:
+/// `{"case":{...},"under":"native"}` (a corpus: `--corpus` reads it).
+pub const NOT_RUN_FILE: &str = "not-run.jsonl";
 
 /// Largest tensor a GPU sweep runs unless told otherwise (`--max-elements`): the
 /// 2^31-element index-width cases need 16 GiB of device memory and about 40 GiB of host
@@ -65,6 +73,10 @@ pub struct RunSummary {
     /// Selected cases with no result.
     #[serde(default)]
     pub missing: usize,
+    /// Of those, the cases this invocation did not start because its time limit ran out
+    /// (`--max-time`; they are in `not-run.jsonl`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_run: usize,
     /// Cases run by this invocation, and its wall time.
     #[serde(default)]
     pub ran_now: usize,
@@ -94,6 +106,10 @@ pub struct RunSummary {
     /// Where the worker time of the cases run now went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeSpent>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How long workers took to start.
@@ -251,10 +267,15 @@ pub struct SweepOutcome {
     pub cases: usize,
     pub results: PathBuf,
     pub reports: Vec<PathBuf>,
+    /// Cases not started because the time limit ran out, each with the run it was for, in
+    /// the order they would have run (also in `not-run.jsonl`).
+    pub not_run: Vec<(Under, Case)>,
 }
 
 /// Run a sweep.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
+    // `--max-time`: counted from here (the engine options carry it to every worker pool).
+    let budget = req.engine.budget.clone();
     let out = OutDir::open(&req.out)?;
     out.check_results(req.mode)?;
     let (reg, added) = req.external.registry()?;
@@ -352,6 +373,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             let mut cpu =
                 CpuExecutor::new(&reg, limits.clone()).with_references(CPU_REFERENCE_LIMIT);
             cpu.progress = req.engine.progress;
+            cpu.budget = budget.clone();
             // A library's host backend (ggml's CPU backend) runs for real without a GPU, in
             // workers that open none.
             let host = cases.iter().filter(|c| !needs_gpu(&reg, c)).count();
@@ -376,7 +398,20 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
 
     // An executor with nothing to run makes no row (a CPU-side sweep of host-backend cases).
     executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
+    // With a time limit, the whole selection's order of expected yield: each executor runs
+    // its part in it, and a resumed sweep continues it.
+    let yield_order = budget
+        .as_ref()
+        .map(|_| order::by_yield(&reg, &limits, &cases));
+    if let Some(b) = &budget {
+        crate::note!(
+            "--max-time {}: no case starts after it (cases running then finish); in order of expected yield: {}",
+            MaxTime(b.limit()),
+            order::CLASSES
+        );
+    }
     let mut stats = Vec::new();
+    let mut not_run: Vec<(Under, Case)> = Vec::new();
     for ex in executors.iter_mut() {
         let under = ex.under();
         let accepted: HashSet<String> = cases
@@ -389,11 +424,16 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         } else {
             Default::default()
         };
-        let todo: Vec<Case> = cases
+        let todo: Vec<Case> = yield_order
+            .as_ref()
+            .map_or(&cases, |(ordered, _)| ordered)
             .iter()
             .filter(|c| ex.accepts(c) && !done.contains(&c.id()))
             .cloned()
             .collect();
+        if let Some((_, o)) = &yield_order {
+            ex.set_order(Arc::new(o.clone()));
+        }
         if req.mode == OutMode::Resume {
             crate::note!(
                 "resuming {under}: {} cases already finished, {} to run",
@@ -401,12 +441,20 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 todo.len()
             );
         }
+        let mut got: HashSet<String> = HashSet::new();
         let mut sink = |r: kedge_core::CaseResult| -> Result<(), Error> {
+            got.insert(r.case.id());
             writer.write(&r).map_err(Error::from)
         };
         let st = ex.run(&todo, &mut sink)?;
+        let mine_not_run: Vec<Case> = todo
+            .iter()
+            .filter(|c| !got.contains(&c.id()))
+            .cloned()
+            .collect();
         let ran: HashSet<String> = todo.iter().map(Case::id).collect();
-        stats.push((under, ex.device(), st, accepted, ran));
+        stats.push((under, ex.device(), st, accepted, ran, mine_not_run.len()));
+        not_run.extend(mine_not_run.into_iter().map(|c| (under, c)));
     }
     drop(executors);
     drop(writer);
@@ -423,7 +471,9 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         .unwrap_or_else(|| "exact".into());
     let fleet = engine.as_ref().map(|e| e.fleet().clone());
     let mut summary = SweepSummary::default();
-    for (under, device, st, accepted, ran) in stats {
+    // (bytes of tensors, seconds) of each case run now: what the cases not run are costed by.
+    let mut costs: Vec<(u64, f64)> = Vec::new();
+    for (under, device, st, accepted, ran, left) in stats {
         let mine: Vec<_> = set
             .results
             .iter()
@@ -436,6 +486,16 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             .filter(|r| ran.contains(&r.id))
             .collect();
         let time = TimeSpent::of(&now);
+        if budget.is_some() {
+            costs.extend(now.iter().map(|r| {
+                let b = reg
+                    .op(&r.case.op)
+                    .and_then(|op| op.tensors(&r.case))
+                    .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+                    .unwrap_or(0);
+                (b, r.ms / 1e3)
+            }));
+        }
         let row = RunSummary {
             under,
             allocs: allocs.clone(),
@@ -447,6 +507,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             cases: mine.len(),
             failures,
             missing: accepted.len().saturating_sub(mine.len()),
+            not_run: left,
             ran_now: st.ran,
             wall_s: st.wall_s,
             workers: st.workers,
@@ -496,19 +557,41 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         .iter()
         .map(|r| format!("{}: {}", r.under, r.device))
         .collect();
+    // Cases are left only when a time limit ran out; a sweep that ran everything removes the
+    // list an earlier, cut-short run of this directory left.
+    let not_run_report = match &budget {
+        Some(b) if !not_run.is_empty() => out_of_time(&out, &reg, b, &summary, &not_run, &costs)?,
+        _ => {
+            let file = out.join(NOT_RUN_FILE);
+            match std::fs::remove_file(&file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(OutputError::write(&file, e).into())
+                }
+                _ => None,
+            }
+        }
+    };
     let reports = write_reports(
         &out,
         &set,
         &ReportOptions {
             registry: Some(&reg),
             devices: &devices,
+            not_run: not_run_report.as_ref(),
             ..ReportOptions::default()
         },
     )?;
     crate::console::final_summary(crate::console::Style::stderr(), &set.results, |n| {
         format!("{n} more: see {}", out.join("report.md").display())
     });
-    let status = if gpu {
+    let status = if !not_run.is_empty() {
+        crate::note!(
+            "the time ran out with {} cases not run (exit status {}): `--resume` with the same flags runs them",
+            not_run.len(),
+            Status::OutOfTime.exit_code()
+        );
+        Status::OutOfTime
+    } else if gpu {
         Status::failed_if(summary.failures() > 0)
     } else {
         crate::note!(
@@ -523,7 +606,107 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         cases: cases.len(),
         results: results_path,
         reports,
+        not_run,
     })
+}
+
+/// The end of a sweep whose time limit ran out: `not-run.jsonl` written, and what a person
+/// needs said: how many did not run, whether the limit
+/// was too small for even one case, and roughly how long the rest would take.
+fn out_of_time(
+    out: &OutDir,
+    reg: &Registry,
+    budget: &TimeBudget,
+    summary: &SweepSummary,
+    not_run: &[(Under, Case)],
+    costs: &[(u64, f64)],
+) -> Result<Option<NotRun>, Error> {
+    let wall_s: f64 = summary.runs.iter().map(|r| r.wall_s).sum();
+    let file = out.join(NOT_RUN_FILE);
+    let lines: String = not_run
+        .iter()
+        .map(|(u, c)| format!("{}\n", serde_json::json!({ "under": u.name(), "case": c })))
+        .collect();
+    out.write(NOT_RUN_FILE, &lines)?;
+    let limit = MaxTime(budget.limit());
+    let why = format!(
+        "the time limit (--max-time {limit}) ran out after {}",
+        human_duration(budget.elapsed())
+    );
+    let started = budget.started();
+    if started <= 1 {
+        crate::note!(
+            "--max-time {limit} is too small for one case: {} the first case only{}",
+            if budget.first_past_limit() {
+                "the time was used up before any case started (setting up), so kedge ran"
+            } else {
+                "it ran"
+            },
+            summary
+                .runs
+                .iter()
+                .find_map(|r| r.time.as_ref())
+                .and_then(|t| t.slowest.first())
+                .map(|(label, secs)| format!(" ({label}, {secs:.1} s)"))
+                .unwrap_or_default()
+        );
+    }
+    // What the rest would cost: each case not run costs what the case run now nearest to it
+    // in bytes of tensors took (a case's time follows its bytes), scaled by how many ran at
+    // once (this sweep's wall time over its cases' summed time).
+    let bytes = |c: &Case| -> u64 {
+        reg.op(&c.op)
+            .and_then(|op| op.tensors(c))
+            .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+            .unwrap_or(0)
+    };
+    let left: Vec<u64> = not_run.iter().map(|(_, c)| bytes(c)).collect();
+    let estimate = match estimate_s(costs, wall_s, &left) {
+        Some(secs) => format!(
+            "; their tensors come to {}, roughly {} more at this sweep's pace",
+            kedge_core::contract::plan::human_bytes(left.iter().sum()),
+            human_duration(std::time::Duration::from_secs_f64(secs))
+        ),
+        None => String::new(),
+    };
+    crate::note!(
+        "{why}: {} cases not run, named in {}{estimate}",
+        not_run.len(),
+        file.display()
+    );
+    Ok(Some(NotRun {
+        why,
+        file: file.display().to_string(),
+        cases: not_run
+            .iter()
+            .map(|(u, c)| format!("{u}: {}", c.label()))
+            .collect(),
+    }))
+}
+
+/// Roughly how long cases of `left` bytes each would take, in seconds of wall time: each costs
+/// the seconds of the case in `costs` (bytes, seconds: the cases run now) nearest to it in
+/// bytes (by ratio), the sum scaled by `wall_s` over the summed seconds of `costs` (the cases
+/// that ran at once). `None` without costs.
+pub fn estimate_s(costs: &[(u64, f64)], wall_s: f64, left: &[u64]) -> Option<f64> {
+    let worker_s: f64 = costs.iter().map(|c| c.1).sum();
+    if costs.is_empty() || worker_s <= 0.0 || wall_s <= 0.0 {
+        return None;
+    }
+    let mut by_size: Vec<(u64, f64)> = costs.to_vec();
+    by_size.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let ln = |b: u64| (b.max(1) as f64).ln();
+    let nearest = |b: u64| -> f64 {
+        let i = by_size.partition_point(|c| c.0 < b);
+        [i.checked_sub(1), (i < by_size.len()).then_some(i)]
+            .into_iter()
+            .flatten()
+            .map(|k| by_size[k])
+            .min_by(|x, y| (ln(x.0) - ln(b)).abs().total_cmp(&(ln(y.0) - ln(b)).abs()))
+            .map_or(0.0, |c| c.1)
+    };
+    let sum: f64 = left.iter().map(|&b| nearest(b)).sum();
+    Some(sum * wall_s / worker_s)
 }
 
 /// report.md (a person reads it first), summary.md (a CI step summary), report.json
@@ -596,6 +779,22 @@ mod time_tests {
             "{line}"
         );
         assert!(TimeSpent::of(&[]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod estimate_tests {
+    use super::estimate_s;
+
+    #[test]
+    fn cases_not_run_cost_what_the_nearest_size_took() {
+        // Small cases took 0.01 s, a 1 GiB one 2 s; two workers ran at once (wall = half).
+        let costs = [(1 << 10, 0.01), (2 << 10, 0.01), (1 << 30, 2.0)];
+        let wall = (0.01 + 0.01 + 2.0) / 2.0;
+        let got = estimate_s(&costs, wall, &[3 << 10, 2 << 30, 1 << 30]).unwrap();
+        assert!((got - (0.01 + 2.0 + 2.0) / 2.0).abs() < 1e-9, "{got}");
+        assert_eq!(estimate_s(&[], 1.0, &[1]), None);
+        assert_eq!(estimate_s(&costs, 1.0, &[]), Some(0.0));
     }
 }
 

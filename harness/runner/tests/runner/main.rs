@@ -19,3 +19,4 @@ mod sanitizer_h200;
 mod source_impl;
 mod supervisor;
 mod sweep;
+mod time_limit;

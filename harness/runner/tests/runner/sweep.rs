@@ -106,3 +106,113 @@ fn a_killed_sweep_resumes_and_counts_what_the_results_file_holds() {
     assert!(set.torn.is_empty());
     assert_eq!(set.results.len(), full.cases);
 }
+
+/// A clock reading one second per line of a results file: it moves only when a case has its
+/// result, so where a sweep stops does not depend on how fast this machine is.
+struct ResultsClock(std::path::PathBuf);
+
+impl kedge_runner::run::budget::Clock for ResultsClock {
+    fn elapsed(&self) -> std::time::Duration {
+        let n = std::fs::read_to_string(&self.0)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        std::time::Duration::from_secs(n as u64)
+    }
+}
+
+fn budgeted(out: &Path, mode: OutMode, limit_s: u64) -> SweepRequest {
+    use kedge_runner::run::TimeBudget;
+    let mut r = request(out, mode);
+    // The boundary suite of rms_norm and softmax: crossings to put first.
+    r.suite = Suite::Default;
+    r.selection.ops = vec!["rms_norm".into(), "softmax".into()];
+    let clock = ResultsClock(out.join("results.jsonl"));
+    let before = std::fs::read_to_string(out.join("results.jsonl"))
+        .map(|t| t.lines().count() as u64)
+        .unwrap_or(0);
+    r.engine.budget = Some(std::sync::Arc::new(TimeBudget::with_clock(
+        std::time::Duration::from_secs(before + limit_s),
+        std::sync::Arc::new(clock),
+    )));
+    r
+}
+
+#[test]
+fn a_time_limited_sweep_runs_crossings_first_names_the_rest_and_resume_runs_exactly_them() {
+    use kedge_runner::select::order;
+    let dir = tempfile::tempdir().unwrap();
+    // Five "seconds": five cases start, then nothing more.
+    let o = sweep(&budgeted(dir.path(), OutMode::Fresh, 5)).unwrap();
+    assert_eq!(o.status, Status::OutOfTime);
+    assert_eq!(o.status.exit_code(), 6);
+    let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
+    assert_eq!(set.results.len(), 5);
+    assert_eq!(o.not_run.len(), o.cases - 5);
+    // What ran is the front of the yield order: both sides of boundary crossings.
+    let reg = kedge_ops::registry();
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    let plan: Vec<kedge_core::Case> = kedge_core::model::case::parse_corpus(
+        &std::fs::read_to_string(dir.path().join("plan.jsonl")).unwrap(),
+    )
+    .unwrap()
+    .into_iter()
+    .map(|(_, c)| c)
+    .collect();
+    let (ordered, ranks) = order::by_yield(&reg, &h200, &plan);
+    let ran: Vec<&kedge_core::Case> = set.results.iter().map(|r| &r.case).collect();
+    assert_eq!(ran, ordered.iter().take(5).collect::<Vec<_>>());
+    assert!(ran.iter().all(|c| ranks.rank(c).class == order::CROSSING));
+    // The rest are named: in not-run.jsonl (a corpus), in the summary and in the reports.
+    let text = std::fs::read_to_string(dir.path().join("not-run.jsonl")).unwrap();
+    let named: Vec<kedge_core::Case> = kedge_core::model::case::parse_corpus(&text)
+        .unwrap()
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(named, ordered[5..].to_vec());
+    assert!(
+        text.lines()
+            .all(|l| l.starts_with("{\"case\":") && l.contains("\"under\":\"cpu\"")),
+        "{text}"
+    );
+    let row = &o.summary.runs[0];
+    assert_eq!(
+        (row.cases, row.missing, row.not_run),
+        (5, o.cases - 5, o.cases - 5)
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!(
+            "**{} cases not run**: the time limit (--max-time 5s) ran out",
+            o.cases - 5
+        )),
+        "{md}"
+    );
+    assert!(md.contains(&ordered[5].label()), "{md}");
+    let summary_md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+    assert!(summary_md.contains("cases not run"), "{summary_md}");
+    let json = std::fs::read_to_string(dir.path().join("report.json")).unwrap();
+    assert!(json.contains("\"not_run\""), "{json}");
+
+    // --resume with more time: exactly the cases named, nothing again; not-run.jsonl goes.
+    let again = sweep(&budgeted(dir.path(), OutMode::Resume, 10_000)).unwrap();
+    assert_eq!(again.status, Status::GpuSkipped);
+    assert!(again.not_run.is_empty());
+    let row = &again.summary.runs[0];
+    assert_eq!(row.ran_now, o.cases - 5);
+    assert_eq!((row.cases, row.missing, row.not_run), (o.cases, 0, 0));
+    let set = ResultSet::load(&[again.results]).unwrap();
+    let after: Vec<&kedge_core::Case> = set.results[5..].iter().map(|r| &r.case).collect();
+    assert_eq!(after, named.iter().collect::<Vec<_>>());
+    assert!(!dir.path().join("not-run.jsonl").exists());
+}
+
+#[test]
+fn a_limit_too_small_for_one_case_runs_that_one_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = sweep(&budgeted(dir.path(), OutMode::Fresh, 0)).unwrap();
+    assert_eq!(o.status, Status::OutOfTime);
+    let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
+    assert_eq!(set.results.len(), 1);
+    assert_eq!(o.not_run.len(), o.cases - 1);
+}

@@ -1,0 +1,164 @@
+//! The order of expected yield, for a sweep with a time limit (`kedge sweep --max-time`).
+//!
+//! Where failures are likely comes first, so a sweep cut short has run those:
+//!
+//! 0. both sides of each boundary crossing: every probe of a boundary (the op's own and the
+//!    generated ones: grid limits, 2^31 and 2^32 elements, the shared-memory row), its probe
+//!    values next to each other, so a crossing is run as a pair (or not at all);
+//! 1. the other cases in a dtype other than the op's first (its kernels' other vector widths
+//!    and tails);
+//! 2. the rest (smoke shapes, corpus lines).
+//!
+//! Within a class each op's groups are spread over the class as `run::units_by_reference`
+//! spreads units, and a key's impls stay one unit. The order depends on the cases (and their
+//! order in the suite) alone, so it is the same in every run of the same selection.
+
+use crate::run::{Rank, YieldOrder};
+use crate::select::suite;
+use kedge_core::engine::ReferenceKey;
+use kedge_core::{Boundary, Case, DType, LimitsProfile, Registry};
+use std::collections::HashMap;
+
+/// Both sides of a boundary crossing.
+pub const CROSSING: u8 = 0;
+/// A dtype other than the op's first.
+pub const OTHER_DTYPE: u8 = 1;
+/// Everything else.
+pub const REST: u8 = 2;
+
+/// What each class is, as the sweep says it.
+pub const CLASSES: &str = "both sides of each boundary crossing first, then dtypes other than each op's first, then the rest";
+
+/// The rank of every case's key. A case is a boundary's probe when its op, dtype and shape are
+/// those of one of the boundary's probes and it has the boundary's parameters (other
+/// parameters, `-p` overrides among them, do not matter).
+pub fn ranks(
+    reg: &Registry,
+    limits: &LimitsProfile,
+    cases: &[Case],
+) -> HashMap<ReferenceKey, Rank> {
+    let mut out: HashMap<ReferenceKey, Rank> = HashMap::new();
+    // Each (op, dtype)'s boundaries, computed once.
+    let mut bounds: HashMap<(String, DType), Vec<Boundary>> = HashMap::new();
+    // Group numbers, in the order groups are first met.
+    let mut groups: HashMap<(String, DType, usize), u32> = HashMap::new();
+    for c in cases {
+        let key = ReferenceKey::of(c);
+        if out.contains_key(&key) {
+            continue;
+        }
+        let Ok(op) = reg.op(&c.op) else {
+            out.insert(
+                key,
+                Rank {
+                    class: REST,
+                    group: None,
+                },
+            );
+            continue;
+        };
+        let first = op.dtypes().first().copied().unwrap_or(c.dtype);
+        let bs = bounds
+            .entry((c.op.clone(), c.dtype))
+            .or_insert_with(|| suite::boundaries(op, limits, c.dtype));
+        let probe = bs.iter().position(|b| {
+            b.cases(&c.op, &c.imp, c.dtype).iter().any(|p| {
+                p.dtype == c.dtype
+                    && p.ne == c.ne
+                    && p.params.iter().all(|(k, v)| c.params.get(k) == Some(v))
+            })
+        });
+        let rank = match probe {
+            Some(b) => {
+                let n = groups.len() as u32;
+                let g = *groups.entry((c.op.clone(), c.dtype, b)).or_insert(n);
+                Rank {
+                    class: CROSSING,
+                    group: Some(g),
+                }
+            }
+            None if c.dtype != first => Rank {
+                class: OTHER_DTYPE,
+                group: None,
+            },
+            None => Rank {
+                class: REST,
+                group: None,
+            },
+        };
+        out.insert(key, rank);
+    }
+    out
+}
+
+/// `cases` in the order of expected yield (each key's cases together, in their order), and the
+/// order itself, for executors and for a resumed sweep to keep.
+pub fn by_yield(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> (Vec<Case>, YieldOrder) {
+    let ranks = ranks(reg, limits, cases);
+    let rank = |c: &Case| ranks.get(&ReferenceKey::of(c)).copied().unwrap_or_default();
+    let ordered = crate::run::units_ranked(cases, rank).0;
+    let mut positions = HashMap::new();
+    for c in &ordered {
+        let n = positions.len();
+        positions.entry(ReferenceKey::of(c)).or_insert(n);
+    }
+    (ordered, YieldOrder { ranks, positions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::select::{Selection, Suite};
+
+    #[test]
+    fn crossings_come_first_as_pairs_then_other_dtypes_then_the_rest() {
+        let reg = kedge_ops::registry();
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let sel = Selection {
+            ops: vec!["rms_norm".into(), "softmax".into()],
+            ..Selection::default()
+        };
+        let mut cases = sel.cases(&reg, Suite::Default, &h200, None).unwrap();
+        // A case in an op's second dtype that probes no boundary, as a corpus line would add.
+        let op = reg.op("sdpa_prefill").unwrap();
+        let d1 = op.dtypes()[1];
+        let imp = reg.impls_of(op)[0].name().to_string();
+        let (ne, params) = op.smoke()[0].clone();
+        let mut other = Case::new("sdpa_prefill", &imp, d1, ne);
+        other.params = params;
+        let other = reg.validate(&other).unwrap_or_else(|e| panic!("{e}"));
+        cases.push(other.clone());
+        let (ordered, r) = by_yield(&reg, &h200, &cases);
+        assert_eq!(ordered.len(), cases.len());
+        let classes: Vec<u8> = ordered.iter().map(|c| r.rank(c).class).collect();
+        assert!(classes.windows(2).all(|w| w[0] <= w[1]), "{classes:?}");
+        assert!(classes.contains(&CROSSING) && classes.contains(&REST));
+        // The grid.y probes of rms_norm ne[2] (65535 and 65536) are one group, next to each
+        // other (with every impl of each shape between them).
+        let at = |n2: i64| {
+            ordered
+                .iter()
+                .position(|c| c.op == "rms_norm" && c.ne == [64, 1, n2, 1] && c.dtype == DType::F32)
+                .unwrap_or_else(|| panic!("ne[2] = {n2} not in the suite"))
+        };
+        let (lo, hi) = (at(65535), at(65536));
+        let g = r.rank(&ordered[lo]).group;
+        assert!(g.is_some());
+        assert_eq!(r.rank(&ordered[hi]).group, g);
+        assert!(ordered[lo.min(hi)..=lo.max(hi)]
+            .iter()
+            .all(|c| r.rank(c).group == g));
+        // The smoke shapes are the rest; the other dtype's case sits between.
+        let smoke = reg.op("rms_norm").unwrap().smoke()[0].0;
+        let s = ordered
+            .iter()
+            .position(|c| c.op == "rms_norm" && c.ne == smoke && c.dtype == DType::F32)
+            .unwrap();
+        assert_eq!(r.rank(&ordered[s]).class, REST);
+        let o = ordered.iter().position(|c| c == &other).unwrap();
+        assert_eq!(r.rank(&ordered[o]).class, OTHER_DTYPE);
+        assert!(classes[..o].iter().all(|&k| k != REST));
+        // Deterministic: the same cases give the same order.
+        assert_eq!(by_yield(&reg, &h200, &cases).0, ordered);
+    }
+}
