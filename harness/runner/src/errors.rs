@@ -183,7 +183,7 @@ pub enum OutputError {
     )]
     NotAFile { path: PathBuf, what: &'static str },
     /// An output directory that is something else.
-    #[error("{path} is {what}, not a directory: an output directory is a directory (kedge creates it when missing)")]
+    #[error("cannot write into {path}: it is {what}, not a directory (an output directory is a directory; kedge creates it when missing)")]
     NotADirectory { path: PathBuf, what: &'static str },
     /// A target that holds another kind of file than the one the command writes.
     #[error("{path} is {found}, not {writes}: {command} writes only {writes}; give another file")]
@@ -202,14 +202,14 @@ impl OutputError {
     pub fn exit_code(&self) -> i32 {
         match self {
             OutputError::ResultsExist { .. }
-            | OutputError::NotADirectory { .. }
             | OutputError::WrongKind { .. }
             | OutputError::OwnInput { .. } => exit::BAD_INPUT,
             OutputError::Locked { .. }
             | OutputError::Write { .. }
             | OutputError::Link { .. }
             | OutputError::HardLinked { .. }
-            | OutputError::NotAFile { .. } => exit::ENVIRONMENT,
+            | OutputError::NotAFile { .. }
+            | OutputError::NotADirectory { .. } => exit::ENVIRONMENT,
         }
     }
     pub fn write(path: impl Into<PathBuf>, source: std::io::Error) -> OutputError {

@@ -220,7 +220,17 @@ impl OutDir {
     /// Check, before any work, that `mode` allows writing `results.jsonl`: it is not a link
     /// or an input, it is only replaced with `--force` and only continued with `--resume`,
     /// and what is replaced or continued is a results file.
-    pub fn check_results(&self, mode: OutMode) -> Result<(), OutputError> {
+    /// With `--resume`, what is there is read now (each stored id rechecked against its
+    /// case), before anything is written.
+    pub fn check_results(&self, mode: OutMode) -> Result<(), crate::Error> {
+        self.check_results_file(mode)?;
+        if mode == OutMode::Resume && self.has_results() {
+            super::ResultSet::load(std::slice::from_ref(&self.results_path()))?;
+        }
+        Ok(())
+    }
+
+    fn check_results_file(&self, mode: OutMode) -> Result<(), OutputError> {
         self.check_target("results.jsonl", None)?;
         if mode == OutMode::Fresh && self.has_results() {
             return Err(OutputError::ResultsExist {
@@ -237,7 +247,7 @@ impl OutDir {
 
     /// The results writer, as `mode` says (see `check_results`).
     pub fn results(&self, mode: OutMode) -> Result<ResultsWriter, OutputError> {
-        self.check_results(mode)?;
+        self.check_results_file(mode)?;
         let p = self.results_path();
         match mode {
             OutMode::Resume => ResultsWriter::append(&p),
@@ -330,10 +340,10 @@ mod tests {
         let e = OutDir::open(Path::new("/dev/null")).unwrap_err();
         assert!(
             e.to_string()
-                .contains("/dev/null is a character device, not a directory"),
+                .contains("/dev/null: it is a character device, not a directory"),
             "{e}"
         );
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 5);
         let input = d.path().join("plan.jsonl");
         std::fs::write(&input, "x\n").unwrap();
         let e = OutDir::open(d.path())
