@@ -1,6 +1,6 @@
 use crate::args::{in_range, range, selection, AllocArg, ExecArgs, FilterArgs, ProfileArg};
 use kedge_runner::console::Out;
-use kedge_runner::workflow::fuzz::{fuzz, FuzzEvent, FuzzRequest};
+use kedge_runner::workflow::fuzz::{fuzz, FuzzEvent, FuzzRequest, UNSHRUNK_LISTED};
 use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
@@ -65,11 +65,18 @@ pub fn run(a: Args) -> Result<Status, Error> {
         )),
     })?;
     note!(
-        "fuzz: {} new finds appended to {} ({} already known, {} not shrunk)",
+        "fuzz: {} new finds appended to {} ({} already known, {} not shrunk{})",
         o.new_finds,
         a.finds.display(),
         o.known,
-        o.unshrunk
+        o.unshrunk,
+        if o.unshrunk > UNSHRUNK_LISTED {
+            format!(
+                "; the first {UNSHRUNK_LISTED} listed, the same --fuzz-seed makes the rest again"
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(o.status)
 }

@@ -287,6 +287,8 @@ const NOTHING: &[&str] = &[];
 #[case::finds_into_a_locked_dir(out_locked, &["fuzz", "--cpu", "-o", "rms_norm", "--cases", "60", "--finds", "{d}/out/f.jsonl"], NO_ENV, None, NOTHING, 5, "is in use by another kedge")]
 #[case::sweep_over_its_corpus(plan_in_out, &["sweep", "--cpu", "--corpus", "{d}/out/plan.jsonl", "--out", "{d}/out", "--force"], NO_ENV, None, NOTHING, 2, "plan.jsonl is one of this command's inputs")]
 #[case::minimize_over_its_input(repro_in_out, &["minimize", "--cpu", "{d}/out/repro.txt", "--out", "{d}/out"], NO_ENV, None, NOTHING, 2, "repro.txt is one of this command's inputs")]
+#[case::run_results_through_link(results_link, &["run", "-o", "rms_norm", "--impl", "clamped", "--ne", "64", "--results", "{d}/out/results.jsonl"], NO_ENV, None, NOTHING, 5, "out/results.jsonl is a symbolic link")]
+#[case::run_results_over_a_plan(plan_in_out, &["run", "-o", "rms_norm", "--impl", "clamped", "--ne", "64", "--results", "{d}/out/plan.jsonl"], NO_ENV, None, NOTHING, 2, "plan.jsonl is a corpus of case lines, not a results file")]
 #[case::report_beside_its_input(plain, &["report", "{d}/results.jsonl", "--out", "{d}"], NO_ENV, None, &["report.md", "summary.md", "report.json", "junit.xml"], 0, "report.md")]
 // 3. Fuzzing: --cases 0 asks for nothing (the bounded, interruptible run is the test below).
 #[case::fuzz_no_cases(plain, &["fuzz", "--cpu", "--cases", "0", "--finds", "{d}/out/f.jsonl"], NO_ENV, None, NOTHING, 2, "0 is outside the range 1..=")]

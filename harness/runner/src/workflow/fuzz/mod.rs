@@ -52,7 +52,9 @@ pub struct FuzzRequest {
 /// What fuzzing found, as it is found.
 #[derive(Debug)]
 pub enum FuzzEvent<'a> {
-    /// A failure not shrunk (`--max-shrinks`), or whose shrinking failed, and why.
+    /// A failure not shrunk (`--max-shrinks`), or whose shrinking failed, and why. The
+    /// first `UNSHRUNK_LISTED` only: the rest are counted (a long run can fail millions of
+    /// times; each is generated again from the same `--fuzz-seed`).
     Unshrunk(&'a CaseResult, &'a str),
     /// A shrunk failure not in the finds file before; it has been appended.
     NewFind(&'a FuzzFind),
@@ -72,6 +74,9 @@ pub struct FuzzOutcome {
     /// 1 when there is anything new to look at: a new find or an unshrunk failure.
     pub status: Status,
 }
+
+/// Unshrunk failures passed on one by one; the rest are counted.
+pub const UNSHRUNK_LISTED: usize = 100;
 
 /// Cases generated and run at a time: the memory a fuzz run holds, whatever `--cases` is.
 const CHUNK_CPU: usize = 4096;
@@ -178,8 +183,10 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         for r in &failures {
             if shrunk >= req.max_shrinks {
                 out.unshrunk += 1;
-                let why = format!("not shrunk (--max-shrinks {})", req.max_shrinks);
-                on(FuzzEvent::Unshrunk(r, &why));
+                if out.unshrunk <= UNSHRUNK_LISTED {
+                    let why = format!("not shrunk (--max-shrinks {})", req.max_shrinks);
+                    on(FuzzEvent::Unshrunk(r, &why));
+                }
                 continue;
             }
             shrunk += 1;
@@ -192,7 +199,9 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
                     Ok(x) => x,
                     Err(e) => {
                         out.unshrunk += 1;
-                        on(FuzzEvent::Unshrunk(r, &format!("could not shrink: {e}")));
+                        if out.unshrunk <= UNSHRUNK_LISTED {
+                            on(FuzzEvent::Unshrunk(r, &format!("could not shrink: {e}")));
+                        }
                         continue;
                     }
                 };
