@@ -108,7 +108,7 @@ echo "     (the sweep itself ended with status $rc and $(wc -l < "$S/run/results
 
 echo "== 3. fuzzing streams: --cases 0 (the bounded run is section 8)"
 fresh fuzz-zero
-row fuzz-cases-zero 2 "0 is outside the range 1..=" - "$K" fuzz --cpu --cases 0 --finds out/f.jsonl
+row fuzz-cases-zero 2 "0 is below 1, the smallest value allowed" - "$K" fuzz --cpu --cases 0 --finds out/f.jsonl
 
 echo "== 4. stored ids are rechecked"
 fresh foreign

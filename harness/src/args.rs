@@ -18,12 +18,23 @@ where
     T::Err: std::fmt::Display,
 {
     move |s: &str| {
+        // The type's own largest value is no bound a person reads: "1 or more".
+        let open = hi.to_string().len() >= 19;
+        let words = if open {
+            format!("{lo} or more")
+        } else {
+            format!("{lo}..={hi}")
+        };
         let v: T = s
             .trim()
             .parse()
-            .map_err(|e| format!("{e}; the range is {lo}..={hi}"))?;
+            .map_err(|e| format!("{e}; the range is {words}"))?;
         if v < lo || v > hi {
-            return Err(format!("{v} is outside the range {lo}..={hi}"));
+            return Err(if open {
+                format!("{v} is below {lo}, the smallest value allowed")
+            } else {
+                format!("{v} is outside the range {words}")
+            });
         }
         Ok(v)
     }
@@ -52,6 +63,10 @@ pub mod range {
     /// Timed repetitions and warm-up runs of `bench`.
     pub const REPS: (u32, u32) = (1, 1_000_000);
     pub const WARMUP: (u32, u32) = (0, 1_000_000);
+    /// Seeds: any 64-bit value.
+    pub const SEED: (u64, u64) = (0, u64::MAX);
+    /// Elements of a case's largest tensor (0: no limit).
+    pub const MAX_ELEMENTS: (u64, u64) = (0, u64::MAX);
 }
 
 /// `-o OP[,OP]`.
@@ -104,7 +119,7 @@ pub struct CaseArgs {
     #[arg(long, value_name = "NE0,NE1,NE2,NE3")]
     pub ne: Option<String>,
     /// The seed of every case.
-    #[arg(long)]
+    #[arg(long, value_parser = in_range(range::SEED.0, range::SEED.1))]
     pub seed: Option<u64>,
 }
 
@@ -169,7 +184,7 @@ pub struct ExecArgs {
     pub record_cap: u64,
     /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
     /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
     pub max_elements: Option<u64>,
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
     #[arg(long, value_name = "SECONDS", default_value_t = 120,

@@ -15,7 +15,7 @@ pub struct Args {
     #[arg(long, default_value_t = 200, value_parser = in_range(range::CASES.0, range::CASES.1))]
     cases: usize,
     /// The generator's seed (each generated case draws its own input seed).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = in_range(range::SEED.0, range::SEED.1))]
     fuzz_seed: u64,
     /// CPU-side checks only (launch contract against --profile).
     #[arg(long)]

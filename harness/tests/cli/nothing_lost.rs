@@ -291,7 +291,7 @@ const NOTHING: &[&str] = &[];
 #[case::run_results_over_a_plan(plan_in_out, &["run", "-o", "rms_norm", "--impl", "clamped", "--ne", "64", "--results", "{d}/out/plan.jsonl"], NO_ENV, None, NOTHING, 2, "plan.jsonl is a corpus of case lines, not a results file")]
 #[case::report_beside_its_input(plain, &["report", "{d}/results.jsonl", "--out", "{d}"], NO_ENV, None, &["report.md", "summary.md", "report.json", "junit.xml"], 0, "report.md")]
 // 3. Fuzzing: --cases 0 asks for nothing (the bounded, interruptible run is the test below).
-#[case::fuzz_no_cases(plain, &["fuzz", "--cpu", "--cases", "0", "--finds", "{d}/out/f.jsonl"], NO_ENV, None, NOTHING, 2, "0 is outside the range 1..=")]
+#[case::fuzz_no_cases(plain, &["fuzz", "--cpu", "--cases", "0", "--finds", "{d}/out/f.jsonl"], NO_ENV, None, NOTHING, 2, "0 is below 1, the smallest value allowed")]
 // 4. Stored ids are recomputed from their cases wherever results are read.
 #[case::resume_foreign_ids(foreign_in_out, &["sweep", "boundary", "--cpu", "-o", "rms_norm", "--out", "{d}/out", "--resume"], NO_ENV, None, NOTHING, 2, "whose stored id is not the id of their case (line 1: stored old-")]
 #[case::gate_foreign_ids(plain, &["gate", "--baseline", "corpora/known-failures.jsonl", "{d}/foreign.jsonl"], NO_ENV, None, NOTHING, 2, "whose stored id is not the id of their case")]

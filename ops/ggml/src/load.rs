@@ -123,6 +123,9 @@ fn pick(names: &[String], stem: &str) -> Option<String> {
 
 /// The directory (`dir` or `dir/lib`) holding both core libraries, with their paths.
 fn find_libraries(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf), LoadError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(LoadError::NotADirectory(dir.to_path_buf()));
+    }
     if !dir.is_dir() {
         return Err(LoadError::DirMissing(dir.to_path_buf()));
     }
