@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
-# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half
+# Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
 #        (not by default: ggmlrepro maxtime; see each part for its parameters)
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
-PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz half} "
+PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz half resume} "
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
@@ -119,6 +119,22 @@ fi
 
 if want fuzz; then
   run fuzz "$K" fuzz --cases 60 --finds "$W/fuzz-finds.jsonl"
+fi
+
+# kill -9 part-way (RESUME_KILLS times), --resume, finish: every case exactly once, no
+# worker or compute-sanitizer process outlives a killed kedge. Guard mode natively (faults end
+# workers) and memcheck (each worker inside compute-sanitizer); RESUME_OPS narrows the
+# memcheck selection (default: every op).
+if want resume; then
+  for mode in guard memcheck; do
+    case $mode in
+      guard) args=(default --alloc guard --max-elements $MAXE) ;;
+      memcheck) args=(default ${RESUME_OPS:+-o "$RESUME_OPS"} --alloc exact --sanitize memcheck --max-elements $MAXE) ;;
+    esac
+    scripts/resume-cycle.sh "$K" "$W/resume-$mode" "${RESUME_KILLS:-3}" "${args[@]}" > "$W/resume-$mode.txt" 2>&1
+    say "resume-cycle $mode rc=$?"
+    grep -E "^(PASS|FAIL|NOTE)" "$W/resume-$mode.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  done
 fi
 
 # Attribution does not depend on luck: the same cases (clean ones and the calibration read past

@@ -10,6 +10,65 @@ use kedge_runner::select::{profile, Selection};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A numeric flag's declared range: a value outside it is a usage error (exit 2) that names
+/// the range, never clamped or accepted to fail later.
+pub fn in_range<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy + Send + Sync + 'static,
+    T::Err: std::fmt::Display,
+{
+    move |s: &str| {
+        // The type's own largest value is no bound a person reads: "1 or more".
+        let open = hi.to_string().len() >= 19;
+        let words = if open {
+            format!("{lo} or more")
+        } else {
+            format!("{lo}..={hi}")
+        };
+        let v: T = s
+            .trim()
+            .parse()
+            .map_err(|e| format!("{e}; the range is {words}"))?;
+        if v < lo || v > hi {
+            return Err(if open {
+                format!("{v} is below {lo}, the smallest value allowed")
+            } else {
+                format!("{v} is outside the range {words}")
+            });
+        }
+        Ok(v)
+    }
+}
+
+/// The ranges of the numeric flags, declared once.
+pub mod range {
+    /// Workers per GPU.
+    pub const JOBS: (usize, usize) = (1, 256);
+    /// Cases per sanitized worker.
+    pub const BATCH: (usize, usize) = (1, 4096);
+    /// Seconds a case may run: up to a week.
+    pub const TIMEOUT_S: (u64, u64) = (1, 604_800);
+    /// MiB of sanitizer records per case (0: no limit).
+    pub const RECORD_CAP_MIB: (u64, u64) = (0, 1 << 20);
+    /// GPU ordinals.
+    pub const DEVICE: (u32, u32) = (0, 1023);
+    /// Threads per block of a source kernel.
+    pub const BLOCK: (u32, u32) = (1, 1024);
+    /// Predicate runs when shrinking (the case itself is the first).
+    pub const BUDGET: (usize, usize) = (1, 1_000_000);
+    /// Cases a fuzz run generates.
+    pub const CASES: (usize, usize) = (1, usize::MAX);
+    /// Failures a fuzz run shrinks.
+    pub const MAX_SHRINKS: (usize, usize) = (0, 1_000_000);
+    /// Timed repetitions and warm-up runs of `bench`.
+    pub const REPS: (u32, u32) = (1, 1_000_000);
+    pub const WARMUP: (u32, u32) = (0, 1_000_000);
+    /// Seeds: any 64-bit value.
+    pub const SEED: (u64, u64) = (0, u64::MAX);
+    /// Elements of a case's largest tensor (0: no limit).
+    pub const MAX_ELEMENTS: (u64, u64) = (0, u64::MAX);
+}
+
 /// `-o OP[,OP]`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct OpsArg {
@@ -60,7 +119,7 @@ pub struct CaseArgs {
     #[arg(long, value_name = "NE0,NE1,NE2,NE3")]
     pub ne: Option<String>,
     /// The seed of every case.
-    #[arg(long)]
+    #[arg(long, value_parser = in_range(range::SEED.0, range::SEED.1))]
     pub seed: Option<u64>,
 }
 
@@ -115,26 +174,28 @@ pub struct ExecArgs {
     #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
     pub sanitizer_args: Option<String>,
     /// Cases per sanitized worker (its XML is read when it ends).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = in_range(range::BATCH.0, range::BATCH.1))]
     pub batch: usize,
     /// MiB of sanitizer records one case may write before kedge stops its worker and judges
     /// the records so far (a kernel whose every thread reads out of bounds gets one record per
     /// access); 0: no limit.
-    #[arg(long, value_name = "MIB", default_value_t = kedge_runner::run::RECORD_CAP_BYTES >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = kedge_runner::run::RECORD_CAP_BYTES >> 20,
+          value_parser = in_range(range::RECORD_CAP_MIB.0, range::RECORD_CAP_MIB.1))]
     pub record_cap: u64,
     /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
     /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
     pub max_elements: Option<u64>,
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120,
+          value_parser = in_range(range::TIMEOUT_S.0, range::TIMEOUT_S.1))]
     pub timeout: u64,
     /// GPU (ordinal) the workers use; default 0 (`sweep`: every GPU, see --devices).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = in_range(range::DEVICE.0, range::DEVICE.1))]
     pub device: Option<u32>,
     /// Workers per GPU, pulling from the one queue (default: half the CPU cores, at most 8).
     /// Cases too big to share the device's memory with the others run one at a time.
-    #[arg(long, short = 'j', value_name = "N")]
+    #[arg(long, short = 'j', value_name = "N", value_parser = in_range(range::JOBS.0, range::JOBS.1))]
     pub jobs: Option<usize>,
 }
 
@@ -146,7 +207,7 @@ impl ExecArgs {
             record_cap: (self.record_cap > 0).then(|| self.record_cap.saturating_mul(1 << 20)),
             sanitizer_args: self.sanitizer_args.clone(),
             progress: Progress::auto(),
-            jobs: self.jobs.unwrap_or_else(EngineOptions::default_jobs).max(1),
+            jobs: self.jobs.unwrap_or_else(EngineOptions::default_jobs),
             ..EngineOptions::default()
         }
     }
@@ -178,7 +239,7 @@ pub struct ExtArgs {
     #[arg(long, default_value = "clamped")]
     pub geometry: Geometry,
     /// Threads per block for the source kernel.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = in_range(range::BLOCK.0, range::BLOCK.1))]
     pub block: u32,
     /// A ggml build (its shared libraries: libggml-base, libggml and the backends, linked or
     /// as loadable modules): each backend device becomes an impl, `ggml:CUDA0`, `ggml:CPU`.

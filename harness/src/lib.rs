@@ -32,6 +32,8 @@ impl Cli {
 
 /// Parse the process's arguments, run the command, and end with its exit status.
 pub fn main() -> ExitCode {
+    kedge_runner::run::lifecycle::ignore_file_size_signal();
+    clamp_env_threads();
     let cli = Cli::parse();
     if cli.cmd.supervises() {
         kedge_runner::run::lifecycle::handle_signals();
@@ -44,6 +46,27 @@ pub fn main() -> ExitCode {
         }
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Thread counts from the environment are clamped to the CPUs this process may use, with a
+/// warning: `RAYON_NUM_THREADS=100000` would make the thread pool fail to start (a panic in
+/// a thread, then a hang), and more threads than CPUs buy nothing here. Called first, before
+/// any thread or worker starts (workers inherit the clamped value).
+fn clamp_env_threads() {
+    const VAR: &str = "RAYON_NUM_THREADS";
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Some(asked) = std::env::var(VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<u128>().ok())
+    else {
+        return;
+    };
+    if asked > cpus as u128 {
+        kedge_runner::note!(
+            "warning: {VAR}={asked} is more than the {cpus} CPUs this process may use; using {cpus}"
+        );
+        std::env::set_var(VAR, cpus.to_string());
+    }
 }
 
 /// The error, then each cause it does not already say.

@@ -102,7 +102,8 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Select(_) | Error::External(_) | Error::Input(_) => exit::BAD_INPUT,
+            Error::Select(_) | Error::Input(_) => exit::BAD_INPUT,
+            Error::External(e) => e.exit_code(),
             Error::Output(e) => e.exit_code(),
             Error::NoGpu(_) => exit::NO_GPU,
             Error::Engine(e) => e.exit_code(),
@@ -146,10 +147,16 @@ pub enum InputError {
     /// `minimize` and `repro` take a case line, a verdict line, or a file holding either.
     #[error("{input}: not a case or verdict line: {msg}")]
     NotACase { input: String, msg: String },
+    /// A directory (or another non-file) where a file is expected.
+    #[error("{path} is {what}, not a file")]
+    NotAFile { path: PathBuf, what: &'static str },
     #[error("{path}: no case line in it (only blank lines and # comments)")]
     NoCaseLine { path: PathBuf },
     #[error("{path}: not a sweep-summary.json: {msg}")]
     NotASummary { path: PathBuf, msg: String },
+    /// Results a baseline cannot be made from.
+    #[error("no baseline written from {}: {why}; finish the sweep (--resume) and write the baseline from its complete results", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    NotForBaseline { paths: Vec<PathBuf>, why: String },
 }
 
 /// Where kedge writes.
@@ -169,13 +176,46 @@ pub enum OutputError {
         #[source]
         source: std::io::Error,
     },
+    /// A name kedge writes is a symbolic link: writing through it would change the file it
+    /// points to, outside the output directory.
+    #[error("{path} is a symbolic link: kedge does not write through a link inside the directory it writes into (it would change the file the link points to); remove the link, or give another output")]
+    Link { path: PathBuf },
+    /// A file kedge writes has other names: writing it would change them too.
+    #[error("{path} has {links} hard links: writing it would change the file under its other names too; remove this name (the others stay), or give another output")]
+    HardLinked { path: PathBuf, links: u64 },
+    /// Something other than a regular file where kedge writes one.
+    #[error(
+        "{path} is {what}, not a regular file kedge can write; remove it, or give another output"
+    )]
+    NotAFile { path: PathBuf, what: &'static str },
+    /// An output directory that is something else.
+    #[error("cannot write into {path}: it is {what}, not a directory (an output directory is a directory; kedge creates it when missing)")]
+    NotADirectory { path: PathBuf, what: &'static str },
+    /// A target that holds another kind of file than the one the command writes.
+    #[error("{path} is {found}, not {writes}: {command} writes only {writes}; give another file")]
+    WrongKind {
+        path: PathBuf,
+        found: &'static str,
+        writes: &'static str,
+        command: &'static str,
+    },
+    /// A target that is one of the command's own inputs.
+    #[error("{path} is one of this command's inputs ({input}): writing it would destroy what is being read; give another output")]
+    OwnInput { path: PathBuf, input: PathBuf },
 }
 
 impl OutputError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            OutputError::ResultsExist { .. } => exit::BAD_INPUT,
-            OutputError::Locked { .. } | OutputError::Write { .. } => exit::ENVIRONMENT,
+            OutputError::ResultsExist { .. }
+            | OutputError::WrongKind { .. }
+            | OutputError::OwnInput { .. } => exit::BAD_INPUT,
+            OutputError::Locked { .. }
+            | OutputError::Write { .. }
+            | OutputError::Link { .. }
+            | OutputError::HardLinked { .. }
+            | OutputError::NotAFile { .. }
+            | OutputError::NotADirectory { .. } => exit::ENVIRONMENT,
         }
     }
     pub fn write(path: impl Into<PathBuf>, source: std::io::Error) -> OutputError {

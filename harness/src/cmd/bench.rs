@@ -1,4 +1,4 @@
-use crate::args::{selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs};
+use crate::args::{in_range, range, selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs};
 use kedge_runner::console::Out;
 use kedge_runner::results::OutDir;
 use kedge_runner::run::{BenchSpec, Executor, Gpus, RunEngine};
@@ -18,10 +18,10 @@ pub struct Args {
     #[command(flatten)]
     exec: ExecArgs,
     /// Untimed runs before the timed ones.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = in_range(range::WARMUP.0, range::WARMUP.1))]
     warmup: u32,
     /// Timed runs; the median is reported, with min and max.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = in_range(range::REPS.0, range::REPS.1))]
     reps: u32,
     /// Write bench.jsonl (every result, its times in `observed.bench`) and bench.md here.
     #[arg(long, value_name = "DIR")]
@@ -36,6 +36,15 @@ pub fn run(a: Args) -> Result<Status, Error> {
     for x in &added {
         note!("{}", x.note);
     }
+    // The output directory is checked and locked before anything runs.
+    let out = match &a.out {
+        Some(dir) => Some(
+            OutDir::open(dir)?
+                .reading(a.cases.corpus.as_deref())
+                .writes(&["bench.jsonl", "bench.md"])?,
+        ),
+        None => None,
+    };
     let sel = selection(&a.filter, Some(&a.cases), &a.alloc);
     let mut cases = sel.cases(&reg, Suite::Smoke, &profile("h200")?, None)?;
     // One worker: timings of cases sharing a GPU would measure each other.
@@ -46,7 +55,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
         .options(opts)
         .bench(BenchSpec {
             warmup: a.warmup,
-            reps: a.reps.max(1),
+            reps: a.reps,
         })
         .gpus(Gpus::One(a.exec.device.unwrap_or(0)))
         .build()?;
@@ -61,8 +70,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
     })?;
     let md = render(&results);
     Out::stdout().text(&md);
-    if let Some(dir) = &a.out {
-        let out = OutDir::open(dir)?;
+    if let Some(out) = &out {
         let lines: String = results
             .iter()
             .map(|r| format!("{}\n", r.to_line()))

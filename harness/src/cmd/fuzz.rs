@@ -1,6 +1,6 @@
-use crate::args::{selection, AllocArg, ExecArgs, FilterArgs, ProfileArg};
+use crate::args::{in_range, range, selection, AllocArg, ExecArgs, FilterArgs, ProfileArg};
 use kedge_runner::console::Out;
-use kedge_runner::workflow::fuzz::{fuzz, FuzzRequest};
+use kedge_runner::workflow::fuzz::{fuzz, FuzzEvent, FuzzRequest, UNSHRUNK_LISTED};
 use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
@@ -12,10 +12,10 @@ pub struct Args {
     #[command(flatten)]
     alloc: AllocArg,
     /// Cases to generate.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = in_range(range::CASES.0, range::CASES.1))]
     cases: usize,
     /// The generator's seed (each generated case draws its own input seed).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = in_range(range::SEED.0, range::SEED.1))]
     fuzz_seed: u64,
     /// CPU-side checks only (launch contract against --profile).
     #[arg(long)]
@@ -23,10 +23,10 @@ pub struct Args {
     #[command(flatten)]
     profile: ProfileArg,
     /// Predicate runs per failure when shrinking it.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = in_range(range::BUDGET.0, range::BUDGET.1))]
     budget: usize,
     /// Shrink at most this many failures (the rest are listed, not shrunk).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = in_range(range::MAX_SHRINKS.0, range::MAX_SHRINKS.1))]
     max_shrinks: usize,
     #[command(flatten)]
     exec: ExecArgs,
@@ -50,13 +50,10 @@ pub fn run(a: Args) -> Result<Status, Error> {
         device: a.exec.device.unwrap_or(0),
         exe: None,
     };
-    let o = fuzz(&req)?;
     let mut out = Out::stdout();
-    for (r, why) in &o.unshrunk {
-        out.line(format!("{why}: {}", r.to_line()));
-    }
-    for f in &o.new_finds {
-        out.line(format!(
+    let o = fuzz(&req, &mut |e| match e {
+        FuzzEvent::Unshrunk(r, why) => out.line(format!("{why}: {}", r.to_line())),
+        FuzzEvent::NewFind(f) => out.line(format!(
             "find: {} {} ({}){}",
             f.case.label(),
             f.verdict,
@@ -65,14 +62,21 @@ pub fn run(a: Args) -> Result<Status, Error> {
                 .as_ref()
                 .map(|t| format!("; {t}"))
                 .unwrap_or_default()
-        ));
-    }
+        )),
+    })?;
     note!(
-        "fuzz: {} new finds appended to {} ({} already known, {} not shrunk)",
-        o.new_finds.len(),
+        "fuzz: {} new finds appended to {} ({} already known, {} not shrunk{})",
+        o.new_finds,
         a.finds.display(),
         o.known,
-        o.unshrunk.len()
+        o.unshrunk,
+        if o.unshrunk > UNSHRUNK_LISTED {
+            format!(
+                "; the first {UNSHRUNK_LISTED} listed, the same --fuzz-seed makes the rest again"
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(o.status)
 }

@@ -1,9 +1,9 @@
 use crate::args::ProfileArg;
 use kedge_core::LimitsProfile;
 use kedge_runner::console::Out;
-use kedge_runner::errors::OutputError;
+use kedge_runner::errors::InputError;
 use kedge_runner::gate::{gate, Baseline};
-use kedge_runner::results::ResultSet;
+use kedge_runner::results::{FileKind, OutDir, ResultSet};
 use kedge_runner::select::{Corpus, Selection, Suite};
 use kedge_runner::{note, Error, Status};
 use std::path::{Path, PathBuf};
@@ -46,17 +46,38 @@ pub fn run(a: Args) -> Result<Status, Error> {
         for t in &set.torn {
             note!("{t}");
         }
+        // What the gate rejects makes no baseline: it would not hold what the sweep found.
+        let why = if !set.torn.is_empty() {
+            Some(format!(
+                "{} results file(s) cut off mid-write, which the gate rejects",
+                set.torn.len()
+            ))
+        } else if set.results.is_empty() {
+            Some("no results in them, which the gate rejects".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(InputError::NotForBaseline {
+                paths: a.results.clone(),
+                why,
+            }
+            .into());
+        }
+        let command = "gate --write-baseline";
+        let (dir, name) = OutDir::for_file(w, command)?;
+        let dir = dir.reading(a.results.iter().chain(&a.baseline).map(PathBuf::as_path));
+        dir.check_target(&name, Some((FileKind::Baseline, command)))?;
         let b = Baseline::from_results(&set.results);
-        std::fs::write(
-            w,
-            b.to_jsonl_with(Some(kedge_runner::gate::KNOWN_FAILURES_HEADER)),
-        )
-        .map_err(|e| OutputError::write(w, e))?;
+        let written = dir.write(
+            &name,
+            &b.to_jsonl_with(Some(kedge_runner::gate::KNOWN_FAILURES_HEADER)),
+        )?;
         note!(
             "baseline of {} known failures (from {} results) written to {}",
             b.entries.len(),
             set.results.len(),
-            w.display()
+            written.display()
         );
         return Ok(Status::Ok);
     }

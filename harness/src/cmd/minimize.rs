@@ -1,9 +1,10 @@
-use crate::args::{ExecArgs, ExtArgs, ProfileArg};
+use crate::args::{in_range, range, ExecArgs, ExtArgs, ProfileArg};
 use kedge_runner::console::Out;
 use kedge_runner::results::OutDir;
 use kedge_runner::run::{Gpus, Progress, RunEngine};
 use kedge_runner::workflow::case_input;
 use kedge_runner::workflow::minimize::{found_transition, minimize, render, Probes};
+use kedge_runner::workflow::repro::INPUTS_FILE;
 use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
@@ -20,7 +21,7 @@ pub struct Args {
     #[command(flatten)]
     profile: ProfileArg,
     /// Most predicate runs (each is one case run; cached, never repeated).
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 400, value_parser = in_range(range::BUDGET.0, range::BUDGET.1))]
     budget: usize,
     #[command(flatten)]
     exec: ExecArgs,
@@ -36,7 +37,14 @@ pub fn run(a: Args) -> Result<Status, Error> {
     let (reg, _) = ext.registry()?;
     let prof = a.profile.get()?;
     let (case, given) = case_input(&a.input, &reg)?;
-    let out = a.out.as_deref().map(OutDir::open).transpose()?;
+    let out = match &a.out {
+        Some(dir) => Some(
+            OutDir::open(dir)?
+                .reading(Some(std::path::Path::new(&a.input)))
+                .writes(&["minimize.json", "repro.txt", "repro.cu", INPUTS_FILE])?,
+        ),
+        None => None,
+    };
     let report = if a.cpu {
         // A GPU result's outcome (driver) differs from the CPU's (launch-contract): only the
         // case is taken from it.

@@ -53,13 +53,17 @@ pub enum Command {
     /// A worker: reads its spec and case lines on stdin, writes verdict lines on stdout.
     #[command(hide = true)]
     Worker,
+    /// Loads the libraries of one spec line on stdin and reports how far it got (kedge
+    /// opens every plugin and ggml build this way first).
+    #[command(hide = true, name = "probe-external")]
+    ProbeExternal,
 }
 
 impl Command {
     /// Whether this process may start workers and temporary directories: then Ctrl-C and
     /// SIGTERM end them before kedge exits (a worker is itself watched from inside).
     pub fn supervises(&self) -> bool {
-        !matches!(self, Command::Worker)
+        !matches!(self, Command::Worker | Command::ProbeExternal)
     }
 
     /// The subcommand's name as typed.
@@ -79,6 +83,7 @@ impl Command {
             Command::Bench(_) => "bench",
             Command::CompareRuns(_) => "compare-runs",
             Command::Worker => "worker",
+            Command::ProbeExternal => kedge_runner::external::probe::SUBCOMMAND,
         }
     }
 }
@@ -100,6 +105,7 @@ pub fn dispatch(cmd: Command) -> Result<i32, Error> {
         Command::Bench(a) => bench::run(a)?,
         Command::CompareRuns(a) => compare_runs::run(a)?,
         Command::Worker => return Ok(worker::run()),
+        Command::ProbeExternal => return Ok(kedge_runner::external::probe::child_main()),
     };
     Ok(status.exit_code())
 }

@@ -1,6 +1,6 @@
 use kedge_runner::gate::Baseline;
 use kedge_runner::report::ReportOptions;
-use kedge_runner::results::{OutDir, ResultSet};
+use kedge_runner::results::{OutDir, ResultSet, REPORT_FILES};
 use kedge_runner::workflow::sweep::{write_reports, SweepSummary};
 use kedge_runner::{note, Error, Status};
 use std::path::{Path, PathBuf};
@@ -60,7 +60,9 @@ pub fn run(a: Args) -> Result<Status, Error> {
     };
     let reg = kedge_ops::registry();
     let devices = devices(&a.results);
-    let out = OutDir::open(&a.out)?;
+    let out = OutDir::open(&a.out)?
+        .reading(a.results.iter().chain(&a.baseline).map(PathBuf::as_path))
+        .writes(&REPORT_FILES)?;
     write_reports(
         &out,
         &set,

@@ -4,7 +4,9 @@ use kedge_runner::console::Out;
 use kedge_runner::results::OutDir;
 use kedge_runner::workflow::case_input;
 use kedge_runner::workflow::minimize::Transition;
-use kedge_runner::workflow::repro::{self, CuRepro, GgmlRepro, ReproInput, SourceMode};
+use kedge_runner::workflow::repro::{
+    self, CuRepro, GgmlRepro, ReproInput, SourceMode, INPUTS_FILE,
+};
 use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
@@ -27,7 +29,14 @@ pub fn run(a: Args) -> Result<Status, Error> {
     let (reg, _) = a.ext.spec(&[])?.registry()?;
     let prof = a.profile.get()?;
     let (case, result) = case_input(&a.input, &reg)?;
-    let out = a.out.as_deref().map(OutDir::open).transpose()?;
+    let out = match &a.out {
+        Some(dir) => Some(
+            OutDir::open(dir)?
+                .reading(Some(std::path::Path::new(&a.input)))
+                .writes(&["repro.txt", "repro.cu", INPUTS_FILE])?,
+        ),
+        None => None,
+    };
     show(&reg, &case, &prof, result.as_ref(), None, out.as_ref())?;
     Ok(Status::Ok)
 }
@@ -61,11 +70,7 @@ pub fn show(
         {
             note!("wrote {}", dir.write("repro.cu", source)?.display());
             if let Some(bytes) = inputs_file {
-                note!(
-                    "wrote {}",
-                    dir.write_bytes(kedge_runner::workflow::repro::INPUTS_FILE, bytes)?
-                        .display()
-                );
+                note!("wrote {}", dir.write_bytes(INPUTS_FILE, bytes)?.display());
             }
         }
         if let Some(GgmlRepro::Available { program, .. }) = &r.ggml {

@@ -1,6 +1,6 @@
 use crate::args::{selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs};
 use kedge_runner::console::{detail_lines, result_line, summary_text, Out, Style};
-use kedge_runner::results::ResultsWriter;
+use kedge_runner::results::{FileKind, OutDir, ResultsWriter};
 use kedge_runner::run::{Executor, Gpus, RunEngine};
 use kedge_runner::select::{profile, Suite};
 use kedge_runner::{note, Error, Status};
@@ -45,6 +45,18 @@ pub fn run(a: Args) -> Result<Status, Error> {
     // Bad input is bad input with or without a GPU: select once before looking for one.
     let mut cases = sel.cases(&reg, Suite::Smoke, &profile("h200")?, None)?;
     let tools = a.exec.tools()?;
+    // A results file is written as every writer writes: its directory locked, never over an
+    // input or a file of another kind, never through a link.
+    let mut writer = match &a.results {
+        Some(p) => {
+            let command = "run --results";
+            let (dir, name) = OutDir::for_file(p, command)?;
+            let dir = dir.reading(a.cases.corpus.as_deref());
+            let path = dir.check_target(&name, Some((FileKind::Results, command)))?;
+            Some((ResultsWriter::append(&path)?, dir))
+        }
+        None => None,
+    };
     let engine = RunEngine::builder("run")
         .external(ext)
         .options(a.exec.engine())
@@ -53,10 +65,6 @@ pub fn run(a: Args) -> Result<Status, Error> {
     if !sel.is_explicit() {
         cases = sel.cases(&reg, Suite::Smoke, engine.limits(), None)?;
     }
-    let mut writer = match &a.results {
-        Some(p) => Some(ResultsWriter::append(p)?),
-        None => None,
-    };
     let mut out = Out::stdout();
     let style = Style::stdout();
     let t0 = std::time::Instant::now();
@@ -82,7 +90,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
                     }
                 }
             }
-            if let Some(w) = writer.as_mut() {
+            if let Some((w, _)) = writer.as_mut() {
                 w.write(&r)?;
             }
             if a.format == RunFormat::Human {

@@ -6,6 +6,7 @@ mod ci_examples;
 mod devices;
 mod exit_status;
 mod ggml;
+mod nothing_lost;
 mod out_dir;
 mod pipes;
 mod worker;

@@ -12,6 +12,10 @@ use crate::types::Status;
 pub enum LoadError {
     #[error("ggml build directory {0} does not exist")]
     DirMissing(PathBuf),
+    #[error(
+        "{0} is a file, not a ggml build directory (give the directory holding its libraries)"
+    )]
+    NotADirectory(PathBuf),
     #[error("reading {dir}: {source}")]
     Io {
         dir: PathBuf,

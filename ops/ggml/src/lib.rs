@@ -64,7 +64,7 @@ pub use guard::{GuardSide, GuardedRegion, HostMemory};
 pub use hooks::{
     clear_recent_log, recent_log, AbortHook, AbortReport, LogHook, LogLine, RING_LINES,
 };
-pub use load::{required_symbols, DeviceInfo, Ggml, Layout};
+pub use load::{on_open, required_symbols, DeviceInfo, Ggml, Layout};
 pub use ops::RopeParams;
 pub use types::{
     rope_mode, DeviceKind, GluOp, LogLevel, PoolOp, Prec, ScaleMode, SortOrder, Status, TriType,

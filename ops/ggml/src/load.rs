@@ -79,6 +79,24 @@ impl std::fmt::Debug for Ggml {
 
 static LOADED: Mutex<Option<&'static Loaded>> = Mutex::new(None);
 
+/// Told each library file just before it is opened, and the directory just before ggml loads
+/// its backend modules from it (`on_open`).
+static ON_OPEN: Mutex<Option<fn(&Path)>> = Mutex::new(None);
+
+/// Be told each file (or module directory) this crate is about to load. A process that dies
+/// while loading a build (a truncated library, an initializer that exits) can then say which
+/// file it was at: kedge loads a build first in a short-lived process that reports this.
+pub fn on_open(observer: fn(&Path)) {
+    *ON_OPEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(observer);
+}
+
+fn opening(path: &Path) {
+    let f = *ON_OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = f {
+        f(path);
+    }
+}
+
 /// The core symbols this crate resolves at load, each with the library it is looked up in
 /// (`libggml-base.so` or `libggml.so`). A build lacking one cannot be loaded.
 pub fn required_symbols() -> Vec<(&'static str, &'static str)> {
@@ -107,6 +125,9 @@ fn pick(names: &[String], stem: &str) -> Option<String> {
 
 /// The directory (`dir` or `dir/lib`) holding both core libraries, with their paths.
 fn find_libraries(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf), LoadError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(LoadError::NotADirectory(dir.to_path_buf()));
+    }
     if !dir.is_dir() {
         return Err(LoadError::DirMissing(dir.to_path_buf()));
     }
@@ -132,6 +153,7 @@ fn find_libraries(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf), LoadError> 
 }
 
 fn open_global(path: &Path) -> Result<Library, LoadError> {
+    opening(path);
     // SAFETY: loading a library runs its initializers; a ggml build's initializers set up
     // ggml's own static state and nothing else. The caller asked for this directory.
     unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| LoadError::Open {
@@ -321,6 +343,7 @@ fn open(dir: PathBuf, base_path: PathBuf, main_path: PathBuf) -> Result<Loaded, 
     };
     let mut module_problems = Vec::new();
     if layout == Layout::Modules {
+        opening(&dir);
         // SAFETY: a NUL-terminated path that outlives the call.
         unsafe { (api.ggml_backend_load_all_from_path)(cdir.as_ptr()) };
         module_problems = diagnose_modules(&api, &dir);
@@ -364,6 +387,7 @@ fn diagnose_modules(api: &Api, dir: &Path) -> Vec<String> {
             let Ok(c) = CString::new(f.as_os_str().as_bytes()) else {
                 continue;
             };
+            opening(f);
             // SAFETY: a NUL-terminated path that outlives the call.
             if !unsafe { (api.ggml_backend_load)(c.as_ptr()) }.is_null() {
                 ok = true;

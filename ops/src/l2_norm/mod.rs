@@ -13,7 +13,7 @@ crate::row_kernel_source!(SRC = "ops/src/l2_norm/l2_norm.cu", "l2_norm.cu");
 kedge_core::params! {
     /// l2_norm's parameters.
     pub struct L2NormParams {
-        eps: float = 1e-12, "lower bound on the row's L2 norm (test-backend-ops' default, RWKV7's value)";
+        eps: float(0.0..=f64::MAX) = 1e-12, "lower bound on the row's L2 norm (test-backend-ops' default, RWKV7's value)";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (the delta-net's q/k are views)";
     }
 }

@@ -15,7 +15,7 @@ crate::row_kernel_source!(SRC = "ops/src/norm/norm.cu", "norm.cu");
 kedge_core::params! {
     /// norm's parameters.
     pub struct NormParams {
-        eps: float = 1e-5, "added to the variance";
+        eps: float(0.0..=f64::MAX) = 1e-5, "added to the variance";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }

@@ -14,7 +14,7 @@ crate::row_kernel_source!(SRC = "ops/src/rms_norm/rms_norm.cu", "rms_norm.cu");
 kedge_core::params! {
     /// rms_norm's parameters.
     pub struct RmsNormParams {
-        eps: float = 1e-6, "added to the mean of squares";
+        eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean of squares";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }

@@ -31,7 +31,7 @@ crate::row_kernel_source!(
 kedge_core::params! {
     /// rms_norm_mul_add's parameters.
     pub struct RmsNormMulAddParams {
-        eps: float = 1e-6, "added to the mean of squares";
+        eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean of squares";
         broadcast: choice(["row", "full"]) = "row", "shape of w and b: row = [ne0, 1, 1, 1] (a model's norm weight), full = x's shape";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view";
     }

@@ -121,10 +121,9 @@ impl Case {
 
     /// Parse one line of a corpus (1-based `line` for messages).
     pub fn parse_line(line: usize, text: &str) -> Result<Case, CaseError> {
-        serde_json::from_str(text).map_err(|e| CaseError::MalformedJson {
-            line,
-            msg: e.to_string(),
-        })
+        let malformed = |msg: String| CaseError::MalformedJson { line, msg };
+        check_unique_keys(text).map_err(malformed)?;
+        serde_json::from_str(text).map_err(|e| malformed(e.to_string()))
     }
 
     /// Canonical one-line JSON (params sorted, defaults filled if validated).
@@ -156,6 +155,65 @@ impl Case {
     }
 }
 
+/// Refuse JSON with a key twice in one object (`{"ne":[1],"ne":[2]}`, or twice in
+/// `params`): a JSON reader keeps one of them silently, so the line would not say what it
+/// runs. Malformed JSON passes here, for the parser to name.
+pub fn check_unique_keys(text: &str) -> Result<(), String> {
+    use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+    struct Unique;
+    impl<'de> Deserialize<'de> for Unique {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Unique, D::Error> {
+            d.deserialize_any(UniqueVisitor)
+        }
+    }
+    struct UniqueVisitor;
+    impl<'de> Visitor<'de> for UniqueVisitor {
+        type Value = Unique;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Unique, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(k) = m.next_key::<String>()? {
+                if !seen.insert(k.clone()) {
+                    return Err(de::Error::custom(format!(
+                        "the key \"{k}\" appears twice in one object (which one was meant?)"
+                    )));
+                }
+                m.next_value::<Unique>()?;
+            }
+            Ok(Unique)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Unique, A::Error> {
+            while s.next_element::<Unique>()?.is_some() {}
+            Ok(Unique)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_unit<E>(self) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+    }
+    match serde_json::from_str::<Unique>(text) {
+        Err(e) if e.to_string().contains("appears twice") => Err(e.to_string()),
+        _ => Ok(()),
+    }
+}
+
 /// Read a corpus: one case per line; blank lines and `#` comments skipped. The error names
 /// the line.
 pub fn parse_corpus(text: &str) -> Result<Vec<(usize, Case)>, CaseError> {
@@ -165,6 +223,7 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(usize, Case)>, CaseError> {
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
+        check_unique_keys(t).map_err(|msg| CaseError::MalformedJson { line: i + 1, msg })?;
         // A corpus line may be a bare case or an object with a "case" field (incidents
         // carry their expected verdict beside the case).
         let v: serde_json::Value =
@@ -183,4 +242,26 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(usize, Case)>, CaseError> {
         out.push((i + 1, case));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_twice_in_a_case_line_is_refused() {
+        let ok = r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1],"params":{"eps":1e-6}}"#;
+        assert!(Case::parse_line(1, ok).is_ok());
+        for bad in [
+            r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1],"ne":[64,1,65536,1]}"#,
+            r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1],"params":{"eps":1,"eps":-1}}"#,
+        ] {
+            let e = Case::parse_line(3, bad).unwrap_err();
+            assert!(e.to_string().contains("appears twice"), "{e}");
+            let e = parse_corpus(&format!("{ok}\n{bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("line 2"), "{e}");
+        }
+        // Malformed JSON is left for the parser to name.
+        assert!(check_unique_keys("{nope").is_ok());
+    }
 }

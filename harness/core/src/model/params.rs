@@ -7,10 +7,14 @@ use std::collections::BTreeMap;
 /// A parameter's type, default and range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ParamKind {
-    /// A float.
+    /// A finite float in `min..=max` (the whole finite line unless the op declares less).
     Float {
         /// Its default.
         default: f64,
+        /// Smallest value allowed.
+        min: f64,
+        /// Largest value allowed.
+        max: f64,
     },
     /// An integer in `min..=max`.
     Int {
@@ -47,11 +51,21 @@ pub struct ParamSpec {
 }
 
 impl ParamSpec {
-    /// A float parameter.
+    /// A float parameter: any finite value.
     pub const fn float(name: &'static str, default: f64, about: &'static str) -> Self {
+        Self::float_in(name, default, -f64::MAX, f64::MAX, about)
+    }
+    /// A float parameter in `min..=max` (`f64::MAX` for no upper bound).
+    pub const fn float_in(
+        name: &'static str,
+        default: f64,
+        min: f64,
+        max: f64,
+        about: &'static str,
+    ) -> Self {
         ParamSpec {
             name,
-            kind: ParamKind::Float { default },
+            kind: ParamKind::Float { default, min, max },
             about,
         }
     }
@@ -94,7 +108,7 @@ impl ParamSpec {
     /// Its default as a JSON value.
     pub fn default_value(&self) -> Value {
         match self.kind {
-            ParamKind::Float { default } => Value::from(default),
+            ParamKind::Float { default, .. } => Value::from(default),
             ParamKind::Int { default, .. } => Value::from(default),
             ParamKind::Bool { default } => Value::from(default),
             ParamKind::Choice { default, .. } => Value::from(default),
@@ -104,8 +118,11 @@ impl ParamSpec {
     /// Check a value against the spec; returns the canonical value or a message.
     pub fn check(&self, v: &Value) -> Result<Value, String> {
         match self.kind {
-            ParamKind::Float { .. } => match v.as_f64() {
-                Some(x) if x.is_finite() => Ok(Value::from(x)),
+            ParamKind::Float { min, max, .. } => match v.as_f64() {
+                Some(x) if x.is_finite() && (min..=max).contains(&x) => Ok(Value::from(x)),
+                Some(x) if x.is_finite() => {
+                    Err(format!("{x} is outside {}", float_range(min, max)))
+                }
                 _ => Err(format!("expected a finite number, got {v}")),
             },
             ParamKind::Int { min, max, .. } => match v.as_i64() {
@@ -123,6 +140,21 @@ impl ParamSpec {
             },
         }
     }
+}
+
+/// `[min, max]` in words, an unbounded end as infinity.
+pub fn float_range(min: f64, max: f64) -> String {
+    let lo = if min <= -f64::MAX {
+        "(-inf".to_string()
+    } else {
+        format!("[{min}")
+    };
+    let hi = if max >= f64::MAX {
+        "inf)".to_string()
+    } else {
+        format!("{max}]")
+    };
+    format!("{lo}, {hi}")
 }
 
 /// Parameter values of a case, by name (sorted, so the JSON line is canonical).
@@ -202,7 +234,8 @@ impl ParamValue for bool {
     }
 }
 /// Declare an op's parameters once: the struct, its `Default`, its `ParamSpec` list and the
-/// typed reader. Kinds: `float`, `int(MIN..=MAX)`, `bool`, `choice(["a", "b"])`.
+/// typed reader. Kinds: `float` (any finite value), `float(MIN..=MAX)`, `int(MIN..=MAX)`,
+/// `bool`, `choice(["a", "b"])`.
 ///
 /// ```
 /// use kedge_core::OpParams;
@@ -259,6 +292,10 @@ macro_rules! params {
     (@spec $field:ident, float, $default:expr, $about:literal) => {
         $crate::model::params::ParamSpec::float(stringify!($field), $default, $about)
     };
+    (@spec $field:ident, float, $default:expr, $about:literal, $range:expr) => {
+        $crate::model::params::ParamSpec::float_in(
+            stringify!($field), $default, *$range.start(), *$range.end(), $about)
+    };
     (@spec $field:ident, int, $default:expr, $about:literal, $range:expr) => {
         $crate::model::params::ParamSpec::int(
             stringify!($field), $default, *$range.start(), *$range.end(), $about)
@@ -278,6 +315,9 @@ macro_rules! params {
     }};
     (@read $p:ident, $field:ident, int, $default:expr, $range:expr) => {
         <i64 as $crate::model::params::ParamValue>::read($p.get(stringify!($field)), $default)
+    };
+    (@read $p:ident, $field:ident, float, $default:expr, $range:expr) => {
+        <f64 as $crate::model::params::ParamValue>::read($p.get(stringify!($field)), $default)
     };
     (@read $p:ident, $field:ident, $kind:ident, $default:expr) => {
         <$crate::params!(@ty $kind) as $crate::model::params::ParamValue>::read(

@@ -4,6 +4,7 @@
 //! workers receive it in their `WorkerSpec`, so every process builds the same registry.
 
 pub mod plugin;
+pub mod probe;
 pub mod source;
 
 pub use plugin::PluginError;
@@ -28,6 +29,28 @@ pub enum ExternalError {
     KernelOpMissing,
     #[error(transparent)]
     Ggml(#[from] kedge_ops::ggml::SetupError),
+    /// A library that ended the process loading it (in the probe's child): a signal, an
+    /// exit, a hang. kedge did not load it.
+    #[error(
+        "{what} {path}: {how}; it was opened in a separate process first, so kedge did not load it"
+    )]
+    LoadFailed {
+        what: &'static str,
+        path: PathBuf,
+        how: String,
+    },
+    /// The probe's child could not be started (exit 5).
+    #[error("{path}: cannot check the library before loading it: {msg}")]
+    ProbeFailed { path: PathBuf, msg: String },
+}
+
+impl ExternalError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExternalError::ProbeFailed { .. } => crate::errors::exit::ENVIRONMENT,
+            _ => crate::errors::exit::BAD_INPUT,
+        }
+    }
 }
 
 /// A user's ggml build whose backends become impls (`ggml:CUDA0`, `ggml:CPU`).
@@ -80,8 +103,23 @@ impl ExternalSpec {
         self
     }
 
-    /// kedge's ops plus these impls.
+    /// kedge's ops plus these impls, each library loaded in a child process first
+    /// (`probe`): a library that crashes or exits while loading is an error naming it, not
+    /// the end of this process.
     pub fn registry(&self) -> Result<(Registry, Vec<Added>), ExternalError> {
+        if !self.plugins.is_empty() || self.ggml.is_some() {
+            let exe = std::env::current_exe().map_err(|e| ExternalError::ProbeFailed {
+                path: PathBuf::new(),
+                msg: format!("cannot find kedge's own executable: {e}"),
+            })?;
+            probe::check(self, &exe)?;
+        }
+        self.registry_here()
+    }
+
+    /// `registry` without the child-process check: in a process whose end costs nothing
+    /// (a worker, the probe itself), or when the libraries were checked already.
+    pub fn registry_here(&self) -> Result<(Registry, Vec<Added>), ExternalError> {
         let mut reg = kedge_ops::registry();
         let mut added = Vec::new();
         for p in &self.plugins {

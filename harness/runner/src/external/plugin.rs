@@ -256,6 +256,12 @@ impl Plugin {
     /// Load and check a plugin. `reg` is used to check that every op it names exists.
     pub fn load(path: &Path, reg: &Registry) -> Result<Plugin, PluginError> {
         let p = path.to_path_buf();
+        if path.is_dir() {
+            return Err(PluginError::NotALibrary {
+                path: p,
+                msg: "it is a directory, not a file".into(),
+            });
+        }
         if !path.is_file() {
             return Err(PluginError::NotFound { path: p });
         }

@@ -1,12 +1,17 @@
 //! `results.jsonl`: written one verdict per line as each arrives (flushed, so an interrupted
 //! sweep loses nothing and `--resume` skips what finished), read back and merged across
-//! shards. One writer per output directory (`OutDir` holds its lock).
+//! shards. One writer per output directory (`OutDir` holds its lock); nothing is written
+//! through a link, whole files are replaced atomically (`outfile`), and a command refuses a
+//! target of another kind than it writes (`kind`) or one of its own inputs.
 
+pub mod kind;
 mod outdir;
+pub mod outfile;
 mod reader;
 mod writer;
 
-pub use outdir::{OutDir, OutMode};
+pub use kind::FileKind;
+pub use outdir::{OutDir, OutMode, REPORT_FILES};
 pub use reader::{finished_ids, ResultSet, ResultsError, TornLine};
 pub use writer::ResultsWriter;
 

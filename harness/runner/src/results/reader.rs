@@ -20,7 +20,19 @@ pub enum ResultsError {
         line: usize,
         msg: String,
     },
+    /// Stored ids that are not their case's id: written by another kedge (another id
+    /// scheme) or edited. Such a result cannot be matched to its case.
+    #[error("{path}: {count} result(s) whose stored id is not the id of their case ({}{}): results from another kedge version, or edited; run the cases again (a sweep: --force)", first.join("; "), if *count > first.len() { "; ..." } else { "" })]
+    IdMismatch {
+        path: PathBuf,
+        count: usize,
+        /// The first few, as "line N: stored X, its case's id is Y".
+        first: Vec<String>,
+    },
 }
+
+/// Mismatched ids named in an error, at most.
+const MISMATCHES_NAMED: usize = 3;
 
 /// A last line without its newline that does not parse: an interrupted write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +99,8 @@ impl ResultSet {
     ) -> Result<(), ResultsError> {
         let lines: Vec<&str> = text.lines().collect();
         let cut_off_tail = !text.is_empty() && !text.ends_with('\n');
+        let mut mismatched = 0usize;
+        let mut first = Vec::new();
         for (i, line) in lines.iter().enumerate() {
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') {
@@ -110,6 +124,19 @@ impl ResultSet {
                     })
                 }
             };
+            // The id is a function of the case: recomputed, never trusted.
+            let id = r.case.id();
+            if id != r.id {
+                mismatched += 1;
+                if first.len() < MISMATCHES_NAMED {
+                    first.push(format!(
+                        "line {}: stored {}, its case's id is {id}",
+                        i + 1,
+                        r.id
+                    ));
+                }
+                continue;
+            }
             let key = (r.id.clone(), r.under);
             match index.get(&key) {
                 Some(&at) => {
@@ -121,6 +148,13 @@ impl ResultSet {
                     self.results.push(r);
                 }
             }
+        }
+        if mismatched > 0 {
+            return Err(ResultsError::IdMismatch {
+                path: path.to_path_buf(),
+                count: mismatched,
+                first,
+            });
         }
         Ok(())
     }
@@ -189,6 +223,33 @@ mod tests {
         assert_eq!(s.torn.len(), 1);
         assert_eq!(s.torn[0].line, 2);
         assert!(s.torn[0].to_string().contains("r.jsonl:2"), "{}", s.torn[0]);
+    }
+
+    #[test]
+    fn stored_ids_are_rechecked_and_mismatches_named() {
+        let good = line(1, Verdict::Pass, Under::Native);
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["id"] = "000000000000".into();
+        let text = format!("{good}\n{v}\n");
+        let e = ResultSet::from_texts(&[("r.jsonl", &text)]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, ResultsError::IdMismatch { count: 1, .. }),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("line 2: stored 000000000000, its case's id is"),
+            "{msg}"
+        );
+        // The same case under another id is not counted twice: it is refused.
+        let mut other = v.clone();
+        other["case"]["ne"][2] = 2.into();
+        let text = format!("{v}\n{other}\n{other}\n{other}\n{other}\n");
+        let e = ResultSet::from_texts(&[("r.jsonl", &text)]).unwrap_err();
+        assert!(
+            e.to_string().contains("5 result(s)") && e.to_string().contains("; ..."),
+            "{e}"
+        );
     }
 
     #[test]

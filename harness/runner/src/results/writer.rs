@@ -1,11 +1,13 @@
-//! Writing results one line at a time, flushed. The writer holds an advisory lock on its
-//! file, so two kedges never interleave lines in one file.
+//! Writing results one line at a time, flushed, each line in one write (a signal's exit waits
+//! for it). The file is never opened through a link (`outfile`), and the writer holds an
+//! advisory lock on it, so two kedges never interleave lines in one file.
 
 use super::outdir::try_lock;
+use super::outfile;
 use super::reader::TornLine;
 use crate::errors::OutputError;
 use kedge_core::CaseResult;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -35,11 +37,7 @@ impl ResultsWriter {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| OutputError::write(dir, e))?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
+        let mut file = outfile::open_append(path)?;
         if !try_lock(&file).map_err(err)? {
             return Err(OutputError::Locked {
                 dir: path.to_path_buf(),
@@ -47,7 +45,7 @@ impl ResultsWriter {
             });
         }
         let torn = if append {
-            cut_torn_tail(path).map_err(err)?
+            cut_torn_tail(&mut file, path).map_err(err)?
         } else {
             file.set_len(0).map_err(err)?;
             None
@@ -65,17 +63,18 @@ impl ResultsWriter {
     }
 
     pub fn write(&mut self, r: &CaseResult) -> Result<(), OutputError> {
-        writeln!(self.file, "{}", r.to_line())
-            .and_then(|_| self.file.flush())
-            .map_err(|e| OutputError::write(&self.path, e))?;
+        outfile::append_line(&mut self.file, &self.path, &r.to_line())?;
         self.written += 1;
         Ok(())
     }
 }
 
-/// Cut a last line that has no newline; say what was cut.
-fn cut_torn_tail(path: &Path) -> std::io::Result<Option<TornLine>> {
-    let bytes = std::fs::read(path)?;
+/// Cut a last line that has no newline; say what was cut. Reads through the open file, so
+/// the file cut is the one that was checked and locked.
+fn cut_torn_tail(file: &mut std::fs::File, path: &Path) -> std::io::Result<Option<TornLine>> {
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut bytes)?;
     if bytes.is_empty() || bytes.ends_with(b"\n") {
         return Ok(None);
     }
@@ -85,8 +84,7 @@ fn cut_torn_tail(path: &Path) -> std::io::Result<Option<TornLine>> {
         .map(|i| i + 1)
         .unwrap_or(0);
     let line = bytes[..keep].iter().filter(|&&b| b == b'\n').count() + 1;
-    let f = std::fs::OpenOptions::new().write(true).open(path)?;
-    f.set_len(keep as u64)?;
+    file.set_len(keep as u64)?;
     Ok(Some(TornLine {
         path: path.to_path_buf(),
         line,
@@ -99,6 +97,7 @@ mod tests {
     use super::*;
     use crate::results::{finished_ids, ResultSet};
     use kedge_core::{Case, DType, Detector, Under, Verdict};
+    use std::io::Write;
 
     fn case(seed: u64) -> Case {
         let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);

@@ -20,6 +20,46 @@ use std::time::Duration;
 pub const SUPERVISOR_PID_ENV: &str = "KEDGE_SUPERVISOR_PID";
 
 static LIVE_WORKERS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// Held while a line or a file is written: a signal's exit waits for it, so what is written
+/// is whole (`hold_exit`).
+static WRITING: Mutex<()> = Mutex::new(());
+/// What a command wants said when a signal ends it (fuzz: the finds written so far).
+static ON_SIGNAL: Mutex<Vec<Box<dyn Fn() -> String + Send>>> = Mutex::new(Vec::new());
+
+/// While the guard lives, a signal's exit waits (up to two seconds) for the write it covers to
+/// finish: a results or finds line is written whole, a file replaced or not.
+pub fn hold_exit() -> std::sync::MutexGuard<'static, ()> {
+    WRITING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Add a line to what is said when a signal ends this process (how much was written, and
+/// where).
+pub fn on_signal(note: impl Fn() -> String + Send + 'static) {
+    if let Ok(mut v) = ON_SIGNAL.lock() {
+        v.push(Box::new(note));
+    }
+}
+
+/// Wait for a write in progress to finish, up to `limit`.
+fn wait_for_writes(limit: Duration) {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        match WRITING.try_lock() {
+            Ok(g) => {
+                // Keep it: no new write starts while the process exits.
+                std::mem::forget(g);
+                return;
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                std::mem::forget(p.into_inner());
+                return;
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
 static TEMP_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// A worker started: its process group is ended on a signal.
@@ -120,6 +160,16 @@ fn remove_temp_dirs() -> usize {
     dirs.len()
 }
 
+/// A file-size limit (`ulimit -f`) makes a write past it fail with `EFBIG`, which kedge
+/// reports as a write error (exit 5, what was written so far kept), instead of the kernel
+/// ending kedge with SIGXFSZ. Call first, before any thread starts.
+pub fn ignore_file_size_signal() {
+    // SAFETY: sets one signal's disposition to "ignore"; no handler code runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// In the supervising process, before any other thread starts: block SIGINT, SIGTERM and
 /// SIGHUP in every thread and take them in one thread that ends the workers, removes the
 /// temporary directories and exits. (Children get an empty signal mask: the standard
@@ -147,6 +197,7 @@ pub fn handle_signals() {
                 return;
             }
             let workers = kill_every_worker();
+            wait_for_writes(Duration::from_secs(2));
             let dirs = remove_temp_dirs();
             let name = match sig {
                 libc::SIGINT => "interrupted (SIGINT)",
@@ -157,6 +208,11 @@ pub fn handle_signals() {
                 "{name}: {workers} worker(s) stopped, {dirs} temporary director{} removed; results written so far are kept (a sweep continues with --resume)",
                 if dirs == 1 { "y" } else { "ies" }
             );
+            if let Ok(notes) = ON_SIGNAL.lock() {
+                for n in notes.iter() {
+                    crate::note!("{}", n());
+                }
+            }
             std::process::exit(if sig == libc::SIGINT { 130 } else { 128 + sig });
         });
     if spawned.is_err() {

@@ -435,10 +435,12 @@ impl Supervisor {
         argv.push(self.cfg.exe.display().to_string());
         argv.push("worker".into());
         let log_path = self.cfg.work_dir.join(format!("worker-{index}.log"));
-        let log = std::fs::File::create(&log_path).map_err(|err| SupervisorError::Spawn {
-            cmd: log_path.display().to_string(),
-            err,
-        })?;
+        // Never through a link: the log may be inside an output directory.
+        let log =
+            crate::results::outfile::create_log(&log_path).map_err(|e| SupervisorError::Spawn {
+                cmd: log_path.display().to_string(),
+                err: std::io::Error::other(e.to_string()),
+            })?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::piped())

@@ -49,7 +49,9 @@ pub fn main() -> i32 {
             ),
         );
     }
-    let reg = match spec.external.registry() {
+    // The supervisor loaded these libraries in a child process first; a crash here costs
+    // this worker only.
+    let reg = match spec.external.registry_here() {
         Ok((r, _)) => r,
         Err(e) => return fatal(&mut out, FatalKind::Setup, e.to_string()),
     };

@@ -39,6 +39,12 @@ pub fn case_input(input: &str, reg: &Registry) -> Result<(Case, Option<CaseResul
                 path: path.to_path_buf(),
             })?
             .to_string()
+    } else if path.is_dir() {
+        return Err(InputError::NotAFile {
+            path: path.to_path_buf(),
+            what: "a directory",
+        }
+        .into());
     } else if !input.trim_start().starts_with('{') {
         // Not JSON: it was meant as a file.
         return Err(InputError::Read {
@@ -57,6 +63,7 @@ pub fn case_input(input: &str, reg: &Registry) -> Result<(Case, Option<CaseResul
         },
         msg,
     };
+    kedge_core::model::case::check_unique_keys(&text).map_err(not_a_case)?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| not_a_case(e.to_string()))?;
     let (case, result) = if v.get("verdict").is_some() && v.get("case").is_some() {

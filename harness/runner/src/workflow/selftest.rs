@@ -658,8 +658,11 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
     use crate::errors::Status as Ending;
     use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
     use crate::run::{CpuExecutor, Executor, Gpus, RunEngine};
-    let out = OutDir::open(&req.out)?;
+    let out = OutDir::open(&req.out)?
+        .reading(req.incidents.as_deref())
+        .writes(&["results.jsonl", "selftest.md"])?;
     out.check_results(req.mode)?;
+    out.subdir("workers")?;
     let reg = kedge_ops::registry();
     let incidents = crate::select::Corpus::incidents(req.incidents.as_deref())?.expectations()?;
     let gpu = !req.cpu && kedge_core::cuda::driver_present();

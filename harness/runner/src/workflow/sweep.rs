@@ -13,7 +13,7 @@ use crate::errors::{Error, OutputError, Status};
 use crate::external::ExternalSpec;
 use crate::report::NotRun;
 use crate::report::ReportOptions;
-use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
+use crate::results::{finished_ids, OutDir, OutMode, ResultSet, REPORT_FILES};
 use crate::run::budget::human_duration;
 use crate::run::{
     needs_gpu, CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, HostExecutor, RunEngine,
@@ -57,6 +57,18 @@ pub struct SweepRequest {
     pub mode: OutMode,
     /// The kedge binary workers start from (default: this process's).
     pub exe: Option<PathBuf>,
+}
+
+impl SweepRequest {
+    /// The files a sweep reads (its corpus, plugins, source kernels): never written.
+    pub fn inputs(&self) -> impl Iterator<Item = &std::path::Path> {
+        self.selection
+            .corpus
+            .iter()
+            .chain(self.external.plugins.iter())
+            .chain(self.external.sources.iter().map(|s| &s.file))
+            .map(PathBuf::as_path)
+    }
 }
 
 /// One row of `sweep-summary.json`: one way the cases ran.
@@ -276,8 +288,18 @@ pub struct SweepOutcome {
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     // `--max-time`: counted from here (the engine options carry it to every worker pool).
     let budget = req.engine.budget.clone();
-    let out = OutDir::open(&req.out)?;
+    let out = OutDir::open(&req.out)?
+        .reading(req.inputs())
+        .writes(&[
+            "plan.jsonl",
+            "results.jsonl",
+            "sweep-summary.json",
+            "not-run.jsonl",
+        ])?
+        .writes(&REPORT_FILES)?;
     out.check_results(req.mode)?;
+    // Worker logs go under workers/: no link there either.
+    out.subdir("workers")?;
     let (reg, added) = req.external.registry()?;
     for a in &added {
         crate::note!("{}", a.note);
@@ -305,6 +327,15 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         let before = cases.len();
         cases = sh.select(cases);
         crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
+        if cases.is_empty() {
+            // A shard with nothing to run would "pass" on nothing.
+            return Err(crate::select::SelectError::Empty {
+                why: format!(
+                    "shard {sh} holds none of the {before} selected cases (use fewer shards for a selection this small)"
+                ),
+            }
+            .into());
+        }
     }
     let default_max = gpu.then_some(GPU_MAX_ELEMENTS);
     let mut left_out =
@@ -719,11 +750,12 @@ pub fn write_reports(
     let r = crate::report::render_all_with(set, opts)
         .map_err(|e| OutputError::write(out.join("report.json"), std::io::Error::other(e)))?;
     let mut paths = Vec::new();
+    let [md, summary, json, junit] = REPORT_FILES;
     for (name, text) in [
-        ("report.md", &r.markdown),
-        ("summary.md", &r.summary),
-        ("report.json", &r.json),
-        ("junit.xml", &r.junit),
+        (md, &r.markdown),
+        (summary, &r.summary),
+        (json, &r.json),
+        (junit, &r.junit),
     ] {
         paths.push(out.write(name, text)?);
     }

@@ -21,8 +21,11 @@
  *   BAD_UTF8_NAME    plugin name not UTF-8
  *   NO_DTYPES        an entry whose mask covers none of the op's dtypes
  *   DUPLICATE        two entries that would get the same impl name
+ *   WILD_TABLE       the op table pointer points at unmapped memory (reading it faults)
+ *   EXIT_ON_LOAD     an initializer that calls exit(0) when the library is loaded
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "kedge.h"
 
@@ -134,7 +137,22 @@ static const kedge_op_entry OPS[] = {
 #define NAME "testplug"
 #endif
 
-static const kedge_plugin INFO = {VERSION, NAME, "loader test plugin (no CUDA)", 2, OPS};
+#if defined(WILD_TABLE)
+#define TABLE ((const kedge_op_entry *)(void *)0x10)
+#else
+#define TABLE OPS
+#endif
+
+static const kedge_plugin INFO = {VERSION, NAME, "loader test plugin (no CUDA)", 2, TABLE};
+
+#if defined(WILD_TABLE)
+/* OPS itself is unused then. */
+const kedge_op_entry *testplug_ops_unused(void) { return OPS; }
+#endif
+
+#if defined(EXIT_ON_LOAD)
+__attribute__((constructor)) static void testplug_exit_on_load(void) { exit(0); }
+#endif
 
 #if !defined(NO_INFO)
 KEDGE_EXPORT const kedge_plugin *kedge_plugin_info(void) {

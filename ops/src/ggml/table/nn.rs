@@ -145,7 +145,7 @@ pub const ROPE: GgmlOpEntry = GgmlOpEntry {
 kedge_core::params! {
     /// test_rms_norm_mul_rope's parameters (no multi_add, no set_rows, no broadcast).
     pub struct RmsNormMulRopeParams {
-        eps: float = 1e-6, "added to the mean of squares";
+        eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean of squares";
         mode: choice(["normal", "neox"]) = "normal", "RoPE mode";
     }
 }

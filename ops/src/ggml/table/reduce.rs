@@ -392,7 +392,7 @@ kedge_core::params! {
     /// GROUP_NORM's groups and epsilon.
     pub struct GroupNormParams {
         num_groups: int(1..=1 << 20) = 32, "groups over ne[2]";
-        eps: float = 1e-6, "added to the variance";
+        eps: float(0.0..=f64::MAX) = 1e-6, "added to the variance";
     }
 }
 

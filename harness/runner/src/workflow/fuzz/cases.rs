@@ -97,7 +97,7 @@ fn shape_strategy(
     proptest::strategy::Union::new_weighted(arms).boxed()
 }
 
-/// `n` validated cases, deterministic for a seed.
+/// `n` validated cases, deterministic for a seed (the first `n` of `CaseStream`).
 pub fn generate(
     reg: &Registry,
     limits: &kedge_core::LimitsProfile,
@@ -105,65 +105,126 @@ pub fn generate(
     n: usize,
     seed: u64,
 ) -> Vec<Case> {
-    let f = &spec.filters;
-    let mut key = [0u8; 32];
-    key[..8].copy_from_slice(&seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &key),
-    );
-    let mut out = Vec::new();
-    let mut attempts = 0;
-    // Planted calibration impls would only refind their planted bugs.
-    let targets: Vec<(&'static dyn Op, Vec<String>)> = f
-        .ops
-        .iter()
-        .map(|op| {
-            let imps: Vec<String> = reg
-                .impls_of(*op)
-                .into_iter()
-                .filter(|i| f.impl_selected(*i, false))
-                .map(|i| i.name().to_string())
-                .collect();
-            (*op, imps)
-        })
-        .filter(|(_, imps)| !imps.is_empty())
-        .collect();
-    if targets.is_empty() {
-        return out;
-    }
-    let strategies: Vec<_> = targets
-        .iter()
-        .map(|(op, _)| shape_strategy(*op, limits, f.dtype.unwrap_or(op.dtypes()[0])))
-        .collect();
-    while out.len() < n && attempts < n * 20 {
-        attempts += 1;
-        let k = (runner.rng().next_u32() as usize) % targets.len();
-        let (op, imps) = &targets[k];
-        let Ok(tree) = strategies[k].new_tree(&mut runner) else {
-            continue;
-        };
-        let (ne, params) = tree.current();
-        let imp = &imps[(runner.rng().next_u32() as usize) % imps.len()];
-        let alloc = spec.allocs[(runner.rng().next_u32() as usize) % spec.allocs.len().max(1)];
-        let mut c = Case::new(op.name(), imp, f.dtype.unwrap_or(op.dtypes()[0]), ne);
-        c.params = params;
-        for (k, v) in &f.params {
-            c.params.insert(k.clone(), v.clone());
+    CaseStream::new(reg, limits, spec, n, seed).collect()
+}
+
+/// Draws without a case in a row after which a stream gives up: its filters keep almost
+/// nothing of what the generator makes.
+const DROUGHT: u64 = 20_000;
+
+/// Validated cases one at a time, deterministic for a seed: a fuzz run of any length holds
+/// one case at a time, not all of them. Ends after `n` cases, after `20 n` draws, or after
+/// `DROUGHT` draws in a row that the filters and `--max-elements` all refuse.
+pub struct CaseStream<'a> {
+    reg: &'a Registry,
+    spec: &'a FuzzSpec,
+    runner: TestRunner,
+    targets: Vec<(&'static dyn Op, Vec<String>)>,
+    strategies: Vec<BoxedStrategy<(kedge_core::Ne, Params)>>,
+    n: u64,
+    yielded: u64,
+    attempts: u64,
+    since_last: u64,
+}
+
+impl<'a> CaseStream<'a> {
+    pub fn new(
+        reg: &'a Registry,
+        limits: &kedge_core::LimitsProfile,
+        spec: &'a FuzzSpec,
+        n: usize,
+        seed: u64,
+    ) -> Self {
+        let f = &spec.filters;
+        let mut key = [0u8; 32];
+        key[..8].copy_from_slice(&seed.to_le_bytes());
+        let runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::from_seed(RngAlgorithm::ChaCha, &key),
+        );
+        // Planted calibration impls would only refind their planted bugs.
+        let targets: Vec<(&'static dyn Op, Vec<String>)> = f
+            .ops
+            .iter()
+            .map(|op| {
+                let imps: Vec<String> = reg
+                    .impls_of(*op)
+                    .into_iter()
+                    .filter(|i| f.impl_selected(*i, false))
+                    .map(|i| i.name().to_string())
+                    .collect();
+                (*op, imps)
+            })
+            .filter(|(_, imps)| !imps.is_empty())
+            .collect();
+        let strategies: Vec<_> = targets
+            .iter()
+            .map(|(op, _)| shape_strategy(*op, limits, f.dtype.unwrap_or(op.dtypes()[0])))
+            .collect();
+        CaseStream {
+            reg,
+            spec,
+            runner,
+            targets,
+            strategies,
+            n: n as u64,
+            yielded: 0,
+            attempts: 0,
+            since_last: 0,
         }
-        c.seed = f
-            .seed
-            .unwrap_or((runner.rng().next_u32() % 1000) as u64 + 1);
-        c.alloc = alloc;
-        let Ok(c) = reg.validate(&c) else {
-            continue;
-        };
-        if !spec.max_elements.allows(reg, &c) || !f.matches(*op, &c) {
-            continue;
-        }
-        out.push(c);
     }
-    out
+
+    /// Draws so far (cases made, valid or not).
+    pub fn attempts(&self) -> u64 {
+        self.attempts
+    }
+}
+
+impl Iterator for CaseStream<'_> {
+    type Item = Case;
+
+    fn next(&mut self) -> Option<Case> {
+        let f = &self.spec.filters;
+        if self.targets.is_empty() {
+            return None;
+        }
+        while self.yielded < self.n
+            && self.attempts < self.n.saturating_mul(20)
+            && self.since_last < DROUGHT
+        {
+            self.attempts += 1;
+            self.since_last += 1;
+            let runner = &mut self.runner;
+            let k = (runner.rng().next_u32() as usize) % self.targets.len();
+            let (op, imps) = &self.targets[k];
+            let Ok(tree) = self.strategies[k].new_tree(runner) else {
+                continue;
+            };
+            let (ne, params) = tree.current();
+            let imp = &imps[(runner.rng().next_u32() as usize) % imps.len()];
+            let allocs = &self.spec.allocs;
+            let alloc = allocs[(runner.rng().next_u32() as usize) % allocs.len().max(1)];
+            let mut c = Case::new(op.name(), imp, f.dtype.unwrap_or(op.dtypes()[0]), ne);
+            c.params = params;
+            for (k, v) in &f.params {
+                c.params.insert(k.clone(), v.clone());
+            }
+            c.seed = f
+                .seed
+                .unwrap_or((runner.rng().next_u32() % 1000) as u64 + 1);
+            c.alloc = alloc;
+            let Ok(c) = self.reg.validate(&c) else {
+                continue;
+            };
+            if !self.spec.max_elements.allows(self.reg, &c) || !f.matches(*op, &c) {
+                continue;
+            }
+            self.yielded += 1;
+            self.since_last = 0;
+            return Some(c);
+        }
+        None
+    }
 }
 
 /// One line of `corpora/fuzz-finds.jsonl`. The `case` field makes the file a corpus:

@@ -1,19 +1,26 @@
 //! `kedge fuzz`: boundary-biased random cases (`cases`), run on the CPU side (`--cpu`: the
 //! launch contract) or on a GPU; every failure is shrunk (keeping its verdict and detector)
 //! and appended once to a finds corpus. `targets` holds the bodies of the cargo-fuzz targets.
+//!
+//! Cases stream: a chunk is generated, run and forgotten before the next, and each failure
+//! is shrunk and its find appended as its chunk ends, so memory does not grow with
+//! `--cases` and a run stopped by Ctrl-C has written every find made so far.
 
 pub mod cases;
 pub mod targets;
 
-pub use cases::{generate, known_finds, FuzzFind, FuzzSpec};
+pub use cases::{generate, known_finds, CaseStream, FuzzFind, FuzzSpec};
 
-use crate::errors::{Error, OutputError, Status};
+use crate::errors::{Error, Status};
+use crate::results::{outfile, FileKind, OutDir};
 use crate::run::{CpuExecutor, EngineOptions, Executor, GpuExecutor, Gpus, Progress, RunEngine};
 use crate::select::{parse_allocs, Filters, MaxElements, Selection};
 use crate::workflow::minimize::{self, Probes};
-use kedge_core::{CaseResult, LimitsProfile};
-use std::io::Write;
+use kedge_core::{Case, CaseResult, LimitsProfile};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Generated cases stay this small unless `--max-elements` says otherwise.
 pub const FUZZ_MAX_ELEMENTS: u64 = 1 << 26;
@@ -42,23 +49,53 @@ pub struct FuzzRequest {
     pub exe: Option<PathBuf>,
 }
 
-/// What fuzzing found.
+/// What fuzzing found, as it is found.
+#[derive(Debug)]
+pub enum FuzzEvent<'a> {
+    /// A failure not shrunk (`--max-shrinks`), or whose shrinking failed, and why. The
+    /// first `UNSHRUNK_LISTED` only: the rest are counted (a long run can fail millions of
+    /// times; each is generated again from the same `--fuzz-seed`).
+    Unshrunk(&'a CaseResult, &'a str),
+    /// A shrunk failure not in the finds file before; it has been appended.
+    NewFind(&'a FuzzFind),
+}
+
+/// What fuzzing found, counted.
 #[derive(Debug, Clone)]
 pub struct FuzzOutcome {
     pub generated: usize,
     pub failures: usize,
     /// Shrunk failures not in the finds file before (now appended).
-    pub new_finds: Vec<FuzzFind>,
+    pub new_finds: usize,
     /// Shrunk failures already in it.
     pub known: usize,
-    /// Failures not shrunk (`--max-shrinks`), or whose shrinking failed, and why.
-    pub unshrunk: Vec<(CaseResult, String)>,
+    /// Failures not shrunk (`--max-shrinks`), or whose shrinking failed.
+    pub unshrunk: usize,
     /// 1 when there is anything new to look at: a new find or an unshrunk failure.
     pub status: Status,
 }
 
-/// Generate, run, shrink, record.
-pub fn fuzz(req: &FuzzRequest) -> Result<FuzzOutcome, Error> {
+/// Unshrunk failures passed on one by one; the rest are counted.
+pub const UNSHRUNK_LISTED: usize = 100;
+
+/// Cases generated and run at a time: the memory a fuzz run holds, whatever `--cases` is.
+const CHUNK_CPU: usize = 4096;
+const CHUNK_GPU: usize = 1024;
+/// How often a long run says how far it got.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+/// Generate, run, shrink, record: chunk by chunk, each event passed to `on` as it happens.
+pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<FuzzOutcome, Error> {
+    if req.cases == 0 {
+        return Err(crate::select::SelectError::Empty {
+            why: "--cases 0 asks for no case (give 1 or more)".into(),
+        }
+        .into());
+    }
+    // The finds file: its directory locked, its kind and name checked, before anything runs.
+    let command = "fuzz --finds";
+    let (finds_dir, finds_name) = OutDir::for_file(&req.finds, command)?;
+    let finds_path = finds_dir.check_target(&finds_name, Some((FileKind::Finds, command)))?;
     let reg = kedge_ops::registry();
     let mut sel = req.selection.clone();
     let allocs = parse_allocs(sel.allocs.as_deref().unwrap_or("exact,guard"))?;
@@ -85,8 +122,127 @@ pub fn fuzz(req: &FuzzRequest) -> Result<FuzzOutcome, Error> {
         allocs,
         max_elements: MaxElements::from_flag(req.max_elements, Some(FUZZ_MAX_ELEMENTS)),
     };
-    let cases = generate(&reg, &limits, &spec, req.cases, req.fuzz_seed);
-    if cases.is_empty() && req.cases > 0 {
+    let mut stream = CaseStream::new(&reg, &limits, &spec, req.cases, req.fuzz_seed);
+    let mut gpu: Option<GpuExecutor> = match &engine {
+        Some(e) => Some(e.executor(None)?),
+        None => None,
+    };
+    if let Some(g) = gpu.as_mut() {
+        g.set_progress(Progress::Off);
+    }
+    let mut cpu = CpuExecutor::new(&reg, limits.clone());
+    let mut known = known_finds(&req.finds);
+    let mut finds_file = None;
+    let mut out = FuzzOutcome {
+        generated: 0,
+        failures: 0,
+        new_finds: 0,
+        known: 0,
+        unshrunk: 0,
+        status: Status::Ok,
+    };
+    // What a Ctrl-C says: the finds are on disk as they are made.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let written = Arc::new(AtomicUsize::new(0));
+    {
+        let (ran, written, path) = (ran.clone(), written.clone(), req.finds.clone());
+        crate::run::lifecycle::on_signal(move || {
+            format!(
+                "fuzz: stopped after {} cases; {} new finds written to {}",
+                ran.load(Ordering::Relaxed),
+                written.load(Ordering::Relaxed),
+                path.display()
+            )
+        });
+    }
+    let chunk = if gpu.is_some() { CHUNK_GPU } else { CHUNK_CPU };
+    let mut last_note = Instant::now();
+    let mut shrunk = 0usize;
+    loop {
+        let cases: Vec<Case> = stream.by_ref().take(chunk).collect();
+        if cases.is_empty() {
+            break;
+        }
+        let mut failures: Vec<CaseResult> = Vec::new();
+        {
+            let mut sink = |r: CaseResult| -> Result<(), Error> {
+                if r.verdict.is_failure() {
+                    failures.push(r);
+                }
+                Ok(())
+            };
+            match gpu.as_mut() {
+                Some(g) => g.run(&cases, &mut sink)?,
+                None => cpu.run(&cases, &mut sink)?,
+            };
+        }
+        out.generated += cases.len();
+        out.failures += failures.len();
+        ran.store(out.generated, Ordering::Relaxed);
+        drop(cases);
+        for r in &failures {
+            if shrunk >= req.max_shrinks {
+                out.unshrunk += 1;
+                if out.unshrunk <= UNSHRUNK_LISTED {
+                    let why = format!("not shrunk (--max-shrinks {})", req.max_shrinks);
+                    on(FuzzEvent::Unshrunk(r, &why));
+                }
+                continue;
+            }
+            shrunk += 1;
+            let probes = match gpu.as_mut() {
+                Some(g) => Probes::Gpu(g),
+                None => Probes::Cpu(&limits),
+            };
+            let report =
+                match minimize::minimize(&reg, &r.case, Some(r), &limits, req.budget, probes) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        out.unshrunk += 1;
+                        if out.unshrunk <= UNSHRUNK_LISTED {
+                            on(FuzzEvent::Unshrunk(r, &format!("could not shrink: {e}")));
+                        }
+                        continue;
+                    }
+                };
+            let find = FuzzFind::new(
+                &r.case,
+                &report.minimized.case,
+                report.minimized.outcome,
+                r.under,
+                report.transition.as_ref(),
+                &report.minimized.result.detail,
+            );
+            if !known.insert(find.key()) {
+                out.known += 1;
+                continue;
+            }
+            if finds_file.is_none() {
+                finds_file = Some(
+                    finds_dir
+                        .append(&finds_name, Some((FileKind::Finds, command)))?
+                        .1,
+                );
+            }
+            if let Some(f) = finds_file.as_mut() {
+                let line = serde_json::to_string(&find).unwrap_or_default();
+                outfile::append_line(f, &finds_path, &line)?;
+            }
+            out.new_finds += 1;
+            written.store(out.new_finds, Ordering::Relaxed);
+            on(FuzzEvent::NewFind(&find));
+        }
+        if last_note.elapsed() >= PROGRESS_EVERY {
+            last_note = Instant::now();
+            crate::note!(
+                "fuzz: {} cases so far, {} failures, {} new finds",
+                out.generated,
+                out.failures,
+                out.new_finds
+            );
+        }
+    }
+    if out.generated == 0 {
         return Err(crate::select::SelectError::Empty {
             why: format!(
                 "none of the cases generated (seed {}) passes the filters and --max-elements",
@@ -95,86 +251,12 @@ pub fn fuzz(req: &FuzzRequest) -> Result<FuzzOutcome, Error> {
         }
         .into());
     }
-    crate::note!("fuzz: {} cases (seed {})", cases.len(), req.fuzz_seed);
-    let mut gpu: Option<GpuExecutor> = match &engine {
-        Some(e) => Some(e.executor(None)?),
-        None => None,
-    };
-    let mut results = Vec::new();
-    {
-        let mut sink = |r: CaseResult| -> Result<(), Error> {
-            results.push(r);
-            Ok(())
-        };
-        match gpu.as_mut() {
-            Some(g) => g.run(&cases, &mut sink)?,
-            None => CpuExecutor::new(&reg, limits.clone()).run(&cases, &mut sink)?,
-        };
-    }
-    let failures: Vec<&CaseResult> = results.iter().filter(|r| r.verdict.is_failure()).collect();
-    crate::note!("fuzz: {} failures", failures.len());
-    let mut known = known_finds(&req.finds);
-    let mut out = FuzzOutcome {
-        generated: cases.len(),
-        failures: failures.len(),
-        new_finds: Vec::new(),
-        known: 0,
-        unshrunk: Vec::new(),
-        status: Status::Ok,
-    };
-    if let Some(g) = gpu.as_mut() {
-        g.set_progress(Progress::Off);
-    }
-    for (k, r) in failures.into_iter().enumerate() {
-        if k >= req.max_shrinks {
-            out.unshrunk.push((
-                r.clone(),
-                format!("not shrunk (--max-shrinks {})", req.max_shrinks),
-            ));
-            continue;
-        }
-        let probes = match gpu.as_mut() {
-            Some(g) => Probes::Gpu(g),
-            None => Probes::Cpu(&limits),
-        };
-        let report = match minimize::minimize(&reg, &r.case, Some(r), &limits, req.budget, probes) {
-            Ok(x) => x,
-            Err(e) => {
-                out.unshrunk
-                    .push((r.clone(), format!("could not shrink: {e}")));
-                continue;
-            }
-        };
-        let find = FuzzFind::new(
-            &r.case,
-            &report.minimized.case,
-            report.minimized.outcome,
-            r.under,
-            report.transition.as_ref(),
-            &report.minimized.result.detail,
-        );
-        if !known.insert(find.key()) {
-            out.known += 1;
-            continue;
-        }
-        append(&req.finds, &find)?;
-        out.new_finds.push(find);
-    }
-    out.status = Status::failed_if(!out.new_finds.is_empty() || !out.unshrunk.is_empty());
+    crate::note!(
+        "fuzz: {} cases (seed {}): {} failures",
+        out.generated,
+        req.fuzz_seed,
+        out.failures
+    );
+    out.status = Status::failed_if(out.new_finds > 0 || out.unshrunk > 0);
     Ok(out)
-}
-
-fn append(path: &std::path::Path, find: &FuzzFind) -> Result<(), Error> {
-    let err = |e| OutputError::write(path, e);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| OutputError::write(dir, e))?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(err)?;
-    let line = serde_json::to_string(find).map_err(|e| err(std::io::Error::other(e)))?;
-    writeln!(f, "{line}").map_err(err)?;
-    Ok(())
 }

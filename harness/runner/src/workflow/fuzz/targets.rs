@@ -77,12 +77,12 @@ fn dim(u: &mut Unstructured<'_>) -> AResult<i64> {
 
 fn param_value(u: &mut Unstructured<'_>, p: &ParamSpec) -> AResult<serde_json::Value> {
     Ok(match p.kind {
-        ParamKind::Float { default } => {
+        ParamKind::Float { default, min, max } => {
             if u.arbitrary()? {
                 default.into()
             } else {
                 let x: f64 = u.arbitrary()?;
-                if x.is_finite() {
+                if x.is_finite() && (min..=max).contains(&x) {
                     x.into()
                 } else {
                     default.into()
