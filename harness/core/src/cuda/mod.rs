@@ -4,6 +4,7 @@
 
 pub mod alloc;
 pub mod arena;
+pub mod big;
 pub mod device;
 pub mod error;
 pub mod guard_pool;

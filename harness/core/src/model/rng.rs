@@ -23,6 +23,11 @@ impl Rng {
     pub fn skipped(&self, n: u64) -> Self {
         Rng(self.0.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
     }
+    /// The generator's state: the next draw is a mix of `state + gamma` (what a device draws
+    /// element `i` of the stream from, as `state + (i + 1) * gamma`).
+    pub fn state(&self) -> u64 {
+        self.0
+    }
     /// The next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);

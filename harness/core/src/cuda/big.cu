@@ -1,0 +1,119 @@
+// kedge's own kernels for big cases (harness/core/src/cuda/big.rs): inputs drawn on the device
+// with the same values as the host draw of the same seed (SplitMix64 is a counter: element i is
+// a mix of state + (i + 1) * gamma, so every thread computes its own), and outputs scanned on
+// the device for poison survivors and non-finite values, so a case of 2^31 elements moves no
+// tensor across PCIe. No CUDA headers: 16-bit results are built by bit arithmetic.
+
+#define KEDGE_GAMMA 0x9E3779B97F4A7C15ull
+
+__device__ __forceinline__ unsigned long long kedge_mix(unsigned long long z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// The host's `lo + (hi - lo) * unit`, each step rounded as the host rounds it (no fused
+// multiply-add): unit has 24 bits, exactly representable.
+__device__ __forceinline__ float kedge_uniform(unsigned long long state, unsigned long long i,
+                                               float lo, float hi) {
+    const unsigned long long z = kedge_mix(state + (i + 1ull) * KEDGE_GAMMA);
+    const float unit = __fmul_rn((float) (z >> 40), 5.9604644775390625e-8f);  // 2^-24
+    return __fadd_rn(lo, __fmul_rn(__fsub_rn(hi, lo), unit));
+}
+
+// f32 to f16, round to nearest even (the hardware's cvt.rn, as the host's half crate rounds).
+__device__ __forceinline__ unsigned short kedge_f32_to_f16(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// f32 to bf16, round to nearest even (as the host's half crate).
+__device__ __forceinline__ unsigned short kedge_f32_to_bf16(float f) {
+    const unsigned int x = __float_as_uint(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) {
+        return (unsigned short) ((x >> 16) | 0x40u);
+    }
+    return (unsigned short) ((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+extern "C" __global__ void kedge_draw_f32(float *p, unsigned long long n, unsigned long long state,
+                                          float lo, float hi) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        p[i] = kedge_uniform(state, i, lo, hi);
+    }
+}
+
+extern "C" __global__ void kedge_draw_f16(unsigned short *p, unsigned long long n,
+                                          unsigned long long state, float lo, float hi) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        p[i] = kedge_f32_to_f16(kedge_uniform(state, i, lo, hi));
+    }
+}
+
+extern "C" __global__ void kedge_draw_bf16(unsigned short *p, unsigned long long n,
+                                           unsigned long long state, float lo, float hi) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        p[i] = kedge_f32_to_bf16(kedge_uniform(state, i, lo, hi));
+    }
+}
+
+// Integers in [0, 16): the host's `below(16)` is the top four bits of the draw.
+extern "C" __global__ void kedge_draw_i32(int *p, unsigned long long n, unsigned long long state,
+                                          float lo, float hi) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        p[i] = (int) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
+    }
+}
+
+// Counts of elements still holding the poison and of non-finite ones (poison apart), for
+// 4-byte (f32, i32) and 2-byte (f16, bf16) elements. `exp_mask`: the exponent bits (all ones
+// is inf or NaN; 0 for an integer type).
+__device__ __forceinline__ void kedge_add_counts(unsigned long long poisoned,
+                                                 unsigned long long nonfinite,
+                                                 unsigned long long *counts) {
+    for (int o = 16; o > 0; o >>= 1) {
+        poisoned += __shfl_down_sync(0xffffffffu, poisoned, o);
+        nonfinite += __shfl_down_sync(0xffffffffu, nonfinite, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (poisoned) atomicAdd(&counts[0], poisoned);
+        if (nonfinite) atomicAdd(&counts[1], nonfinite);
+    }
+}
+
+extern "C" __global__ void kedge_scan_u32(const unsigned int *p, unsigned long long n,
+                                          unsigned int poison, unsigned int exp_mask,
+                                          unsigned long long *counts) {
+    unsigned long long poisoned = 0, nonfinite = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        const unsigned int v = p[i];
+        if (v == poison) {
+            poisoned++;
+        } else if (exp_mask && (v & exp_mask) == exp_mask) {
+            nonfinite++;
+        }
+    }
+    kedge_add_counts(poisoned, nonfinite, counts);
+}
+
+extern "C" __global__ void kedge_scan_u16(const unsigned short *p, unsigned long long n,
+                                          unsigned int poison, unsigned int exp_mask,
+                                          unsigned long long *counts) {
+    unsigned long long poisoned = 0, nonfinite = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        const unsigned int v = p[i];
+        if (v == poison) {
+            poisoned++;
+        } else if (exp_mask && (v & exp_mask) == exp_mask) {
+            nonfinite++;
+        }
+    }
+    kedge_add_counts(poisoned, nonfinite, counts);
+}

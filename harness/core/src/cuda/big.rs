@@ -1,0 +1,194 @@
+//! Big cases on the device itself: inputs drawn where they live (the same values the host
+//! draws for the seed: kedge's SplitMix64 stream is a counter, so element `i` is computed on
+//! its own), outputs poisoned and scanned for poison survivors and non-finite values there, and
+//! only the rows a sampled judge reads copied back. A 2^31-element case then moves kilobytes
+//! across PCIe instead of gigabytes. The kernels are `big.cu` beside this file.
+//!
+//! These work on raw device pointers of the current context: kedge's own allocations, or a
+//! library's (ggml's CUDA buffers live in the same primary context).
+
+use crate::cuda::device::Device;
+use crate::cuda::error::{driver, RunError};
+use crate::cuda::kernel::{KArg, Kernel};
+use crate::model::dtype::DType;
+use crate::model::host::poison_pattern;
+use crate::model::rng::Rng;
+use cudarc::driver::sys;
+
+crate::kernel_source!(BIG = "harness/core/src/cuda/big.cu", "big.cu");
+
+/// Threads per block of the draw and scan kernels, and the most blocks they take (grid-stride
+/// loops do the rest).
+const THREADS: u64 = 256;
+const MAX_BLOCKS: u64 = 1 << 16;
+
+fn grid(n: u64) -> [u64; 3] {
+    [n.div_ceil(THREADS).clamp(1, MAX_BLOCKS), 1, 1]
+}
+
+/// Whether [`draw_uniform`] can make a tensor of `dtype`: the plain types. A block format is
+/// quantized by the library from host values.
+pub fn can_draw(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::Bf16 | DType::I32)
+}
+
+/// Fill `n` elements at `ptr` with what `contract::op::random_tensor(seed, index, .., lo, hi)`
+/// draws on the host for a dense tensor of `dtype`: uniform in [lo, hi) rounded to the type,
+/// integers in [0, 16).
+#[allow(clippy::too_many_arguments)]
+pub fn draw_uniform(
+    dev: &mut Device,
+    ptr: u64,
+    dtype: DType,
+    n: u64,
+    seed: u64,
+    index: u64,
+    lo: f32,
+    hi: f32,
+) -> Result<(), RunError> {
+    let entry = match dtype {
+        DType::F32 => "kedge_draw_f32",
+        DType::F16 => "kedge_draw_f16",
+        DType::Bf16 => "kedge_draw_bf16",
+        DType::I32 => "kedge_draw_i32",
+        d => {
+            return Err(RunError::Unsupported(format!(
+                "{d} inputs are not drawn on the device"
+            )))
+        }
+    };
+    if n == 0 {
+        return Ok(());
+    }
+    let state = Rng::stream(seed, index).state();
+    let mut args = [
+        KArg::Ptr(ptr),
+        KArg::U64(n),
+        KArg::U64(state),
+        KArg::F32(lo),
+        KArg::F32(hi),
+    ];
+    let k: Kernel = BIG.entry(entry);
+    dev.launch(&k, grid(n), [THREADS, 1, 1], 0, &mut args, &entry, true)
+}
+
+/// Fill `bytes` at `ptr` with the poison of `dtype`.
+pub fn poison(dev: &Device, ptr: u64, bytes: u64, dtype: DType) -> Result<(), RunError> {
+    let p = poison_pattern(dtype);
+    let stream = dev.cu_stream();
+    // SAFETY: the caller's range of `bytes` at `ptr` is device memory of this context.
+    unsafe {
+        match p.len() {
+            4 if ptr.is_multiple_of(4) => driver(
+                "cuMemsetD32Async",
+                sys::cuMemsetD32Async(
+                    ptr,
+                    u32::from_le_bytes([p[0], p[1], p[2], p[3]]),
+                    (bytes / 4) as usize,
+                    stream,
+                ),
+            )?,
+            2 if ptr.is_multiple_of(2) => driver(
+                "cuMemsetD16Async",
+                sys::cuMemsetD16Async(
+                    ptr,
+                    u16::from_le_bytes([p[0], p[1]]),
+                    (bytes / 2) as usize,
+                    stream,
+                ),
+            )?,
+            _ => driver(
+                "cuMemsetD8Async",
+                sys::cuMemsetD8Async(ptr, p[0], bytes as usize, stream),
+            )?,
+        }
+    }
+    dev.synchronize("poisoning an output")
+}
+
+/// What a scan of an output found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Elements still holding the poison (never written).
+    pub unwritten: u64,
+    /// Non-finite elements (poison apart).
+    pub nonfinite: u64,
+    /// Elements scanned.
+    pub elements: u64,
+}
+
+/// Count the poison survivors and non-finite values of `n` dense elements of `dtype` at `ptr`.
+pub fn scan(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, RunError> {
+    let (entry, exp_mask) = match dtype {
+        DType::F32 => ("kedge_scan_u32", 0x7F80_0000u32),
+        DType::I32 => ("kedge_scan_u32", 0),
+        DType::F16 => ("kedge_scan_u16", 0x7C00),
+        DType::Bf16 => ("kedge_scan_u16", 0x7F80),
+        d => {
+            return Err(RunError::Unsupported(format!(
+                "{d} outputs are not scanned on the device"
+            )))
+        }
+    };
+    let p = poison_pattern(dtype);
+    let poison = if p.len() == 4 {
+        u32::from_le_bytes([p[0], p[1], p[2], p[3]])
+    } else {
+        u16::from_le_bytes([p[0], p[1]]) as u32
+    };
+    let mut counts: sys::CUdeviceptr = 0;
+    // SAFETY: a 16-byte allocation, freed below on every path.
+    driver("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut counts, 16) })?;
+    let run = (|| -> Result<Scan, RunError> {
+        // SAFETY: the 16 bytes just allocated.
+        driver("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(counts, 0, 16, dev.cu_stream())
+        })?;
+        if n > 0 {
+            let mut args = [
+                KArg::Ptr(ptr),
+                KArg::U64(n),
+                KArg::U32(poison),
+                KArg::U32(exp_mask),
+                KArg::Ptr(counts),
+            ];
+            dev.launch(
+                &BIG.entry(entry),
+                grid(n),
+                [THREADS, 1, 1],
+                0,
+                &mut args,
+                &entry,
+                true,
+            )?;
+        }
+        let mut host = [0u64; 2];
+        // SAFETY: 16 bytes into a 16-byte host array.
+        driver("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(host.as_mut_ptr() as *mut std::ffi::c_void, counts, 16)
+        })?;
+        Ok(Scan {
+            unwritten: host[0],
+            nonfinite: host[1],
+            elements: n,
+        })
+    })();
+    // SAFETY: allocated above, freed once.
+    let freed = driver("cuMemFree", unsafe { sys::cuMemFree_v2(counts) });
+    let scan = run?;
+    freed?;
+    Ok(scan)
+}
+
+/// Copy `bytes` at `ptr` back to the host.
+pub fn read(dev: &Device, ptr: u64, bytes: usize) -> Result<Vec<u8>, RunError> {
+    let mut out = vec![0u8; bytes];
+    if bytes > 0 {
+        dev.synchronize("before a read-back")?;
+        // SAFETY: `bytes` of device memory at `ptr` (the caller's) into a buffer of that size.
+        driver("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut std::ffi::c_void, ptr, bytes)
+        })?;
+    }
+    Ok(out)
+}
