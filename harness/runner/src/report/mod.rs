@@ -47,6 +47,10 @@ pub struct ReportOptions<'a> {
     /// Where the results ran, one line each ("native: NVIDIA H200 (driver 580.159.04 (CUDA
     /// 13.0); gpus 0)"), from the sweeps' summaries.
     pub devices: &'a [String],
+    /// What the results are of and where they (and the baseline) came from, one line each
+    /// ("baseline and results: profile h200, mode native/exact, ...; baseline from X,
+    /// results from Y").
+    pub provenance: &'a [String],
 }
 
 /// Counts of one set of results.
@@ -251,6 +255,9 @@ pub struct Summary {
     pub leaks: Vec<LeakSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// What the results are of and which builds made them (and the baseline).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<String>,
     pub ops: Vec<OpSummary>,
 }
 
@@ -573,6 +580,7 @@ pub fn summarize_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> Summa
         fixed_known: judgement.fixed,
         leaks,
         devices: opts.devices.to_vec(),
+        provenance: opts.provenance.to_vec(),
         ops: ops.into_values().collect(),
     }
 }

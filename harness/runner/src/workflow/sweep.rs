@@ -1,7 +1,10 @@
-//! `kedge sweep`: a suite through every check there is. On a GPU the cases are built for the
-//! live device's limits and run natively or under each sanitizer tool asked for; without one
-//! (or with `--cpu`) the same selection gets its CPU side: the launch and allocation
-//! contracts against a profile, and the references. One workflow, two executors.
+//! `kedge sweep`: a suite through every check there is. The cases are built for a limits
+//! profile (`--profile`, on every machine, so a suite is the same list of ids everywhere); on
+//! a GPU they run natively or under each sanitizer tool asked for, judged by the GPU's own
+//! limits; without one (or with `--cpu`) the same selection gets its CPU side: the launch and
+//! allocation contracts against the profile, and the references. One workflow, two executors.
+//! Every verdict carries the run's metadata (`RunInfo`: kedge's build, the profile, the mode,
+//! where the impls came from, the suite), and `--resume` continues only the same run.
 //!
 //! The output directory holds `plan.jsonl` (the cases the sweep set out to run, for
 //! `kedge gate --expect`), `results.jsonl` (one verdict per line, as each arrives),
@@ -11,6 +14,7 @@
 
 use crate::errors::{Error, OutputError, Status};
 use crate::external::ExternalSpec;
+use crate::provenance;
 use crate::report::ReportOptions;
 use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
 use crate::run::{
@@ -18,7 +22,7 @@ use crate::run::{
     CPU_REFERENCE_LIMIT,
 };
 use crate::select::{MaxElements, Selection, Shard, Suite};
-use kedge_core::{Case, LimitsProfile, Tool, Under};
+use kedge_core::{Case, LimitsProfile, SuiteInfo, Tool, Under};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -33,7 +37,8 @@ pub const GPU_MAX_ELEMENTS: u64 = 1 << 28;
 pub struct SweepRequest {
     pub suite: Suite,
     pub selection: Selection,
-    /// The limits the CPU side checks against.
+    /// The limits profile the cases are built for, on any machine (and the one the CPU side
+    /// checks against).
     pub profile: LimitsProfile,
     pub shard: Option<Shard>,
     /// `--max-elements` as given (0: no limit; absent: `GPU_MAX_ELEMENTS` on a GPU).
@@ -275,15 +280,41 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     } else {
         None
     };
-    let limits = match &engine {
-        Some(e) => e.limits().clone(),
-        None => req.profile.clone(),
-    };
+    // The cases are the profile's on every machine: the same ids in the CPU plan, on any GPU
+    // and in every shard. A GPU whose limits differ from the profile runs those cases as
+    // they are (its own limits judge them), says how it differs, and adds the cases its own
+    // limits would make, each with its own id.
+    let limits = req.profile.clone();
     let mut cases = req.selection.cases(&reg, req.suite, &limits, None)?;
-    if let Some(sh) = req.shard {
-        let before = cases.len();
-        cases = sh.select(cases);
-        crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
+    let mut extra: HashSet<String> = HashSet::new();
+    if let Some(e) = &engine {
+        let live = e.limits();
+        let differs = limits.differences(live);
+        if !differs.is_empty() {
+            crate::note!(
+                "the GPU ({}) differs from profile {}: {}; the suite's cases are the profile's (--profile picks another)",
+                live.device,
+                limits.name,
+                differs.join(", ")
+            );
+            if !req.selection.is_explicit() {
+                let have: HashSet<String> = cases.iter().map(Case::id).collect();
+                let more: Vec<Case> = req
+                    .selection
+                    .cases(&reg, req.suite, live, None)?
+                    .into_iter()
+                    .filter(|c| !have.contains(&c.id()))
+                    .collect();
+                if !more.is_empty() {
+                    crate::note!(
+                        "{} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)",
+                        more.len()
+                    );
+                    extra = more.iter().map(Case::id).collect();
+                    cases.extend(more);
+                }
+            }
+        }
     }
     let default_max = gpu.then_some(GPU_MAX_ELEMENTS);
     let mut left_out =
@@ -305,6 +336,53 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 .limit()
                 .unwrap_or(0)
         );
+    }
+    // The suite as every shard sees it: its name and flags, and the digest of its shared ids.
+    let suite = SuiteInfo::of(
+        provenance::suite_name(
+            req.suite,
+            &req.selection,
+            MaxElements::from_flag(req.max_elements, None),
+        ),
+        cases
+            .iter()
+            .map(Case::id)
+            .filter(|id| !extra.contains(id))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    );
+    if let Some(sh) = req.shard {
+        let before = cases.len();
+        cases = sh.select(cases);
+        crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
+    }
+    // What runs the cases: on a GPU natively or under each tool; without one the CPU side,
+    // and a library's host backend for real.
+    let runs: Vec<Under> = if gpu {
+        if req.tools.is_empty() {
+            vec![Under::Native]
+        } else {
+            req.tools.iter().copied().map(Under::Tool).collect()
+        }
+    } else {
+        let mut r = Vec::new();
+        if cases.iter().any(|c| needs_gpu(&reg, c)) {
+            r.push(Under::Cpu);
+        }
+        if cases.iter().any(|c| !needs_gpu(&reg, c)) {
+            r.push(Under::Native);
+        }
+        r
+    };
+    let run = provenance::sweep_info(
+        &limits.name,
+        provenance::mode(&runs, req.selection.allocs.as_deref()),
+        provenance::impl_sources(&reg, &cases, &req.external),
+        suite,
+    );
+    if req.mode == OutMode::Resume {
+        provenance::check_resume(&out.results_path(), &run)?;
     }
     let plan: String = cases.iter().map(|c| format!("{}\n", c.to_line())).collect();
     out.write("plan.jsonl", &plan)?;
@@ -401,7 +479,8 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 todo.len()
             );
         }
-        let mut sink = |r: kedge_core::CaseResult| -> Result<(), Error> {
+        let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), Error> {
+            r.run = Some(run.clone());
             writer.write(&r).map_err(Error::from)
         };
         let st = ex.run(&todo, &mut sink)?;
@@ -496,19 +575,24 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         .iter()
         .map(|r| format!("{}: {}", r.under, r.device))
         .collect();
+    let provenance = [format!("results: {}; from {}", run.what(), run.build())];
     let reports = write_reports(
         &out,
         &set,
         &ReportOptions {
             registry: Some(&reg),
             devices: &devices,
+            provenance: &provenance,
             ..ReportOptions::default()
         },
     )?;
     crate::console::final_summary(crate::console::Style::stderr(), &set.results, |n| {
         format!("{n} more: see {}", out.join("report.md").display())
     });
-    let status = if gpu {
+    // Every case ran for real (on a GPU, or on a library's host backend): 0 or 1. Only when
+    // some case got no more than its CPU side were GPU checks skipped.
+    let all_ran = gpu || !runs.contains(&Under::Cpu);
+    let status = if all_ran {
         Status::failed_if(summary.failures() > 0)
     } else {
         crate::note!(

@@ -159,6 +159,7 @@ fn judged() -> kedge_runner::report::Rendered {
             baseline: Some(&b),
             registry: Some(&reg),
             devices: &devices,
+            ..ReportOptions::default()
         },
     )
     .unwrap()
