@@ -8,6 +8,7 @@ mod exit_status;
 mod ggml;
 mod out_dir;
 mod pipes;
+mod provenance;
 mod worker;
 mod workflows;
 
