@@ -307,3 +307,46 @@ fn resume_refuses_results_of_another_run() {
     ]);
     assert_eq!(rc, 4, "{err}");
 }
+
+/// scripts/compare-case-ids.sh: a plan against results lists the same ids; a difference is
+/// listed id by id, exit 1.
+#[test]
+fn compare_case_ids_lists_the_difference() {
+    let d = tempfile::tempdir().unwrap();
+    let results = sweep(&d.path().join("a"), "boundary", &[]);
+    let plan = d.path().join("a/plan.jsonl");
+    let script = crate::root().join("scripts/compare-case-ids.sh");
+    let run = |a: &Path, b: &Path| {
+        let o = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(a)
+            .arg(b)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (rc, out) = run(&plan, &results);
+    assert_eq!(rc, 0, "{out}");
+    let n = std::fs::read_to_string(&plan).unwrap().lines().count();
+    assert!(out.contains(&format!("the same {n} case ids")), "{out}");
+    // The plan without its first case: that case is only in the results.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let first = text.lines().next().unwrap();
+    let fewer = d.path().join("fewer.jsonl");
+    std::fs::write(
+        &fewer,
+        text.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .unwrap();
+    let c: kedge_core::Case = serde_json::from_str(first).unwrap();
+    let (rc, out) = run(&fewer, &results);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("only in B (1):"), "{out}");
+    assert!(
+        out.contains(&format!("  {}\t{{\"op\":\"rms_norm\"", c.id())),
+        "{out}"
+    );
+}

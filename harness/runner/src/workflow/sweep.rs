@@ -258,6 +258,46 @@ pub struct SweepOutcome {
     pub reports: Vec<PathBuf>,
 }
 
+/// A sweep's cases before the shard and `--max-elements`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCases {
+    /// The selection for the profile: the same ids on every machine.
+    pub cases: Vec<Case>,
+    /// Cases the live GPU's own limits add (its values where it differs from the profile),
+    /// none of them among `cases`; empty without a GPU or for explicit cases.
+    pub extra: Vec<Case>,
+    /// Where the live GPU differs from the profile, one value each.
+    pub differences: Vec<String>,
+}
+
+/// The cases of a sweep: the suite generated for `profile` on every machine, so the CPU plan,
+/// any GPU and every shard have the same ids; on a GPU whose limits (`live`) differ from the
+/// profile, also the cases its own limits would make, each with an id of its own.
+pub fn planned_cases(
+    reg: &kedge_core::Registry,
+    suite: Suite,
+    selection: &Selection,
+    profile: &LimitsProfile,
+    live: Option<&LimitsProfile>,
+) -> Result<PlannedCases, Error> {
+    let cases = selection.cases(reg, suite, profile, None)?;
+    let differences = live.map(|l| profile.differences(l)).unwrap_or_default();
+    let mut extra = Vec::new();
+    if let (Some(live), false) = (live, differences.is_empty() || selection.is_explicit()) {
+        let have: HashSet<String> = cases.iter().map(Case::id).collect();
+        extra = selection
+            .cases(reg, suite, live, None)?
+            .into_iter()
+            .filter(|c| !have.contains(&c.id()))
+            .collect();
+    }
+    Ok(PlannedCases {
+        cases,
+        extra,
+        differences,
+    })
+}
+
 /// Run a sweep.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     let out = OutDir::open(&req.out)?;
@@ -285,37 +325,25 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     // they are (its own limits judge them), says how it differs, and adds the cases its own
     // limits would make, each with its own id.
     let limits = req.profile.clone();
-    let mut cases = req.selection.cases(&reg, req.suite, &limits, None)?;
-    let mut extra: HashSet<String> = HashSet::new();
-    if let Some(e) = &engine {
-        let live = e.limits();
-        let differs = limits.differences(live);
-        if !differs.is_empty() {
-            crate::note!(
-                "the GPU ({}) differs from profile {}: {}; the suite's cases are the profile's (--profile picks another)",
-                live.device,
-                limits.name,
-                differs.join(", ")
-            );
-            if !req.selection.is_explicit() {
-                let have: HashSet<String> = cases.iter().map(Case::id).collect();
-                let more: Vec<Case> = req
-                    .selection
-                    .cases(&reg, req.suite, live, None)?
-                    .into_iter()
-                    .filter(|c| !have.contains(&c.id()))
-                    .collect();
-                if !more.is_empty() {
-                    crate::note!(
-                        "{} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)",
-                        more.len()
-                    );
-                    extra = more.iter().map(Case::id).collect();
-                    cases.extend(more);
-                }
-            }
-        }
+    let live = engine.as_ref().map(|e| e.limits());
+    let planned = planned_cases(&reg, req.suite, &req.selection, &limits, live)?;
+    if let Some(live) = live.filter(|_| !planned.differences.is_empty()) {
+        crate::note!(
+            "the GPU ({}) differs from profile {}: {}; the suite's cases are the profile's (--profile picks another)",
+            live.device,
+            limits.name,
+            planned.differences.join(", ")
+        );
     }
+    if !planned.extra.is_empty() {
+        crate::note!(
+            "{} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)",
+            planned.extra.len()
+        );
+    }
+    let extra: HashSet<String> = planned.extra.iter().map(Case::id).collect();
+    let mut cases = planned.cases;
+    cases.extend(planned.extra);
     let default_max = gpu.then_some(GPU_MAX_ELEMENTS);
     let mut left_out =
         MaxElements::from_flag(req.max_elements, default_max).retain(&reg, &mut cases);
