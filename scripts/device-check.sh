@@ -141,7 +141,7 @@ fi
 # The third incident: a resource limit as a boundary; a silent success is a failure.
 if want sdpa; then
   # The limit scaled to 16 MiB (L* = 512), every impl on both sides.
-  L='-p max_buffer_bytes=16777216'
+  L='--param max_buffer_bytes=16777216'
   for imp in unfused-fallback unfused-checked chunked fused mlx-dispatch; do
     for n in 512 513; do
       run sdpa-$imp-$n "$K" run -o sdpa_prefill --impl $imp --ne 256,$n,16,1 $L --results "$W/sdpa-incident.jsonl"
@@ -157,7 +157,7 @@ if want sdpa; then
   for dt in f32 bf16; do
     for kv in 0 2; do
       for imp in unfused-fallback chunked; do
-        run sdpa-bits-$dt-$kv-$imp "$K" run -o sdpa_prefill --impl $imp --ne 128,3073,8,1 --dtype $dt -p n_kv_head=$kv -p q_chunk=1024 --results "$W/sdpa-bitident.jsonl"
+        run sdpa-bits-$dt-$kv-$imp "$K" run -o sdpa_prefill --impl $imp --ne 128,3073,8,1 --dtype $dt --param n_kv_head=$kv --param q_chunk=1024 --results "$W/sdpa-bitident.jsonl"
       done
     done
   done

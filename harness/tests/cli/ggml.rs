@@ -101,3 +101,34 @@ fn kedges_ops_on_ggml_cpu_pass_against_the_f64_references() {
     }
     assert_eq!(ops.len(), 8, "{ops:?}");
 }
+
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn b_selects_the_backend_as_test_backend_ops_does() {
+    let dir = build_dir();
+    let (code, out, err) = kedge(&[
+        "plan",
+        "--json",
+        "--ggml",
+        &dir,
+        "-b",
+        "CPU",
+        "-o",
+        "rms_norm,softmax",
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    let impls: std::collections::BTreeSet<String> = out
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["case"]["impl"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(impls.into_iter().collect::<Vec<_>>(), ["ggml:CPU"]);
+    let (code, _, err) = kedge(&["plan", "--ggml", &dir, "-b", "CUDA7"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("CUDA7") && err.contains("CPU"), "{err}");
+}
