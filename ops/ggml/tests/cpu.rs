@@ -792,10 +792,10 @@ fn another_build_is_refused_in_the_same_process() {
 }
 
 /// Caller memory for a tensor: a boxed slice the test can look into.
-struct Lent(Box<[u8]>);
+struct CallerMemory(Box<[u8]>);
 
 // SAFETY: the boxed slice does not move and lives as long as the value.
-unsafe impl HostMemory for Lent {
+unsafe impl HostMemory for CallerMemory {
     fn as_ptr(&self) -> *mut u8 {
         self.0.as_ptr() as *mut u8
     }
@@ -818,17 +818,17 @@ fn a_tensor_can_live_in_caller_memory() {
     g.set_name(x, "x").unwrap();
     let y = g.scale(x, 3.0).unwrap();
     g.build(&[y]).unwrap();
-    let mem = Lent(vec![0u8; 256].into_boxed_slice());
+    let mem = CallerMemory(vec![0u8; 256].into_boxed_slice());
     let base = mem.as_ptr() as usize;
     let offset = (align - base % align) % align + align;
-    let mut lent = Some(mem);
-    g.alloc_with(&be, |t| match (t.name.as_str(), lent.take()) {
+    let mut given = Some(mem);
+    g.alloc_with(&be, |t| match (t.name.as_str(), given.take()) {
         ("x", Some(memory)) => Placement::Host {
             memory: Box::new(memory),
             offset,
         },
         (_, m) => {
-            lent = m;
+            given = m;
             Placement::Device
         }
     })
@@ -838,7 +838,7 @@ fn a_tensor_can_live_in_caller_memory() {
     let xs = values(16, 12);
     g.set_f32(x, &xs).unwrap();
     // The bytes are where the caller put them.
-    // SAFETY: the graph keeps the lent memory alive; 64 bytes at the tensor's address.
+    // SAFETY: the graph keeps the caller's memory alive; 64 bytes at the tensor's address.
     let seen = unsafe { std::slice::from_raw_parts(a.base as *const u8, 64) };
     assert_eq!(seen, f32_bytes(&xs).as_slice());
     g.compute(&be).unwrap();
@@ -853,7 +853,7 @@ fn a_tensor_can_live_in_caller_memory() {
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[16]).unwrap();
     g.build(&[x]).unwrap();
-    let mem = Lent(vec![0u8; 256].into_boxed_slice());
+    let mem = CallerMemory(vec![0u8; 256].into_boxed_slice());
     let off = (align - mem.as_ptr() as usize % align) % align + 1;
     let mut mem = Some(mem);
     let e = g
