@@ -139,6 +139,17 @@ if [ "$PRINT_KEY" = 1 ]; then
   exit 0
 fi
 
+STAMP=$OUTDIR/lib/.kedge-ggml-stamp
+# The same source and flags as the build already there: nothing to do (a CI cache hit).
+already_built() {
+  [ -n "$SOURCE_ID" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$SOURCE_ID
+${FLAGS[*]}" ]
+}
+if already_built; then
+  echo "build-ggml.sh: $OUTDIR/lib already holds this build ($SOURCE_ID); nothing to do"
+  exit 0
+fi
+
 need_cmake
 if [ -z "$SRC" ]; then
   # The archive (or the pinned commit, fetched) extracted; the pinned commit checked by its tree
@@ -158,10 +169,9 @@ if [ -z "$SRC" ]; then
   GIT_FLAG=(-DGIT_EXE="$FAKE_GIT")
 fi
 
-STAMP=$OUTDIR/lib/.kedge-ggml-stamp
 STAMP_TEXT="$SOURCE_ID
 ${FLAGS[*]}"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_TEXT" ]; then
+if already_built; then
   echo "build-ggml.sh: $OUTDIR/lib already holds this build ($SOURCE_ID); nothing to do"
   exit 0
 fi

@@ -2,6 +2,9 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz
+# CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
+# by the ci_local example: two shards, merge, report, gate; see "CI" below):
+#   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
@@ -165,6 +168,74 @@ if want sdpa; then
   say "sdpa bit-identity rc=$?"; grep -E "^(SAME|DIFFER)" "$W/sdpa-bitident.txt" | tee -a "$SUM" > /dev/null
   run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --force --out "$W/sdpa"
 fi
+
+# CI: the GPU workflow's own commands end to end (ci_local runs each job's steps as a runner
+# would; the kedge here stands in for the steps that build it), gated against a baseline given
+# by path. Without that baseline, or with CI_UPDATE=1, the sweep jobs run first, the baseline is
+# made from their results (kedge gate --update; a copy in OUTDIR/baselines/ to commit), then the
+# merge job gates against it.
+#   CI_LOCAL            the ci_local example (cargo build --release -p kedge --example ci_local)
+#   CI_KEDGE_BASELINE   kedge's default suite (default corpora/baselines/kedge-h200-native.jsonl)
+#   CI_GGML_BASELINE    the pinned ggml's CUDA0 sweep (default corpora/baselines/ggml-cuda0-h200-native.jsonl)
+#   GGML_CUDA_DIR, GGML_PR_DIR  the ggml CUDA builds (default target/ggml/cuda, target/ggml/cuda-pr;
+#                       resumable: a build cut off by a time limit continues on the next call)
+#   KEDGE_GGML_TARBALL  an archive of the pinned commit, where the machine cannot fetch it
+#   CI_SWEEP_ARGS       more sweep flags: the mode of a baseline of another mode ("--alloc guard",
+#                       "--sanitize memcheck"), with its own CI_*_BASELINE
+#   CI_SWEEP_OK         the sweep statuses the workflow lets through (default "0 1")
+CI_LOCAL=${CI_LOCAL:-$PWD/.bin/ci_local}
+CI_KEDGE_BASELINE=${CI_KEDGE_BASELINE:-corpora/baselines/kedge-h200-native.jsonl}
+CI_GGML_BASELINE=${CI_GGML_BASELINE:-corpora/baselines/ggml-cuda0-h200-native.jsonl}
+GGML_CUDA_DIR=${GGML_CUDA_DIR:-target/ggml/cuda}
+GGML_PR_DIR=${GGML_PR_DIR:-target/ggml/cuda-pr}
+GGML_PR_SRC=target/ggml/pr-src
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
+  local name=$1 base=$2 expect=$3; shift 3
+  local st="$W/ci-$name" flags=(examples/ci/kedge-gpu.yml --kedge-dir "$(dirname "$K")" --env "KEDGE_BASELINE=$(abspath "$base")"
+    --env "KEDGE_SWEEP_ARGS=${CI_SWEEP_ARGS:-}" --env "KEDGE_SWEEP_OK=${CI_SWEEP_OK:-0 1}" "$@")
+  rm -rf "$st"
+  if [ "$expect" = fail ] && [ ! -f "$base" ]; then
+    say "ci-$name: no baseline at $base to gate against (run ci-ggml first)"; return
+  fi
+  if [ "${CI_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
+    run ci-$name-sweeps "$CI_LOCAL" "${flags[@]}" --state "$st" --job sweep
+    mkdir -p "$(dirname "$base")" "$OUT/baselines"
+    "$K" gate --update "$base" "$st"/artifacts/kedge-shard-*/results.jsonl > "$W/ci-$name-update.txt" 2>&1
+    say "    baseline $base: $(head -1 "$W/ci-$name-update.txt")"
+    cp "$base" "$OUT/baselines/"
+    run ci-$name-merge "$CI_LOCAL" "${flags[@]}" --state "$st" --job merge
+  else
+    run ci-$name "$CI_LOCAL" "${flags[@]}" --state "$st"
+  fi
+  # What the gate said, and whether that is what was expected.
+  local log; log=$(ls -t "$W"/ci-$name*.log | head -1)
+  grep -E '^(baseline and results|gate: |NEW )' "$log" | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  if grep -q '^every job passed' "$log"; then got=pass; else got=fail; fi
+  say "    ci-$name: expected $expect, got $got"
+}
+want ci-kedge && ci_workflow kedge "$CI_KEDGE_BASELINE" pass --env KEDGE_BACKEND=
+if want ci-ggml-build; then
+  run ci-ggml-build scripts/build-ggml.sh --cuda "$GGML_CUDA_DIR"
+fi
+want ci-ggml && ci_workflow ggml "$CI_GGML_BASELINE" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$(abspath "$GGML_CUDA_DIR")"
+if want ci-ggml-pr-build; then
+  # The pinned snapshot as a checkout of its own, then a pull request's commit on it.
+  if [ ! -d "$GGML_PR_SRC/.git" ]; then
+    rm -rf "$GGML_PR_SRC"
+    T=$(scripts/ggml-source.sh target/ggml/download) && cp -r "$T" "$GGML_PR_SRC" && rm -f "$GGML_PR_SRC/.kedge-tree-hash" \
+      && git -C "$GGML_PR_SRC" init -q && git -C "$GGML_PR_SRC" add -A \
+      && git -C "$GGML_PR_SRC" -c user.name=kedge -c user.email=kedge@localhost commit -qm "ggml d99724f" \
+      && patch -d "$GGML_PR_SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch \
+      && git -C "$GGML_PR_SRC" -c user.name=kedge -c user.email=kedge@localhost commit -qam "rms_norm: scale wide rows" \
+      || say "ci-ggml-pr-build: could not make the pull request's tree"
+  fi
+  run ci-ggml-pr-build scripts/build-ggml.sh --cuda --src "$GGML_PR_SRC" "$GGML_PR_DIR"
+fi
+# The pull request's build against the unchanged build's baseline: the gate must fail, naming
+# the rms_norm cases the patch breaks.
+want ci-ggml-pr && CI_UPDATE=0 ci_workflow ggml-pr "$CI_GGML_BASELINE" fail --env KEDGE_BACKEND=CUDA0 \
+  --env "GGML_SRC=$(abspath "$GGML_PR_SRC")" --restore "ggml-build=$(abspath "$GGML_PR_DIR")"
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null
 trap - EXIT

@@ -3,6 +3,7 @@
 
 mod basics;
 mod ci_examples;
+mod ci_runner;
 mod devices;
 mod exit_status;
 mod ggml;
