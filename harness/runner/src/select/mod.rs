@@ -732,6 +732,52 @@ mod tests {
     }
 
     #[test]
+    fn ops_split_between_ops_and_keep_an_op_vars_form_whole() {
+        let raw = vec![
+            "RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0),softmax".to_string(),
+            "norm, l2_norm".to_string(),
+        ];
+        let ops = split_ops(&raw);
+        assert_eq!(
+            ops,
+            [
+                "RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0)",
+                "softmax",
+                "norm",
+                "l2_norm"
+            ]
+        );
+        assert_eq!(
+            op_and_vars(&ops[0]),
+            (
+                "RMS_NORM",
+                Some("type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0")
+            )
+        );
+        assert_eq!(op_and_vars("softmax"), ("softmax", None));
+        // An OP(vars) selects exactly that upstream case.
+        let r = reg();
+        let s = Selection {
+            ops: vec![ops[0].clone()],
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        assert!(!cases.is_empty());
+        assert!(cases
+            .iter()
+            .all(|c| c.ne == [64, 1, 65536, 1] && c.op == "rms_norm"));
+        assert!(s.names_cases());
+        // A -p that reads NAME=VALUE for a parameter says what sets one.
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            filter: Some("row_pad=3".into()),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("use --param row_pad=3"), "{e}");
+    }
+
+    #[test]
     fn filter_matches_upstream_vars_and_empty_is_an_error() {
         let r = reg();
         let s = Selection {
@@ -749,7 +795,7 @@ mod tests {
         };
         let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
         assert!(matches!(e, SelectError::Empty { .. }), "{e}");
-        assert!(e.to_string().contains("--filter"), "{e}");
+        assert!(e.to_string().contains("-p 'nothing-matches-this'"), "{e}");
         let s = Selection {
             filter: Some("(".into()),
             ..sel()
