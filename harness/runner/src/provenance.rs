@@ -57,6 +57,16 @@ pub enum ProvenanceError {
     },
 }
 
+/// Two runs' suites are the same when they are the same cases: the same count and digest of
+/// ids (their names may spell the same selection differently: `-b CPU`, `--impl ggml:CPU`).
+pub fn same_suite(a: &Option<SuiteInfo>, b: &Option<SuiteInfo>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.cases == b.cases && a.digest == b.digest,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
 static BUILD: OnceLock<(String, String)> = OnceLock::new();
 
 /// Record the kedge build this process is (the binary knows its commit; see harness/build.rs).
@@ -274,7 +284,7 @@ impl ResultsRun {
                                 });
                             }
                         }
-                        if i0.suite != info.suite {
+                        if !same_suite(&i0.suite, &info.suite) {
                             let s = |x: &Option<SuiteInfo>| {
                                 x.as_ref()
                                     .map(|s| s.to_string())
@@ -350,7 +360,7 @@ pub fn check_baseline(
                 return Err(mismatch("mode", b.mode.clone(), r.mode.clone()));
             }
             match (&b.suite, &r.suite) {
-                (Some(bs), Some(rs)) if bs != rs => {
+                (Some(bs), Some(rs)) if !same_suite(&b.suite, &r.suite) => {
                     return Err(mismatch("suite", bs.to_string(), rs.to_string()));
                 }
                 (Some(bs), None) => lines.push(format!(
@@ -408,7 +418,7 @@ pub fn check_resume(path: &Path, now: &RunInfo) -> Result<(), ProvenanceError> {
     if s.mode != now.mode {
         diff.push(format!("mode {} here, {} now", s.mode, now.mode));
     }
-    if s.suite != now.suite {
+    if !same_suite(&s.suite, &now.suite) {
         let w = |x: &Option<SuiteInfo>| {
             x.as_ref()
                 .map(|s| s.to_string())
@@ -445,7 +455,8 @@ mod tests {
             profile: profile.into(),
             mode: mode.into(),
             impls: vec!["kedge".into()],
-            suite: Some(SuiteInfo::of(suite, ["a", "b"])),
+            // Another suite is other cases: the ids follow the name here.
+            suite: Some(SuiteInfo::of(suite, [suite, "b"])),
         }
     }
 
@@ -570,6 +581,20 @@ mod tests {
         )
         .unwrap();
         assert!(l[0].contains("carry no run metadata"), "{l:?}");
+    }
+
+    #[test]
+    fn a_suite_is_its_cases_whatever_its_name() {
+        let a = info("h200", "native/exact", "default -b CPU", "c1");
+        let mut b = a.clone();
+        // The same cases asked for another way.
+        b.suite.as_mut().unwrap().name = "default --impl ggml:CPU".into();
+        let text = format!("{}{}", line(1, Some(a.clone())), line(2, Some(b)));
+        assert!(ResultsRun::from_texts(&[("a.jsonl", &text)]).is_ok());
+        let mut c = a.clone();
+        c.suite = Some(SuiteInfo::of("default -b CPU", ["a", "b", "c"]));
+        assert!(!same_suite(&a.suite, &c.suite));
+        assert!(same_suite(&None, &None) && !same_suite(&a.suite, &None));
     }
 
     #[test]

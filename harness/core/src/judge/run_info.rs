@@ -30,8 +30,8 @@ pub struct RunInfo {
     pub suite: Option<SuiteInfo>,
 }
 
-/// Which suite a run's cases are of: the same name, count and digest on every machine and
-/// every shard of it.
+/// Which suite a run's cases are of: the same on every machine and every shard of it. Two
+/// suites are the same when their count and digest are (the name says how it was asked for).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SuiteInfo {
     /// The suite and the flags that shape it: `default`, `default -o rms_norm --impl ggml:CPU`,
