@@ -153,7 +153,7 @@ row batch-zero 2 "0 is outside the range 1..=4096" - "$K" sweep --cpu smoke --ba
 row timeout-zero 2 "0 is outside the range 1..=604800" - "$K" sweep --cpu smoke --timeout 0 --out out
 row minimize-budget-zero 2 "0 is outside the range 1..=1000000" - "$K" minimize --cpu --budget 0 "$INCIDENT"
 row empty-shard 2 "shard 7/1000 holds none of the" out "$K" sweep --cpu smoke -o rms_norm --shard 7/1000 --out out
-row negative-eps 2 "parameter 'eps': -1 is outside [0, inf)" - "$K" plan -o rms_norm --impl ggml --ne 64 -p eps=-1
+row negative-eps 2 "parameter 'eps': -1 is outside [0, inf)" - "$K" plan -o rms_norm --impl ggml --ne 64 --param eps=-1
 row negative-eps-case 2 "is outside [0, inf)" - "$K" plan --case '{"op":"norm","impl":"ggml","dtype":"f32","ne":[64,1,1,1],"params":{"eps":-0.5}}'
 row duplicate-key 2 "the key \"ne\" appears twice" - "$K" plan --case '{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1],"ne":[64,1,65536,1]}'
 row duplicate-param 2 "the key \"eps\" appears twice" - "$K" plan --case '{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,2,1],"params":{"eps":1,"eps":-1}}'

@@ -3,6 +3,10 @@
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
 #        (not by default: ggmlrepro maxtime; see each part for its parameters)
+# CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
+# by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
+# variables below):
+#   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 set -u
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
@@ -11,6 +15,28 @@ K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
 SUM="$OUT/summary.txt"; : > "$SUM"
+
+# CI: the GPU workflow's own commands end to end (ci_local runs each job's steps as a runner
+# would; the kedge here stands in for the steps that build it), gated against a baseline given
+# by path. Without that baseline, or with CI_UPDATE=1, the sweep jobs run first, the baseline is
+# made from their results (kedge gate --update; a copy in OUTDIR/baselines/ to commit), then the
+# merge job gates against it.
+#   CI_LOCAL            the ci_local example (cargo build --release -p kedge --example ci_local)
+#   CI_KEDGE_BASELINE   kedge's default suite (default corpora/baselines/kedge-h200-native.jsonl)
+#   CI_GGML_BASELINE    the pinned ggml's CUDA0 sweep (default corpora/baselines/ggml-cuda0-h200-native.jsonl)
+#   GGML_CUDA_DIR, GGML_PR_DIR  the ggml CUDA builds (default target/ggml/cuda, target/ggml/cuda-pr;
+#                       resumable: a build cut off by a time limit continues on the next call)
+#   KEDGE_GGML_TARBALL  an archive of the pinned commit, where the machine cannot fetch it
+#   CI_SWEEP_ARGS       more sweep flags: the mode of a baseline of another mode ("--alloc guard",
+#                       "--sanitize memcheck"), with its own CI_*_BASELINE
+#   CI_SWEEP_OK         the sweep statuses the workflow lets through (default "0 1")
+CI_LOCAL=${CI_LOCAL:-$PWD/.bin/ci_local}
+CI_KEDGE_BASELINE=${CI_KEDGE_BASELINE:-corpora/baselines/kedge-h200-native.jsonl}
+CI_GGML_BASELINE=${CI_GGML_BASELINE:-corpora/baselines/ggml-cuda0-h200-native.jsonl}
+GGML_CUDA_DIR=${GGML_CUDA_DIR:-target/ggml/cuda}
+GGML_PR_DIR=${GGML_PR_DIR:-target/ggml/cuda-pr}
+GGML_PR_SRC=target/ggml/pr-src
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 # Whatever ran comes back, even when the caller's time limit stops this script part-way.
 trap 'tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null' EXIT
 say() { echo "$*" | tee -a "$SUM"; }
@@ -41,8 +67,15 @@ MAXE=268435456
 want native && run sweep-native "$K" sweep default --alloc exact --max-elements $MAXE --force --out "$W/native"
 want guard && run sweep-guard "$K" sweep default --alloc guard --max-elements $MAXE --force --out "$W/guard"
 want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements $MAXE --force --out "$W/memcheck"
-# The shipped baseline gates the native sweep: only the upstream launch paths may fail.
-want native && run gate-native "$K" gate --baseline corpora/known-failures.jsonl "$W/native/results.jsonl" --expect "$W/native/plan.jsonl"
+# The baseline of kedge's default suite natively on this profile gates the native sweep (the
+# shipped corpora/known-failures.jsonl is the CPU plan's, another mode).
+if want native; then
+  if [ -f "$CI_KEDGE_BASELINE" ]; then
+    run gate-native "$K" gate --baseline "$CI_KEDGE_BASELINE" "$W/native/results.jsonl" --expect "$W/native/plan.jsonl"
+  else
+    say "gate-native: no baseline at $CI_KEDGE_BASELINE (part ci-kedge makes one)"
+  fi
+fi
 for d in native guard memcheck; do
   [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
 done
@@ -158,7 +191,7 @@ fi
 # The third incident: a resource limit as a boundary; a silent success is a failure.
 if want sdpa; then
   # The limit scaled to 16 MiB (L* = 512), every impl on both sides.
-  L='-p max_buffer_bytes=16777216'
+  L='--param max_buffer_bytes=16777216'
   for imp in unfused-fallback unfused-checked chunked fused mlx-dispatch; do
     for n in 512 513; do
       run sdpa-$imp-$n "$K" run -o sdpa_prefill --impl $imp --ne 256,$n,16,1 $L --results "$W/sdpa-incident.jsonl"
@@ -174,7 +207,7 @@ if want sdpa; then
   for dt in f32 bf16; do
     for kv in 0 2; do
       for imp in unfused-fallback chunked; do
-        run sdpa-bits-$dt-$kv-$imp "$K" run -o sdpa_prefill --impl $imp --ne 128,3073,8,1 --dtype $dt -p n_kv_head=$kv -p q_chunk=1024 --results "$W/sdpa-bitident.jsonl"
+        run sdpa-bits-$dt-$kv-$imp "$K" run -o sdpa_prefill --impl $imp --ne 128,3073,8,1 --dtype $dt --param n_kv_head=$kv --param q_chunk=1024 --results "$W/sdpa-bitident.jsonl"
       done
     done
   done
@@ -284,6 +317,53 @@ if want maxtime; then
   run sweep-maxtime-resume "$K" sweep "${MT[@]}" --resume
   run gate-maxtime-resumed "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
 fi
+
+ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
+  local name=$1 base=$2 expect=$3; shift 3
+  local st="$W/ci-$name" flags=(examples/ci/kedge-gpu.yml --kedge-dir "$(dirname "$K")" --env "KEDGE_BASELINE=$(abspath "$base")"
+    --env "KEDGE_SWEEP_ARGS=${CI_SWEEP_ARGS:-}" --env "KEDGE_SWEEP_OK=${CI_SWEEP_OK:-0 1}" "$@")
+  rm -rf "$st"
+  if [ "$expect" = fail ] && [ ! -f "$base" ]; then
+    say "ci-$name: no baseline at $base to gate against (run ci-ggml first)"; return
+  fi
+  if [ "${CI_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
+    run ci-$name-sweeps "$CI_LOCAL" "${flags[@]}" --state "$st" --job sweep
+    mkdir -p "$(dirname "$base")" "$OUT/baselines"
+    "$K" gate --update "$base" "$st"/artifacts/kedge-shard-*/results.jsonl > "$W/ci-$name-update.txt" 2>&1
+    say "    baseline $base: $(head -1 "$W/ci-$name-update.txt")"
+    cp "$base" "$OUT/baselines/"
+    run ci-$name-merge "$CI_LOCAL" "${flags[@]}" --state "$st" --job merge
+  else
+    run ci-$name "$CI_LOCAL" "${flags[@]}" --state "$st"
+  fi
+  # What the gate said, and whether that is what was expected.
+  local log; log=$(ls -t "$W"/ci-$name*.log | head -1)
+  grep -E '^(baseline and results|gate: |NEW )' "$log" | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  if grep -q '^every job passed' "$log"; then got=pass; else got=fail; fi
+  say "    ci-$name: expected $expect, got $got"
+}
+want ci-kedge && ci_workflow kedge "$CI_KEDGE_BASELINE" pass --env KEDGE_BACKEND=
+if want ci-ggml-build; then
+  run ci-ggml-build scripts/build-ggml.sh --cuda "$GGML_CUDA_DIR"
+fi
+want ci-ggml && ci_workflow ggml "$CI_GGML_BASELINE" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$(abspath "$GGML_CUDA_DIR")"
+if want ci-ggml-pr-build; then
+  # The pinned snapshot as a checkout of its own, then a pull request's commit on it.
+  if [ ! -d "$GGML_PR_SRC/.git" ]; then
+    rm -rf "$GGML_PR_SRC"
+    T=$(scripts/ggml-source.sh target/ggml/download) && cp -r "$T" "$GGML_PR_SRC" && rm -f "$GGML_PR_SRC/.kedge-tree-hash" \
+      && git -C "$GGML_PR_SRC" init -q && git -C "$GGML_PR_SRC" add -A \
+      && git -C "$GGML_PR_SRC" -c user.name=kedge -c user.email=kedge@localhost commit -qm "ggml d99724f" \
+      && patch -d "$GGML_PR_SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch \
+      && git -C "$GGML_PR_SRC" -c user.name=kedge -c user.email=kedge@localhost commit -qam "rms_norm: scale wide rows" \
+      || say "ci-ggml-pr-build: could not make the pull request's tree"
+  fi
+  run ci-ggml-pr-build scripts/build-ggml.sh --cuda --src "$GGML_PR_SRC" "$GGML_PR_DIR"
+fi
+# The pull request's build against the unchanged build's baseline: the gate must fail, naming
+# the rms_norm cases the patch breaks.
+want ci-ggml-pr && CI_UPDATE=0 ci_workflow ggml-pr "$CI_GGML_BASELINE" fail --env KEDGE_BACKEND=CUDA0 \
+  --env "GGML_SRC=$(abspath "$GGML_PR_SRC")" --restore "ggml-build=$(abspath "$GGML_PR_DIR")"
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null
 trap - EXIT

@@ -130,3 +130,35 @@ fn nvcc_probe() {
         None => {}
     }
 }
+
+/// Declare `cfg(kedge_have_ggml)` and `cfg(kedge_have_ggml_dl)` and set them when
+/// `KEDGE_GGML_DIR` / `KEDGE_GGML_DL_DIR` name a ggml build (scripts/build-ggml.sh OUTDIR), so
+/// the tests that drive a real ggml run; without one they are ignored with the reason. With
+/// `KEDGE_REQUIRE_GGML` set (CI sets it) a missing one fails the build instead.
+#[allow(dead_code)]
+fn ggml_probe() {
+    println!("cargo::rustc-check-cfg=cfg(kedge_have_ggml)");
+    println!("cargo::rustc-check-cfg=cfg(kedge_have_ggml_dl)");
+    for var in ["KEDGE_GGML_DIR", "KEDGE_GGML_DL_DIR", "KEDGE_REQUIRE_GGML"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    let required = std::env::var_os("KEDGE_REQUIRE_GGML").is_some();
+    for (var, cfg, how) in [
+        ("KEDGE_GGML_DIR", "kedge_have_ggml", "scripts/build-ggml.sh target/ggml/cpu"),
+        ("KEDGE_GGML_DL_DIR", "kedge_have_ggml_dl", "scripts/build-ggml.sh --dl target/ggml/cpu-dl"),
+    ] {
+        match std::env::var_os(var).filter(|v| !v.is_empty()) {
+            Some(dir) if std::path::Path::new(&dir).is_dir() => {
+                println!("cargo::rustc-cfg={cfg}");
+            }
+            Some(dir) => panic!(
+                "{var} is set to {}, which is not a directory: build ggml there ({how}) or unset it",
+                std::path::Path::new(&dir).display()
+            ),
+            None if required => panic!(
+                "KEDGE_REQUIRE_GGML is set but {var} is not: build ggml ({how}) and point {var} at it"
+            ),
+            None => {}
+        }
+    }
+}

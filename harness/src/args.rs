@@ -6,7 +6,7 @@ use kedge_runner::errors::Error;
 use kedge_runner::external::{ExternalError, ExternalSpec, Geometry, GgmlSpec, SourceSpec};
 use kedge_runner::run::{EngineOptions, Progress};
 use kedge_runner::sanitizer::parse_tools;
-use kedge_runner::select::{profile, Selection};
+use kedge_runner::select::{op_and_vars, profile, split_ops, Selection};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -72,14 +72,25 @@ pub mod range {
 /// `-o OP[,OP]`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct OpsArg {
-    /// Op(s), comma separated, kedge's names or ggml's (`RMS_NORM`), like test-backend-ops -o.
-    #[arg(
-        short = 'o',
-        long = "op",
-        value_name = "OP[,OP]",
-        value_delimiter = ','
-    )]
+    /// Op(s), comma separated, kedge's names or ggml's (`RMS_NORM`), like test-backend-ops -o;
+    /// or one case in test-backend-ops' `OP(vars)` form, as `kedge repro` prints it:
+    /// 'RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0)'.
+    #[arg(short = 'o', long = "op", value_name = "OP[,OP]")]
     pub ops: Vec<String>,
+}
+
+impl OpsArg {
+    /// The values as given, split at the commas between ops (`OP(vars)` kept whole).
+    pub fn list(&self) -> Vec<String> {
+        split_ops(&self.ops)
+    }
+    /// The op names alone (an `OP(vars)` as its op).
+    pub fn names(&self) -> Vec<String> {
+        self.list()
+            .iter()
+            .map(|o| op_and_vars(o).0.to_string())
+            .collect()
+    }
 }
 
 /// Which cases of a selection: the same filters in every command.
@@ -94,11 +105,11 @@ pub struct FilterArgs {
     #[arg(long, value_name = "DTYPE")]
     pub dtype: Option<String>,
     /// Set an op parameter in every case (repeatable), checked against the op's declaration.
-    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+    #[arg(long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
-    /// Keep cases whose test-backend-ops vars() string matches (as test-backend-ops -p
-    /// does), or whose kedge label does for ops without an upstream line.
-    #[arg(long, value_name = "REGEX")]
+    /// Keep cases whose test-backend-ops vars() string matches this regular expression, as
+    /// test-backend-ops -p does (or whose kedge label does, for ops without an upstream line).
+    #[arg(short = 'p', long, value_name = "REGEX")]
     pub filter: Option<String>,
     /// Include planted calibration impls in generated suites.
     #[arg(long)]
@@ -134,10 +145,24 @@ pub struct AllocArg {
 /// What to build a selection from.
 pub fn selection(f: &FilterArgs, c: Option<&CaseArgs>, a: &AllocArg) -> Selection {
     let c = c.cloned().unwrap_or_default();
+    if let Some(re) = &f.filter {
+        // `-p NAME=VALUE` set a parameter in kedge before it meant what test-backend-ops' -p
+        // means: say so when the regex reads like that.
+        let plain = re.split_once('=').is_some_and(|(n, v)| {
+            !n.is_empty()
+                && n.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                && !v.chars().any(|ch| "[](){}*+?|^$\\,".contains(ch))
+        });
+        if plain {
+            kedge_runner::note!(
+                "-p '{re}' keeps the cases whose test-backend-ops vars() match it (as test-backend-ops' -p); to set a parameter in every case: --param {re}"
+            );
+        }
+    }
     Selection {
         cases: c.cases,
         corpus: c.corpus,
-        ops: f.ops.ops.clone(),
+        ops: f.ops.list(),
         impls: f.impls.clone(),
         ne: c.ne,
         dtype: f.dtype.clone(),
@@ -248,9 +273,30 @@ pub struct ExtArgs {
     /// Only these of the ggml build's devices (ggml's names, comma separated: CUDA0,CPU).
     #[arg(long, value_name = "LIST", requires = "ggml", value_delimiter = ',')]
     pub ggml_device: Vec<String>,
+    /// Test these backends of the ggml build, as test-backend-ops -b does: only their impls
+    /// (`-b CUDA0` selects `ggml:CUDA0`), and only those devices loaded.
+    #[arg(
+        short = 'b',
+        long = "backend",
+        value_name = "BACKEND[,BACKEND]",
+        requires = "ggml",
+        value_delimiter = ','
+    )]
+    pub backends: Vec<String>,
 }
 
 impl ExtArgs {
+    /// `sel` narrowed to the `-b` backends' impls (`ggml:BACKEND`), beside any `--impl`.
+    pub fn narrow(&self, mut sel: Selection) -> Selection {
+        for b in &self.backends {
+            let imp = format!("ggml:{b}");
+            if !sel.impls.contains(&imp) {
+                sel.impls.push(imp);
+            }
+        }
+        sel
+    }
+
     /// The external impls; `ops` are the -o names (a source kernel's op when --kernel-op is
     /// not given and exactly one op is).
     pub fn spec(&self, ops: &[String]) -> Result<ExternalSpec, Error> {
@@ -259,7 +305,15 @@ impl ExtArgs {
             sources: Vec::new(),
             ggml: self.ggml.as_ref().map(|dir| GgmlSpec {
                 dir: dir.clone(),
-                devices: self.ggml_device.clone(),
+                devices: self.ggml_device.iter().chain(&self.backends).fold(
+                    Vec::new(),
+                    |mut v, d| {
+                        if !v.contains(d) {
+                            v.push(d.clone());
+                        }
+                        v
+                    },
+                ),
             }),
         };
         if let (Some(file), Some(entry)) = (&self.kernel, &self.entry) {

@@ -11,11 +11,19 @@ mod cmd;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// kedge's version and the commit it was built from (harness/build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KEDGE_COMMIT"),
+    ")"
+);
+
 /// kedge's command line.
 #[derive(Parser)]
 #[command(
     name = "kedge",
-    version,
+    version = VERSION,
     about = "Kernel conformance and fuzzing harness: finds kernels that break at the edges"
 )]
 pub struct Cli {
@@ -34,6 +42,7 @@ impl Cli {
 pub fn main() -> ExitCode {
     kedge_runner::run::lifecycle::ignore_file_size_signal();
     clamp_env_threads();
+    kedge_runner::provenance::set_build(env!("CARGO_PKG_VERSION"), env!("KEDGE_COMMIT"));
     let cli = Cli::parse();
     if cli.cmd.supervises() {
         kedge_runner::run::lifecycle::handle_signals();

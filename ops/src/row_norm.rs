@@ -1,8 +1,8 @@
 //! The row normalizations ggml launches the same way (norm.cu): rms_norm, norm and l2_norm,
 //! declared once. One block per row; upstream's grid is `dim3 blocks_num(nrows, nchannels,
 //! nsamples)` with the kernel reading its extents from gridDim, so ne\[2\] lands on grid.y and
-//! `ne[3]` on grid.z, both capped at 65535 (the incident in
-//! shared/background/ggml-norm-grid-y-limit.txt). The fix keeps rows on grid.x, clamps the
+//! `ne[3]` on grid.z, both capped at 65535 (the incident: a 260K-token context failing with
+//! "CUDA error: invalid argument"). The fix keeps rows on grid.x, clamps the
 //! other two axes and walks them with grid-stride loops. The three ops differ only in their
 //! row function, their default eps, the small block size and their test-backend-ops line.
 //!

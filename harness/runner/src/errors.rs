@@ -5,6 +5,7 @@
 
 use crate::external::ExternalError;
 use crate::gate::GateError;
+use crate::provenance::ProvenanceError;
 use crate::results::ResultsError;
 use crate::run::EngineError;
 use crate::sanitizer::SanitizerError;
@@ -97,12 +98,15 @@ pub enum Error {
     /// A workflow was given something it cannot work on.
     #[error(transparent)]
     Workflow(#[from] WorkflowError),
+    /// Results or a baseline of another run than they are compared with (exit 2).
+    #[error(transparent)]
+    Provenance(#[from] ProvenanceError),
 }
 
 impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Select(_) | Error::Input(_) => exit::BAD_INPUT,
+            Error::Select(_) | Error::Input(_) | Error::Provenance(_) => exit::BAD_INPUT,
             Error::External(e) => e.exit_code(),
             Error::Output(e) => e.exit_code(),
             Error::NoGpu(_) => exit::NO_GPU,

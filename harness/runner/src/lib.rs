@@ -8,6 +8,8 @@
 //! - `results`: writing (one writer per output directory), reading and merging results.
 //! - `report`: Markdown, JSON and JUnit reports.
 //! - `gate`: a baseline of known failures and the CI verdict.
+//! - `provenance`: what run wrote results (profile, mode, suite, builds) and whether two sets
+//!   of results, or results and a baseline, can be compared.
 //! - `workflow`: the commands' work as functions with typed outcomes (sweep, plan,
 //!   minimize, repro, selftest, fuzz, compare-runs).
 //! - `external`: impls from outside kedge (plugins, NVRTC source kernels).
@@ -18,6 +20,7 @@ pub mod console;
 pub mod errors;
 pub mod external;
 pub mod gate;
+pub mod provenance;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -31,7 +31,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
-    let ext = a.ext.spec(&a.filter.ops.ops)?;
+    let ext = a.ext.spec(&a.filter.ops.names())?;
     let (reg, added) = ext.registry()?;
     for x in &added {
         note!("{}", x.note);
@@ -45,8 +45,15 @@ pub fn run(a: Args) -> Result<Status, Error> {
         ),
         None => None,
     };
-    let sel = selection(&a.filter, Some(&a.cases), &a.alloc);
-    let mut cases = sel.cases(&reg, Suite::Smoke, &profile("h200")?, None)?;
+    let sel = a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc));
+    // Without cases given, the smoke suite; a case named in `OP(vars)` form is looked for
+    // among the default suite's (its boundaries too).
+    let suite = if sel.names_cases() {
+        Suite::Default
+    } else {
+        Suite::Smoke
+    };
+    let mut cases = sel.cases(&reg, suite, &profile("h200")?, None)?;
     // One worker: timings of cases sharing a GPU would measure each other.
     let mut opts = a.exec.engine();
     opts.jobs = 1;
@@ -60,7 +67,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
         .gpus(Gpus::One(a.exec.device.unwrap_or(0)))
         .build()?;
     if !sel.is_explicit() {
-        cases = sel.cases(&reg, Suite::Smoke, engine.limits(), None)?;
+        cases = sel.cases(&reg, suite, engine.limits(), None)?;
     }
     let mut results = Vec::new();
     let mut ex = engine.executor(None)?;

@@ -2,7 +2,10 @@ use crate::args::ProfileArg;
 use kedge_core::LimitsProfile;
 use kedge_runner::console::Out;
 use kedge_runner::errors::InputError;
-use kedge_runner::gate::{gate, Baseline};
+use kedge_runner::gate::{
+    comment_header, gate, Baseline, BaselineChanges, GateError, KNOWN_FAILURES_HEADER_GENERIC,
+};
+use kedge_runner::provenance::{check_baseline, ResultsRun};
 use kedge_runner::results::{FileKind, OutDir, ResultSet};
 use kedge_runner::select::{Corpus, Selection, Suite};
 use kedge_runner::{note, Error, Status};
@@ -10,15 +13,20 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Known failures: JSON lines {"id":..,"verdict":..,"case":{..}}.
-    #[arg(long, required_unless_present = "write_baseline")]
+    /// Known failures: a run line (the profile, mode and suite they are of), then JSON lines
+    /// {"id":..,"verdict":..,"detector":..,"reason":..,"case":{..}}.
+    #[arg(long, required_unless_present_any = ["write_baseline", "update"])]
     baseline: Option<PathBuf>,
     /// results.jsonl files (shards are merged).
     #[arg(required = true)]
     results: Vec<PathBuf>,
     /// Write the results' failures as a new baseline to this file instead of gating.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["baseline", "update"])]
     write_baseline: Option<PathBuf>,
+    /// Rewrite this baseline from the results (their failures and their run) instead of
+    /// gating, and print what changed.
+    #[arg(long, value_name = "BASELINE", conflicts_with = "baseline")]
+    update: Option<PathBuf>,
     /// The cases that must have a result: a suite (generated for --profile) or a plan file
     /// (a sweep's plan.jsonl, or `kedge plan --json`). Cases without one fail the gate.
     #[arg(long, value_name = "SUITE|FILE")]
@@ -42,7 +50,9 @@ pub enum GateFormat {
 pub fn run(a: Args) -> Result<Status, Error> {
     let profile = a.profile.get()?;
     let set = ResultSet::load(&a.results)?;
-    if let Some(w) = &a.write_baseline {
+    // One run: one profile, one mode, one suite (exit 2 naming both sides otherwise).
+    let run = ResultsRun::load(&a.results)?;
+    if let Some(w) = a.write_baseline.as_ref().or(a.update.as_ref()) {
         for t in &set.torn {
             note!("{t}");
         }
@@ -64,19 +74,39 @@ pub fn run(a: Args) -> Result<Status, Error> {
             }
             .into());
         }
-        let command = "gate --write-baseline";
+        let command = if a.update.is_some() {
+            "gate --update"
+        } else {
+            "gate --write-baseline"
+        };
         let (dir, name) = OutDir::for_file(w, command)?;
         let dir = dir.reading(a.results.iter().chain(&a.baseline).map(PathBuf::as_path));
         dir.check_target(&name, Some((FileKind::Baseline, command)))?;
         let b = Baseline::from_results(&set.results);
-        let written = dir.write(
-            &name,
-            &b.to_jsonl_with(Some(kedge_runner::gate::KNOWN_FAILURES_HEADER)),
-        )?;
+        // An update keeps the file's own comment header.
+        let (old, header) = match (&a.update, w.exists()) {
+            (Some(_), true) => {
+                let text = std::fs::read_to_string(w).map_err(|source| GateError::Io {
+                    path: w.clone(),
+                    source,
+                })?;
+                (Some(Baseline::parse(w, &text)?), comment_header(&text))
+            }
+            _ => (None, None),
+        };
+        let header = header.unwrap_or_else(|| KNOWN_FAILURES_HEADER_GENERIC.to_string());
+        let written = dir.write(&name, &b.to_jsonl_with(Some(&header)))?;
+        if a.update.is_some() {
+            let changes = BaselineChanges::between(&old.unwrap_or_default(), &b, &set.results);
+            Out::stdout().text(&changes.render(w));
+        }
         note!(
-            "baseline of {} known failures (from {} results) written to {}",
+            "baseline of {} known failures (from {} results{}) written to {}",
             b.entries.len(),
             set.results.len(),
+            run.describe()
+                .map(|d| format!("; {d}"))
+                .unwrap_or_else(|| "; they carry no run metadata, so neither does it".into()),
             written.display()
         );
         return Ok(Status::Ok);
@@ -85,13 +115,16 @@ pub fn run(a: Args) -> Result<Status, Error> {
         return Ok(Status::Ok);
     };
     let baseline = Baseline::load(path)?;
+    let mut out = Out::stdout();
+    for line in check_baseline(path, baseline.run.as_ref(), &run)? {
+        out.text(&format!("{line}\n"));
+    }
     let mut outcome = gate(&baseline, &set.results).with_torn(set.torn.clone());
     if let Some(e) = &a.expect {
         let expected = expected_cases(e, &profile)?;
         outcome = outcome.expecting(&expected, &set.results);
         not_run_note(&a.results, &outcome.missing);
     }
-    let mut out = Out::stdout();
     out.text(&outcome.render());
     if a.format == GateFormat::Github {
         out.text(&outcome.render_github());

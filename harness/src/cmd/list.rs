@@ -15,11 +15,11 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<Status, Error> {
     let prof = a.profile.get()?;
-    let (reg, _) = a.ext.spec(&a.ops.ops)?.registry()?;
+    let (reg, _) = a.ext.spec(&a.ops.names())?.registry()?;
     let f = Filters::resolve(
         &reg,
         &Selection {
-            ops: a.ops.ops.clone(),
+            ops: a.ops.list(),
             ..Selection::default()
         },
     )?;

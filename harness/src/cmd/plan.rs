@@ -29,8 +29,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<Status, Error> {
     let prof = a.profile.get()?;
-    let (reg, _) = a.ext.spec(&a.filter.ops.ops)?.registry()?;
-    let sel = selection(&a.filter, Some(&a.cases), &a.alloc);
+    let (reg, _) = a.ext.spec(&a.filter.ops.names())?.registry()?;
+    let sel = a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc));
     let cases = sel.cases(&reg, a.suite, &prof, None)?;
     let mut out = Out::stdout();
     let mut broken = 0usize;

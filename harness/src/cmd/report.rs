@@ -1,4 +1,5 @@
 use kedge_runner::gate::Baseline;
+use kedge_runner::provenance::{check_baseline, ResultsRun};
 use kedge_runner::report::ReportOptions;
 use kedge_runner::results::{OutDir, ResultSet, REPORT_FILES};
 use kedge_runner::workflow::sweep::{write_reports, SweepSummary};
@@ -54,10 +55,19 @@ pub fn run(a: Args) -> Result<Status, Error> {
     for t in &set.torn {
         note!("{t}");
     }
-    let baseline = match &a.baseline {
-        Some(p) => Some(Baseline::load(p)?),
-        None => None,
+    // The shards are one run (one profile, mode and suite), and the baseline is of it.
+    let run = ResultsRun::load(&a.results)?;
+    let (baseline, provenance) = match &a.baseline {
+        Some(p) => {
+            let b = Baseline::load(p)?;
+            let lines = check_baseline(p, b.run.as_ref(), &run)?;
+            (Some(b), lines)
+        }
+        None => (None, run.describe().into_iter().collect()),
     };
+    for line in &provenance {
+        note!("{line}");
+    }
     let reg = kedge_ops::registry();
     let devices = devices(&a.results);
     let out = OutDir::open(&a.out)?
@@ -70,6 +80,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
             baseline: baseline.as_ref(),
             registry: Some(&reg),
             devices: &devices,
+            provenance: &provenance,
             ..ReportOptions::default()
         },
     )?;

@@ -36,14 +36,21 @@ pub enum RunFormat {
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
-    let ext = a.ext.spec(&a.filter.ops.ops)?;
+    let ext = a.ext.spec(&a.filter.ops.names())?;
     let (reg, added) = ext.registry()?;
     for x in &added {
         note!("{}", x.note);
     }
-    let sel = selection(&a.filter, Some(&a.cases), &a.alloc);
+    let sel = a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc));
+    // Without cases given, the smoke suite; a case named in `OP(vars)` form is looked for
+    // among the default suite's (its boundaries too).
+    let suite = if sel.names_cases() {
+        Suite::Default
+    } else {
+        Suite::Smoke
+    };
     // Bad input is bad input with or without a GPU: select once before looking for one.
-    let mut cases = sel.cases(&reg, Suite::Smoke, &profile("h200")?, None)?;
+    let mut cases = sel.cases(&reg, suite, &profile("h200")?, None)?;
     let tools = a.exec.tools()?;
     // A results file is written as every writer writes: its directory locked, never over an
     // input or a file of another kind, never through a link.
@@ -63,7 +70,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
         .gpus(Gpus::One(a.exec.device.unwrap_or(0)))
         .build()?;
     if !sel.is_explicit() {
-        cases = sel.cases(&reg, Suite::Smoke, engine.limits(), None)?;
+        cases = sel.cases(&reg, suite, engine.limits(), None)?;
     }
     let mut out = Out::stdout();
     let style = Style::stdout();

@@ -35,7 +35,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
         Vec::new()
     } else {
         let sel = Selection {
-            ops: a.ops.ops.clone(),
+            ops: a.ops.list(),
             ..Selection::default()
         };
         Filters::resolve(&reg, &sel)?

@@ -62,14 +62,14 @@ pub fn run(a: Args) -> Result<Status, Error> {
     };
     let req = SweepRequest {
         suite: a.suite,
-        selection: selection(&a.filter, Some(&a.cases), &a.alloc),
+        selection: a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc)),
         profile: a.profile.get()?,
         shard: a.shard,
         max_elements: a.exec.max_elements,
         tools: a.exec.tools()?,
         cpu: a.cpu,
         gpus,
-        external: a.ext.spec(&a.filter.ops.ops)?,
+        external: a.ext.spec(&a.filter.ops.names())?,
         engine,
         out: a.out,
         mode: a.resume.mode(),

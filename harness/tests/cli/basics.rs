@@ -154,3 +154,64 @@ fn ggml_spelling_selects_the_op_and_the_worker_is_hidden() {
         "{help}"
     );
 }
+
+/// test-backend-ops' habits: `-o` takes the `OP(vars)` form `kedge repro` prints and selects
+/// that case; `-p` is its regex over vars(); `--param` sets a parameter.
+#[test]
+fn test_backend_ops_flags_mean_what_they_mean_there() {
+    let incident = r#"{"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}"#;
+    let (rc, repro, err) = kedge(&["repro", incident]);
+    assert_eq!(rc, 0, "{err}");
+    let named = repro
+        .lines()
+        .find_map(|l| l.strip_prefix("# test-backend-ops names it: "))
+        .expect("repro names the case as test-backend-ops does");
+    assert_eq!(
+        named,
+        "RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0)"
+    );
+    let lines = |args: &[&str]| -> Vec<serde_json::Value> {
+        let (rc, out, err) = kedge(args);
+        assert!(rc == 0 || rc == 1, "{args:?}: {err}");
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let one = lines(&["plan", "--json", "-o", named, "--impl", "ggml"]);
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert_eq!(one[0]["case"]["ne"], serde_json::json!([64, 1, 65536, 1]));
+    // Beside another op, commas and all.
+    let two = lines(&["plan", "--json", "-o", &format!("{named},softmax")]);
+    assert!(two.iter().any(|r| r["case"]["op"] == "softmax"));
+    let norms: Vec<_> = two
+        .iter()
+        .filter(|r| r["case"]["op"] == "rms_norm")
+        .collect();
+    assert_eq!(norms.len(), 2, "ggml and clamped: {norms:?}");
+    // -p: the regex over vars(), anchored as repro anchors it.
+    let p = lines(&[
+        "plan",
+        "--json",
+        "-o",
+        "RMS_NORM",
+        "--impl",
+        "ggml",
+        "-p",
+        r"^type=f32,ne=\[64,1,65536,1\],v=0,eps=0\.000001,inplace=0$",
+    ]);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0]["id"], one[0]["id"]);
+    // --param sets a parameter in every case.
+    let set = lines(&[
+        "plan",
+        "--json",
+        "-o",
+        "rms_norm",
+        "--impl",
+        "clamped",
+        "--param",
+        "eps=0.001",
+    ]);
+    assert!(!set.is_empty());
+    assert!(set.iter().all(|r| r["case"]["params"]["eps"] == 0.001));
+}

@@ -1,9 +1,12 @@
 //! The CI recipes as CI runs them: every `examples/ci/*.yml` parses as YAML and has the jobs
 //! and steps its header describes, and every `kedge` command line in it (and in the README's
 //! Slurm recipe) parses with kedge's own command-line parser, after the shell's quoting and
-//! variables and GitHub's `${{ }}` expressions are expanded as the runner would. No command
-//! is run.
+//! variables and GitHub's `${{ }}` expressions are expanded as the runner would. Then the
+//! workflows run, as written, on this machine (`ci_runner`): the GPU workflow's commands in CPU
+//! mode against the shipped baseline (and a baseline missing a known failure fails its gate),
+//! and the CPU workflow on a ggml build's CPU backend.
 
+use crate::ci_runner::{self, matrix_entries, Options, Outcome};
 use crate::root;
 use clap::Parser;
 use kedge::Cli;
@@ -134,6 +137,17 @@ fn shell_words(line: &str, env: &Env) -> Vec<String> {
                 }
                 if spec.is_empty() {
                     w.push('$');
+                } else if let Some((name, word)) = spec.split_once(":+") {
+                    // `${NAME:+WORDS}`: WORDS, split into words, when NAME is set and not empty.
+                    if env.get(name).is_some_and(|v| !v.is_empty()) {
+                        if in_word && (quoted || !w.is_empty()) {
+                            words.push(std::mem::take(&mut w));
+                        }
+                        words.extend(shell_words(word, env));
+                        in_word = false;
+                        quoted = false;
+                    }
+                    continue;
                 } else {
                     w.push_str(&lookup(&spec, env, line));
                 }
@@ -250,27 +264,6 @@ fn steps<'a>(wf: &'a Yaml, job: &'a Yaml, matrix: &Env) -> Vec<(&'a Yaml, String
         .collect()
 }
 
-/// Each matrix entry of a job (one empty entry without a matrix); only list-valued keys.
-fn matrix_entries(job: &Yaml) -> Vec<Env> {
-    let Some(m) = job["strategy"]["matrix"].as_hash() else {
-        return vec![Env::new()];
-    };
-    let mut entries = vec![Env::new()];
-    for (k, v) in m {
-        let Some(values) = v.as_vec() else { continue };
-        let mut next = Vec::new();
-        for e in &entries {
-            for x in values {
-                let mut e = e.clone();
-                e.insert(text(k), text(x));
-                next.push(e);
-            }
-        }
-        entries = next;
-    }
-    entries
-}
-
 #[test]
 fn every_kedge_line_of_every_ci_example_parses_with_the_real_cli() {
     for (path, wf) in workflows() {
@@ -344,8 +337,24 @@ fn the_gpu_workflow_shards_the_sweep_and_merges_report_and_gate() {
         assert!(
             scripts
                 .iter()
-                .any(|s| s.contains("cargo install") && s.contains("--path harness")),
-            "{origin}: a step installs kedge"
+                .any(|s| s.contains("cargo build --release --locked -p kedge")),
+            "{origin}: a step builds kedge"
+        );
+        assert!(
+            steps.iter().any(|(s, _, _)| {
+                text(&s["uses"]).starts_with("actions/cache")
+                    && text(&s["with"]["key"]).contains("hashFiles('Cargo.lock')")
+            }),
+            "{origin}: a cargo cache keyed by the lock file"
+        );
+        assert!(
+            steps.iter().any(|(s, _, _)| {
+                text(&s["uses"]).starts_with("actions/cache")
+                    && text(&s["with"]["key"]).contains("steps.ggml.outputs.key")
+            }) && scripts
+                .iter()
+                .any(|s| s.contains("build-ggml.sh --print-key")),
+            "{origin}: a ggml cache keyed by its commit and flags"
         );
         let mut sweeps = 0;
         for (step, _, env) in &steps {
@@ -476,4 +485,166 @@ fn shell_words_follow_the_shell() {
         ),
         vec![vec!["kedge", "sweep", "--shard", "3/4", "--out", "o"]]
     );
+}
+
+/// A directory holding the kedge under test, for the steps that would build it.
+fn kedge_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_kedge"))
+        .parent()
+        .expect("the binary's directory")
+        .to_path_buf()
+}
+
+fn step_output<'a>(
+    r: &'a ci_runner::RunReport,
+    job: &'a str,
+    name: &'a str,
+) -> Vec<&'a ci_runner::StepRun> {
+    r.steps_of(job).filter(|s| s.name == name).collect()
+}
+
+/// The GPU workflow's own commands, in CPU mode: kedge's own kernels (no ggml), their CPU side
+/// (`--cpu`, sweep status 4 let through), gated against the shipped baseline of the CPU plan.
+/// Two shards, merged, reported (summary.md into the step summary), uploaded, gated. Then the
+/// merge again against a baseline that lacks one known failure: its gate fails, naming it.
+#[test]
+fn the_gpu_workflow_runs_as_written_in_cpu_mode_and_its_gate_holds() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let env: ci_runner::Env = [
+        ("KEDGE_BACKEND", ""),
+        ("KEDGE_SWEEP_ARGS", "--cpu"),
+        ("KEDGE_SWEEP_OK", "0 1 4"),
+        ("KEDGE_BASELINE", "corpora/known-failures.jsonl"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let mut opts = Options {
+        workflow: root().join("examples/ci/kedge-gpu.yml"),
+        repo: root(),
+        state: state.path().to_path_buf(),
+        env,
+        kedge_dir: Some(kedge_dir()),
+        ..Options::default()
+    };
+    let r = ci_runner::run(&opts).expect("the workflow runs");
+    assert!(r.passed(), "{}", r.render());
+    // Every step of both shards and the merge ran, but building kedge (the kedge under test
+    // stands in) and ggml (no backend asked for).
+    for s in &r.steps {
+        match &s.outcome {
+            Outcome::Success => {}
+            Outcome::Skipped(why) => assert!(
+                why.contains("builds kedge") || why.contains("env.KEDGE_BACKEND != ''"),
+                "{}: {} skipped: {why}",
+                s.job,
+                s.name
+            ),
+            Outcome::Failure(w) => panic!("{}: {} failed: {w}\n{}", s.job, s.name, s.output),
+        }
+    }
+    let sweeps = step_output(&r, "sweep", "Sweep");
+    assert_eq!(sweeps.len(), 2);
+    for s in &sweeps {
+        assert!(s.output.contains("kedge sweep exited 4"), "{}", s.output);
+    }
+    let sum = &r.summaries["sweep (1)"];
+    assert!(sum.starts_with("# kedge summary"), "{sum}");
+    let merge = &r.summaries["merge"];
+    assert!(merge.starts_with("# kedge summary"), "{merge}");
+    assert!(
+        merge.contains("baseline and results: profile h200, mode cpu/exact, suite default ("),
+        "{merge}"
+    );
+    let gate = &step_output(&r, "merge", "Gate")[0].output;
+    assert!(gate.contains("gate: PASS"), "{gate}");
+    assert!(gate.contains("::notice title=kedge gate PASS::"), "{gate}");
+    assert!(r.artifacts.join("kedge-report/report.md").is_file());
+    for k in [1, 2] {
+        assert!(r
+            .artifacts
+            .join(format!("kedge-shard-{k}/results.jsonl"))
+            .is_file());
+    }
+
+    // The same shards against a baseline without one of its known failures: that failure is
+    // new, and the merge job fails at its gate.
+    let shipped = std::fs::read_to_string(root().join("corpora/known-failures.jsonl")).unwrap();
+    let dropped = shipped
+        .lines()
+        .find(|l| l.starts_with("{\"id\""))
+        .expect("a known failure");
+    let id: String = serde_json::from_str::<serde_json::Value>(dropped).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fewer = state.path().join("fewer.jsonl");
+    std::fs::write(&fewer, shipped.replace(&format!("{dropped}\n"), "")).unwrap();
+    opts.env
+        .insert("KEDGE_BASELINE".into(), fewer.display().to_string());
+    opts.jobs = vec!["merge".into()];
+    let r = ci_runner::run(&opts).expect("the merge runs");
+    assert_eq!(r.failed, ["merge"], "{}", r.render());
+    let gate = step_output(&r, "merge", "Gate")[0];
+    assert!(
+        matches!(gate.outcome, Outcome::Failure(_)),
+        "{}",
+        r.render()
+    );
+    assert!(
+        gate.output.contains(&format!("NEW     {id} ")),
+        "{}",
+        gate.output
+    );
+    assert!(
+        gate.output.contains("::error title=kedge%3A new failure"),
+        "{}",
+        gate.output
+    );
+    assert!(
+        r.artifacts.join("kedge-report/report.md").is_file(),
+        "the report is uploaded even so"
+    );
+}
+
+/// The CPU workflow as written: a ggml build's CPU backend (the pinned snapshot; the job's
+/// cache is stood in for by the build in KEDGE_GGML_DIR) swept in two shards, every case run
+/// for real (sweep status 0), merged, reported and gated against the committed baseline.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn the_cpu_workflow_runs_as_written() {
+    let ggml = std::path::PathBuf::from(crate::ggml::build_dir());
+    let state = tempfile::tempdir().expect("tempdir");
+    let opts = Options {
+        workflow: root().join("examples/ci/kedge-cpu.yml"),
+        repo: root(),
+        state: state.path().to_path_buf(),
+        kedge_dir: Some(kedge_dir()),
+        restore: vec![("ggml-build".into(), ggml)],
+        ..Options::default()
+    };
+    let r = ci_runner::run(&opts).expect("the workflow runs");
+    assert!(r.passed(), "{}", r.render());
+    let builds = step_output(&r, "sweep", "Build ggml");
+    assert_eq!(builds.len(), 2);
+    for b in builds {
+        assert!(
+            b.output.contains("already holds this build"),
+            "{}",
+            b.output
+        );
+    }
+    for s in step_output(&r, "sweep", "Sweep") {
+        assert!(s.output.contains("kedge sweep exited 0"), "{}", s.output);
+    }
+    let gate = &step_output(&r, "merge", "Gate")[0].output;
+    assert!(gate.contains("gate: PASS"), "{gate}");
+    assert!(
+        gate.contains("baseline and results: profile h200, mode native/exact, suite default --impl ggml:CPU ("),
+        "{gate}"
+    );
+    assert!(gate.contains("ggml 0.21.0 (d99724f)"), "{gate}");
 }

@@ -3,12 +3,14 @@
 
 mod basics;
 mod ci_examples;
+mod ci_runner;
 mod devices;
 mod exit_status;
 mod ggml;
 mod nothing_lost;
 mod out_dir;
 mod pipes;
+mod provenance;
 mod worker;
 mod workflows;
 

@@ -57,7 +57,7 @@ fn gate_and_list_into_a_closed_pipe_keep_their_status() {
     let (rc, err) = into_closed_pipe(&[
         "gate",
         "--baseline",
-        "corpora/known-failures.jsonl",
+        baseline.to_str().unwrap(),
         results.to_str().unwrap(),
         "--expect",
         "smoke",

@@ -17,7 +17,7 @@
 use std::io;
 use std::ptr::NonNull;
 
-/// Memory a caller lends a CPU tensor.
+/// Memory a caller provides for a CPU tensor.
 ///
 /// # Safety
 /// `as_ptr()` must point to `len()` bytes that are valid for reads and writes, do not move, and

@@ -12,9 +12,9 @@ use kedge_ggml::{
     GraphOptions, HostMemory, Located, Placement, PlacementKind, Tensor, TriType, Type, UnaryOp,
 };
 
-fn ggml(test: &str) -> Option<Ggml> {
-    let dir = build_dir("KEDGE_GGML_DIR", test)?;
-    Some(Ggml::load(&dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display())))
+fn ggml(test: &str) -> Ggml {
+    let dir = build_dir("KEDGE_GGML_DIR", test);
+    Ggml::load(&dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
 }
 
 fn cpu(g: &Ggml) -> Backend {
@@ -62,10 +62,12 @@ fn i32_bytes(v: &[i32]) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn version_commit_devices_and_types() {
-    let Some(ggml) = ggml("version_commit_devices_and_types") else {
-        return;
-    };
+    let ggml = ggml("version_commit_devices_and_types");
     let version = ggml.version();
     let commit = ggml.commit();
     eprintln!(
@@ -103,10 +105,12 @@ fn version_commit_devices_and_types() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn unknown_backend_names_the_ones_there_are() {
-    let Some(ggml) = ggml("unknown_backend_names_the_ones_there_are") else {
-        return;
-    };
+    let ggml = ggml("unknown_backend_names_the_ones_there_are");
     let e = ggml.backend("CUDA7").unwrap_err();
     assert!(
         matches!(&e, BackendError::Unknown { available, .. } if available.iter().any(|n| n == "CPU"))
@@ -120,10 +124,12 @@ fn unknown_backend_names_the_ones_there_are() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn rms_norm_matches_naive() {
-    let Some(ggml) = ggml("rms_norm_matches_naive") else {
-        return;
-    };
+    let ggml = ggml("rms_norm_matches_naive");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let ne = [64i64, 3, 2, 1];
@@ -147,10 +153,12 @@ fn rms_norm_matches_naive() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn soft_max_ext_with_mask_matches_naive() {
-    let Some(ggml) = ggml("soft_max_ext_with_mask_matches_naive") else {
-        return;
-    };
+    let ggml = ggml("soft_max_ext_with_mask_matches_naive");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     // a [ncols, rows, heads, 1]; the mask has more rows than a (ne11 >= ne01) and one head,
@@ -195,10 +203,12 @@ fn soft_max_ext_with_mask_matches_naive() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn cumsum_matches_naive() {
-    let Some(ggml) = ggml("cumsum_matches_naive") else {
-        return;
-    };
+    let ggml = ggml("cumsum_matches_naive");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[17, 3, 2]).unwrap();
@@ -219,10 +229,12 @@ fn cumsum_matches_naive() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn add_id_with_a_view_of_the_ids() {
-    let Some(ggml) = ggml("add_id_with_a_view_of_the_ids") else {
-        return;
-    };
+    let ggml = ggml("add_id_with_a_view_of_the_ids");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     // As test-backend-ops builds it: ids [n_experts, n_tokens], viewed as [n_used, n_tokens]
@@ -293,10 +305,12 @@ fn add_id_with_a_view_of_the_ids() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn mul_mat_with_broadcast_batches_matches_naive() {
-    let Some(ggml) = ggml("mul_mat_with_broadcast_batches_matches_naive") else {
-        return;
-    };
+    let ggml = ggml("mul_mat_with_broadcast_batches_matches_naive");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let (k, n, m, ba, bb) = (32usize, 5usize, 7usize, 2usize, 4usize);
@@ -335,10 +349,12 @@ fn mul_mat_with_broadcast_batches_matches_naive() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn get_rows_matches_naive() {
-    let Some(ggml) = ggml("get_rows_matches_naive") else {
-        return;
-    };
+    let ggml = ggml("get_rows_matches_naive");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let a = g.new_tensor(Type::F32, &[8, 10]).unwrap();
@@ -360,10 +376,12 @@ fn get_rows_matches_naive() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn more_ops_run_and_agree() {
-    let Some(ggml) = ggml("more_ops_run_and_agree") else {
-        return;
-    };
+    let ggml = ggml("more_ops_run_and_agree");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[4, 4]).unwrap();
@@ -407,10 +425,12 @@ fn more_ops_run_and_agree() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn every_tensor_has_its_own_exact_buffer() {
-    let Some(ggml) = ggml("every_tensor_has_its_own_exact_buffer") else {
-        return;
-    };
+    let ggml = ggml("every_tensor_has_its_own_exact_buffer");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[10, 3]).unwrap();
@@ -488,10 +508,12 @@ fn every_tensor_has_its_own_exact_buffer() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn supports_answers_per_node() {
-    let Some(ggml) = ggml("supports_answers_per_node") else {
-        return;
-    };
+    let ggml = ggml("supports_answers_per_node");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let a = g.new_tensor(Type::F32, &[16, 4]).unwrap();
@@ -511,10 +533,12 @@ fn supports_answers_per_node() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn misuse_is_an_error_not_an_abort() {
-    let Some(ggml) = ggml("misuse_is_an_error_not_an_abort") else {
-        return;
-    };
+    let ggml = ggml("misuse_is_an_error_not_an_abort");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions { max_tensors: 4 }).unwrap();
     let x = g.new_tensor(Type::F32, &[8, 2]).unwrap();
@@ -568,7 +592,13 @@ fn misuse_is_an_error_not_an_abort() {
 /// Runs the named test of this binary in a child process and returns its status and stderr.
 fn child(test: &str, env: (&str, &str)) -> (std::process::ExitStatus, String) {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            test,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(env.0, env.1)
         .output()
         .unwrap();
@@ -579,10 +609,12 @@ fn child(test: &str, env: (&str, &str)) -> (std::process::ExitStatus, String) {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn guarded_tensors_compute_and_fault_one_byte_out() {
-    let Some(ggml) = ggml("guarded_tensors_compute_and_fault_one_byte_out") else {
-        return;
-    };
+    let ggml = ggml("guarded_tensors_compute_and_fault_one_byte_out");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[64, 2]).unwrap();
@@ -628,11 +660,12 @@ fn guarded_tensors_compute_and_fault_one_byte_out() {
 
 /// Not a test on its own: the child of `guarded_tensors_compute_and_fault_one_byte_out`.
 #[test]
+#[ignore = "the child process of `guarded_tensors_compute_and_fault_one_byte_out`, which runs it"]
 fn guard_fault_child() {
-    let Ok(side) = std::env::var("KEDGE_GGML_GUARD_CHILD") else {
-        return;
-    };
-    let ggml = ggml("guard_fault_child").unwrap();
+    let side = std::env::var("KEDGE_GGML_GUARD_CHILD").expect(
+        "run by guarded_tensors_compute_and_fault_one_byte_out, which sets KEDGE_GGML_GUARD_CHILD",
+    );
+    let ggml = ggml("guard_fault_child");
     let be = cpu(&ggml);
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[40]).unwrap();
@@ -670,10 +703,12 @@ fn guard_fault_child() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn abort_hook_reports_ggml_words() {
-    let Some(_) = ggml("abort_hook_reports_ggml_words") else {
-        return;
-    };
+    let _ = ggml("abort_hook_reports_ggml_words");
     let (status, stderr) = child("abort_child", ("KEDGE_GGML_ABORT_CHILD", "1"));
     assert_eq!(
         status.signal(),
@@ -705,11 +740,13 @@ fn on_abort(r: &kedge_ggml::AbortReport<'_>) {
 
 /// Not a test on its own: the child of `abort_hook_reports_ggml_words`.
 #[test]
+#[ignore = "the child process of `abort_hook_reports_ggml_words`, which runs it"]
 fn abort_child() {
-    if std::env::var_os("KEDGE_GGML_ABORT_CHILD").is_none() {
-        return;
-    }
-    let ggml = ggml("abort_child").unwrap();
+    assert!(
+        std::env::var_os("KEDGE_GGML_ABORT_CHILD").is_some(),
+        "run by abort_hook_reports_ggml_words, which sets KEDGE_GGML_ABORT_CHILD"
+    );
+    let ggml = ggml("abort_child");
     ggml.install_hooks(Some(on_log), Some(on_abort));
     type LogInternal = unsafe extern "C" fn(i32, *const std::ffi::c_char, ...);
     // SAFETY: ggml_log_internal(enum ggml_log_level, const char * fmt, ...), exported by
@@ -737,16 +774,16 @@ fn abort_child() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(kedge_have_ggml, kedge_have_ggml_dl)),
+    ignore = "needs both ggml builds: set KEDGE_GGML_DIR and KEDGE_GGML_DL_DIR (scripts/build-ggml.sh)"
+)]
 fn another_build_is_refused_in_the_same_process() {
-    let Some(ggml) = ggml("another_build_is_refused_in_the_same_process") else {
-        return;
-    };
-    let Some(dl) = std::env::var_os("KEDGE_GGML_DL_DIR") else {
-        eprintln!(
-            "SKIPPED: another_build_is_refused_in_the_same_process needs KEDGE_GGML_DL_DIR too"
-        );
-        return;
-    };
+    let ggml = ggml("another_build_is_refused_in_the_same_process");
+    let dl = build_dir(
+        "KEDGE_GGML_DL_DIR",
+        "another_build_is_refused_in_the_same_process",
+    );
     let e = Ggml::load(std::path::Path::new(&dl)).unwrap_err();
     assert!(
         matches!(e, kedge_ggml::LoadError::AnotherBuildLoaded { ref loaded, .. } if loaded == ggml.dir()),
@@ -755,10 +792,10 @@ fn another_build_is_refused_in_the_same_process() {
 }
 
 /// Caller memory for a tensor: a boxed slice the test can look into.
-struct Lent(Box<[u8]>);
+struct CallerMemory(Box<[u8]>);
 
 // SAFETY: the boxed slice does not move and lives as long as the value.
-unsafe impl HostMemory for Lent {
+unsafe impl HostMemory for CallerMemory {
     fn as_ptr(&self) -> *mut u8 {
         self.0.as_ptr() as *mut u8
     }
@@ -768,10 +805,12 @@ unsafe impl HostMemory for Lent {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn a_tensor_can_live_in_caller_memory() {
-    let Some(ggml) = ggml("a_tensor_can_live_in_caller_memory") else {
-        return;
-    };
+    let ggml = ggml("a_tensor_can_live_in_caller_memory");
     let be = cpu(&ggml);
     let align = be.alignment();
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
@@ -779,17 +818,17 @@ fn a_tensor_can_live_in_caller_memory() {
     g.set_name(x, "x").unwrap();
     let y = g.scale(x, 3.0).unwrap();
     g.build(&[y]).unwrap();
-    let mem = Lent(vec![0u8; 256].into_boxed_slice());
+    let mem = CallerMemory(vec![0u8; 256].into_boxed_slice());
     let base = mem.as_ptr() as usize;
     let offset = (align - base % align) % align + align;
-    let mut lent = Some(mem);
-    g.alloc_with(&be, |t| match (t.name.as_str(), lent.take()) {
+    let mut given = Some(mem);
+    g.alloc_with(&be, |t| match (t.name.as_str(), given.take()) {
         ("x", Some(memory)) => Placement::Host {
             memory: Box::new(memory),
             offset,
         },
         (_, m) => {
-            lent = m;
+            given = m;
             Placement::Device
         }
     })
@@ -799,7 +838,7 @@ fn a_tensor_can_live_in_caller_memory() {
     let xs = values(16, 12);
     g.set_f32(x, &xs).unwrap();
     // The bytes are where the caller put them.
-    // SAFETY: the graph keeps the lent memory alive; 64 bytes at the tensor's address.
+    // SAFETY: the graph keeps the caller's memory alive; 64 bytes at the tensor's address.
     let seen = unsafe { std::slice::from_raw_parts(a.base as *const u8, 64) };
     assert_eq!(seen, f32_bytes(&xs).as_slice());
     g.compute(&be).unwrap();
@@ -814,7 +853,7 @@ fn a_tensor_can_live_in_caller_memory() {
     let mut g = ggml.graph(GraphOptions::default()).unwrap();
     let x = g.new_tensor(Type::F32, &[16]).unwrap();
     g.build(&[x]).unwrap();
-    let mem = Lent(vec![0u8; 256].into_boxed_slice());
+    let mem = CallerMemory(vec![0u8; 256].into_boxed_slice());
     let off = (align - mem.as_ptr() as usize % align) % align + 1;
     let mut mem = Some(mem);
     let e = g
@@ -835,10 +874,12 @@ fn a_tensor_can_live_in_caller_memory() {
 /// A recorded graph is every call as C, tensor `i` as `t[i]`, floats by their bits, names as
 /// C strings; a call this crate cannot write down (`raw_op`) makes the recording say so.
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn a_recorded_graph_is_its_calls_as_c() {
-    let Some(gg) = ggml("a_recorded_graph_is_its_calls_as_c") else {
-        return;
-    };
+    let gg = ggml("a_recorded_graph_is_its_calls_as_c");
     let mut g = gg.graph(GraphOptions::default()).unwrap();
     g.record();
     let base = g.new_tensor_1d(Type::F32, 24).unwrap();

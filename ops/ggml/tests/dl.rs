@@ -11,15 +11,17 @@ use std::process::Command;
 use common::{assert_close, build_dir, values, POISON};
 use kedge_ggml::{BackendError, DeviceKind, Ggml, GraphOptions, Layout, Type};
 
-fn dl_dir(test: &str) -> Option<PathBuf> {
+fn dl_dir(test: &str) -> PathBuf {
     build_dir("KEDGE_GGML_DL_DIR", test)
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml_dl),
+    ignore = "needs a ggml build: set KEDGE_GGML_DL_DIR (scripts/build-ggml.sh --dl)"
+)]
 fn modules_load_and_run_rms_norm() {
-    let Some(dir) = dl_dir("modules_load_and_run_rms_norm") else {
-        return;
-    };
+    let dir = dl_dir("modules_load_and_run_rms_norm");
     let ggml = Ggml::load(&dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
     assert_eq!(ggml.layout(), Layout::Modules);
     assert_eq!(
@@ -67,14 +69,17 @@ fn modules_load_and_run_rms_norm() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml_dl),
+    ignore = "needs a ggml build: set KEDGE_GGML_DL_DIR (scripts/build-ggml.sh --dl)"
+)]
 fn a_module_that_cannot_load_is_reported_in_ggml_words() {
-    let Some(_) = dl_dir("a_module_that_cannot_load_is_reported_in_ggml_words") else {
-        return;
-    };
+    let _ = dl_dir("a_module_that_cannot_load_is_reported_in_ggml_words");
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "broken_module_child",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -109,10 +114,13 @@ fn build_with_broken_module(dir: &Path) -> tempfile::TempDir {
     let c = stage.path().join("x.c");
     std::fs::write(&c, "void kedge_stub(void) {}\nvoid * ggml_backend_init(void) { return 0; }\nint ggml_backend_score(void) { return 1; }\n").unwrap();
     let run = |args: Vec<String>| {
-        let o = Command::new("gcc").args(&args).output().expect("gcc");
+        let o = Command::new(common::c_compiler())
+            .args(&args)
+            .output()
+            .expect("the C compiler (CC, else cc) runs");
         assert!(
             o.status.success(),
-            "gcc: {}",
+            "cc: {}",
             String::from_utf8_lossy(&o.stderr)
         );
     };
@@ -140,11 +148,13 @@ fn build_with_broken_module(dir: &Path) -> tempfile::TempDir {
 /// Not a test on its own: the child of `a_module_that_cannot_load_is_reported_in_ggml_words`
 /// (it loads a different directory than the other tests of this binary).
 #[test]
+#[ignore = "the child process of `a_module_that_cannot_load_is_reported_in_ggml_words`, which runs it"]
 fn broken_module_child() {
-    if std::env::var_os("KEDGE_GGML_BROKEN_MODULE_CHILD").is_none() {
-        return;
-    }
-    let dir = dl_dir("broken_module_child").unwrap();
+    assert!(
+        std::env::var_os("KEDGE_GGML_BROKEN_MODULE_CHILD").is_some(),
+        "run by a_module_that_cannot_load_is_reported_in_ggml_words, which sets KEDGE_GGML_BROKEN_MODULE_CHILD"
+    );
+    let dir = dl_dir("broken_module_child");
     let t = build_with_broken_module(&dir);
     let ggml = Ggml::load(t.path()).unwrap();
     assert_eq!(ggml.layout(), Layout::Modules);

@@ -1,5 +1,5 @@
-// fp8_gemm staging kernels: the W4A8 prefill path of the incident
-// (shared/background/fp8-gemm-staging-overrun.txt). The GEMM itself is cuBLASLt's; these
+// fp8_gemm staging kernels: the W4A8 prefill path of the incident (a plan cache that rounds M
+// up to a bucket, so the GEMM reads past the staging buffer). The GEMM itself is cuBLASLt's; these
 // kernels fill the one staging buffer it reads:
 //
 //   [ W region: N x K e4m3, upcast from FP4 e2m1 x UE8M0 block scales ][ pad to 256 ]

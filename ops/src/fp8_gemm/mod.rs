@@ -1,5 +1,5 @@
-//! fp8_gemm: `D[M, N] = A[M, K] . W[N, K]^T`, the W4A8 prefill GEMM of the incident
-//! (shared/background/fp8-gemm-staging-overrun.txt).
+//! fp8_gemm: `D[M, N] = A[M, K] . W[N, K]^T`, the W4A8 prefill GEMM of the incident (a plan
+//! cache that rounds M up to a bucket, so the GEMM reads past its staging buffer).
 //!
 //! # Case mapping
 //! `case.ne = [K, M, N, 1]`, `case.dtype = bf16` (the activations' and the output's dtype).

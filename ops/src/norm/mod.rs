@@ -1,9 +1,10 @@
 //! norm (ggml NORM, LayerNorm without weight): `dst = (x - mean) / sqrt(var + eps)` per row of
 //! ne0 elements.
 //!
-//! Upstream's CUDA launch (ggml norm.cu, `norm_f32_cuda`) is the one the incident
-//! (shared/background/ggml-norm-grid-y-limit.txt) found in rms_norm: `dim3 blocks_num(nrows,
-//! nchannels, nsamples)`, so ne\[2\] lands on grid.y and ne\[3\] on grid.z, both capped at 65535.
+//! Upstream's CUDA launch (ggml norm.cu, `norm_f32_cuda`) is the one the incident (a 260K-token
+//! context on a DGX Spark failing with "CUDA error: invalid argument") found in rms_norm:
+//! `dim3 blocks_num(nrows, nchannels, nsamples)`, so ne\[2\] lands on grid.y and ne\[3\] on
+//! grid.z, both capped at 65535.
 //! Unlike rms_norm, norm still launches WARP_SIZE (32) threads below ncols 1024 (upstream's
 //! rms_norm moved to 256); the switch to 1024 threads is at the same ncols.
 

@@ -1,6 +1,7 @@
 //! rms_norm: `dst = x / sqrt(mean(x^2) + eps)` per row of ne0 elements (ggml RMS_NORM).
 //!
-//! The incident (shared/background/ggml-norm-grid-y-limit.txt): ggml's CUDA launch is
+//! The incident (a 260K-token context on a DGX Spark failing with "CUDA error: invalid
+//! argument"): ggml's CUDA launch is
 //! `dim3 blocks_num(nrows, nchannels, nsamples)`, so `ne[2]` lands on grid.y and `ne[3]` on
 //! grid.z, both capped at 65535. qwen4exp's indexer reshapes pooled keys to
 //! \[idx_dim, 1, ceil(n_kv/4)\], so n_kv = 262,144 gives `ne[2]` = 65,536 and the launch fails

@@ -2,13 +2,14 @@
 //! k, v: [head_dim, L, n_kv_head, 1] (GQA: query head h reads kv head h / (n_head /
 //! n_kv_head)); `out_i = sum_{j <= i} softmax_j(q_i . k_j / sqrt(head_dim)) v_j` per head.
 //!
-//! The incident (shared/background/sdpa-prefill-quadratic-buffer.txt): MLX's fused causal
-//! SDPA supports head_dim 64, 80 and 128 only. Qwen3.6-35B-A3B has head_dim 256 and 16 heads,
-//! so its prefill fell back to an unfused matmul that materializes a [B, 16, L, L] fp32 score
-//! buffer: 16 · L² · 4 bytes, 41.74 GB at L = 25,540 and 41.94 GB at L = 25,600, against the
-//! M4 Max's Metal maxBufferLength of 41.75 GB. Past it the request still "succeeded": HTTP 200,
-//! the whole prompt consumed, then one end-of-sequence token. The fix (sanctum-rs 5731769)
-//! runs the query axis in blocks of 2048 rows, so the buffer is [B, 16, 2048, L]: linear in L.
+//! The incident (a long-context prefill on an M4 Max that "succeeded" with nothing in it):
+//! MLX's fused causal SDPA supports head_dim 64, 80 and 128 only. Qwen3.6-35B-A3B has head_dim
+//! 256 and 16 heads, so its prefill fell back to an unfused matmul that materializes a
+//! [B, 16, L, L] fp32 score buffer: 16 · L² · 4 bytes, 41.74 GB at L = 25,540 and 41.94 GB at
+//! L = 25,600, against the M4 Max's Metal maxBufferLength of 41.75 GB. Past it the request
+//! still "succeeded": HTTP 200, the whole prompt consumed, then one end-of-sequence token. The
+//! fix (sanctum-rs 5731769) runs the query axis in blocks of 2048 rows, so the buffer is
+//! [B, 16, 2048, L]: linear in L.
 //!
 //! The device's largest buffer is a case parameter (`max_buffer_bytes`), so kedge can probe the
 //! same transition at a size it can compute: with the limit scaled to 16 MiB, 16 heads reach it

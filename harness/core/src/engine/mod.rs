@@ -1,4 +1,4 @@
-//! Running one case, op-agnostic, in the order of `DESIGN.md`'s data flow: plan and check it,
+//! Running one case, op-agnostic, in the order of kedge's data flow: plan and check it,
 //! allocate in the case's mode, fill inputs and poison outputs, run the impl, synchronize, read
 //! canaries, copy back, compare with the reference. The CPU side (`check_on_cpu`) is the same
 //! plan check and reference without a device.

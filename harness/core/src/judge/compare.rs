@@ -68,8 +68,7 @@ pub fn all_poisoned(out: &HostTensor) -> bool {
 
 /// The verdict for an output of `n` elements that not one thread wrote: the op did no work at
 /// all. Reported apart from a partly unwritten output because that is how the sdpa_prefill
-/// incident looked: a request that "succeeded" with nothing in it
-/// (shared/background/sdpa-prefill-quadratic-buffer.txt). It needs no reference.
+/// incident looked: a request that "succeeded" with nothing in it. It needs no reference.
 pub fn nothing_written(name: &str, n: u64) -> Comparison {
     Comparison {
         verdict: Verdict::SilentFailure,

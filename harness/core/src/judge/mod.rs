@@ -5,3 +5,4 @@
 pub mod abort;
 pub mod compare;
 pub mod result;
+pub mod run_info;

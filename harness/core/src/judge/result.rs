@@ -325,6 +325,11 @@ pub struct CaseResult {
     /// buffer's size).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub facts: serde_json::Map<String, serde_json::Value>,
+    /// The run that wrote the verdict: kedge's build, the profile, the run mode, where the
+    /// impls came from, the suite. Absent in results of older kedges and of single runs
+    /// written without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::judge::run_info::RunInfo>,
 }
 
 /// What the engine saw while a case ran, typed: launches, output digests, allocations, where
@@ -486,6 +491,7 @@ impl CaseResult {
             ms: 0.0,
             observed: Observed::default(),
             facts: serde_json::Map::new(),
+            run: None,
         }
     }
     /// The result as one line of `results.jsonl`.

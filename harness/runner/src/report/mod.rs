@@ -47,6 +47,10 @@ pub struct ReportOptions<'a> {
     /// Where the results ran, one line each ("native: NVIDIA H200 (driver 580.159.04 (CUDA
     /// 13.0); gpus 0)"), from the sweeps' summaries.
     pub devices: &'a [String],
+    /// What the results are of and where they (and the baseline) came from, one line each
+    /// ("baseline and results: profile h200, mode native/exact, ...; baseline from X,
+    /// results from Y").
+    pub provenance: &'a [String],
     /// Cases the sweep set out to run and did not start (its time limit ran out).
     pub not_run: Option<&'a NotRun>,
 }
@@ -278,6 +282,9 @@ pub struct Summary {
     pub leaks: Vec<LeakSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// What the results are of and which builds made them (and the baseline).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<String>,
     /// Cases the sweep did not start, when its time limit ran out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_run: Option<NotRun>,
@@ -603,6 +610,7 @@ pub fn summarize_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> Summa
         fixed_known: judgement.fixed,
         leaks,
         devices: opts.devices.to_vec(),
+        provenance: opts.provenance.to_vec(),
         not_run: opts.not_run.cloned(),
         ops: ops.into_values().collect(),
     }

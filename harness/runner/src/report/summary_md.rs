@@ -40,7 +40,10 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
     for d in &s.devices {
         let _ = writeln!(md, "Ran on: {}.  ", md_line(d));
     }
-    if !s.devices.is_empty() {
+    for p in &s.provenance {
+        let _ = writeln!(md, "{}.  ", md_line(p));
+    }
+    if !s.devices.is_empty() || !s.provenance.is_empty() {
         let _ = writeln!(md);
     }
     if let Some(n) = &s.not_run {

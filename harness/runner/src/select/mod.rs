@@ -53,9 +53,9 @@ pub enum SelectError {
     BadDtype(String),
     #[error("--ne takes 1 to 4 comma-separated dimensions: {0}")]
     BadNe(String),
-    #[error("-p/--param takes NAME=VALUE, got '{0}'")]
+    #[error("--param takes NAME=VALUE, got '{0}'")]
     BadParamFlag(String),
-    #[error("--filter '{regex}' is not a regular expression: {msg}")]
+    #[error("-p/--filter '{regex}' is not a regular expression: {msg}")]
     BadFilter { regex: String, msg: String },
     #[error("no selected op has an impl '{imp}' (impls of {ops}: {known})")]
     UnknownImpl {
@@ -84,7 +84,8 @@ pub struct Selection {
     pub cases: Vec<String>,
     /// `--corpus FILE`.
     pub corpus: Option<PathBuf>,
-    /// `-o OP[,OP]`, kedge's names or ggml's (`RMS_NORM`).
+    /// `-o OP[,OP]`, kedge's names or ggml's (`RMS_NORM`), or test-backend-ops' `OP(vars)`
+    /// form for one case (`split_ops` splits them).
     pub ops: Vec<String>,
     /// `--impl IMPL[,IMPL]`.
     pub impls: Vec<String>,
@@ -92,7 +93,7 @@ pub struct Selection {
     pub ne: Option<String>,
     /// `--dtype`.
     pub dtype: Option<String>,
-    /// `-p NAME=VALUE` (repeatable): overrides that parameter in every case.
+    /// `--param NAME=VALUE` (repeatable): overrides that parameter in every case.
     pub params: Vec<String>,
     /// `--seed`: overrides every case's seed.
     pub seed: Option<u64>,
@@ -101,9 +102,48 @@ pub struct Selection {
     pub allocs: Option<String>,
     /// `--include-planted`: calibration impls in generated suites.
     pub include_planted: bool,
-    /// `--filter REGEX`: keep cases whose upstream `vars()` string (test-backend-ops'
-    /// `-p`) matches, or whose kedge label does for ops without an upstream line.
+    /// `-p REGEX` / `--filter REGEX`: keep cases whose upstream `vars()` string matches (as
+    /// test-backend-ops' `-p`), or whose kedge label does for ops without an upstream line.
     pub filter: Option<String>,
+}
+
+/// `-o` values split at the commas between ops: `rms_norm,softmax` → [rms_norm, softmax], and
+/// an op in test-backend-ops' `OP(vars)` form, commas and all, stays one:
+/// `RMS_NORM(type=f32,ne=[64,1,65536,1]),SOFT_MAX` → [RMS_NORM(...), SOFT_MAX].
+pub fn split_ops(raw: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in raw {
+        let mut depth = 0i32;
+        let mut cur = String::new();
+        for ch in r.chars() {
+            match ch {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                ',' if depth <= 0 => {
+                    if !cur.trim().is_empty() {
+                        out.push(cur.trim().to_string());
+                    }
+                    cur.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(ch);
+        }
+        if !cur.trim().is_empty() {
+            out.push(cur.trim().to_string());
+        }
+    }
+    out
+}
+
+/// An `-o` value's op name, and the `vars()` string of test-backend-ops' `OP(vars)` form (what
+/// `kedge repro` prints: `RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0)`).
+pub fn op_and_vars(s: &str) -> (&str, Option<&str>) {
+    match (s.find('('), s.strip_suffix(')')) {
+        (Some(i), Some(inner)) if i > 0 => (s[..i].trim(), Some(&inner[i + 1..])),
+        _ => (s, None),
+    }
 }
 
 /// A comma list: `a,b` → [a, b], blanks dropped.
@@ -167,6 +207,9 @@ pub struct Filters {
     pub ops: Vec<&'static dyn Op>,
     /// Whether `-o` named them.
     pub ops_named: bool,
+    /// Exact test-backend-ops `vars()` strings asked for with `-o OP(vars)`: (op, vars). A case
+    /// of such an op is selected only when its upstream line's vars() is one of them.
+    pub vars: Vec<(String, String)>,
     pub impls: Vec<String>,
     pub dtype: Option<DType>,
     pub params: Vec<(String, Value)>,
@@ -185,12 +228,18 @@ impl Filters {
     /// Check every filter against the registry.
     pub fn resolve(reg: &Registry, s: &Selection) -> Result<Filters, SelectError> {
         let mut given = Vec::new();
-        let ops_named = !s.ops.is_empty();
+        let named = split_ops(&s.ops);
+        let ops_named = !named.is_empty();
         let mut ops: Vec<&'static dyn Op> = Vec::new();
+        let mut vars = Vec::new();
         if ops_named {
-            given.push(format!("-o {}", s.ops.join(",")));
-            for name in &s.ops {
+            given.push(format!("-o {}", named.join(",")));
+            for entry in &named {
+                let (name, v) = op_and_vars(entry);
                 let op = reg.op(name)?;
+                if let Some(v) = v {
+                    vars.push((op.name().to_string(), v.to_string()));
+                }
                 if !ops.iter().any(|o| o.name() == op.name()) {
                     ops.push(op);
                 }
@@ -211,7 +260,7 @@ impl Filters {
             .map(|p| parse_param(p))
             .collect::<Result<_, _>>()?;
         for p in &s.params {
-            given.push(format!("-p {p}"));
+            given.push(format!("--param {p}"));
         }
         let mut left_out = Vec::new();
         let mut kept = Vec::new();
@@ -303,7 +352,7 @@ impl Filters {
         let regex = match &s.filter {
             None => None,
             Some(r) => {
-                given.push(format!("--filter '{r}'"));
+                given.push(format!("-p '{r}'"));
                 Some(Regex::new(r).map_err(|e| SelectError::BadFilter {
                     regex: r.clone(),
                     msg: e.to_string(),
@@ -316,6 +365,7 @@ impl Filters {
         Ok(Filters {
             ops: kept,
             ops_named,
+            vars,
             impls,
             dtype,
             params,
@@ -356,9 +406,24 @@ impl Filters {
         }
     }
 
-    /// Does a validated case pass `--filter`? The regex is searched in the op's upstream
-    /// `vars()` string (what test-backend-ops' `-p` matches), else in the kedge label.
+    /// Does a validated case pass `-o OP(vars)` and `-p`/`--filter`? `OP(vars)` selects the
+    /// case whose upstream `vars()` string is exactly `vars`; the regex is searched in the op's
+    /// upstream `vars()` string (what test-backend-ops' `-p` matches), else in the kedge label.
     pub fn matches(&self, op: &dyn Op, c: &Case) -> bool {
+        let mut wanted = self
+            .vars
+            .iter()
+            .filter(|(o, _)| o == op.name())
+            .map(|(_, v)| v)
+            .peekable();
+        if wanted.peek().is_some() {
+            let Some(u) = op.upstream(c) else {
+                return false;
+            };
+            if !wanted.any(|v| *v == u.vars) {
+                return false;
+            }
+        }
         match &self.regex {
             None => true,
             Some(re) => match op.upstream(c) {
@@ -425,7 +490,26 @@ impl Filters {
         if !self.left_out.is_empty() {
             why.push_str(&format!(" (ops left out: {})", self.left_out.join(", ")));
         }
+        if let Some(hint) = self.param_hint() {
+            why.push_str(&format!("; {hint}"));
+        }
         why
+    }
+
+    /// When `-p` holds `NAME=VALUE` for a parameter of a selected op: the old meaning of `-p`
+    /// (it set the parameter; now it is test-backend-ops' regex), and the flag that does that.
+    pub fn param_hint(&self) -> Option<String> {
+        let re = self.regex.as_ref()?.as_str();
+        let (name, value) = re.split_once('=')?;
+        let param = self
+            .ops
+            .iter()
+            .any(|o| o.params().iter().any(|p| p.name == name));
+        param.then(|| {
+            format!(
+                "-p is a regular expression over each case's test-backend-ops vars() (as test-backend-ops' -p); to set parameter {name} in every case, use --param {name}={value}"
+            )
+        })
     }
 }
 
@@ -449,6 +533,14 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl Selection {
+    /// Does `-o` name single cases in test-backend-ops' `OP(vars)` form? (Commands that run
+    /// the smoke suite by default look for them in the default suite.)
+    pub fn names_cases(&self) -> bool {
+        split_ops(&self.ops)
+            .iter()
+            .any(|o| op_and_vars(o).1.is_some())
+    }
+
     /// Were cases given explicitly (JSON lines, a corpus, or `--ne`)?
     pub fn is_explicit(&self) -> bool {
         !self.cases.is_empty() || self.corpus.is_some() || self.ne.is_some()
@@ -650,6 +742,52 @@ mod tests {
     }
 
     #[test]
+    fn ops_split_between_ops_and_keep_an_op_vars_form_whole() {
+        let raw = vec![
+            "RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0),softmax".to_string(),
+            "norm, l2_norm".to_string(),
+        ];
+        let ops = split_ops(&raw);
+        assert_eq!(
+            ops,
+            [
+                "RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0)",
+                "softmax",
+                "norm",
+                "l2_norm"
+            ]
+        );
+        assert_eq!(
+            op_and_vars(&ops[0]),
+            (
+                "RMS_NORM",
+                Some("type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0")
+            )
+        );
+        assert_eq!(op_and_vars("softmax"), ("softmax", None));
+        // An OP(vars) selects exactly that upstream case.
+        let r = reg();
+        let s = Selection {
+            ops: vec![ops[0].clone()],
+            ..sel()
+        };
+        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        assert!(!cases.is_empty());
+        assert!(cases
+            .iter()
+            .all(|c| c.ne == [64, 1, 65536, 1] && c.op == "rms_norm"));
+        assert!(s.names_cases());
+        // A -p that reads NAME=VALUE for a parameter says what sets one.
+        let s = Selection {
+            ops: vec!["rms_norm".into()],
+            filter: Some("row_pad=3".into()),
+            ..sel()
+        };
+        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        assert!(e.to_string().contains("use --param row_pad=3"), "{e}");
+    }
+
+    #[test]
     fn filter_matches_upstream_vars_and_empty_is_an_error() {
         let r = reg();
         let s = Selection {
@@ -667,7 +805,7 @@ mod tests {
         };
         let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
         assert!(matches!(e, SelectError::Empty { .. }), "{e}");
-        assert!(e.to_string().contains("--filter"), "{e}");
+        assert!(e.to_string().contains("-p 'nothing-matches-this'"), "{e}");
         let s = Selection {
             filter: Some("(".into()),
             ..sel()

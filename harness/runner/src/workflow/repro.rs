@@ -1215,7 +1215,10 @@ mod tests {
     /// compiler (the part of the `.cu` file that runs on the host is plain C).
     #[test]
     fn c_generator_matches_kedge_rng() {
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let cc = std::env::var("CC")
+            .ok()
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| "cc".into());
         let dir = tempfile::tempdir().unwrap();
         let c = dir.path().join("rng.c");
         let exe = dir.path().join("rng");
@@ -1229,16 +1232,11 @@ mod tests {
             .arg(&exe)
             .arg(&c)
             .status();
+        // kedge-ops' build compiles C with the same compiler, so it is there wherever this
+        // test builds.
         match built {
             Ok(s) if s.success() => {}
-            other => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "a C compiler is required in CI: {other:?}"
-                );
-                eprintln!("SKIPPED: no C compiler ({cc}): {other:?}");
-                return;
-            }
+            other => panic!("this test compiles C with {cc} (CC, else cc): {other:?}"),
         }
         let out = std::process::Command::new(&exe).output().unwrap();
         let text = String::from_utf8(out.stdout).unwrap();

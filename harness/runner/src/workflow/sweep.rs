@@ -1,7 +1,10 @@
-//! `kedge sweep`: a suite through every check there is. On a GPU the cases are built for the
-//! live device's limits and run natively or under each sanitizer tool asked for; without one
-//! (or with `--cpu`) the same selection gets its CPU side: the launch and allocation
-//! contracts against a profile, and the references. One workflow, two executors.
+//! `kedge sweep`: a suite through every check there is. The cases are built for a limits
+//! profile (`--profile`, on every machine, so a suite is the same list of ids everywhere); on
+//! a GPU they run natively or under each sanitizer tool asked for, judged by the GPU's own
+//! limits; without one (or with `--cpu`) the same selection gets its CPU side: the launch and
+//! allocation contracts against the profile, and the references. One workflow, two executors.
+//! Every verdict carries the run's metadata (`RunInfo`: kedge's build, the profile, the mode,
+//! where the impls came from, the suite), and `--resume` continues only the same run.
 //!
 //! The output directory holds `plan.jsonl` (the cases the sweep set out to run, for
 //! `kedge gate --expect`), `results.jsonl` (one verdict per line, as each arrives),
@@ -11,6 +14,7 @@
 
 use crate::errors::{Error, OutputError, Status};
 use crate::external::ExternalSpec;
+use crate::provenance;
 use crate::report::NotRun;
 use crate::report::ReportOptions;
 use crate::results::{finished_ids, OutDir, OutMode, ResultSet, REPORT_FILES};
@@ -21,7 +25,7 @@ use crate::run::{
 };
 use crate::run::{MaxTime, TimeBudget};
 use crate::select::{order, MaxElements, Selection, Shard, Suite};
-use kedge_core::{Case, LimitsProfile, Registry, Tool, Under};
+use kedge_core::{Case, LimitsProfile, Registry, SuiteInfo, Tool, Under};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -41,7 +45,8 @@ pub const GPU_MAX_ELEMENTS: u64 = 1 << 28;
 pub struct SweepRequest {
     pub suite: Suite,
     pub selection: Selection,
-    /// The limits the CPU side checks against.
+    /// The limits profile the cases are built for, on any machine (and the one the CPU side
+    /// checks against).
     pub profile: LimitsProfile,
     pub shard: Option<Shard>,
     /// `--max-elements` as given (0: no limit; absent: `GPU_MAX_ELEMENTS` on a GPU).
@@ -284,6 +289,46 @@ pub struct SweepOutcome {
     pub not_run: Vec<(Under, Case)>,
 }
 
+/// A sweep's cases before the shard and `--max-elements`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCases {
+    /// The selection for the profile: the same ids on every machine.
+    pub cases: Vec<Case>,
+    /// Cases the live GPU's own limits add (its values where it differs from the profile),
+    /// none of them among `cases`; empty without a GPU or for explicit cases.
+    pub extra: Vec<Case>,
+    /// Where the live GPU differs from the profile, one value each.
+    pub differences: Vec<String>,
+}
+
+/// The cases of a sweep: the suite generated for `profile` on every machine, so the CPU plan,
+/// any GPU and every shard have the same ids; on a GPU whose limits (`live`) differ from the
+/// profile, also the cases its own limits would make, each with an id of its own.
+pub fn planned_cases(
+    reg: &kedge_core::Registry,
+    suite: Suite,
+    selection: &Selection,
+    profile: &LimitsProfile,
+    live: Option<&LimitsProfile>,
+) -> Result<PlannedCases, Error> {
+    let cases = selection.cases(reg, suite, profile, None)?;
+    let differences = live.map(|l| profile.differences(l)).unwrap_or_default();
+    let mut extra = Vec::new();
+    if let (Some(live), false) = (live, differences.is_empty() || selection.is_explicit()) {
+        let have: HashSet<String> = cases.iter().map(Case::id).collect();
+        extra = selection
+            .cases(reg, suite, live, None)?
+            .into_iter()
+            .filter(|c| !have.contains(&c.id()))
+            .collect();
+    }
+    Ok(PlannedCases {
+        cases,
+        extra,
+        differences,
+    })
+}
+
 /// Run a sweep.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     // `--max-time`: counted from here (the engine options carry it to every worker pool).
@@ -318,25 +363,30 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     } else {
         None
     };
-    let limits = match &engine {
-        Some(e) => e.limits().clone(),
-        None => req.profile.clone(),
-    };
-    let mut cases = req.selection.cases(&reg, req.suite, &limits, None)?;
-    if let Some(sh) = req.shard {
-        let before = cases.len();
-        cases = sh.select(cases);
-        crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
-        if cases.is_empty() {
-            // A shard with nothing to run would "pass" on nothing.
-            return Err(crate::select::SelectError::Empty {
-                why: format!(
-                    "shard {sh} holds none of the {before} selected cases (use fewer shards for a selection this small)"
-                ),
-            }
-            .into());
-        }
+    // The cases are the profile's on every machine: the same ids in the CPU plan, on any GPU
+    // and in every shard. A GPU whose limits differ from the profile runs those cases as
+    // they are (its own limits judge them), says how it differs, and adds the cases its own
+    // limits would make, each with its own id.
+    let limits = req.profile.clone();
+    let live = engine.as_ref().map(|e| e.limits());
+    let planned = planned_cases(&reg, req.suite, &req.selection, &limits, live)?;
+    if let Some(live) = live.filter(|_| !planned.differences.is_empty()) {
+        crate::note!(
+            "the GPU ({}) differs from profile {}: {}; the suite's cases are the profile's (--profile picks another)",
+            live.device,
+            limits.name,
+            planned.differences.join(", ")
+        );
     }
+    if !planned.extra.is_empty() {
+        crate::note!(
+            "{} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)",
+            planned.extra.len()
+        );
+    }
+    let extra: HashSet<String> = planned.extra.iter().map(Case::id).collect();
+    let mut cases = planned.cases;
+    cases.extend(planned.extra);
     let default_max = gpu.then_some(GPU_MAX_ELEMENTS);
     let mut left_out =
         MaxElements::from_flag(req.max_elements, default_max).retain(&reg, &mut cases);
@@ -357,6 +407,62 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 .limit()
                 .unwrap_or(0)
         );
+    }
+    // The suite as every shard sees it: its name and flags, and the digest of its shared ids.
+    let suite = SuiteInfo::of(
+        provenance::suite_name(
+            req.suite,
+            &req.selection,
+            MaxElements::from_flag(req.max_elements, None),
+        ),
+        cases
+            .iter()
+            .map(Case::id)
+            .filter(|id| !extra.contains(id))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    );
+    if let Some(sh) = req.shard {
+        let before = cases.len();
+        cases = sh.select(cases);
+        crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
+        if cases.is_empty() {
+            // A shard with nothing to run would "pass" on nothing.
+            return Err(crate::select::SelectError::Empty {
+                why: format!(
+                    "shard {sh} holds none of the {before} selected cases (use fewer shards for a selection this small)"
+                ),
+            }
+            .into());
+        }
+    }
+    // What runs the cases: on a GPU natively or under each tool; without one the CPU side,
+    // and a library's host backend for real.
+    let runs: Vec<Under> = if gpu {
+        if req.tools.is_empty() {
+            vec![Under::Native]
+        } else {
+            req.tools.iter().copied().map(Under::Tool).collect()
+        }
+    } else {
+        let mut r = Vec::new();
+        if cases.iter().any(|c| needs_gpu(&reg, c)) {
+            r.push(Under::Cpu);
+        }
+        if cases.iter().any(|c| !needs_gpu(&reg, c)) {
+            r.push(Under::Native);
+        }
+        r
+    };
+    let run = provenance::sweep_info(
+        &limits.name,
+        provenance::mode(&runs, req.selection.allocs.as_deref()),
+        provenance::impl_sources(&reg, &cases, &req.external),
+        suite,
+    );
+    if req.mode == OutMode::Resume {
+        provenance::check_resume(&out.results_path(), &run)?;
     }
     let plan: String = cases.iter().map(|c| format!("{}\n", c.to_line())).collect();
     out.write("plan.jsonl", &plan)?;
@@ -473,7 +579,8 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             );
         }
         let mut got: HashSet<String> = HashSet::new();
-        let mut sink = |r: kedge_core::CaseResult| -> Result<(), Error> {
+        let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), Error> {
+            r.run = Some(run.clone());
             got.insert(r.case.id());
             writer.write(&r).map_err(Error::from)
         };
@@ -602,6 +709,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             }
         }
     };
+    let provenance = [format!("results: {}; from {}", run.what(), run.build())];
     let reports = write_reports(
         &out,
         &set,
@@ -609,12 +717,17 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             registry: Some(&reg),
             devices: &devices,
             not_run: not_run_report.as_ref(),
+            provenance: &provenance,
             ..ReportOptions::default()
         },
     )?;
     crate::console::final_summary(crate::console::Style::stderr(), &set.results, |n| {
         format!("{n} more: see {}", out.join("report.md").display())
     });
+    // Every case ran for real (on a GPU, or on a library's host backend): 0 or 1. Only when
+    // some case got no more than its CPU side were GPU checks skipped. A time limit that ran
+    // out says so first: whatever ran, the sweep is incomplete.
+    let all_ran = gpu || !runs.contains(&Under::Cpu);
     let status = if !not_run.is_empty() {
         crate::note!(
             "the time ran out with {} cases not run (exit status {}): `--resume` with the same flags runs them",
@@ -622,7 +735,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             Status::OutOfTime.exit_code()
         );
         Status::OutOfTime
-    } else if gpu {
+    } else if all_ran {
         Status::failed_if(summary.failures() > 0)
     } else {
         crate::note!(

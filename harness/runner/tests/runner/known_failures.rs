@@ -1,8 +1,10 @@
 //! corpora/known-failures.jsonl, the baseline the README gates on, is exactly the known
 //! failures of the default suite: the upstream launch paths at the h200 profile's limits, as
-//! the CPU-side checks find them. When ops, boundaries or case ids change, regenerate it:
-//! `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner known_failures` (or with the
-//! commands in its header), and read the diff.
+//! the CPU-side checks find them, with the run they are of (profile h200, mode cpu/exact, the
+//! default suite's digest). When ops, boundaries or case ids change, regenerate it with the
+//! commands in its header (`kedge sweep --cpu` and `kedge gate --update`: the file then names
+//! the kedge commit that made it) or `KEDGE_BLESS=1 cargo test -p kedge-runner --test runner
+//! known_failures`, and read the diff.
 
 use kedge_core::{LimitsProfile, Verdict};
 use kedge_runner::gate::{gate, known_failures, Baseline, KNOWN_FAILURES_HEADER};
@@ -19,9 +21,8 @@ fn the_shipped_baseline_is_the_default_suites_known_failures() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
     let want = known_failures(&reg, &h200).unwrap();
-    let text = want.to_jsonl_with(Some(KNOWN_FAILURES_HEADER));
     if std::env::var("KEDGE_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(path(), &text).unwrap();
+        std::fs::write(path(), want.to_jsonl_with(Some(KNOWN_FAILURES_HEADER))).unwrap();
     }
     assert!(!want.entries.is_empty());
     // Every known failure is a plan past a limit of the profile (a launch, or a buffer), and
@@ -34,14 +35,29 @@ fn the_shipped_baseline_is_the_default_suites_known_failures() {
         let c = e.case.as_ref().expect("entries carry their case");
         let (_, imp) = reg.resolve(c).expect("a known impl");
         assert_ne!(imp.role(), kedge_core::ImplRole::Fixed, "{e:?}");
+        assert!(e.detector.is_some() && e.reason.is_some(), "{e:?}");
     }
-    let have = std::fs::read_to_string(path()).unwrap();
-    assert!(
-        have == text,
-        "{} is not current (regenerate with KEDGE_BLESS=1 cargo test -p kedge-runner --test runner known_failures, then read the diff)",
+    let stale = format!(
+        "{} is not current (regenerate it with the commands in its header, or KEDGE_BLESS=1 cargo test -p kedge-runner --test runner known_failures, then read the diff)",
         path().display()
     );
-    assert_eq!(Baseline::load(&path()).unwrap(), want);
+    let have = Baseline::load(&path()).unwrap();
+    assert!(have.entries == want.entries, "{stale}");
+    // The run it is of; which kedge build wrote it is only said.
+    let (mut h, w) = (
+        have.run
+            .clone()
+            .expect("the shipped baseline records its run"),
+        want.run.clone().expect("a run"),
+    );
+    assert_eq!(
+        (&h.profile, &h.mode, &h.impls, &h.suite),
+        (&w.profile, &w.mode, &w.impls, &w.suite),
+        "{stale}"
+    );
+    assert_eq!((w.profile.as_str(), w.mode.as_str()), ("h200", "cpu/exact"));
+    (h.kedge, h.commit) = (w.kedge.clone(), w.commit.clone());
+    assert_eq!(h, w);
 }
 
 /// The README's `kedge gate --baseline corpora/known-failures.jsonl RESULTS` passes on the

@@ -159,7 +159,7 @@ fn judged() -> kedge_runner::report::Rendered {
             baseline: Some(&b),
             registry: Some(&reg),
             devices: &devices,
-            not_run: None,
+            ..ReportOptions::default()
         },
     )
     .unwrap()

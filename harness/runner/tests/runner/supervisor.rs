@@ -1,7 +1,7 @@
 //! The supervisor against real subprocesses: a worker that crashes (SIGSEGV) and one that
 //! hangs are killed and replaced, their cases get `device-fault` / `timeout`, and every other
 //! case still gets its verdict. The worker here is a small shell script speaking the worker
-//! protocol, so the test needs no GPU; the real worker is exercised on the device machine.
+//! protocol, so the test needs no GPU; the real worker is exercised on a GPU (the ignored GPU tests, scripts/device-check.sh).
 
 use crate::common;
 use kedge_core::{Case, CaseResult, DType, Detector, Verdict};

@@ -216,3 +216,87 @@ fn a_limit_too_small_for_one_case_runs_that_one_case() {
     assert_eq!(set.results.len(), 1);
     assert_eq!(o.not_run.len(), o.cases - 1);
 }
+
+/// One suite on every machine: the cases come from the profile, so a GPU that matches it adds
+/// nothing, and one that differs (another buffer limit, another shared-memory size) keeps the
+/// profile's cases with their ids and adds its own, each with an id of its own.
+#[test]
+fn a_suite_is_the_profiles_on_every_machine_and_a_differing_gpu_only_adds() {
+    use kedge_core::Case;
+    use kedge_runner::workflow::sweep::planned_cases;
+    use std::collections::HashSet;
+    let reg = kedge_ops::registry();
+    let h200 = LimitsProfile::builtin("h200").unwrap();
+    let sel = Selection {
+        ops: vec!["sdpa_prefill".into(), "softmax".into()],
+        ..Selection::default()
+    };
+    let cpu = planned_cases(&reg, Suite::Default, &sel, &h200, None).unwrap();
+    assert!(cpu.extra.is_empty() && cpu.differences.is_empty());
+    let ids = |cs: &[Case]| cs.iter().map(Case::id).collect::<Vec<_>>();
+    // A live H200 as kedge reads it: the same values (another name, other sources).
+    let mut live = h200.clone();
+    live.name = "live".into();
+    live.device = "NVIDIA H200".into();
+    live.max_alloc_bytes.source = "cuDeviceTotalMem".into();
+    let same = planned_cases(&reg, Suite::Default, &sel, &h200, Some(&live)).unwrap();
+    assert_eq!(ids(&same.cases), ids(&cpu.cases));
+    assert!(same.extra.is_empty(), "{:?}", same.extra);
+    // A card with less memory and less shared memory than the profile.
+    live.max_alloc_bytes.value = 80_000_000_000;
+    live.device_memory_bytes.value = 80_000_000_000;
+    live.shared_per_block_optin.value = 101_376;
+    let other = planned_cases(&reg, Suite::Default, &sel, &h200, Some(&live)).unwrap();
+    assert_eq!(
+        ids(&other.cases),
+        ids(&cpu.cases),
+        "the shared ids do not move"
+    );
+    assert_eq!(other.differences.len(), 3, "{:?}", other.differences);
+    assert!(
+        other.differences[0].starts_with("shared mem/block opt-in 101376 (profile h200: 232448)"),
+        "{:?}",
+        other.differences
+    );
+    let shared: HashSet<String> = ids(&cpu.cases).into_iter().collect();
+    assert!(!other.extra.is_empty());
+    assert!(other.extra.iter().all(|c| !shared.contains(&c.id())));
+    // Its own sdpa probes and its own softmax threshold.
+    assert!(other.extra.iter().any(|c| c.op == "sdpa_prefill"));
+    assert!(other.extra.iter().any(|c| c.op == "softmax"));
+    // Cases given explicitly are what they are.
+    let given = Selection {
+        cases: vec![r#"{"op":"softmax","impl":"ggml","dtype":"f32","ne":[64,2,2,1]}"#.into()],
+        ..Selection::default()
+    };
+    let g = planned_cases(&reg, Suite::Default, &given, &h200, Some(&live)).unwrap();
+    assert_eq!(g.cases.len(), 1);
+    assert!(g.extra.is_empty());
+}
+
+/// A sweep's verdicts carry its run, and the suite's digest is the same in every shard.
+#[test]
+fn every_verdict_carries_the_run_and_shards_share_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut infos = Vec::new();
+    for k in 1..=2 {
+        let mut req = request(&dir.path().join(format!("s{k}")), OutMode::Fresh);
+        req.shard = Some(kedge_runner::select::Shard::new(k, 2).unwrap());
+        let o = sweep(&req).unwrap();
+        let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
+        for r in &set.results {
+            infos.push(r.run.clone().expect("every verdict carries its run"));
+        }
+    }
+    let first = &infos[0];
+    assert!(infos.iter().all(|i| i == first));
+    assert_eq!(first.profile, "h200");
+    assert_eq!(first.mode, "cpu/exact");
+    let suite = first.suite.as_ref().unwrap();
+    assert_eq!(suite.name, "smoke -o rms_norm,norm");
+    assert_eq!(
+        suite.cases,
+        infos.len(),
+        "the suite counts every shard's cases"
+    );
+}

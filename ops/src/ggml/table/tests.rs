@@ -4,18 +4,12 @@ use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};
 use kedge_ggml::Ggml;
 use std::collections::{BTreeSet, HashSet};
 
-/// A CPU-only build of the pinned ggml (`scripts/build-ggml.sh`), from `KEDGE_GGML_DIR`.
-fn build_dir() -> Option<std::path::PathBuf> {
+/// A CPU-only build of the pinned ggml (`scripts/build-ggml.sh`), from `KEDGE_GGML_DIR`. The
+/// tests that call this are ignored unless the build script saw the variable.
+fn build_dir() -> std::path::PathBuf {
     match std::env::var_os("KEDGE_GGML_DIR") {
-        Some(d) => Some(d.into()),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "KEDGE_GGML_DIR must point at a ggml build in CI"
-            );
-            eprintln!("SKIPPED: set KEDGE_GGML_DIR to a ggml build (scripts/build-ggml.sh)");
-            None
-        }
+        Some(d) if !d.is_empty() => d.into(),
+        _ => panic!("this test needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"),
     }
 }
 
@@ -331,8 +325,12 @@ fn generated_boundaries_move_one_dimension_of_a_small_base() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn every_entry_runs_on_ggml_cpu_and_agrees_with_itself() {
-    let Some(dir) = build_dir() else { return };
+    let dir = build_dir();
     let ggml = Ggml::load(&dir).expect("the build loads");
     let cpu = ggml
         .devices()
@@ -388,8 +386,12 @@ fn every_entry_runs_on_ggml_cpu_and_agrees_with_itself() {
 /// Every case, huge ones included, builds its graph (no memory is allocated) with outputs of
 /// the shapes the entry declares (`build` checks them), and ggml's CPU backend supports it.
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn every_case_builds_a_graph_of_the_declared_shapes_that_the_cpu_supports() {
-    let Some(dir) = build_dir() else { return };
+    let dir = build_dir();
     let ggml = Ggml::load(&dir).expect("the build loads");
     let cpu = ggml.backend("CPU").expect("a CPU backend");
     let mut failures = Vec::new();
@@ -421,8 +423,12 @@ fn every_case_builds_a_graph_of_the_declared_shapes_that_the_cpu_supports() {
 
 /// Every dtype an entry declares runs (the first smoke case in it).
 #[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
 fn every_dtype_of_every_entry_builds_a_graph_of_the_declared_shape() {
-    let Some(dir) = build_dir() else { return };
+    let dir = build_dir();
     let ggml = Ggml::load(&dir).expect("the build loads");
     for e in TABLE {
         for &d in e.dtypes {
