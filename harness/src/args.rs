@@ -211,6 +211,17 @@ pub struct ExecArgs {
     /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
     #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
     pub max_elements: Option<u64>,
+    /// How big cases' outputs are judged. auto: a case of 2^26 elements or more whose op's
+    /// rows are independent, on a ggml CUDA build, has its inputs drawn and its outputs
+    /// scanned (poison, non-finite) on the device and the rows at every crossing, the ends
+    /// and a seeded sample compared with a reference of those rows; full: every case whole;
+    /// sampled: sampled wherever the op allows, whatever the size (to compare with full).
+    #[arg(
+        long = "judge",
+        value_name = "auto|full|sampled",
+        default_value = "auto"
+    )]
+    pub judging: kedge_core::judge::sample::Judging,
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
     #[arg(long, value_name = "SECONDS", default_value_t = 120,
           value_parser = in_range(range::TIMEOUT_S.0, range::TIMEOUT_S.1))]
@@ -233,6 +244,7 @@ impl ExecArgs {
             sanitizer_args: self.sanitizer_args.clone(),
             progress: Progress::auto(),
             jobs: self.jobs.unwrap_or_else(EngineOptions::default_jobs),
+            judging: self.judging,
             ..EngineOptions::default()
         }
     }

@@ -136,6 +136,13 @@ impl Op for RowNormOp {
         v.extend((self.more_boundaries)(limits));
         v
     }
+    /// Rows are normalized each on its own: a big case may be judged on sampled rows (a padded
+    /// one is judged whole: its rows are not dense).
+    fn row_sampling(&self, case: &Case) -> Option<kedge_core::RowSampling> {
+        Some(kedge_core::RowSampling::uniform(
+            self.tensors(case).ok()?.len(),
+        ))
+    }
     fn smoke(&self) -> Vec<(Ne, Params)> {
         self.smoke.iter().map(|&(ne, p)| (ne, pad(p))).collect()
     }

@@ -20,8 +20,10 @@ pub mod judge;
 pub mod model;
 
 pub use contract::boundary::{Axis, Boundary, ProbeBase, Reach};
-pub use contract::imp::{BackendImpl, BackendRun, Impl, ImplRole, KernelImpl, Refusal};
-pub use contract::op::{Op, Role, TensorSpec, Tolerance};
+pub use contract::imp::{
+    BackendImpl, BackendRun, Impl, ImplRole, KernelImpl, Refusal, SampledDraw, SampledRun,
+};
+pub use contract::op::{Op, Role, RowSampling, TensorSpec, Tolerance};
 pub use contract::plan::{
     BufferPlan, BufferViolation, KernelArg, LaunchPlan, LaunchViolation, Plan,
 };

@@ -199,3 +199,61 @@ fn b_selects_the_backend_as_test_backend_ops_does() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("CUDA7") && err.contains("CPU"), "{err}");
 }
+
+/// The sampled judge and the whole one give every case of kedge's row ops through ggml's CPU
+/// backend the same verdict and detector (small cases, judged both ways), and the sampled
+/// sweep did judge them on sampled rows.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn sampled_and_whole_judging_agree_on_every_case() {
+    let dir = build_dir();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut verdicts = Vec::new();
+    for j in ["full", "sampled"] {
+        let out = tmp.path().join(j);
+        let (code, _, err) = kedge(&[
+            "sweep",
+            "default",
+            "--ggml",
+            &dir,
+            "-b",
+            "CPU",
+            "-o",
+            "rms_norm,cumsum,softmax",
+            "--dtype",
+            "f32",
+            "--judge",
+            j,
+            "--max-elements",
+            "1048576",
+            "--force",
+            "--out",
+            &out.display().to_string(),
+        ]);
+        assert!(code == 0 || code == 1, "{err}");
+        let text = std::fs::read_to_string(out.join("results.jsonl")).expect("results");
+        let mut by_id = std::collections::BTreeMap::new();
+        let mut sampled = 0;
+        for l in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a result line");
+            if v["facts"]["judged_on"].is_string() {
+                sampled += 1;
+            }
+            by_id.insert(
+                v["id"].as_str().expect("id").to_string(),
+                (v["verdict"].to_string(), v["detector"].to_string()),
+            );
+        }
+        if j == "sampled" {
+            assert!(sampled > 100, "{sampled} cases judged on sampled rows");
+        } else {
+            assert_eq!(sampled, 0);
+        }
+        verdicts.push(by_id);
+    }
+    assert_eq!(verdicts[0].len(), verdicts[1].len());
+    assert_eq!(verdicts[0], verdicts[1]);
+}

@@ -254,7 +254,10 @@ fn update_rewrites_the_baseline_and_says_what_changed() {
     std::fs::write(&empty, "").unwrap();
     let (rc, _, err) = kedge(&["gate", "--update", s(&b), s(&empty)]);
     assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("no baseline written") && err.contains("no results in them"), "{err}");
+    assert!(
+        err.contains("no baseline written") && err.contains("no results in them"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -127,6 +127,7 @@ core_api! {
     Base ggml_are_same_shape: fn(CP, CP) -> bool;
     Base ggml_op_desc: fn(CP) -> Str;
     Base ggml_get_name: fn(CP) -> Str;
+    Base ggml_get_data: fn(CP) -> P;
     Base ggml_set_name: fn(P, Str) -> P;
     Base ggml_set_output: fn(P);
 

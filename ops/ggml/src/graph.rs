@@ -1284,6 +1284,16 @@ impl Graph {
         Ok(())
     }
 
+    /// The address of an allocated tensor's first byte in its buffer (`ggml_get_data`): a
+    /// device address for a GPU backend's buffer, which code of the same CUDA context may read
+    /// and write (kedge draws big inputs there).
+    pub fn data_ptr(&self, t: Tensor) -> Result<u64, GraphError> {
+        self.allocated()?;
+        let p = self.ptr(t)?;
+        // SAFETY: an allocated tensor of this graph.
+        Ok(unsafe { (self.api().ggml_get_data)(p) } as u64)
+    }
+
     /// Reads all of a tensor's bytes (`ggml_backend_tensor_get`).
     pub fn get_data(&self, t: Tensor) -> Result<Vec<u8>, GraphError> {
         self.allocated()?;

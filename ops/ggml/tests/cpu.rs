@@ -92,10 +92,15 @@ fn version_commit_devices_and_types() {
             "the pinned snapshot has every op this crate wraps"
         );
     }
-    // The enum values this crate passes are the build's.
-    for &ty in Type::ALL {
+    // The enum values this crate passes are the build's, for every type the build has (the
+    // pinned snapshot has all of them, the newest included).
+    for &ty in Type::ALL.iter().filter(|&&t| ggml.has_type(t)) {
         assert_eq!(ggml.type_name(ty), ty.name(), "{ty:?}");
         assert_eq!(ggml.block_size(ty), ty.block_size(), "{ty:?}");
+        assert_eq!(ggml.type_size(ty), ty.type_size(), "{ty:?}");
+    }
+    if commit.starts_with("d99724f") {
+        assert!(Type::ALL.iter().all(|&t| ggml.has_type(t)));
     }
     assert_eq!(ggml.type_size(Type::Q8_0), 34);
     assert_eq!(ggml.row_size(Type::Q4_0, 64), Some(36));
@@ -938,4 +943,45 @@ unsafe fn gg_dup(
     let f = *s;
     std::mem::forget(l);
     f
+}
+
+/// Rows of f32 values quantized by the build and dequantized by its own `to_float` come back
+/// close to what went in, for a 32-element, a 256-element and an importance-matrix type; a
+/// row that is not whole blocks, or a type that needs an importance matrix without one, is
+/// refused in words.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn blocks_quantize_and_dequantize_through_the_build() {
+    let ggml = ggml("blocks_quantize_and_dequantize_through_the_build");
+    let vals: Vec<f32> = (0..512)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    // A 4-bit value is within one step (an eighth of the largest) of what went in.
+    for (ty, max_err) in [(Type::Q8_0, 0.01), (Type::Q4_0, 0.13), (Type::Q4K, 0.13)] {
+        let q = ggml.quantize(ty, &vals, 256, None).unwrap();
+        assert_eq!(q.len(), 2 * ggml.row_size(ty, 256).unwrap(), "{ty:?}");
+        let back = ggml.dequantize(ty, &q).unwrap();
+        assert_eq!(back.len(), vals.len());
+        let worst = vals
+            .iter()
+            .zip(&back)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < max_err, "{ty:?}: {worst}");
+    }
+    assert!(ggml.requires_imatrix(Type::Iq2Xxs).unwrap());
+    let e = ggml.quantize(Type::Iq2Xxs, &vals, 256, None).unwrap_err();
+    assert!(e.to_string().contains("importance matrix"), "{e}");
+    let ones = vec![1.0f32; 256];
+    let q = ggml
+        .quantize(Type::Iq2Xxs, &vals, 256, Some(&ones))
+        .unwrap();
+    assert_eq!(ggml.dequantize(Type::Iq2Xxs, &q).unwrap().len(), 512);
+    let e = ggml
+        .quantize(Type::Q4K, &vals[..100], 100, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("whole blocks"), "{e}");
 }

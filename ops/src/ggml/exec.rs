@@ -2,7 +2,8 @@
 //! views of their own base tensor), each in its own buffer, outputs poisoned, inputs uploaded,
 //! computed, read back.
 
-use kedge_core::contract::imp::{BackendImpl, BackendRun};
+use kedge_core::contract::imp::{BackendImpl, BackendRun, SampledDraw, SampledRun};
+use kedge_core::cuda::big::{self, Scan};
 use kedge_core::cuda::RunError;
 use kedge_core::judge::result::{Allocation, LibraryInfo};
 use kedge_core::model::host::poison_pattern;
@@ -378,19 +379,227 @@ pub fn run_on(
         let bytes = g.get_data(*t).map_err(graph_err)?;
         results.push(output_tensor(ggml, s, bytes)?);
     }
-    let allocations = g
-        .allocations()
+    let allocations = allocations_of(&g);
+    Ok(Ran {
+        outputs: results,
+        allocations,
+        not_applied,
+    })
+}
+
+/// The CUDA device ordinal of a ggml device named `CUDA<n>`.
+fn cuda_ordinal(device: &str) -> Option<usize> {
+    device.strip_prefix("CUDA")?.parse().ok()
+}
+
+/// Run `f` with kedge's own handle on the GPU of a ggml CUDA device: the device's primary
+/// context, which ggml's CUDA backend uses too, so the addresses of ggml's buffers are
+/// addresses kedge's kernels draw into and scan. Opened once per thread (a worker runs its
+/// cases on one).
+fn with_kedge_device<T>(
+    ordinal: usize,
+    f: impl FnOnce(&mut kedge_core::cuda::Device) -> Result<T, RunError>,
+) -> Result<T, RunError> {
+    thread_local! {
+        static DEVICES: std::cell::RefCell<HashMap<usize, kedge_core::cuda::Device>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
+    DEVICES.with(|cell| {
+        let mut m = cell
+            .try_borrow_mut()
+            .map_err(|_| RunError::Impl("kedge's device is already in use".into()))?;
+        let d = match m.entry(ordinal) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(kedge_core::cuda::Device::open(ordinal).map_err(|e| {
+                    RunError::Unsupported(format!("kedge's draw on the device: {e}"))
+                })?)
+            }
+        };
+        f(d)
+    })
+}
+
+/// What a sampled run read: each output's sampled rows and scan, and every allocation.
+pub struct SampledParts {
+    pub rows: Vec<HostTensor>,
+    pub scans: Vec<Scan>,
+    pub allocations: Vec<Allocation>,
+}
+
+/// Run a big case on a ggml CUDA device judged on sampled rows: the op's tensors in ggml's
+/// buffers, outputs poisoned and inputs drawn there by kedge's kernels (the same values as
+/// the host draw; a block-format input is drawn on the host and quantized by the build), the
+/// graph computed, each output scanned there and only `draw.rows` of it read back.
+pub fn run_sampled(
+    ggml: Ggml,
+    device: &str,
+    case: &Case,
+    specs: &[TensorSpec],
+    draw: &SampledDraw<'_>,
+    graph: GraphFn,
+) -> Result<SampledParts, RunError> {
+    let ordinal = cuda_ordinal(device);
+    let Built {
+        graph: mut g,
+        uploads,
+        outputs: outs,
+    } = build(ggml, case, specs, graph)?;
+    let b = backend(ggml, device)?;
+    let b = b
+        .lock()
+        .map_err(|_| RunError::Impl("a ggml backend's lock was poisoned".into()))?;
+    let unsupported = g.unsupported(&b);
+    if !unsupported.is_empty() {
+        return Err(RunError::Unsupported(format!(
+            "ggml's {device} backend does not support {} (ggml_backend_dev_supports_op)",
+            unsupported
+                .iter()
+                .map(|u| format!("{} ({})", u.op, u.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    g.alloc(&b).map_err(graph_err)?;
+    match ordinal {
+        Some(o) => with_kedge_device(o, |dev| {
+            sampled_on(ggml, dev, &mut g, &b, case, specs, &uploads, &outs, draw)
+        }),
+        None if b.is_host() => sampled_on_host(ggml, &mut g, &b, case, specs, &uploads, &outs, draw),
+        None => Err(RunError::Unsupported(format!(
+            "ggml's {device} is neither a CUDA device nor the host: sampled judging draws with CUDA kernels"
+        ))),
+    }
+}
+
+/// `run_sampled` on a host backend: the same steps with host memory (inputs drawn whole and
+/// uploaded, outputs read whole and scanned on the host), so the sampled judge runs, and is
+/// checked against the whole one, on a machine without a GPU.
+#[allow(clippy::too_many_arguments)]
+fn sampled_on_host(
+    ggml: Ggml,
+    g: &mut Graph,
+    b: &Backend,
+    case: &Case,
+    specs: &[TensorSpec],
+    uploads: &[(Tensor, usize)],
+    outs: &[Tensor],
+    draw: &SampledDraw<'_>,
+) -> Result<SampledParts, RunError> {
+    let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?;
+    }
+    for (t, i) in uploads {
+        let s = &specs[*i];
+        let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
+        let h = kedge_core::contract::op::random_tensor(case.seed, *i as u64, s, lo, hi);
+        let bytes = input_bytes(ggml, s, &h)?;
+        g.set_data(*t, &bytes).map_err(graph_err)?;
+    }
+    g.compute(b).map_err(|e| match e {
+        ComputeError::Graph(e) => graph_err(e),
+        other => RunError::Impl(other.to_string()),
+    })?;
+    let mut rows_out = Vec::new();
+    let mut scans = Vec::new();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        let all = g.get_data(*t).map_err(graph_err)?;
+        scans.push(Scan::of_bytes(&all, s.dtype));
+        let row = s.nb[1] as usize;
+        let mut bytes = Vec::with_capacity(row * draw.rows.len());
+        for &r in draw.rows {
+            let at = r as usize * row;
+            let got = all
+                .get(at..at + row)
+                .ok_or_else(|| RunError::Impl(format!("row {r} of {} is past its end", s.name)))?;
+            bytes.extend_from_slice(got);
+        }
+        let ne = [s.ne[0], draw.rows.len() as i64, 1, 1];
+        rows_out.push(HostTensor::from_bytes(
+            s.dtype,
+            ne,
+            dense_strides(&ne, s.dtype),
+            bytes,
+        ));
+    }
+    Ok(SampledParts {
+        rows: rows_out,
+        scans,
+        allocations: allocations_of(g),
+    })
+}
+
+fn allocations_of(g: &Graph) -> Vec<Allocation> {
+    g.allocations()
         .into_iter()
         .map(|a| Allocation {
             name: a.name,
             base: a.base as u64,
             bytes: a.bytes as u64,
         })
-        .collect();
-    Ok(Ran {
-        outputs: results,
-        allocations,
-        not_applied,
+        .collect()
+}
+
+/// `run_sampled`'s work on kedge's device handle.
+#[allow(clippy::too_many_arguments)]
+fn sampled_on(
+    ggml: Ggml,
+    dev: &mut kedge_core::cuda::Device,
+    g: &mut Graph,
+    b: &Backend,
+    case: &Case,
+    specs: &[TensorSpec],
+    uploads: &[(Tensor, usize)],
+    outs: &[Tensor],
+    draw: &SampledDraw<'_>,
+) -> Result<SampledParts, RunError> {
+    // Outputs poisoned first, inputs after (an output that is a view of an input then holds
+    // the input, as in `run_on`).
+    let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        let p = g.data_ptr(*t).map_err(graph_err)?;
+        big::poison(dev, p, s.bytes, s.dtype)?;
+    }
+    for (t, i) in uploads {
+        let s = &specs[*i];
+        let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
+        if big::can_draw(s.dtype) {
+            let p = g.data_ptr(*t).map_err(graph_err)?;
+            big::draw_uniform(dev, p, s.dtype, s.nelements(), case.seed, *i as u64, lo, hi)?;
+        } else {
+            let h = kedge_core::contract::op::random_tensor(case.seed, *i as u64, s, lo, hi);
+            let bytes = input_bytes(ggml, s, &h)?;
+            g.set_data(*t, &bytes).map_err(graph_err)?;
+        }
+    }
+    dev.synchronize("drawing the inputs")?;
+    g.compute(b).map_err(|e| match e {
+        ComputeError::Graph(e) => graph_err(e),
+        other => RunError::Impl(other.to_string()),
+    })?;
+    let mut rows_out = Vec::new();
+    let mut scans = Vec::new();
+    for (t, s) in outs.iter().zip(&out_specs) {
+        let p = g.data_ptr(*t).map_err(graph_err)?;
+        scans.push(big::scan(dev, p, s.dtype, s.nelements())?);
+        let row = s.nb[1] as usize;
+        let mut bytes = Vec::with_capacity(row * draw.rows.len());
+        for &r in draw.rows {
+            bytes.extend(big::read(dev, p + r * s.nb[1], row)?);
+        }
+        let ne = [s.ne[0], draw.rows.len() as i64, 1, 1];
+        rows_out.push(HostTensor::from_bytes(
+            s.dtype,
+            ne,
+            dense_strides(&ne, s.dtype),
+            bytes,
+        ));
+    }
+    Ok(SampledParts {
+        rows: rows_out,
+        scans,
+        allocations: allocations_of(g),
     })
 }
 
@@ -445,6 +654,36 @@ fn time_on(
 impl BackendImpl for GgmlImpl {
     fn library(&self) -> LibraryInfo {
         self.info()
+    }
+    /// A CUDA device (draws and scans by kedge's kernels in ggml's buffers) or the host.
+    fn samples(&self) -> bool {
+        self.host || cuda_ordinal(&self.device).is_some()
+    }
+    fn execute_sampled(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+        draw: &SampledDraw<'_>,
+    ) -> Result<SampledRun, RunError> {
+        let not_applied = (case.alloc != AllocMode::Exact).then(|| {
+            format!(
+                "{}: not applied on ggml's {} backend, whose buffers are its own allocations; ran as exact (memcheck on these exact buffers covers reads past a tensor)",
+                case.alloc, self.device
+            )
+        });
+        let SampledParts {
+            rows,
+            scans,
+            allocations,
+        } = run_sampled(self.ggml, &self.device, case, specs, draw, self.graph)?;
+        Ok(SampledRun {
+            rows,
+            scans,
+            allocations,
+            library: self.info(),
+            not_applied,
+            facts: Default::default(),
+        })
     }
     fn time(
         &self,

@@ -167,8 +167,20 @@ pub struct GgmlOpEntry {
     pub upstream_line: fn(&Case) -> UpstreamRepro,
     /// test-backend-ops' `max_nmse_err()` for the op (0: exact).
     pub nmse: Nmse,
+    /// Whether a big case may be judged on sampled rows (`Op::row_sampling`).
+    pub rows: Rows,
     /// Which workload reaches the case's shape, where one is known.
     pub reach: fn(&Case) -> Option<String>,
+}
+
+/// How an entry's rows relate, for judging a big case on sampled rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Each output row depends only on the same row of each input, not on where the row is
+    /// (element-wise ops, row reductions): a case of just some rows computes just those.
+    Independent,
+    /// Judged whole.
+    Whole,
 }
 
 impl Op for GgmlOpEntry {
@@ -234,6 +246,14 @@ impl Op for GgmlOpEntry {
     }
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         Some((self.upstream_line)(case))
+    }
+    /// Rows independent of each other, inputs drawn as `random_inputs` draws them.
+    fn row_sampling(&self, case: &Case) -> Option<RowSampling> {
+        if self.rows != Rows::Independent || self.inputs.is_some() {
+            return None;
+        }
+        let n = (self.tensors)(case).ok()?.len();
+        Some(RowSampling::uniform(n))
     }
     /// The entry's own note, else the note of the declared boundary the case is a probe of.
     fn reach(&self, case: &Case) -> Option<String> {

@@ -179,6 +179,12 @@ impl Op for RmsNormMulAdd {
             .with_param("row_pad", 5),
         ]
     }
+    /// Each row is its own (broadcast scales and biases make the case one judged whole).
+    fn row_sampling(&self, case: &Case) -> Option<kedge_core::RowSampling> {
+        Some(kedge_core::RowSampling::uniform(
+            self.tensors(case).ok()?.len(),
+        ))
+    }
     fn smoke(&self) -> Vec<(Ne, Params)> {
         let full = || {
             let mut m = Params::new();

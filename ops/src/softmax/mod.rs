@@ -276,6 +276,13 @@ impl Op for Softmax {
         }
         b
     }
+    /// Each row's softmax is its own (a mask, broadcast over the rows, makes the case one the
+    /// engine judges whole).
+    fn row_sampling(&self, case: &Case) -> Option<kedge_core::RowSampling> {
+        Some(kedge_core::RowSampling::uniform(
+            self.tensors(case).ok()?.len(),
+        ))
+    }
     fn smoke(&self) -> Vec<(Ne, Params)> {
         let p = |mask: bool, scale: f64, max_bias: f64| {
             let mut m = Params::new();

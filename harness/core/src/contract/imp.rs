@@ -151,6 +151,27 @@ pub trait BackendImpl: Send + Sync {
         inputs: &[HostTensor],
     ) -> Result<BackendRun, RunError>;
 
+    /// Run a big case judged on sampled rows: inputs drawn where the library keeps them
+    /// (`cuda::big::draw_uniform`, the same values as the host draw of the seed), outputs
+    /// poisoned, the op computed, each output scanned for poison survivors and non-finite
+    /// values where it lies, and only `draw.rows` of each output read back. The default says
+    /// the library cannot (the engine then judges the case whole).
+    fn execute_sampled(
+        &self,
+        _case: &Case,
+        _specs: &[TensorSpec],
+        _draw: &SampledDraw<'_>,
+    ) -> Result<SampledRun, RunError> {
+        Err(RunError::Unsupported(
+            "this library impl runs cases whole only".into(),
+        ))
+    }
+
+    /// Whether `execute_sampled` can run cases (a GPU backend).
+    fn samples(&self) -> bool {
+        false
+    }
+
     /// Time the library's compute alone (no uploads or downloads): `warmup` untimed runs, then
     /// `reps` timed ones, in milliseconds each. The default says the library cannot be timed.
     fn time(
@@ -179,5 +200,31 @@ pub struct BackendRun {
     /// Allocation modes that could not apply because the library owns the memory.
     pub not_applied: Option<String>,
     /// The library's own facts about the run, recorded as they are.
+    pub facts: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a sampled run draws and reads back.
+#[derive(Debug, Clone, Copy)]
+pub struct SampledDraw<'a> {
+    /// The rows (flat `ne[1..3]` indices) of each output to read back, ascending.
+    pub rows: &'a [u64],
+    /// Per spec, the uniform range its values are drawn from (`contract::op::RowSampling`).
+    pub ranges: &'a [(f32, f32)],
+}
+
+/// What a sampled run gives back.
+#[derive(Debug, Clone)]
+pub struct SampledRun {
+    /// Per output (spec order), the sampled rows: a dense `[ne0, rows, 1, 1]` tensor.
+    pub rows: Vec<HostTensor>,
+    /// Per output, what a scan of all of it found.
+    pub scans: Vec<crate::cuda::big::Scan>,
+    /// Every tensor's allocation, so a sanitizer address can be named.
+    pub allocations: Vec<Allocation>,
+    /// The library build that ran it.
+    pub library: LibraryInfo,
+    /// Allocation modes that could not apply because the library owns the memory.
+    pub not_applied: Option<String>,
+    /// The library's own facts about the run.
     pub facts: serde_json::Map<String, serde_json::Value>,
 }

@@ -219,6 +219,14 @@ pub trait Op: Send + Sync {
     fn external_abi(&self) -> Option<ExternalAbi> {
         None
     }
+    /// Whether a big case may be judged on sampled rows (`judge::sample`), and how its inputs
+    /// are drawn: the op promises that each output row (a row: one `ne[1..3]` index, every
+    /// tensor having the case's rows) depends only on the same row of each input, not on where
+    /// the row is, and that input `i` is `random_tensor(seed, i, spec, lo, hi)` with
+    /// `ranges[i]`. `None` (the default): the case is judged whole.
+    fn row_sampling(&self, _case: &Case) -> Option<RowSampling> {
+        None
+    }
     /// Rough multiply-adds of the f64 reference, so a CPU-only sweep can leave out the
     /// references it could not finish (attention is quadratic in L, a GEMM is K·M·N).
     /// Default: the product of `ne`.
@@ -226,6 +234,23 @@ pub trait Op: Send + Sync {
         case.ne
             .iter()
             .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64))
+    }
+}
+
+/// How an op's inputs are drawn, for a big case judged on sampled rows: per spec (in spec
+/// order; outputs' entries are not read), the uniform range `random_tensor` draws it from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowSampling {
+    /// The range of each spec's draw.
+    pub ranges: Vec<(f32, f32)>,
+}
+
+impl RowSampling {
+    /// Every input uniform in [-1, 1) (integers in [0, 16)), as `random_inputs` draws them.
+    pub fn uniform(specs: usize) -> RowSampling {
+        RowSampling {
+            ranges: vec![(-1.0, 1.0); specs],
+        }
     }
 }
 

@@ -117,6 +117,35 @@ pub struct Scan {
     pub elements: u64,
 }
 
+impl Scan {
+    /// What `scan` counts, over dense bytes on the host (a host backend's output).
+    pub fn of_bytes(bytes: &[u8], dtype: DType) -> Scan {
+        let p = poison_pattern(dtype);
+        let e = dtype.size() as usize;
+        let mut s = Scan::default();
+        if dtype.is_block() || e == 0 {
+            return s;
+        }
+        for x in bytes.chunks_exact(e) {
+            s.elements += 1;
+            if x == p.as_slice() {
+                s.unwritten += 1;
+                continue;
+            }
+            let nonfinite = match dtype {
+                DType::F32 => !f32::from_le_bytes([x[0], x[1], x[2], x[3]]).is_finite(),
+                DType::F16 => u16::from_le_bytes([x[0], x[1]]) & 0x7C00 == 0x7C00,
+                DType::Bf16 => u16::from_le_bytes([x[0], x[1]]) & 0x7F80 == 0x7F80,
+                _ => false,
+            };
+            if nonfinite {
+                s.nonfinite += 1;
+            }
+        }
+        s
+    }
+}
+
 /// Count the poison survivors and non-finite values of `n` dense elements of `dtype` at `ptr`.
 pub fn scan(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, RunError> {
     let (entry, exp_mask) = match dtype {

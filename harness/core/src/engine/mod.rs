@@ -10,7 +10,7 @@ mod reference;
 pub use cpu::{check_on_cpu, plan_case};
 pub use reference::{JudgedBefore, ReferenceCache, ReferenceKey};
 
-use crate::contract::imp::{BackendRun, Impl};
+use crate::contract::imp::{BackendImpl, BackendRun, Impl, SampledDraw, SampledRun};
 use crate::contract::op::{Op, Role, TensorSpec};
 use crate::contract::registry::Registry;
 use crate::contract::run::RunCtx;
@@ -19,6 +19,7 @@ use crate::cuda::device::Device;
 use crate::cuda::error::{DeviceError, RunError};
 use crate::judge::compare::{all_poisoned, compare, digest, nothing_written, Comparison};
 use crate::judge::result::{Allocation, CaseResult, Observed, Timings};
+use crate::judge::sample::{self, Judging};
 use crate::model::case::{AllocMode, Case};
 use crate::model::host::{poison_pattern, HostTensor};
 use crate::model::words::{Detector, Verdict};
@@ -48,6 +49,7 @@ pub struct DeviceSlot {
     ordinal: usize,
     dev: Option<Device>,
     packed_exact: bool,
+    judging: Judging,
 }
 
 impl DeviceSlot {
@@ -57,6 +59,7 @@ impl DeviceSlot {
             ordinal,
             dev: None,
             packed_exact: true,
+            judging: Judging::Auto,
         }
     }
     /// A slot with device `ordinal` open now.
@@ -65,6 +68,7 @@ impl DeviceSlot {
             ordinal,
             dev: Some(Device::open(ordinal)?),
             packed_exact: true,
+            judging: Judging::Auto,
         })
     }
     /// Exact mode packed in the arena (the default) or one `cuMemAlloc` per buffer (under a
@@ -74,6 +78,12 @@ impl DeviceSlot {
         if let Some(d) = self.dev.as_mut() {
             d.packed_exact = on;
         }
+        self
+    }
+    /// How big cases are judged in this worker (`judge::sample`): on sampled rows from
+    /// `SAMPLED_FROM` elements (the default), always whole, or sampled whatever the size.
+    pub fn judging(mut self, j: Judging) -> Self {
+        self.judging = j;
         self
     }
     /// The device, opened if it was not.
@@ -104,6 +114,7 @@ pub fn execute(
     refs: &mut ReferenceCache,
 ) -> Executed {
     let t0 = Instant::now();
+    let judging = slot.judging;
     let mut ex = match reg.resolve(case) {
         Err(e) => Executed::alive(CaseResult::new(
             case,
@@ -112,9 +123,9 @@ pub fn execute(
             e.to_string(),
         )),
         Ok((op, imp)) => match imp.backend() {
-            Some(_) => execute_backend(op, imp, case, refs),
+            Some(_) => execute_backend(op, imp, case, refs, judging),
             None => match slot.get() {
-                Ok(dev) => execute_kernels(op, imp, dev, case, refs),
+                Ok(dev) => execute_kernels(op, imp, dev, case, refs, judging),
                 Err(e) => Executed::alive(CaseResult::new(
                     case,
                     Verdict::Unsupported,
@@ -178,6 +189,7 @@ fn execute_kernels(
     dev: &mut Device,
     case: &Case,
     refs: &mut ReferenceCache,
+    judging: Judging,
 ) -> Executed {
     let t = Instant::now();
     let limits = dev.limits.clone();
@@ -185,6 +197,9 @@ fn execute_kernels(
         Ok(p) => p,
         Err(r) => return Executed::alive(*r),
     };
+    if let Some(sp) = sampled_plan(op, case, judging) {
+        return execute_kernels_sampled(op, imp, dev, case, &plan, sp, t);
+    }
     // The last big download's buffer is kept only for an output of its size, and let go
     // before this case's inputs are drawn.
     let out_sizes: Vec<u64> = op
@@ -443,10 +458,18 @@ fn execute_backend(
     imp: &dyn Impl,
     case: &Case,
     refs: &mut ReferenceCache,
+    judging: Judging,
 ) -> Executed {
     let Some(backend) = imp.backend() else {
         return bad_input(case, "not a backend impl");
     };
+    if let Some(plan) = backend
+        .samples()
+        .then(|| sampled_plan(op, case, judging))
+        .flatten()
+    {
+        return execute_sampled(op, backend, case, plan);
+    }
     let mut timings = Timings::default();
     let t = Instant::now();
     let (specs, inputs) = match refs.inputs(op, case) {
@@ -488,6 +511,306 @@ fn execute_backend(
     r.facts = run.facts;
     finish_notes(op, case, &mut r);
     Executed::alive(r)
+}
+
+/// A big case judged on sampled rows: what it needs, computed before anything runs.
+struct SampledPlan {
+    specs: Vec<TensorSpec>,
+    rows: Vec<u64>,
+    total_rows: u64,
+    ranges: Vec<(f32, f32)>,
+    sliced: Case,
+    inputs: Vec<HostTensor>,
+}
+
+/// Whether the case is judged on sampled rows (`judge::sample`): a library that can run it so,
+/// an op whose rows are independent, tensors that are all dense rows of the case's rows, outputs
+/// the device can scan, and a size the worker's `Judging` samples. `None`: judged whole.
+fn sampled_plan(op: &dyn Op, case: &Case, judging: Judging) -> Option<SampledPlan> {
+    if !sample::sampled(op, case, judging) {
+        return None;
+    }
+    let sampling = op.row_sampling(case)?;
+    let specs = op.tensors(case).ok()?;
+    let total_rows = sample::rows_of(case, &specs)?;
+    let rows = sample::sample_rows(case, &specs, total_rows);
+    let sliced = sample::sliced(case, rows.len() as u64);
+    let sliced_specs = op.tensors(&sliced).ok()?;
+    let inputs =
+        sample::gathered_inputs(case, &specs, &sliced_specs, &rows, &sampling.ranges).ok()?;
+    Some(SampledPlan {
+        specs,
+        rows,
+        total_rows,
+        ranges: sampling.ranges,
+        sliced,
+        inputs,
+    })
+}
+
+/// Run a big case on sampled rows and judge it: each output's scan and its sampled rows
+/// against the reference of those rows alone.
+fn execute_sampled(
+    op: &dyn Op,
+    backend: &dyn BackendImpl,
+    case: &Case,
+    plan: SampledPlan,
+) -> Executed {
+    let mut timings = Timings::default();
+    let t = Instant::now();
+    let draw = SampledDraw {
+        rows: &plan.rows,
+        ranges: &plan.ranges,
+    };
+    let run: SampledRun = match backend.execute_sampled(case, &plan.specs, &draw) {
+        Ok(r) => r,
+        Err(e) => {
+            let mut ex = failed(case, e);
+            ex.result.observed.library = Some(backend.library());
+            return ex;
+        }
+    };
+    timings.run = ms(t);
+    let seen = SampledSeen {
+        rows: &run.rows,
+        scans: &run.scans,
+        canary_hits: Vec::new(),
+    };
+    let mut r = match judge_sampled(op, case, &plan, seen, &mut timings) {
+        Ok(r) => r,
+        Err(mut ex) => {
+            ex.result.observed.library = Some(run.library);
+            return *ex;
+        }
+    };
+    r.observed.timings = timings;
+    r.observed.allocations = run.allocations;
+    r.observed.library = Some(run.library);
+    r.observed.not_applied = run.not_applied;
+    r.facts.extend(run.facts);
+    finish_notes(op, case, &mut r);
+    Executed::alive(r)
+}
+
+/// A big case of kedge's own kernels judged on sampled rows: each tensor allocated in the
+/// case's mode, inputs drawn and outputs poisoned where they lie, the plan run, canaries read,
+/// each output scanned on the device and only the sampled rows read back.
+fn execute_kernels_sampled(
+    op: &dyn Op,
+    imp: &dyn Impl,
+    dev: &mut Device,
+    case: &Case,
+    plan: &crate::contract::plan::Plan,
+    sp: SampledPlan,
+    t: Instant,
+) -> Executed {
+    use crate::cuda::big;
+    let mut timings = Timings::default();
+    let mut observed = Observed::default();
+    let mut allocs: Vec<DeviceAlloc> = Vec::with_capacity(sp.specs.len());
+    for s in &sp.specs {
+        match dev.alloc(&s.name, s.bytes, case.alloc, s.dtype.size()) {
+            Ok(a) => allocs.push(a),
+            Err(e) => return failed(case, e),
+        }
+    }
+    timings.setup = ms(t);
+    let t = Instant::now();
+    for (i, (s, a)) in sp.specs.iter().zip(&allocs).enumerate() {
+        let r = match s.role {
+            Role::Input => {
+                let (lo, hi) = sp.ranges.get(i).copied().unwrap_or((-1.0, 1.0));
+                big::draw_uniform(
+                    dev,
+                    a.ptr,
+                    s.dtype,
+                    s.nelements(),
+                    case.seed,
+                    i as u64,
+                    lo,
+                    hi,
+                )
+            }
+            Role::Output => dev.fill_pattern(a, &poison_pattern(s.dtype)),
+        };
+        if let Err(e) = r {
+            return failed(case, e);
+        }
+    }
+    if let Err(e) = dev.synchronize("drawing the inputs") {
+        return failed(case, e);
+    }
+    timings.upload = ms(t);
+    let t = Instant::now();
+    let mut ctx = RunCtx::new(dev, &allocs, case.alloc);
+    let run = imp.run(&mut ctx, case, plan);
+    let record = ctx.finish();
+    let run = run.and_then(|_| dev.synchronize("run"));
+    timings.run = ms(t);
+    observed.launches = record.launched;
+    observed.allocations = allocs
+        .iter()
+        .chain(&record.scratch)
+        .map(|a| Allocation {
+            name: a.name.clone(),
+            base: a.ptr,
+            bytes: a.bytes,
+        })
+        .collect();
+    if let Err(e) = run {
+        let mut ex = failed(case, e);
+        ex.result.observed = observed;
+        ex.result.observed.timings = timings;
+        ex.result.facts = record.facts;
+        finish_notes(op, case, &mut ex.result);
+        return ex;
+    }
+    let t = Instant::now();
+    let mut canary_hits = Vec::new();
+    for a in allocs.iter().chain(record.scratch.iter()) {
+        match dev.check_canary(a) {
+            Ok(Some(msg)) => canary_hits.push(msg),
+            Ok(None) => {}
+            Err(e) => return failed(case, e),
+        }
+    }
+    let mut rows = Vec::new();
+    let mut scans = Vec::new();
+    for (s, a) in sp.specs.iter().zip(&allocs) {
+        if s.role != Role::Output {
+            continue;
+        }
+        let scanned = big::scan(dev, a.ptr, s.dtype, s.nelements()).and_then(|scan| {
+            let row = s.nb[1] as usize;
+            let mut bytes = Vec::with_capacity(row * sp.rows.len());
+            for &r in &sp.rows {
+                bytes.extend(big::read(dev, a.ptr + r * s.nb[1], row)?);
+            }
+            Ok((scan, bytes))
+        });
+        match scanned {
+            Ok((scan, bytes)) => {
+                let ne = [s.ne[0], sp.rows.len() as i64, 1, 1];
+                rows.push(HostTensor::from_bytes(
+                    s.dtype,
+                    ne,
+                    crate::model::shape::dense_strides(&ne, s.dtype),
+                    bytes,
+                ));
+                scans.push(scan);
+            }
+            Err(e) => return failed(case, e),
+        }
+    }
+    timings.download = ms(t);
+    drop(record.scratch);
+    drop(allocs);
+    let seen = SampledSeen {
+        rows: &rows,
+        scans: &scans,
+        canary_hits,
+    };
+    let mut r = match judge_sampled(op, case, &sp, seen, &mut timings) {
+        Ok(r) => r,
+        Err(ex) => return *ex,
+    };
+    observed.output_digests = std::mem::take(&mut r.observed.output_digests);
+    observed.timings = timings;
+    r.observed = observed;
+    r.facts.extend(record.facts);
+    finish_notes(op, case, &mut r);
+    Executed::alive(r)
+}
+
+/// What a sampled run left to be judged: each output's sampled rows and scan, and the
+/// canaries it broke.
+struct SampledSeen<'a> {
+    rows: &'a [HostTensor],
+    scans: &'a [crate::cuda::big::Scan],
+    canary_hits: Vec<String>,
+}
+
+/// The verdict of a sampled run: each output's scan and sampled rows against the reference of
+/// those rows alone (`judge::sample::judge_output`), the worst of them; broken canaries first.
+fn judge_sampled(
+    op: &dyn Op,
+    case: &Case,
+    plan: &SampledPlan,
+    seen: SampledSeen<'_>,
+    timings: &mut Timings,
+) -> Result<CaseResult, Box<Executed>> {
+    let t = Instant::now();
+    let reference = op
+        .reference(&plan.sliced, &plan.inputs)
+        .map_err(|e| Box::new(bad_input(case, e)))?;
+    timings.reference = ms(t);
+    let t = Instant::now();
+    let tol = op.tolerance(&plan.sliced);
+    let outs: Vec<&TensorSpec> = plan
+        .specs
+        .iter()
+        .filter(|s| s.role == Role::Output)
+        .collect();
+    let mut worst: Option<Comparison> = None;
+    let mut digests = Vec::new();
+    for (k, s) in outs.iter().enumerate() {
+        let (Some(got), Some(r), Some(scan)) =
+            (seen.rows.get(k), reference.get(k), seen.scans.get(k))
+        else {
+            return Err(Box::new(bad_input(
+                case,
+                format!("the sampled run gave no rows or scan of output {}", s.name),
+            )));
+        };
+        digests.push(format!("{}:rows:{}", s.name, digest(got)));
+        let c = sample::judge_output(s, got, r, *scan, &plan.rows, tol);
+        if worst
+            .as_ref()
+            .is_none_or(|w| c.verdict.severity() > w.verdict.severity())
+        {
+            worst = Some(c);
+        }
+    }
+    timings.compare = ms(t);
+    let Some(c) = worst else {
+        return Ok(CaseResult::new(
+            case,
+            Verdict::SilentFailure,
+            Detector::Reference,
+            "the op produced no output tensors",
+        ));
+    };
+    let detector = match c.verdict {
+        Verdict::Pass => Detector::None,
+        Verdict::UnwrittenOutput | Verdict::SilentFailure => Detector::Poison,
+        _ => Detector::Reference,
+    };
+    let mut r = if seen.canary_hits.is_empty() {
+        CaseResult::new(case, c.verdict, detector, c.detail)
+    } else {
+        let mut r = CaseResult::new(
+            case,
+            Verdict::OobWrite,
+            Detector::Canary,
+            seen.canary_hits.join("; "),
+        );
+        if c.verdict != Verdict::Pass {
+            r.also.push(detector);
+        }
+        r
+    };
+    r.numbers = Some(c.numbers);
+    r.observed.output_digests = digests;
+    r.facts.insert(
+        "judged_on".into(),
+        format!(
+            "{} of {} rows (sampled: crossings, the ends, a seeded sample); every output scanned whole",
+            plan.rows.len(),
+            plan.total_rows
+        )
+        .into(),
+    );
+    Ok(r)
 }
 
 fn finish_notes(op: &dyn Op, case: &Case, r: &mut CaseResult) {

@@ -6,3 +6,4 @@ pub mod abort;
 pub mod compare;
 pub mod result;
 pub mod run_info;
+pub mod sample;

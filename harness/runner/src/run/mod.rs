@@ -26,6 +26,7 @@ use crate::errors::{exit, Error, NoGpu};
 use crate::external::ExternalSpec;
 use crate::sanitizer::{self as san, SanitizerConfig};
 use kedge_core::engine::{check_on_cpu, ReferenceKey};
+use kedge_core::judge::sample::Judging;
 use kedge_core::{Case, CaseResult, LimitsProfile, Registry, Tool, Under, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -164,6 +165,7 @@ impl<'a> HostExecutor<'a> {
         };
         let mut spec = WorkerSpec::new(0, external);
         spec.open_gpu = false;
+        spec.judging = opts.judging;
         let mut sup = Supervisor::new(SupervisorConfig {
             exe,
             spec,
@@ -350,6 +352,8 @@ pub struct EngineOptions {
     pub jobs: usize,
     /// The run's time limit (`sweep --max-time`): once it is up, no new case starts.
     pub budget: Option<Arc<TimeBudget>>,
+    /// How workers judge big cases (`--judge`): sampled rows from 2^26 elements by default.
+    pub judging: Judging,
 }
 
 impl EngineOptions {
@@ -372,6 +376,7 @@ impl Default for EngineOptions {
             progress: Progress::auto(),
             jobs: 1,
             budget: None,
+            judging: Judging::Auto,
         }
     }
 }
@@ -476,6 +481,7 @@ impl RunEngineBuilder {
         };
         let mut spec = WorkerSpec::new(0, self.external);
         spec.bench = self.bench;
+        spec.judging = self.opts.judging;
         let (work_dir, temp) = match self.work_dir {
             Some(d) => (d, None),
             None => {
@@ -586,6 +592,7 @@ impl RunEngine {
             temp: self.workers.temp.clone(),
             progress: self.workers.opts.progress,
             budget: self.workers.opts.budget.clone(),
+            judging: self.workers.opts.judging,
             order: None,
             device: format!(
                 "{}, {}, gpus {}",
@@ -751,6 +758,39 @@ pub struct Tier {
     pub largest: u64,
 }
 
+/// A case's tensor bytes on the device and what its host side holds of them: as much again
+/// (inputs drawn, outputs downloaded, a reference) for a case judged whole, nothing for one
+/// judged on sampled rows (`judge::sample`: drawn, run and scanned on the device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseBytes {
+    /// Bytes of its tensors on the device.
+    pub device: u64,
+    /// Bytes of them the host holds.
+    pub host: u64,
+}
+
+impl CaseBytes {
+    /// A case judged whole: its tensors on both sides.
+    pub fn whole(b: u64) -> CaseBytes {
+        CaseBytes { device: b, host: b }
+    }
+    /// A case's bytes as `judging` runs it: judged on sampled rows (a ggml CUDA build's op
+    /// whose rows are independent, big enough), nothing of it on the host.
+    pub fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> CaseBytes {
+        let b = op
+            .tensors(c)
+            .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+            .unwrap_or(u64::MAX);
+        // The impls that draw and scan on the device are a ggml build's CUDA devices
+        // (`ggml:CUDA0`); the worker decides for itself, this is what admission expects.
+        if c.imp.starts_with("ggml:CUDA") && kedge_core::judge::sample::sampled(op, c, judging) {
+            CaseBytes { device: b, host: 0 }
+        } else {
+            CaseBytes::whole(b)
+        }
+    }
+}
+
 /// Cases with this many bytes of tensors or more run one at a time: their CPU-side work
 /// (drawing gigabytes of inputs, an f64 reference, the comparison) already uses every core,
 /// so side by side they take as long in all as one after the other (on the H200 a 2^29-element
@@ -765,19 +805,21 @@ pub const ALONE_FROM_BYTES: u64 = 4 << 30;
 /// first; a tier's cases keep their order, so verdicts and their order within a tier do not
 /// depend on `jobs`.
 pub fn admission_tiers(
-    bytes: &[u64],
+    bytes: &[CaseBytes],
     jobs: usize,
     device_bytes: u64,
     host_bytes: Option<u64>,
 ) -> Vec<Tier> {
     let jobs = jobs.max(1);
-    let slots_for = |b: u64| -> usize {
-        let b = b.max(1);
-        if b >= ALONE_FROM_BYTES {
+    let slots_for = |b: CaseBytes| -> usize {
+        if b.host >= ALONE_FROM_BYTES {
             return 1;
         }
-        let by_device = device_bytes / b.saturating_mul(2);
-        let by_host = host_bytes.map_or(u64::MAX, |h| h / b.saturating_mul(3));
+        let by_device = device_bytes / b.device.max(1).saturating_mul(2);
+        let by_host = match (host_bytes, b.host) {
+            (_, 0) | (None, _) => u64::MAX,
+            (Some(h), x) => h / x.saturating_mul(3),
+        };
         (by_device.min(by_host).min(jobs as u64) as usize).max(1)
     };
     let mut tiers: Vec<Tier> = Vec::new();
@@ -786,12 +828,12 @@ pub fn admission_tiers(
         match tiers.iter_mut().find(|t| t.slots == slots) {
             Some(t) => {
                 t.cases.push(i);
-                t.largest = t.largest.max(b);
+                t.largest = t.largest.max(b.device);
             }
             None => tiers.push(Tier {
                 slots,
                 cases: vec![i],
-                largest: b,
+                largest: b.device,
             }),
         }
     }
@@ -824,6 +866,8 @@ pub struct GpuExecutor {
     progress: Progress,
     /// The run's time limit: once it is up, no new case starts.
     budget: Option<Arc<TimeBudget>>,
+    /// How workers judge big cases (what admission expects them to hold on the host).
+    judging: Judging,
     /// The order of expected yield, when the run has one (`Executor::set_order`).
     order: Option<Arc<YieldOrder>>,
     device: String,
@@ -859,13 +903,11 @@ impl Executor for GpuExecutor {
         // Admission: a case's tensors must leave room for the cases beside it; bigger cases
         // run after the rest, with fewer of them at once (down to one per GPU).
         let reg = kedge_ops::registry();
-        let bytes: Vec<u64> = cases
+        let bytes: Vec<CaseBytes> = cases
             .iter()
-            .map(|c| {
-                reg.op(&c.op)
-                    .and_then(|op| op.tensors(c))
-                    .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
-                    .unwrap_or(u64::MAX)
+            .map(|c| match reg.op(&c.op) {
+                Ok(op) => CaseBytes::of(op, c, self.judging),
+                Err(_) => CaseBytes::whole(u64::MAX),
             })
             .collect();
         let gpus = (self.pools.len() / self.jobs.max(1)).max(1);
@@ -1221,7 +1263,7 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
 
 #[cfg(test)]
 mod admission_tests {
-    use super::{admission_tiers, units_by_reference};
+    use super::{admission_tiers, units_by_reference, CaseBytes};
     use kedge_core::{AllocMode, Case};
     const GB: u64 = 1 << 30;
 
@@ -1378,7 +1420,7 @@ mod admission_tests {
     #[test]
     fn small_cases_share_the_gpu_and_big_ones_run_fewer_at_once() {
         // A 14 GB device, 9 GB of host memory, 8 jobs.
-        let bytes = [GB / 1024, 2 * GB, GB / 2, GB, 5 * GB];
+        let bytes = [GB / 1024, 2 * GB, GB / 2, GB, 5 * GB].map(CaseBytes::whole);
         let t = admission_tiers(&bytes, 8, 14 * GB, Some(9 * GB));
         let slots: Vec<(usize, Vec<usize>)> =
             t.iter().map(|t| (t.slots, t.cases.clone())).collect();
@@ -1390,8 +1432,20 @@ mod admission_tests {
         );
         assert_eq!(t[3].largest, 5 * GB);
         // Past ALONE_FROM_BYTES a case runs alone even where memory would let it share.
-        let t = admission_tiers(&[super::ALONE_FROM_BYTES], 8, 1 << 50, None);
+        let t = admission_tiers(
+            &[CaseBytes::whole(super::ALONE_FROM_BYTES)],
+            8,
+            1 << 50,
+            None,
+        );
         assert_eq!(t[0].slots, 1);
+        // A case judged on sampled rows holds nothing on the host: only the device limits it.
+        let sampled = CaseBytes {
+            device: 16 * GB,
+            host: 0,
+        };
+        let t = admission_tiers(&[sampled; 3], 8, 140 * GB, Some(GB));
+        assert_eq!(t[0].slots, 4);
     }
 
     #[test]
@@ -1406,7 +1460,7 @@ mod admission_tests {
 
     #[test]
     fn one_job_is_one_tier_in_the_given_order() {
-        let bytes = [90 * GB, 1, 2];
+        let bytes = [90 * GB, 1, 2].map(CaseBytes::whole);
         let t = admission_tiers(&bytes, 1, 140 * GB, Some(GB));
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].slots, 1);
@@ -1415,7 +1469,7 @@ mod admission_tests {
 
     #[test]
     fn an_unknown_size_runs_alone_and_an_unknown_host_does_not_limit() {
-        let t = admission_tiers(&[u64::MAX, 1], 4, 140 * GB, None);
+        let t = admission_tiers(&[u64::MAX, 1].map(CaseBytes::whole), 4, 140 * GB, None);
         assert_eq!(t[0].slots, 4);
         assert_eq!(t[0].cases, vec![1]);
         assert_eq!(t[1].slots, 1);

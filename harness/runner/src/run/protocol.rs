@@ -3,6 +3,7 @@
 //! and device is in the spec, typed: a worker never re-parses command-line flags.
 
 use crate::external::ExternalSpec;
+use kedge_core::judge::sample::Judging;
 use kedge_core::{Case, CaseResult, LimitsProfile};
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +38,13 @@ pub struct WorkerSpec {
     /// they load while another worker runs cases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warm_up: Vec<Case>,
+    /// How big cases are judged (`--judge`): sampled rows from 2^26 elements by default.
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub judging: Judging,
+}
+
+fn is_auto(j: &Judging) -> bool {
+    *j == Judging::Auto
 }
 
 /// How a bench worker times its cases.
@@ -59,6 +67,7 @@ impl WorkerSpec {
             open_gpu: true,
             bench: None,
             sanitized: false,
+            judging: Judging::Auto,
             warm_up: Vec::new(),
         }
     }

@@ -61,6 +61,21 @@ pub struct SanitizeSpec {
     pub record_cap: Option<u64>,
 }
 
+/// Seconds a case may take beyond the base timeout for each GiB of its tensors: drawing,
+/// copying and judging gigabytes takes the host time that is not a hang (a 2^32-element case
+/// judged whole held 32 GiB and took minutes on the H200's host).
+const TIMEOUT_S_PER_GIB: u64 = 15;
+
+/// A case's timeout: `base` (`--timeout`) and `TIMEOUT_S_PER_GIB` for each GiB of its tensors.
+pub fn case_timeout(base: Duration, case: &Case) -> Duration {
+    let bytes = kedge_ops::registry()
+        .op(&case.op)
+        .and_then(|op| op.tensors(case))
+        .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+        .unwrap_or(0);
+    base + Duration::from_secs((bytes >> 30).saturating_mul(TIMEOUT_S_PER_GIB))
+}
+
 /// The default of `SanitizeSpec::record_cap`: thousands of records (memcheck took about a
 /// millisecond a record on the H200, so a case stops within seconds).
 pub const RECORD_CAP_BYTES: u64 = 4 << 20;
@@ -671,7 +686,7 @@ impl Supervisor {
                         .and_then(|s| s.record_cap)
                         .zip(w.xml.clone())
                         .map(|(cap, xml)| (cap, file_len(&xml), xml));
-                    let deadline = t0 + self.cfg.timeout;
+                    let deadline = t0 + case_timeout(self.cfg.timeout, case);
                     loop {
                         let left = deadline.saturating_duration_since(Instant::now());
                         let slice = match cap {
@@ -755,8 +770,8 @@ impl Supervisor {
                                     Verdict::Timeout,
                                     Detector::Supervisor,
                                     format!(
-                                        "no verdict within {:?}; worker killed",
-                                        self.cfg.timeout
+                                        "no verdict within {:?} (--timeout and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed",
+                                        case_timeout(self.cfg.timeout, case)
                                     ),
                                 );
                                 r.ms = t0.elapsed().as_secs_f64() * 1e3;

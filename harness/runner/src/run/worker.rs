@@ -75,7 +75,7 @@ pub fn main() -> i32 {
     } else {
         DeviceSlot::new(spec.device as usize)
     };
-    let mut slot = slot.packed_exact(!spec.sanitized);
+    let mut slot = slot.packed_exact(!spec.sanitized).judging(spec.judging);
     // Load what the cases this worker will probably run load (a worker started ahead of
     // need), before saying it is ready.
     for c in &spec.warm_up {

@@ -35,9 +35,11 @@ use std::sync::Arc;
 /// `{"case":{...},"under":"native"}` (a corpus: `--corpus` reads it).
 pub const NOT_RUN_FILE: &str = "not-run.jsonl";
 
-/// Largest tensor a GPU sweep runs unless told otherwise (`--max-elements`): the
-/// 2^31-element index-width cases need 16 GiB of device memory and about 40 GiB of host
-/// memory for the f64 reference.
+/// Largest tensor a case on a library's host backend runs with unless told otherwise
+/// (`--max-elements`), on every machine (and `selftest`'s fixed impls): a host backend holds a
+/// big case's inputs, outputs and reference in host memory. A GPU sweep's own cases have no
+/// bound: its big cases are judged on sampled rows (`judge::sample`), drawn and scanned on
+/// the device.
 pub const GPU_MAX_ELEMENTS: u64 = 1 << 28;
 
 /// What to sweep, and how.
@@ -49,7 +51,8 @@ pub struct SweepRequest {
     /// checks against).
     pub profile: LimitsProfile,
     pub shard: Option<Shard>,
-    /// `--max-elements` as given (0: no limit; absent: `GPU_MAX_ELEMENTS` on a GPU).
+    /// `--max-elements` as given (0: no limit; absent: no limit, but `GPU_MAX_ELEMENTS` for a
+    /// library's host backend).
     pub max_elements: Option<u64>,
     /// Sanitizer tools; empty: natively.
     pub tools: Vec<Tool>,
@@ -329,6 +332,13 @@ pub fn planned_cases(
     })
 }
 
+/// Whether the case's impl is a library that owns its memory (a ggml build).
+fn is_library(reg: &Registry, c: &Case) -> bool {
+    reg.resolve(c)
+        .map(|(_, imp)| imp.backend().is_some())
+        .unwrap_or(false)
+}
+
 /// Run a sweep.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     // `--max-time`: counted from here (the engine options carry it to every worker pool).
@@ -387,14 +397,13 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     let extra: HashSet<String> = planned.extra.iter().map(Case::id).collect();
     let mut cases = planned.cases;
     cases.extend(planned.extra);
-    let default_max = gpu.then_some(GPU_MAX_ELEMENTS);
-    let mut left_out =
-        MaxElements::from_flag(req.max_elements, default_max).retain(&reg, &mut cases);
-    if !gpu {
-        // Without a GPU, the cases that really run (a library's host backend) are bounded as a
-        // GPU sweep's are; the CPU side of the others only plans.
-        let (mut host, rest): (Vec<Case>, Vec<Case>) =
-            cases.into_iter().partition(|c| !needs_gpu(&reg, c));
+    // The same on every machine: `--max-elements` bounds every case; without it, only the
+    // cases of a library's host backend are bounded (they hold everything in host memory).
+    let mut left_out = MaxElements::from_flag(req.max_elements, None).retain(&reg, &mut cases);
+    {
+        let (mut host, rest): (Vec<Case>, Vec<Case>) = cases
+            .into_iter()
+            .partition(|c| !needs_gpu(&reg, c) && is_library(&reg, c));
         left_out += MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
             .retain(&reg, &mut host);
         cases = rest;

@@ -65,6 +65,7 @@ macro_rules! unary_entry {
             boundaries: |_| int_k_bounds("C5/C6"),
             upstream_line: |c| unary_line(c, $op),
             nmse: Nmse::Fixed(1e-7),
+            rows: Rows::Independent,
             reach: no_reach,
         };
     };
@@ -218,6 +219,7 @@ macro_rules! math_entry {
             boundaries: |_| int_k_bounds("C7"),
             upstream_line: |c| type_ne_line($ctor, $op, c),
             nmse: Nmse::Fixed(1e-7),
+            rows: Rows::Independent,
             reach: no_reach,
         };
     };
@@ -318,6 +320,7 @@ pub const CLAMP: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -362,6 +365,7 @@ pub const LEAKY_RELU: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -415,6 +419,7 @@ pub const SCALE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -515,6 +520,7 @@ macro_rules! glu_entry {
             boundaries: none,
             upstream_line: |c| glu_line(c, $op),
             nmse: Nmse::Fixed(1e-7),
+            rows: Rows::Independent,
             reach: no_reach,
         };
     };
@@ -611,6 +617,7 @@ pub const SWIGLU_OAI: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -727,6 +734,7 @@ macro_rules! bin_entry {
             boundaries: bin_bounds,
             upstream_line: |c| bin_line(c, $op, $f),
             nmse: Nmse::Fixed(1e-7),
+            rows: Rows::Independent,
             reach: no_reach,
         };
     };

@@ -152,6 +152,7 @@ pub const PAD: GgmlOpEntry = GgmlOpEntry {
         }
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -263,6 +264,7 @@ pub const CONCAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -329,6 +331,7 @@ pub const REPEAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -369,6 +372,7 @@ pub const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -444,6 +448,7 @@ pub const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -547,6 +552,7 @@ pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         let n = (c.ne[0] * r * dst[2] * dst[3]).max(1) as f64;
         one_step_off(c.dtype, n, 1.0).unwrap_or(1e-7)
     }),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -713,6 +719,7 @@ pub const CPY: GgmlOpEntry = GgmlOpEntry {
         let n = c.ne.iter().product::<i64>().max(1) as f64;
         one_step_off(d, n, 2.0).unwrap_or(1e-6)
     }),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -795,6 +802,7 @@ pub const CONT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -894,6 +902,7 @@ pub const ACC: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -954,6 +963,7 @@ pub const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 

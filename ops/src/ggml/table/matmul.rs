@@ -229,6 +229,7 @@ pub const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -357,5 +358,6 @@ pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
     reach: no_reach,
 };

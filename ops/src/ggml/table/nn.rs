@@ -137,6 +137,7 @@ pub const ROPE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -219,6 +220,7 @@ pub const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -369,6 +371,7 @@ pub const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -464,6 +467,7 @@ pub const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -567,6 +571,7 @@ pub const UPSCALE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -645,6 +650,7 @@ pub const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -765,6 +771,7 @@ pub const IM2COL: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -901,6 +908,7 @@ pub const POOL_2D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -1004,5 +1012,6 @@ pub const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };

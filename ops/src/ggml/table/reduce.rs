@@ -54,6 +54,7 @@ pub const SUM: GgmlOpEntry = GgmlOpEntry {
     boundaries: none,
     upstream_line: |c| elementwise::type_ne_line("test_sum", "SUM", c),
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -86,6 +87,7 @@ pub const SUM_ROWS: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -121,6 +123,7 @@ pub const MEAN: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| elementwise::type_ne_line("test_mean", "MEAN", c),
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -192,6 +195,7 @@ pub const ARGMAX: GgmlOpEntry = GgmlOpEntry {
     boundaries: |_| vec![noncontig_bound("D3")],
     upstream_line: |c| elementwise::type_ne_line("test_argmax", "ARGMAX", c),
     nmse: Nmse::Fixed(0.0),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -237,6 +241,7 @@ pub const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| elementwise::type_ne_line("test_count_equal", "COUNT_EQUAL", c),
     nmse: Nmse::Fixed(0.0),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -319,6 +324,7 @@ pub const ARGSORT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(0.0),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -383,6 +389,7 @@ pub const TOP_K: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(0.0),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -462,6 +469,7 @@ pub const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
 
@@ -516,5 +524,6 @@ pub const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
     reach: no_reach,
 };
