@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
-#   scripts/device-check.sh OUTDIR [PART ...]      (default: every part)
+#   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
 #        (not by default: ggmlrepro maxtime; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
@@ -51,44 +51,45 @@ run() { # run NAME CMD...: time it, keep its output, note its exit status
   return 0
 }
 
-if want env; then
+part_env() {
   { echo "commit: $(cat .bin/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"; date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     compute-sanitizer --version | tail -1; nvcc --version | tail -1
     for t in nsys ncu; do echo "$t: $(command -v $t || echo absent)"; done; } > "$W/env.txt" 2>&1
   cat "$W/env.txt" | tee -a "$SUM"
   run limits "$K" limits
-fi
+}
 
 # The default suite (smoke + boundary) of every op, natively, in guard mode, under memcheck.
 # The same suite three ways (the >2^31-element cases are left out here: see the int32 part).
 MAXE=268435456
 # Every output directory here is this script's own: --force starts each over on a re-run.
-want native && run sweep-native "$K" sweep default --alloc exact --max-elements $MAXE --force --out "$W/native"
-want guard && run sweep-guard "$K" sweep default --alloc guard --max-elements $MAXE --force --out "$W/guard"
-want memcheck && run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements $MAXE --force --out "$W/memcheck"
 # The baseline of kedge's default suite natively on this profile gates the native sweep (the
 # shipped corpora/known-failures.jsonl is the CPU plan's, another mode).
-if want native; then
+part_native() {
+  run sweep-native "$K" sweep default --alloc exact --max-elements $MAXE --force --out "$W/native"
   if [ -f "$CI_KEDGE_BASELINE" ]; then
     run gate-native "$K" gate --baseline "$CI_KEDGE_BASELINE" "$W/native/results.jsonl" --expect "$W/native/plan.jsonl"
   else
     say "gate-native: no baseline at $CI_KEDGE_BASELINE (part ci-kedge makes one)"
   fi
-fi
-for d in native guard memcheck; do
-  [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
-done
+}
+part_guard() {
+  run sweep-guard "$K" sweep default --alloc guard --max-elements $MAXE --force --out "$W/guard"
+}
+part_memcheck() {
+  run sweep-memcheck "$K" sweep default --alloc exact --sanitize memcheck --max-elements $MAXE --force --out "$W/memcheck"
+}
 
 # Index width: 2^31 elements exactly, and one row more (16 GiB per tensor pair on the device).
-if want int32; then
+part_int32() {
   for n in 2097152 2097153; do
     run cumsum-2e31-$n "$K" run -o cumsum --impl int32-index --ne 1024,$n,1,1 --timeout 900 --results "$W/int32.jsonl"
     run cumsum-2e31-$n-clamped "$K" run -o cumsum --impl clamped --ne 1024,$n,1,1 --timeout 900 --results "$W/int32.jsonl"
   done
-fi
+}
 
-if want plugin; then
+part_plugin() {
   ( cd examples/plugin-rmsnorm && \
     nvcc -O2 -arch=sm_90 -Xcompiler -fPIC -shared -I../../harness/include rmsnorm_plugin.cu -o "$W/libkedge_rmsnorm.so" && \
     nvcc -O2 -arch=sm_90 -Xcompiler -fPIC -shared -I../../harness/include rmsnorm_plugin_oob.cu -o "$W/libkedge_rmsnorm_oob.so" ) > "$W/plugin-build.log" 2>&1
@@ -98,25 +99,25 @@ if want plugin; then
   run plugin-oob-exact "$K" run --plugin "$W/libkedge_rmsnorm_oob.so" --case "$OOB" --alloc exact --results "$W/plugin-oob.jsonl"
   run plugin-oob-guard "$K" run --plugin "$W/libkedge_rmsnorm_oob.so" --case "$OOB" --alloc guard --results "$W/plugin-oob.jsonl"
   run plugin-oob-memcheck "$K" run --plugin "$W/libkedge_rmsnorm_oob.so" --case "$OOB" --alloc exact --sanitize memcheck --results "$W/plugin-oob.jsonl"
-fi
-if want source; then
+}
+part_source() {
   for g in clamped ggml; do
     run source-$g "$K" sweep default -o rms_norm --kernel examples/source-kernel/my_rms_norm.cu --entry my_rms_norm --geometry $g --impl source:my_rms_norm:$g --force --out "$W/source-$g"
   done
-fi
+}
 
 # Calibration: every planted bug against the detector it is planted for, natively and under
 # memcheck, initcheck and racecheck; fixed impls must pass.
-if want selftest; then
+part_selftest() {
   # Every op by default; SELFTEST_OPS=rms_norm,... narrows it (the sweeps above cover the
   # other ops' fixed impls).
   run selftest "$K" selftest ${SELFTEST_OPS:+-o "$SELFTEST_OPS"} --sanitize memcheck,initcheck,racecheck --max-elements 268435456 --force --out "$W/selftest"
   cp "$W/selftest.log" "$OUT/selftest.txt" 2>/dev/null
-fi
+}
 
 # The incidents: shrink each to its minimal case and transition, then the repro for upstream,
 # and the standalone .cu built with nvcc and run on both sides.
-if want incidents; then
+part_incidents() {
   run sweep-incidents "$K" sweep incidents --force --out "$W/incidents"
   for inc in \
     'rms_norm {"op":"rms_norm","impl":"ggml","dtype":"f32","ne":[64,1,65536,1]}' \
@@ -130,11 +131,11 @@ if want incidents; then
       say "    $name repro.cu: $(tail -1 "$W/repro-$name/run.out")"
     fi
   done
-fi
+}
 
 # The zoo's planted kernels through their standalone repro.cu under the tool each is planted
 # for (checks the kernels independently of kedge's sanitizer driver).
-if want zoo; then
+part_zoo() {
   zoo() { local imp=$1 tool=$2; shift 2; local d="$W/zoo/$imp-$tool"; mkdir -p "$d"
     "$K" repro "{\"op\":\"zoo_rows\",\"impl\":\"$imp\",\"dtype\":\"f32\",\"ne\":[1000,3,1,1]}" --out "$d" > /dev/null 2>&1
     ( cd "$d" && nvcc -arch=sm_90 -o repro repro.cu > nvcc.log 2>&1 && compute-sanitizer --tool "$tool" "$@" --error-exitcode 99 ./repro > san.out 2>&1; echo "rc=$?" >> san.out )
@@ -142,54 +143,57 @@ if want zoo; then
   for imp in clean planted-read-past-row-end-last-block planted-read-before-start planted-write-past-end; do zoo $imp memcheck --padding 512; done
   for imp in clean planted-uninit-global-read; do zoo $imp initcheck; done
   for imp in clean planted-missing-syncthreads; do zoo $imp racecheck; done
-fi
+}
 
 # synccheck over the smoke suite of the block-reducing ops: no planted synccheck bug (a
 # divergent barrier can hang the GPU), so this captures clean real XML for the parser tests.
-if want synccheck; then
+part_synccheck() {
   run synccheck "$K" sweep smoke -o ${SYNCCHECK_OPS:-rms_norm,softmax,cumsum,zoo_rows} --sanitize synccheck --force --out "$W/synccheck"
-fi
+}
 
-if want fuzz; then
+part_fuzz() {
   run fuzz "$K" fuzz --cases 60 --finds "$W/fuzz-finds.jsonl"
-fi
+}
 
 # kill -9 part-way (RESUME_KILLS times), --resume, finish: every case exactly once, no
 # worker or compute-sanitizer process outlives a killed kedge. Guard mode natively (faults end
 # workers) and memcheck (each worker inside compute-sanitizer); RESUME_OPS narrows the
-# memcheck selection (default: every op).
-if want resume; then
+# selections (default: every op).
+part_resume() {
   for mode in guard memcheck; do
     case $mode in
-      guard) args=(default --alloc guard --max-elements $MAXE) ;;
+      guard) args=(default ${RESUME_OPS:+-o "$RESUME_OPS"} --alloc guard --max-elements $MAXE) ;;
       memcheck) args=(default ${RESUME_OPS:+-o "$RESUME_OPS"} --alloc exact --sanitize memcheck --max-elements $MAXE) ;;
     esac
     scripts/resume-cycle.sh "$K" "$W/resume-$mode" "${RESUME_KILLS:-3}" "${args[@]}" > "$W/resume-$mode.txt" 2>&1
     say "resume-cycle $mode rc=$?"
     grep -E "^(PASS|FAIL|NOTE)" "$W/resume-$mode.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   done
-fi
+}
 
 # Attribution does not depend on luck: the same cases (clean ones and the calibration read past
 # the end) under memcheck with 16 cases per worker and with one case per worker.
-if want attribution; then
+part_attribution() {
   SEL=(default -o rms_norm --impl clamped,planted-read-past-end --alloc exact --sanitize memcheck)
   run attribution-batch16 "$K" sweep "${SEL[@]}" --batch 16 --force --out "$W/attr-batch16"
   run attribution-batch1 "$K" sweep "${SEL[@]}" --batch 1 --force --out "$W/attr-batch1"
   run attribution-compare python3 scripts/compare-attribution.py "$W/attr-batch16/results.jsonl" "$W/attr-batch1/results.jsonl"
-fi
+}
 
-if want fp8 || want fp8probe; then
+part_fp8() {
   # cuBLASLt's own account of one incident GEMM, and a standalone probe of the same call.
   CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$W/cublaslt-%i.log" run fp8-one "$K" run -o fp8_gemm --impl bucketed --ne 3072,300,3072,1 --dtype bf16 --alloc exact
   ( nvcc -O2 -arch=sm_90 scripts/fp8-lt-probe.cu -lcublasLt -o "$W/fp8-lt-probe" && "$W/fp8-lt-probe" ) > "$W/fp8-lt-probe.txt" 2>&1
   cat "$W/fp8-lt-probe.txt" | tee -a "$SUM"
   grep -h -i -E "error|not supported|fail" "$W"/cublaslt-*.log 2>/dev/null | head -20 | tee -a "$SUM"
   want fp8 && KEDGE="$K" run fp8-incident bash scripts/fp8-gemm-incident.sh "$W/fp8"
-fi
+}
+part_fp8probe() {
+  part_fp8
+}
 
 # The third incident: a resource limit as a boundary; a silent success is a failure.
-if want sdpa; then
+part_sdpa() {
   # The limit scaled to 16 MiB (L* = 512), every impl on both sides.
   L='--param max_buffer_bytes=16777216'
   for imp in unfused-fallback unfused-checked chunked fused mlx-dispatch; do
@@ -214,7 +218,7 @@ if want sdpa; then
   python3 scripts/compare-digests.py "$W/sdpa-bitident.jsonl" > "$W/sdpa-bitident.txt" 2>&1
   say "sdpa bit-identity rc=$?"; grep -E "^(SAME|DIFFER)" "$W/sdpa-bitident.txt" | tee -a "$SUM" > /dev/null
   run sdpa-sweep "$K" sweep default -o sdpa_prefill --alloc exact,guard --force --out "$W/sdpa"
-fi
+}
 
 # kedge's row ops in f16 and bf16: the default suite of each type natively, in guard mode and
 # under memcheck, each judged against the same suite in f32 in the same mode: a case of both
@@ -223,7 +227,7 @@ fi
 # detectors, the example source kernel's _f16/_bf16 entries, and the incident's 16-bit
 # repro.cu built and run on both sides. HALF_MAXE bounds a case's elements (default: the
 # sweeps' 2^28; 0: none).
-if want half; then
+part_half() {
   HOPS=rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri,add_id
   HM=${HALF_MAXE:-$MAXE}
   half_sweep() { local dt=$1 m=$2; shift 2
@@ -273,7 +277,7 @@ PY
       say "    half $dt $imp repro.cu: $(tail -2 "$d/run.out" | tr '\n' ' ')"
     done
   done
-fi
+}
 
 # The standalone C repro of ggml cases: `kedge minimize --ggml` shrinks each case, finds its
 # transition (both sides run) and writes repro.c with both sides; the program is built with the
@@ -282,7 +286,7 @@ fi
 # runs under memcheck. GGML_DIR: a CUDA build (scripts/build-ggml.sh --cuda DIR, default
 # target/ggml/cuda); GGML_REPRO_CASES: a file of case lines (default: the padded-rows cumsum,
 # whose layout test-backend-ops' constructor cannot express).
-if want ggmlrepro; then
+part_ggmlrepro() {
   G=${GGML_DIR:-$PWD/target/ggml/cuda}
   CASES=${GGML_REPRO_CASES:-$W/ggmlrepro-cases.jsonl}
   [ -n "${GGML_REPRO_CASES:-}" ] || echo '{"op":"cumsum","impl":"ggml:CUDA0","dtype":"f32","ne":[8194,2,1,1],"params":{"row_pad":7}}' > "$CASES"
@@ -304,19 +308,19 @@ if want ggmlrepro; then
       fi
     done
   done < "$CASES"
-fi
+}
 
 # A time-limited sweep: the cases in order of expected yield, a clean stop after MAXTIME
 # (default 20s) with exit status 6 and not-run.jsonl, the gate naming the cases not run as
 # missing, and --resume running exactly those (exit 0 or 1).
-if want maxtime; then
+part_maxtime() {
   MT=(default --max-elements $MAXE --out "$W/maxtime")
   run sweep-maxtime "$K" sweep "${MT[@]}" --max-time "${MAXTIME:-20s}" --force
   say "    not run: $(wc -l < "$W/maxtime/not-run.jsonl" 2>/dev/null || echo 0) cases"
   run gate-maxtime "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
   run sweep-maxtime-resume "$K" sweep "${MT[@]}" --resume
   run gate-maxtime-resumed "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
-fi
+}
 
 ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
   local name=$1 base=$2 expect=$3; shift 3
@@ -342,12 +346,16 @@ ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
   if grep -q '^every job passed' "$log"; then got=pass; else got=fail; fi
   say "    ci-$name: expected $expect, got $got"
 }
-want ci-kedge && ci_workflow kedge "$CI_KEDGE_BASELINE" pass --env KEDGE_BACKEND=
-if want ci-ggml-build; then
+part_ci-kedge() {
+  ci_workflow kedge "$CI_KEDGE_BASELINE" pass --env KEDGE_BACKEND=
+}
+part_ci-ggml-build() {
   run ci-ggml-build scripts/build-ggml.sh --cuda "$GGML_CUDA_DIR"
-fi
-want ci-ggml && ci_workflow ggml "$CI_GGML_BASELINE" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$(abspath "$GGML_CUDA_DIR")"
-if want ci-ggml-pr-build; then
+}
+part_ci-ggml() {
+  ci_workflow ggml "$CI_GGML_BASELINE" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$(abspath "$GGML_CUDA_DIR")"
+}
+part_ci-ggml-pr-build() {
   # The pinned snapshot as a checkout of its own, then a pull request's commit on it.
   if [ ! -d "$GGML_PR_SRC/.git" ]; then
     rm -rf "$GGML_PR_SRC"
@@ -359,12 +367,150 @@ if want ci-ggml-pr-build; then
       || say "ci-ggml-pr-build: could not make the pull request's tree"
   fi
   run ci-ggml-pr-build scripts/build-ggml.sh --cuda --src "$GGML_PR_SRC" "$GGML_PR_DIR"
-fi
+}
 # The pull request's build against the unchanged build's baseline: the gate must fail, naming
 # the rms_norm cases the patch breaks.
-want ci-ggml-pr && CI_UPDATE=0 ci_workflow ggml-pr "$CI_GGML_BASELINE" fail --env KEDGE_BACKEND=CUDA0 \
+part_ci-ggml-pr() {
+  CI_UPDATE=0 ci_workflow ggml-pr "$CI_GGML_BASELINE" fail --env KEDGE_BACKEND=CUDA0 \
   --env "GGML_SRC=$(abspath "$GGML_PR_SRC")" --restore "ggml-build=$(abspath "$GGML_PR_DIR")"
+}
+
+# ---- every dtype, big cases on the device, a ggml build's whole space ---------------------
+# GGML_CUDA_DIR: the ggml CUDA build (with test-backend-ops); KEDGE_GGML_TARBALL where there is
+# no network. Time limits (a sweep stops starting cases after them, names the rest in
+# not-run.jsonl, exit status 6): OWN_MAXTIME (kedge's own suite natively and in guard mode,
+# default 4m), OWN_MEMCHECK_MAXTIME (2m), GGML_MAXTIME (the build's sweep natively, 8m),
+# GGML_MEMCHECK_MAXTIME (4m).
+
+# The ggml CUDA build, started in the background (about 5 minutes on 16 cores) so kedge's own
+# sweeps use the GPU meanwhile; part ggml-wait waits for it.
+part_ggml-build-start() {
+  ( scripts/build-ggml.sh --cuda ${KEDGE_GGML_TARBALL:+--tarball "$KEDGE_GGML_TARBALL"} "$GGML_CUDA_DIR" \
+      > "$W/ggml-build.log" 2>&1; echo $? > "$W/ggml-build.rc" ) &
+  say "ggml-build started in the background (pid $!)"
+}
+part_ggml-wait() {
+  local t0; t0=$(date +%s)
+  while [ ! -f "$W/ggml-build.rc" ]; do sleep 2; done
+  say "ggml-build rc=$(cat "$W/ggml-build.rc") (waited $(( $(date +%s) - t0 )) s; $(grep -m1 'built .* in' "$W/ggml-build.log"))"
+}
+
+# kedge's own default suite natively (every dtype, the big cases included) and in guard mode,
+# each made into a baseline of its mode (OUT/baselines/) and gated against it.
+own_sweep() { # NAME SWEEP-ARGS...
+  local name=$1; shift
+  run own-$name "$K" sweep default "$@" --max-time "${OWN_MAXTIME:-4m}" --force --out "$W/own-$name"
+  mkdir -p "$OUT/baselines"
+  "$K" gate --write-baseline "$OUT/baselines/kedge-h200-$name.jsonl" "$W/own-$name/results.jsonl" > "$W/own-$name-baseline.log" 2>&1
+  say "    baseline kedge-h200-$name: $(tail -1 "$W/own-$name-baseline.log" | cut -c1-200)"
+  run own-$name-gate "$K" gate --baseline "$OUT/baselines/kedge-h200-$name.jsonl" "$W/own-$name/results.jsonl" --expect "$W/own-$name/plan.jsonl"
+}
+part_own-native() { own_sweep native --alloc exact; }
+part_own-guard() { own_sweep guard --alloc guard; }
+part_own-memcheck() {
+  OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck --alloc exact --sanitize memcheck
+}
+
+# Sampled judging against whole judging, case by case, on the cases small enough for both
+# (up to 2^28 elements): kedge's row ops natively, and (after ggml-wait) the build's
+# row-independent ops. Every case must get the same verdict and detector.
+judging_pair() { # NAME SWEEP-ARGS...
+  local name=$1; shift
+  for j in full sampled; do
+    run judging-$name-$j "$K" sweep default "$@" --judge $j --max-elements 268435456 --force --out "$W/judging-$name-$j"
+  done
+  python3 - "$W/judging-$name-full/results.jsonl" "$W/judging-$name-sampled/results.jsonl" <<'PY' | sed "s/^/    judging-$name: /" | tee -a "$SUM"
+import json, sys
+def load(p):
+    d = {}
+    for l in open(p):
+        r = json.loads(l); d[r["id"]] = r
+    return d
+a, b = load(sys.argv[1]), load(sys.argv[2])
+both = [k for k in a if k in b]
+diff = [k for k in both if (a[k]["verdict"], a[k]["detector"]) != (b[k]["verdict"], b[k]["detector"])]
+sampled = sum(1 for k in both if "judged_on" in (b[k].get("facts") or {}))
+print(f"{len(both)} cases both ways, {sampled} of them judged on sampled rows: {len(diff)} with another verdict or detector")
+for k in diff[:20]:
+    print(f"DIFFERS {a[k]['case']['op']} {a[k]['case']['dtype']} {a[k]['case']['ne']}: full {a[k]['verdict']} ({a[k]['detector']}), sampled {b[k]['verdict']} ({b[k]['detector']})")
+PY
+}
+part_judging-own() { judging_pair own -o rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum; }
+part_judging-ggml() {
+  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 -o gelu,silu,relu,exp,sqr,sqrt,clamp,scale,add,mul,swiglu,geglu,sum_rows,mean,cpy,rms_norm,softmax,cumsum
+}
+
+# The build's whole space natively: every op kedge has, every dtype the backend takes, every
+# generated boundary, the big cases judged on sampled rows. A baseline of it, the gate, the
+# upstream suite's coverage on the same build, and each failure shown with upstream's tools.
+part_ggml-native() {
+  local G; G=$(abspath "$GGML_CUDA_DIR")
+  run ggml-native "$K" sweep default --ggml "$G" -b CUDA0 --max-time "${GGML_MAXTIME:-8m}" --force --out "$W/ggml-native"
+  mkdir -p "$OUT/baselines"
+  "$K" gate --write-baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" > "$W/ggml-native-baseline.log" 2>&1
+  say "    baseline ggml-cuda0-h200-native: $(tail -1 "$W/ggml-native-baseline.log" | cut -c1-200)"
+  run ggml-native-gate "$K" gate --baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" --expect "$W/ggml-native/plan.jsonl"
+}
+part_coverage() {
+  local G; G=$(abspath "$GGML_CUDA_DIR")
+  "$G/bin/test-backend-ops" support -b CUDA0 --output csv > "$W/upstream-support-cuda0.csv" 2> "$W/upstream-support.err"
+  say "upstream support -b CUDA0 rc=$? ($(wc -l < "$W/upstream-support-cuda0.csv") lines)"
+  "$K" plan --suite default --json --ggml "$G" -b CUDA0 > "$W/ggml-plan.jsonl" 2> "$W/ggml-plan.err"
+  python3 scripts/compare-coverage.py "$W/upstream-support-cuda0.csv" "$W/ggml-plan.jsonl" CUDA0 > "$W/coverage.txt" 2>&1
+  say "coverage rc=$?"; head -4 "$W/coverage.txt" | sed 's/^/    /' | cut -c1-300 | tee -a "$SUM" > /dev/null
+}
+part_confirm() {
+  local G; G=$(abspath "$GGML_CUDA_DIR")
+  python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-native/results.jsonl" "$W/confirm" --backend CUDA0 \
+    --max "${CONFIRM_MAX:-80}" ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
+  say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+}
+part_ggml-memcheck() {
+  local G; G=$(abspath "$GGML_CUDA_DIR")
+  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" --force --out "$W/ggml-memcheck"
+}
+
+# A pull request's build gated against its base's baseline, through the CI workflow's own
+# commands (two shards, merge, report, gate) on the ops the patch touches: the base build's
+# sweep makes the baseline, the patch (examples/ci/pull-request-breaks-rms-norm.patch) is
+# applied to the same source and only what it changes rebuilt (the CMake tree is kept), and
+# the gate must fail naming the cases the patch breaks.
+part_pr-gate() {
+  local G P SRC; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
+  SRC=$(head -1 "$G/.build/config")
+  local base="$W/pr-base-baseline.jsonl"
+  CI_UPDATE=1 CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
+  rm -rf "$P"; cp -a "$G" "$P"
+  patch -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > "$W/pr-patch.log" 2>&1 \
+    && cmake --build "$G/.build/cmake" --target ggml-cuda -j "$(nproc)" > "$W/pr-build.log" 2>&1 \
+    && find "$G/.build/cmake" -name 'libggml-cuda.so*' -type f -exec cp {} "$P/lib/" \;
+  say "pr-build rc=$? (patch applied to $SRC, libggml-cuda rebuilt into $P)"
+  patch -R -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > /dev/null 2>&1
+  CI_UPDATE=0 CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-pr "$base" fail --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$P"
+  cp "$base" "$OUT/baselines/ggml-cuda0-h200-native-rms-norm.jsonl" 2>/dev/null
+}
+
+# What a reader needs, small: the summary, each sweep's summaries and compressed results.
+part_pack() {
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck confirm ci-* 2>/dev/null)
+  ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
+      coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
+  say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"
+}
+
+# The parts, in the order given.
+for p in $PARTS; do
+  if declare -F "part_$p" > /dev/null; then
+    "part_$p"
+  else
+    say "unknown part $p"
+  fi
+done
+for d in native guard memcheck; do
+  [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
+done
 
 tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null
 trap - EXIT
 say "archive: $(du -h "$OUT/kedge-gpu.tar.gz" | cut -f1)"
+

@@ -33,7 +33,7 @@ const MAX_FILE_BYTES: u64 = 1 << 30;
 pub struct Side<'a> {
     /// `fail`, `pass`, `case`: what `./repro DEVICE SIDE` takes.
     pub name: &'a str,
-    /// What it is, in words ("the failing side of ne[0]: 8193 -> 8194").
+    /// What it is, in words ("the failing side of `ne[0]`: 8193 -> 8194").
     pub about: &'a str,
     pub case: &'a Case,
 }

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Each failure of a kedge sweep of a ggml build, shown with upstream's own tools.
+
+    scripts/confirm-upstream.py KEDGE GGML_DIR RESULTS.jsonl OUTDIR [--backend CUDA0] [--max N]
+                                [--memcheck MEMCHECK-RESULTS.jsonl]
+
+For every failing case of the sweep (at most N, each op's first ones) and the passing case on
+the other side of its transition (the same case with one dimension or parameter one step
+away, where the sweep ran it), `kedge repro` gives test-backend-ops' constructor line and the
+command that runs just that case. The lines become the eval list of the build's own
+test-backend-ops (its tests/test-backend-ops.cpp in the build's source, rebuilt in place:
+`scripts/build-ggml.sh --cuda` keeps the CMake tree), which then runs each case on BACKEND
+alone. Where the constructor cannot express the case's layout (padding, views), the C program
+`kedge repro` writes is built and run instead, both sides. Writes OUTDIR/findings.md (one row
+per case: op, dtype, shape, kedge's verdict and detector, whether memcheck alone saw it, what
+upstream's run said) and OUTDIR/confirm.jsonl."""
+import argparse, json, os, re, shlex, subprocess, sys
+from collections import defaultdict
+
+ap = argparse.ArgumentParser()
+ap.add_argument("kedge")
+ap.add_argument("ggml")
+ap.add_argument("results")
+ap.add_argument("out")
+ap.add_argument("--backend", default="CUDA0")
+ap.add_argument("--max", type=int, default=80)
+ap.add_argument("--memcheck")
+ap.add_argument("--timeout", type=int, default=120)
+a = ap.parse_args()
+os.makedirs(a.out, exist_ok=True)
+
+OK = ("pass", "skipped", "unsupported")
+
+
+def load(path):
+    out = []
+    if path and os.path.exists(path):
+        for line in open(path):
+            line = line.strip()
+            if line:
+                out.append(json.loads(line))
+    return out
+
+
+results = [r for r in load(a.results) if r["case"]["impl"].startswith("ggml:")]
+memcheck = {r["id"]: r for r in load(a.memcheck)}
+
+
+def key(c, skip):
+    p = dict(c.get("params") or {})
+    p.pop(skip, None) if isinstance(skip, str) else None
+    ne = list(c["ne"])
+    if isinstance(skip, int):
+        ne[skip] = None
+    return (c["op"], c["impl"], c["dtype"], json.dumps(ne), json.dumps(p, sort_keys=True))
+
+
+# The other side of each failure: the same case with one dimension (or integer parameter)
+# moved to the nearest value the sweep ran, that passed.
+by = defaultdict(list)
+for r in results:
+    c = r["case"]
+    for d in range(4):
+        by[("ne", d, key(c, d))].append((c["ne"][d], r))
+    for k, v in (c.get("params") or {}).items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            by[("p", k, key(c, k))].append((v, r))
+
+failing = [r for r in results if r["verdict"] not in OK]
+per_op = defaultdict(int)
+chosen = []
+for r in failing:
+    op = r["case"]["op"]
+    if per_op[op] >= max(2, a.max // 20) or len(chosen) >= a.max:
+        continue
+    per_op[op] += 1
+    c = r["case"]
+    other = None
+    best = None
+    groups = [("ne", d, key(c, d), c["ne"][d]) for d in range(4)]
+    groups += [("p", k, key(c, k), v) for k, v in (c.get("params") or {}).items()
+               if isinstance(v, int) and not isinstance(v, bool)]
+    for kind, which, k, v in groups:
+        for val, o in by[(kind, which, k)]:
+            if o["verdict"] == "pass" and val != v and (best is None or abs(val - v) < best):
+                best, other = abs(val - v), o
+    chosen.append((r, other))
+
+
+def repro(case_line, out_dir=None):
+    cmd = [a.kedge, "repro", case_line, "--ggml", a.ggml]
+    if out_dir:
+        cmd += ["--out", out_dir]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    text = p.stdout
+    ctor = next((l for l in text.splitlines() if l.startswith("test_cases.emplace_back(")), None)
+    run = next((l for l in text.splitlines() if l.startswith("test-backend-ops test ")), None)
+    layout = "does not reproduce the case's layout" in text
+    cc = next((l for l in text.splitlines() if l.startswith("cc -std=c11")), None)
+    return ctor, run, layout, cc, text
+
+
+rows = []
+for r, other in chosen:
+    for side, x in (("fail", r), ("pass", other)):
+        if x is None:
+            continue
+        line = json.dumps(x["case"], separators=(",", ":"))
+        try:
+            ctor, run, layout, cc, _ = repro(line)
+        except Exception as e:  # a repro that cannot be written is said, not fatal
+            ctor, run, layout, cc = None, None, False, None
+            print(f"repro failed for {line}: {e}", file=sys.stderr)
+        rows.append({"side": side, "result": x, "ctor": ctor, "run": run, "layout": layout, "cc": cc,
+                     "pair": r["id"]})
+
+# The build's own test-backend-ops, with these lines as its eval cases.
+cfg = os.path.join(a.ggml, ".build", "config")
+src = open(cfg).read().splitlines()[0] if os.path.exists(cfg) else None
+tbo = os.path.join(src, "tests", "test-backend-ops.cpp") if src else None
+binp = None
+if tbo and os.path.exists(tbo):
+    pristine = tbo + ".pristine"
+    if not os.path.exists(pristine):
+        os.rename(tbo, pristine)
+    text = open(pristine).read()
+    patched, n = re.subn(
+        r"(static std::vector<std::unique_ptr<test_case>> make_test_cases_eval\(\) \{\n)",
+        r'\1    {\n        std::vector<std::unique_ptr<test_case>> test_cases;\n#include "kedge-cases.inc"\n        return test_cases;\n    }\n',
+        text, count=1)
+    ctors = sorted(set(x["ctor"] for x in rows if x["ctor"]))
+    open(os.path.join(src, "tests", "kedge-cases.inc"), "w").write("\n".join(ctors) + "\n")
+    open(tbo, "w").write(patched if n else text)
+    b = subprocess.run(["cmake", "--build", os.path.join(a.ggml, ".build", "cmake"), "--target",
+                        "test-backend-ops", "-j", str(os.cpu_count() or 4)],
+                       capture_output=True, text=True)
+    open(os.path.join(a.out, "tbo-build.log"), "w").write(b.stdout + b.stderr)
+    cand = os.path.join(a.ggml, ".build", "cmake", "bin", "test-backend-ops")
+    if b.returncode == 0 and n and os.path.exists(cand):
+        binp = cand
+    print(f"test-backend-ops with {len(ctors)} kedge lines: build rc={b.returncode}, patched={n}")
+else:
+    print("no build source with tests/test-backend-ops.cpp: upstream runs skipped")
+
+
+def run_upstream(x):
+    if not binp or not x["run"]:
+        return "not run"
+    argv = shlex.split(x["run"])
+    argv[0] = binp
+    argv = [a.backend if v == "CUDA0" else v for v in argv]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    out = p.stdout + p.stderr
+    err = next((l.strip() for l in out.splitlines() if "error" in l.lower() or "assert" in l.lower()), "")
+    m = re.search(r"(\d+)/(\d+) tests passed", out)
+    if p.returncode == 0 and m and m.group(1) == m.group(2) and m.group(2) != "0":
+        return "PASS"
+    if m and m.group(2) == "0":
+        return f"not run by upstream (rc={p.returncode}; the filter matched nothing)"
+    return f"FAIL rc={p.returncode} {err[:160]}".strip()
+
+
+def run_c(x, d):
+    line = json.dumps(x["result"]["case"], separators=(",", ":"))
+    try:
+        _, _, _, cc, _ = repro(line, d)
+    except Exception as e:
+        return f"C repro: not written ({e})"
+    if not cc:
+        return "C repro: no build command"
+    b = subprocess.run(cc, shell=True, cwd=d, capture_output=True, text=True)
+    if b.returncode != 0:
+        return f"C repro: build failed: {b.stderr.strip()[:160]}"
+    try:
+        p = subprocess.run(["./repro", a.backend, "case"], cwd=d, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return "C repro: timeout"
+    last = (p.stdout.strip().splitlines() or [""])[-1]
+    return f"C repro rc={p.returncode} {last[:120]}"
+
+
+with open(os.path.join(a.out, "confirm.jsonl"), "w") as f:
+    for i, x in enumerate(rows):
+        x["upstream"] = run_upstream(x)
+        if x["layout"]:
+            x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
+        r = x["result"]
+        mc = memcheck.get(r["id"])
+        x["memcheck_only"] = bool(mc and r["verdict"] == "pass" and mc["verdict"] not in OK)
+        f.write(json.dumps({k: v for k, v in x.items() if k != "result"} | {"id": r["id"], "case": r["case"],
+                           "verdict": r["verdict"], "detector": r["detector"]}) + "\n")
+
+with open(os.path.join(a.out, "findings.md"), "w") as f:
+    f.write(f"| op | dtype | ne | params | side | kedge verdict (detector) | upstream test-backend-ops on {a.backend} | C repro |\n")
+    f.write("|---|---|---|---|---|---|---|---|\n")
+    for x in rows:
+        c = x["result"]["case"]
+        p = ",".join(f"{k}={v}" for k, v in (c.get("params") or {}).items())
+        f.write(f"| {c['op']} | {c['dtype']} | {c['ne']} | {p} | {x['side']} | {x['result']['verdict']} ({x['result']['detector']}) | {x['upstream']} | {x.get('c_repro', '')} |\n")
+print(f"{len(failing)} failing cases; {len(chosen)} confirmed with {sum(1 for x in rows if x['side'] == 'pass')} passing sides")
+for x in rows:
+    c = x["result"]["case"]
+    print(f"{x['side']:4} {c['op']} {c['dtype']} {c['ne']}: kedge {x['result']['verdict']} ({x['result']['detector']}); upstream: {x['upstream']}"
+          + (f"; {x['c_repro']}" if x.get("c_repro") else ""))
