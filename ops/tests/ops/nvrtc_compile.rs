@@ -175,3 +175,20 @@ fn typed_kernels_assemble_for_sm_90() {
         assert!(c.is_cubin && !c.image.is_empty(), "{file}");
     }
 }
+
+/// kedge's own kernels for big cases (drawing inputs and scanning outputs on the device)
+/// compile, and each entry takes the parameters its launcher passes.
+#[test]
+#[cfg_attr(
+    not(kedge_have_nvrtc),
+    ignore = "libnvrtc not found at build time: pip install nvidia-cuda-nvrtc==13.0.88 and set LD_LIBRARY_PATH"
+)]
+fn the_big_case_kernels_compile_and_take_their_launchers_arguments() {
+    for (k, sizes) in kedge_core::cuda::big::KERNELS {
+        assert_eq!(&ptx_param_sizes(k), sizes, "{}", k.entry);
+    }
+    // And assemble for the H200 (the f16 conversion is inline PTX).
+    for (k, _) in kedge_core::cuda::big::KERNELS {
+        nvrtc::compile(k, "sm_90", &[]).unwrap_or_else(|e| panic!("{}: {e}", k.entry));
+    }
+}

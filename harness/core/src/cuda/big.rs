@@ -17,6 +17,16 @@ use cudarc::driver::sys;
 
 crate::kernel_source!(BIG = "harness/core/src/cuda/big.cu", "big.cu");
 
+/// The kernels of `big.cu` and the byte sizes of each one's parameters, for the compile test.
+pub const KERNELS: &[(Kernel, &[u32])] = &[
+    (BIG.entry("kedge_draw_f32"), &[8, 8, 8, 4, 4]),
+    (BIG.entry("kedge_draw_f16"), &[8, 8, 8, 4, 4]),
+    (BIG.entry("kedge_draw_bf16"), &[8, 8, 8, 4, 4]),
+    (BIG.entry("kedge_draw_i32"), &[8, 8, 8, 4, 4]),
+    (BIG.entry("kedge_scan_u32"), &[8, 8, 4, 4, 8]),
+    (BIG.entry("kedge_scan_u16"), &[8, 8, 4, 4, 8]),
+];
+
 /// Threads per block of the draw and scan kernels, and the most blocks they take (grid-stride
 /// loops do the rest).
 const THREADS: u64 = 256;
