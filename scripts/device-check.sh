@@ -8,7 +8,30 @@
 # variables below):
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
+#   scripts/device-check.sh --collect OUTDIR DEST SECONDS
+#        while a check started in the background writes OUTDIR: every 90 s (and at the end) put
+#        what a reader needs into DEST (summary.txt, results.tar.xz, baselines/), for at most
+#        SECONDS or until the check is done, so a call cut off still brings back the latest.
 set -u
+if [ "${1:-}" = "--collect" ]; then
+  SRC=${2:?OUTDIR}; DEST=${3:?DEST}; SECS=${4:?SECONDS}; END=$(( $(date +%s) + SECS ))
+  collect() {
+    cp "$SRC/summary.txt" "$DEST/" 2>/dev/null
+    [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
+    ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' \
+        $(ls -d own-* judging-* ggml-* confirm ci-* pr-* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
+        2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
+  }
+  while [ "$(date +%s)" -lt "$END" ]; do
+    grep -q '^archive:' "$SRC/summary.txt" 2>/dev/null && break
+    left=$(( END - $(date +%s) )); [ "$left" -gt 90 ] && left=90
+    [ "$left" -gt 0 ] && sleep "$left"
+    collect
+  done
+  collect
+  tail -n 60 "$SRC/summary.txt" 2>/dev/null
+  exit 0
+fi
 OUT=${1:?usage: scripts/device-check.sh OUTDIR [PART ...]}; shift
 PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plugin source attribution synccheck fuzz half resume} "
 K=${KEDGE:-$PWD/.bin/kedge}
