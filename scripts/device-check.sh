@@ -435,12 +435,12 @@ part_own-memcheck() {
 }
 
 # Sampled judging against whole judging, case by case, on the cases small enough for both
-# (up to 2^28 elements): kedge's row ops natively, and (after ggml-wait) the build's
+# (up to JUDGING_MAXE elements, 2^24 by default): kedge's row ops natively, and (after ggml-wait) the build's
 # row-independent ops. Every case must get the same verdict and detector.
 judging_pair() { # NAME SWEEP-ARGS...
   local name=$1; shift
   for j in full sampled; do
-    run judging-$name-$j "$K" sweep default "$@" --judge $j --max-elements 268435456 --force --out "$W/judging-$name-$j"
+    run judging-$name-$j "$K" sweep default "$@" --judge $j --max-elements "${JUDGING_MAXE:-16777216}" --force --out "$W/judging-$name-$j"
   done
   python3 - "$W/judging-$name-full/results.jsonl" "$W/judging-$name-sampled/results.jsonl" <<'PY' | sed "s/^/    judging-$name: /" | tee -a "$SUM"
 import json, sys
