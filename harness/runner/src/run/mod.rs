@@ -777,17 +777,33 @@ impl CaseBytes {
     /// A case's bytes as `judging` runs it: judged on sampled rows (a ggml CUDA build's op
     /// whose rows are independent, big enough), nothing of it on the host.
     pub fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> CaseBytes {
-        let b = op
-            .tensors(c)
-            .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
-            .unwrap_or(u64::MAX);
+        let Ok(specs) = op.tensors(c) else {
+            return CaseBytes::whole(u64::MAX);
+        };
+        let device = specs
+            .iter()
+            .map(|t| t.bytes)
+            .fold(0u64, u64::saturating_add);
         // The impls that draw and scan on the device are a ggml build's CUDA devices
         // (`ggml:CUDA0`); the worker decides for itself, this is what admission expects.
         if c.imp.starts_with("ggml:CUDA") && kedge_core::judge::sample::sampled(op, c, judging) {
-            CaseBytes { device: b, host: 0 }
-        } else {
-            CaseBytes::whole(b)
+            return CaseBytes { device, host: 0 };
         }
+        // On the host a block-format tensor is also its f32 values (drawn, then quantized by
+        // the build; its output dequantized): four bytes an element beside its blocks. (A
+        // 2^32-element q5_0 table held 16 GiB of f32 there; eight at once ran the H200's host
+        // out of memory.)
+        let host = specs
+            .iter()
+            .map(|t| {
+                if t.dtype.is_block() {
+                    t.bytes.saturating_add(t.nelements().saturating_mul(4))
+                } else {
+                    t.bytes
+                }
+            })
+            .fold(0u64, u64::saturating_add);
+        CaseBytes { device, host }
     }
 }
 
@@ -1456,6 +1472,26 @@ mod admission_tests {
         assert_eq!(tier_threads(5, 8, 16), Some(3));
         assert_eq!(tier_threads(1, 8, 16), None);
         assert_eq!(tier_threads(4, 8, 2), Some(1));
+    }
+
+    #[test]
+    fn a_block_format_case_holds_its_f32_values_on_the_host_and_a_sampled_one_nothing() {
+        use kedge_core::judge::sample::Judging;
+        use kedge_core::{Case, DType};
+        let reg = kedge_ops::registry();
+        let op = reg.op("get_rows").unwrap();
+        let c = Case::new("get_rows", "ggml:CUDA0", DType::Q5_0, [64, 1 << 20, 1, 1]);
+        let c = reg.validate(&c).unwrap_or(c);
+        let b = CaseBytes::of(op, &c, Judging::Auto);
+        let table = DType::Q5_0.bytes_of(64 << 20);
+        assert!(b.device >= table);
+        assert!(b.host >= table + (64 << 20) * 4, "{b:?}");
+        // A big gelu on a CUDA build is judged on sampled rows: nothing of it on the host.
+        let op = reg.op("gelu").unwrap();
+        let c = Case::new("gelu", "ggml:CUDA0", DType::F32, [64, 1 << 25, 1, 1]);
+        let b = CaseBytes::of(op, &c, Judging::Auto);
+        assert_eq!((b.device, b.host), (2 * 4 * (64 << 25), 0));
+        assert_eq!(CaseBytes::of(op, &c, Judging::Full).host, b.device);
     }
 
     #[test]
