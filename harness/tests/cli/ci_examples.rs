@@ -1,10 +1,10 @@
 //! The CI recipes as CI runs them: every `examples/ci/*.yml` parses as YAML and has the jobs
-//! and steps its header describes, and every `kedge` command line in it (and in the README's
-//! Slurm recipe) parses with kedge's own command-line parser, after the shell's quoting and
-//! variables and GitHub's `${{ }}` expressions are expanded as the runner would. Then the
-//! workflows run, as written, on this machine (`ci_runner`): the GPU workflow's commands in CPU
-//! mode against the shipped baseline (and a baseline missing a known failure fails its gate),
-//! and the CPU workflow on a ggml build's CPU backend.
+//! and steps its header describes, and every `kedge` command line in it (and in the Slurm
+//! recipe of `docs/ci.md`) parses with kedge's own command-line parser, after the shell's
+//! quoting and variables and GitHub's `${{ }}` expressions are expanded as the runner would.
+//! Then the workflows run, as written, on this machine (`ci_runner`): the GPU workflow's
+//! commands in CPU mode against the shipped baseline (and a baseline missing a known failure
+//! fails its gate), and the CPU workflow on a ggml build's CPU backend.
 
 use crate::ci_runner::{self, matrix_entries, Options, Outcome};
 use crate::root;
@@ -424,17 +424,17 @@ fn the_gpu_workflow_shards_the_sweep_and_merges_report_and_gate() {
     }));
 }
 
-/// The README's Slurm recipe: every `kedge` line of its job-array script parses.
+/// The Slurm recipe of `docs/ci.md`: every `kedge` line of its job-array script parses.
 #[test]
-fn the_readme_slurm_recipe_parses() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let blocks: Vec<&str> = readme
+fn the_slurm_recipe_parses() {
+    let guide = std::fs::read_to_string(root().join("docs/ci.md")).unwrap();
+    let blocks: Vec<&str> = guide
         .split("```")
         .skip(1)
         .step_by(2)
         .filter(|b| b.contains("#SBATCH"))
         .collect();
-    assert!(!blocks.is_empty(), "README: no Slurm recipe (#SBATCH)");
+    assert!(!blocks.is_empty(), "docs/ci.md: no Slurm recipe (#SBATCH)");
     let env: Env = [
         ("SLURM_ARRAY_TASK_ID", "1"),
         ("SLURM_ARRAY_TASK_COUNT", "4"),
@@ -446,13 +446,13 @@ fn the_readme_slurm_recipe_parses() {
     let mut names = Vec::new();
     for b in blocks {
         for words in kedge_lines(b, &env) {
-            names.push(parses(&words, "README Slurm recipe"));
+            names.push(parses(&words, "docs/ci.md Slurm recipe"));
         }
     }
     for want in ["sweep", "report", "gate"] {
         assert!(
             names.contains(&want),
-            "README Slurm recipe: no kedge {want}: {names:?}"
+            "docs/ci.md Slurm recipe: no kedge {want}: {names:?}"
         );
     }
 }
