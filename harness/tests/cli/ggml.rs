@@ -98,8 +98,53 @@ fn kedges_ops_on_ggml_cpu_pass_against_the_f64_references() {
         assert_eq!(r["run"]["mode"], "native/exact", "{line}");
         assert_eq!(r["run"]["impls"][0], "ggml 0.21.0 (d99724f)", "{line}");
         ops.insert(r["case"]["op"].as_str().unwrap_or("?").to_string());
+        // ggml computes these ops in f32 only: no other dtype is planned on it.
+        assert_eq!(r["case"]["dtype"], "f32", "{line}");
     }
     assert_eq!(ops.len(), 8, "{ops:?}");
+}
+
+/// ggml computes kedge's row ops in f32 only (its backends abort on f16 though supports_op
+/// accepts it): a suite asking for f16 on ggml says so, and a case line in f16 is answered
+/// unsupported, with why, without running ggml.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn kedges_ops_on_ggml_are_not_run_in_dtypes_ggml_does_not_compute() {
+    let dir = build_dir();
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = |n: &str| out.path().join(n).display().to_string();
+    let (code, _, err) = kedge(&[
+        "sweep",
+        "smoke",
+        "--ggml",
+        &dir,
+        "--impl",
+        "ggml:CPU",
+        "-o",
+        "rms_norm",
+        "--dtype",
+        "f16",
+        "--out",
+        &o("suite"),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("ggml:CPU computes rms_norm in f32 only"),
+        "{err}"
+    );
+    let case = r#"{"op":"rms_norm","impl":"ggml:CPU","dtype":"f16","ne":[64,5,4,3]}"#;
+    let (code, _, err) = kedge(&["sweep", "--case", case, "--ggml", &dir, "--out", &o("line")]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(out.path().join("line/results.jsonl")).expect("results");
+    let r: serde_json::Value = serde_json::from_str(text.trim()).expect("one verdict line");
+    assert_eq!(r["verdict"], "unsupported", "{text}");
+    assert_eq!(
+        r["detail"], "ggml:CPU computes rms_norm in f32 only, not f16",
+        "{text}"
+    );
 }
 
 /// `kedge repro` of a ggml case whose layout test-backend-ops' constructor loses (rows padded):

@@ -30,6 +30,9 @@ pub struct GgmlImpl {
     name: String,
     about: String,
     graph: GraphFn,
+    /// The dtypes ggml computes this op in, where that is narrower than kedge's op declares;
+    /// `None`: whatever the backend's `supports_op` accepts.
+    dtypes: Option<&'static [DType]>,
 }
 
 impl GgmlImpl {
@@ -54,7 +57,13 @@ impl GgmlImpl {
                 ggml.commit()
             ),
             graph,
+            dtypes: None,
         }
+    }
+    /// Limit the case dtypes this impl plans to `dtypes`; others are refused at plan time.
+    pub fn with_dtypes(mut self, dtypes: Option<&'static [DType]>) -> Self {
+        self.dtypes = dtypes;
+        self
     }
     pub fn impl_name(&self) -> String {
         self.name.clone()
@@ -79,7 +88,15 @@ impl Impl for GgmlImpl {
     fn about(&self) -> &str {
         &self.about
     }
-    fn plan(&self, _case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+    fn plan(&self, case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
+        if let Some(ds) = self.dtypes.filter(|ds| !ds.contains(&case.dtype)) {
+            return Err(Refusal(format!(
+                "ggml computes {} in {} only (its backends abort on {}, though their supports_op accepts it)",
+                self.op,
+                ds.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "),
+                case.dtype
+            )));
+        }
         Ok(Plan {
             unchecked: vec![format!(
                 "{} runs {} through ggml's own launch code: kedge cannot see its grid (the generated boundaries probe it)",
@@ -93,6 +110,9 @@ impl Impl for GgmlImpl {
     }
     fn needs_gpu(&self) -> bool {
         !self.host
+    }
+    fn dtypes(&self) -> Option<&'static [DType]> {
+        self.dtypes
     }
 }
 
@@ -287,26 +307,20 @@ pub fn build_with(
     })
 }
 
-/// Run `graph` for a case on a backend: supported check, allocation in the case's mode where the
-/// backend lets kedge place memory, poison, upload, compute, read back.
-pub fn run_on(
+/// The case's graph built, and the backend it runs on (locked), once the backend says it
+/// supports every node (`ggml_backend_dev_supports_op`).
+fn built_on(
     ggml: Ggml,
     device: &str,
     case: &Case,
     specs: &[TensorSpec],
-    inputs: &[HostTensor],
     graph: GraphFn,
-) -> Result<Ran, RunError> {
-    let Built {
-        graph: mut g,
-        uploads,
-        outputs: outs,
-    } = build(ggml, case, specs, graph)?;
-    let b = backend(ggml, device)?;
-    let b = b
+) -> Result<(Built, std::sync::MutexGuard<'static, Backend>), RunError> {
+    let built = build(ggml, case, specs, graph)?;
+    let b = backend(ggml, device)?
         .lock()
         .map_err(|_| RunError::Impl("a ggml backend's lock was poisoned".into()))?;
-    let unsupported = g.unsupported(&b);
+    let unsupported = built.graph.unsupported(&b);
     if !unsupported.is_empty() {
         return Err(RunError::Unsupported(format!(
             "ggml's {device} backend does not support {} (ggml_backend_dev_supports_op)",
@@ -317,6 +331,27 @@ pub fn run_on(
                 .join(", ")
         )));
     }
+    Ok((built, b))
+}
+
+/// Run `graph` for a case on a backend: supported check, allocation in the case's mode where the
+/// backend lets kedge place memory, poison, upload, compute, read back.
+pub fn run_on(
+    ggml: Ggml,
+    device: &str,
+    case: &Case,
+    specs: &[TensorSpec],
+    inputs: &[HostTensor],
+    graph: GraphFn,
+) -> Result<Ran, RunError> {
+    let (
+        Built {
+            graph: mut g,
+            uploads,
+            outputs: outs,
+        },
+        b,
+    ) = built_on(ggml, device, case, specs, graph)?;
     let host = b.is_host();
     let not_applied = match (case.alloc, host) {
         (AllocMode::Exact, _) => None,
@@ -440,26 +475,14 @@ pub fn run_sampled(
     graph: GraphFn,
 ) -> Result<SampledParts, RunError> {
     let ordinal = cuda_ordinal(device);
-    let Built {
-        graph: mut g,
-        uploads,
-        outputs: outs,
-    } = build(ggml, case, specs, graph)?;
-    let b = backend(ggml, device)?;
-    let b = b
-        .lock()
-        .map_err(|_| RunError::Impl("a ggml backend's lock was poisoned".into()))?;
-    let unsupported = g.unsupported(&b);
-    if !unsupported.is_empty() {
-        return Err(RunError::Unsupported(format!(
-            "ggml's {device} backend does not support {} (ggml_backend_dev_supports_op)",
-            unsupported
-                .iter()
-                .map(|u| format!("{} ({})", u.op, u.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+    let (
+        Built {
+            graph: mut g,
+            uploads,
+            outputs: outs,
+        },
+        b,
+    ) = built_on(ggml, device, case, specs, graph)?;
     g.alloc(&b).map_err(graph_err)?;
     match ordinal {
         Some(o) => with_kedge_device(o, |dev| {

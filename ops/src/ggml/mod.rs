@@ -74,12 +74,20 @@ pub fn register(
         missing: Vec::new(),
     };
     let missing_syms = ggml.missing_ops();
-    let ops: Vec<(&'static str, GraphFn, bool)> = kedge_ops::graphs()
+    // kedge's own ops (f64 references, ggml's f32 only) and the table's (ggml's CPU backend
+    // as reference, each entry's own dtypes).
+    type Entry = (
+        &'static str,
+        GraphFn,
+        bool,
+        Option<&'static [kedge_core::DType]>,
+    );
+    let ops: Vec<Entry> = kedge_ops::graphs()
         .into_iter()
-        .map(|(op, f)| (op, f, false))
-        .chain(table::TABLE.iter().map(|e| (e.name, e.graph, true)))
+        .map(|(op, f)| (op, f, false, Some(kedge_ops::GGML_DTYPES)))
+        .chain(table::TABLE.iter().map(|e| (e.name, e.graph, true, None)))
         .collect();
-    for (op, graph, cpu_reference) in ops {
+    for (op, graph, cpu_reference, dtypes) in ops {
         if reg.op(op).is_err() {
             continue;
         }
@@ -88,7 +96,8 @@ pub fn register(
                 continue;
             }
             let host = d.kind == DeviceKind::Cpu;
-            let imp = GgmlImpl::new(ggml, op, &d.name, &d.description, host, graph);
+            let imp =
+                GgmlImpl::new(ggml, op, &d.name, &d.description, host, graph).with_dtypes(dtypes);
             let name = imp.impl_name();
             reg.add_impl(op, Box::new(imp))
                 .map_err(|e| SetupError::Registry(e.to_string()))?;

@@ -9,6 +9,7 @@ use crate::contract::run::RunCtx;
 use crate::cuda::error::RunError;
 use crate::judge::result::{Allocation, LibraryInfo};
 use crate::model::case::Case;
+use crate::model::dtype::DType;
 use crate::model::host::HostTensor;
 use crate::model::limits::LimitsProfile;
 use crate::model::words::Detector;
@@ -106,6 +107,12 @@ pub trait Impl: Send + Sync {
     /// backend), which then runs on a machine without one.
     fn needs_gpu(&self) -> bool {
         true
+    }
+    /// The dtypes this impl computes, where fewer than its op declares (a library that has
+    /// the op in f32 only); `None`: all of the op's. A suite leaves the others out for this
+    /// impl, and its plan refuses them.
+    fn dtypes(&self) -> Option<&'static [DType]> {
+        None
     }
 }
 

@@ -463,6 +463,22 @@ fn execute_backend(
     let Some(backend) = imp.backend() else {
         return bad_input(case, "not a backend impl");
     };
+    // A dtype the library does not compute is the verdict, before anything runs.
+    if let Some(ds) = imp.dtypes().filter(|ds| !ds.contains(&case.dtype)) {
+        let only: Vec<String> = ds.iter().map(|d| d.to_string()).collect();
+        return Executed::alive(CaseResult::new(
+            case,
+            Verdict::Unsupported,
+            Detector::Impl,
+            format!(
+                "{} computes {} in {} only, not {}",
+                imp.name(),
+                case.op,
+                only.join(", "),
+                case.dtype
+            ),
+        ));
+    }
     if let Some(plan) = backend
         .samples()
         .then(|| sampled_plan(op, case, judging))

@@ -97,7 +97,8 @@ pub fn dtypes_of(op: &dyn Op, dtype: Option<DType>) -> Vec<DType> {
 /// values). Each case says whether the op may refuse it: a generated probe (the generator does
 /// not know the op's shape rules), or any case outside the op's first dtype (declarations are
 /// checked in that one; a shape declared for f32 may not exist in q4_K). Those are left out
-/// and counted; a refused case of the first dtype is a declaration error.
+/// and counted; a refused case of the first dtype is a declaration error. Dtypes the impl
+/// does not compute (`Impl::dtypes`) are not generated for it.
 pub fn raw_cases(
     op: &dyn Op,
     imp: &dyn Impl,
@@ -107,7 +108,11 @@ pub fn raw_cases(
 ) -> Vec<(Case, bool)> {
     let mut raw = Vec::new();
     let first = op.dtypes().first().copied();
+    let of_impl = imp.dtypes();
     for d in dtypes_of(op, dtype) {
+        if of_impl.is_some_and(|ds| !ds.contains(&d)) {
+            continue;
+        }
         let other = Some(d) != first;
         if suite.smoke() {
             for (ne, params) in op.smoke_for(d) {
@@ -207,9 +212,26 @@ pub fn generate(
         );
     }
     if out.is_empty() {
-        return Err(SelectError::Empty {
-            why: f.why_empty(&format!("suite {suite}"), total),
-        });
+        let mut why = f.why_empty(&format!("suite {suite}"), total);
+        // The impls that do not compute the dtype asked for, each with those it does.
+        if let Some(d) = f.dtype {
+            for op in &f.ops {
+                for imp in reg.impls_of(*op) {
+                    if let Some(ds) = imp.dtypes().filter(|ds| !ds.contains(&d)) {
+                        if f.impl_selected(imp, planted) {
+                            let only: Vec<String> = ds.iter().map(|d| d.to_string()).collect();
+                            why.push_str(&format!(
+                                "; {} computes {} in {} only",
+                                imp.name(),
+                                op.name(),
+                                only.join(", ")
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        return Err(SelectError::Empty { why });
     }
     Ok(out)
 }

@@ -10,7 +10,10 @@ use super::*;
 use kedge_core::OpParams;
 
 /// Every weight type test-backend-ops runs MUL_MAT and MUL_MAT_ID over (its `all_types`).
-pub const WEIGHT_TYPES: &[DType] = &[
+pub const WEIGHT_TYPES: &[DType] = &WEIGHT_TYPE_LIST;
+
+/// `WEIGHT_TYPES` as an array, for the lists made from it at compile time.
+pub const WEIGHT_TYPE_LIST: [DType; 27] = [
     DType::F32,
     DType::F16,
     DType::Bf16,

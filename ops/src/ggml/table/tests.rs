@@ -27,6 +27,14 @@ fn case_bytes(e: &GgmlOpEntry, c: &Case) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Whether a suite keeps a case (`select::suite::generate`): the op accepts it, or refusing it
+/// is a declaration error (a case in the op's first dtype that no generator made), which the
+/// caller's checks then report.
+fn kept(e: &GgmlOpEntry, c: &Case, origin: &str) -> bool {
+    let refusable = origin.contains("(generated)") || c.dtype != e.dtypes[0];
+    !refusable || (e.tensors)(c).is_ok()
+}
+
 /// Every case of every entry that runs on the CPU here: the smoke cases in every dtype, and
 /// each boundary's smallest case where it fits in `limit` bytes.
 fn runnable(limit: u64) -> Vec<(&'static GgmlOpEntry, Case, String)> {
@@ -34,7 +42,7 @@ fn runnable(limit: u64) -> Vec<(&'static GgmlOpEntry, Case, String)> {
     for e in TABLE {
         for (c, origin) in cases(e, &h200()) {
             let later_value = !origin.starts_with("smoke") && !origin.ends_with("#0");
-            if later_value || case_bytes(e, &c) > limit {
+            if later_value || !kept(e, &c, &origin) || case_bytes(e, &c) > limit {
                 continue;
             }
             out.push((e, c, origin));
@@ -383,6 +391,14 @@ fn every_entry_runs_on_ggml_cpu_and_agrees_with_itself() {
     assert_eq!(ran, all, "entries with no case run");
 }
 
+/// Shapes the pinned ggml itself gets wrong, found by the shape check of the test below (kedge
+/// declares the exact size; the sweep reports such a case as an error of the impl).
+const SHAPE_FINDINGS: &[(&str, &str)] = &[(
+    "pool_2d",
+    "ggml_calc_pool_output_size takes the padding as a float, so it computes the output size \
+     in float: past 2^24 rows the height is rounded to a float's step",
+)];
+
 /// Every case, huge ones included, builds its graph (no memory is allocated) with outputs of
 /// the shapes the entry declares (`build` checks them), and ggml's CPU backend supports it.
 #[test]
@@ -395,9 +411,13 @@ fn every_case_builds_a_graph_of_the_declared_shapes_that_the_cpu_supports() {
     let ggml = Ggml::load(&dir).expect("the build loads");
     let cpu = ggml.backend("CPU").expect("a CPU backend");
     let mut failures = Vec::new();
+    let mut found: BTreeSet<&str> = BTreeSet::new();
     let mut n = 0;
     for e in TABLE {
         for (c, origin) in cases(e, &h200()) {
+            if !kept(e, &c, &origin) {
+                continue;
+            }
             let specs = match (e.tensors)(&c) {
                 Ok(s) => s,
                 Err(err) => {
@@ -412,6 +432,13 @@ fn every_case_builds_a_graph_of_the_declared_shapes_that_the_cpu_supports() {
                         failures.push(format!("{} {origin}: CPU does not support {u:?}", e.name));
                     }
                 }
+                Err(err)
+                    if SHAPE_FINDINGS.iter().any(|(op, _)| *op == e.name)
+                        && err.to_string().contains("gives dst a shape") =>
+                {
+                    eprintln!("{} {origin}: {err}", e.name);
+                    found.insert(e.name);
+                }
                 Err(err) => failures.push(format!("{} {origin} {}: {err}", e.name, c.label())),
             }
             n += 1;
@@ -419,9 +446,15 @@ fn every_case_builds_a_graph_of_the_declared_shapes_that_the_cpu_supports() {
     }
     eprintln!("{n} graphs built");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for (op, why) in SHAPE_FINDINGS {
+        assert!(
+            found.contains(op),
+            "{op}: ggml's graph now has the declared shape ({why}): the finding is gone"
+        );
+    }
 }
 
-/// Every dtype an entry declares runs (the first smoke case in it).
+/// Every dtype an entry declares runs (the first smoke case in it the op accepts).
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),
@@ -432,10 +465,18 @@ fn every_dtype_of_every_entry_builds_a_graph_of_the_declared_shape() {
     let ggml = Ggml::load(&dir).expect("the build loads");
     for e in TABLE {
         for &d in e.dtypes {
-            let sm = e.smoke[0];
-            let mut c = Case::new(e.name, "ggml:CPU", d, sm.ne);
-            c.params = params_of(sm.params);
-            let specs = (e.tensors)(&c).expect("valid");
+            let first = e
+                .smoke
+                .iter()
+                .filter(|sm| sm.dtype.is_none_or(|x| x == d))
+                .find_map(|sm| {
+                    let ne = kedge_core::contract::boundary::whole_blocks(sm.ne, d);
+                    let mut c = Case::new(e.name, "ggml:CPU", d, ne);
+                    c.params = params_of(sm.params);
+                    (e.tensors)(&c).ok().map(|specs| (c, specs))
+                });
+            let (c, specs) =
+                first.unwrap_or_else(|| panic!("{} {d}: no smoke case the op accepts", e.name));
             let inputs = Op::inputs(e, &c, &specs).expect("inputs");
             for h in &inputs {
                 assert!(h.any_nonzero(), "{} {d}: an all-zero input", e.name);
