@@ -1,7 +1,7 @@
 //! Typed errors of the case model. The CLI maps each family to its own exit status.
 
 use crate::model::dtype::DType;
-use crate::model::shape::{fmt_ne, Ne};
+use crate::model::ne::{fmt_ne, Ne};
 use thiserror::Error;
 
 /// Why a case is not a case kedge can run: bad input, exit status 2.

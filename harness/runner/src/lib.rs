@@ -18,6 +18,7 @@
 
 pub mod console;
 pub mod errors;
+pub mod exit;
 pub mod external;
 pub mod gate;
 pub mod provenance;
@@ -28,4 +29,5 @@ pub mod sanitizer;
 pub mod select;
 pub mod workflow;
 
-pub use errors::{exit, Error, Status};
+pub use errors::Error;
+pub use exit::Status;

@@ -1,6 +1,6 @@
 //! A backend: one device's stream, through which graphs run.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_void, CString};
 use std::ptr::NonNull;
 
 use crate::error::BackendError;
@@ -160,5 +160,25 @@ impl Drop for Backend {
     fn drop(&mut self) {
         // SAFETY: the backend was created by `ggml_backend_dev_init` and is freed once.
         unsafe { (self.ggml.api().ggml_backend_free)(self.ptr.as_ptr()) }
+    }
+}
+
+/// Backends started from a loaded build. Here, beside the backend, so loading a build knows
+/// nothing of what is started from it.
+impl Ggml {
+    /// Starts a backend on the device named `name` ("CPU", "CUDA0"; ggml compares names
+    /// without regard to case).
+    pub fn backend(&self, name: &str) -> Result<Backend, BackendError> {
+        let c = CString::new(name).map_err(|_| BackendError::BadName(name.to_string()))?;
+        // SAFETY: a NUL-terminated name that outlives the call.
+        let dev = unsafe { (self.api().ggml_backend_dev_by_name)(c.as_ptr()) };
+        if dev.is_null() {
+            return Err(BackendError::Unknown {
+                name: name.to_string(),
+                available: self.devices().into_iter().map(|d| d.name).collect(),
+                problems: self.inner.module_problems.clone(),
+            });
+        }
+        Backend::init(*self, dev)
     }
 }

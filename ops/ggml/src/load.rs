@@ -24,11 +24,10 @@ use std::sync::Mutex;
 
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
 
-use crate::error::{BackendError, GraphError, LoadError};
+use crate::error::{GraphError, LoadError};
 use crate::ffi::{self, Api, Home, Ops};
 use crate::hooks::{self, AbortHook, LogHook};
 use crate::types::{DeviceKind, LogLevel, Type};
-use crate::Backend;
 
 /// How the build's backends are packaged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -673,22 +672,6 @@ impl Ggml {
                 })
                 .collect()
         }
-    }
-
-    /// Starts a backend on the device named `name` ("CPU", "CUDA0"; ggml compares names
-    /// without regard to case).
-    pub fn backend(&self, name: &str) -> Result<Backend, BackendError> {
-        let c = CString::new(name).map_err(|_| BackendError::BadName(name.to_string()))?;
-        // SAFETY: a NUL-terminated name that outlives the call.
-        let dev = unsafe { (self.api().ggml_backend_dev_by_name)(c.as_ptr()) };
-        if dev.is_null() {
-            return Err(BackendError::Unknown {
-                name: name.to_string(),
-                available: self.devices().into_iter().map(|d| d.name).collect(),
-                problems: self.inner.module_problems.clone(),
-            });
-        }
-        Backend::init(*self, dev)
     }
 
     /// Routes ggml's log and aborts to `on_log` and `on_abort` (see [`crate::hooks`]).

@@ -378,6 +378,7 @@ pub static TABLE: &[GgmlOpEntry] = &[
     // matrix products
     matmul::MUL_MAT,
     matmul::MUL_MAT_ID,
+    matmul::OUT_PROD,
     // model pieces
     nn::ROPE,
     nn::RMS_NORM_MUL_ROPE,

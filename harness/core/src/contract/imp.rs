@@ -3,9 +3,9 @@
 //! cuBLASLt call, a plugin) implement `Impl::run`; impls that own their device memory (a
 //! library such as ggml) run through `BackendImpl`.
 
-use crate::contract::op::TensorSpec;
 use crate::contract::plan::Plan;
 use crate::contract::run::RunCtx;
+use crate::contract::tensor::TensorSpec;
 use crate::cuda::error::RunError;
 use crate::judge::result::{Allocation, LibraryInfo};
 use crate::model::case::Case;

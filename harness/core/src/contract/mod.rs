@@ -8,4 +8,5 @@ pub mod op;
 pub mod plan;
 pub mod registry;
 pub mod run;
+pub mod tensor;
 pub mod upstream;

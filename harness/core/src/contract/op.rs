@@ -11,7 +11,7 @@ use crate::model::host::HostTensor;
 use crate::model::limits::LimitsProfile;
 use crate::model::params::{ParamSpec, Params};
 use crate::model::rng::Rng;
-use crate::model::shape::{dense_strides, span_bytes, Ne};
+use crate::model::shape::{dense_strides, Ne};
 
 /// Per op and dtype thresholds of the reference comparison.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,61 +91,7 @@ impl Tolerance {
     }
 }
 
-/// Whether a tensor is read or written by the op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Read: filled with seeded random data before the run.
-    Input,
-    /// Written: poisoned before the run, compared after it.
-    Output,
-}
-
-/// One tensor of a case, as the device will see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TensorSpec {
-    /// The tensor's name (`x`, `dst`), as reports and repros name it.
-    pub name: String,
-    /// Input or output.
-    pub role: Role,
-    /// Element type.
-    pub dtype: DType,
-    /// Shape, ggml order.
-    pub ne: Ne,
-    /// Byte strides (ggml `nb`); may describe a padded, non-contiguous view.
-    pub nb: [u64; 4],
-    /// Bytes the allocation must hold (the view's span).
-    pub bytes: u64,
-}
-
-impl TensorSpec {
-    /// A contiguous tensor.
-    pub fn dense(name: &str, role: Role, dtype: DType, ne: Ne) -> Result<Self, CaseError> {
-        let nb = dense_strides(&ne, dtype);
-        Self::strided(name, role, dtype, ne, nb)
-    }
-    /// A tensor with byte strides `nb` (a padded or transposed view).
-    pub fn strided(
-        name: &str,
-        role: Role,
-        dtype: DType,
-        ne: Ne,
-        nb: [u64; 4],
-    ) -> Result<Self, CaseError> {
-        let bytes = span_bytes(&ne, &nb, dtype)?;
-        Ok(TensorSpec {
-            name: name.to_string(),
-            role,
-            dtype,
-            ne,
-            nb,
-            bytes,
-        })
-    }
-    /// Elements in the tensor.
-    pub fn nelements(&self) -> u64 {
-        self.ne.iter().map(|&x| x as u64).product()
-    }
-}
+pub use crate::contract::tensor::{Role, TensorSpec};
 
 /// An op: reference, dtypes, params, impls, boundaries and upstream repro format together.
 pub trait Op: Send + Sync {

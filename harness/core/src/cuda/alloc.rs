@@ -2,7 +2,7 @@
 //! placed so that an overrun is seen: exactly its bytes (for compute-sanitizer), against an
 //! unmapped page at its end or front (a native fault), or between red zones (checked after).
 
-use crate::cuda::device::Device;
+use crate::cuda::device::{Device, Download, STAGED_FROM};
 use crate::cuda::error::{driver, RunError};
 use crate::cuda::guard_pool::{self, Mapping, SharedGuardPool};
 use crate::model::case::AllocMode;
@@ -298,6 +298,95 @@ impl Drop for DeviceAlloc {
                 AllocKind::Vmm { mapping, pool } => {
                     let evicted = guard_pool::lock(pool).put(*mapping);
                     guard_pool::release_all(evicted);
+                }
+            }
+        }
+    }
+}
+
+/// What a device does with one of its allocations: copies in and out, the poison fill. Here,
+/// beside the allocation, so the device knows nothing of how its memory is allocated.
+impl Device {
+    /// Copy `bytes` into the allocation.
+    pub fn upload(&self, a: &DeviceAlloc, bytes: &[u8]) -> Result<(), RunError> {
+        if bytes.len() as u64 > a.bytes {
+            return Err(RunError::Unsupported(format!(
+                "upload of {} bytes into {} ({} bytes)",
+                bytes.len(),
+                a.name,
+                a.bytes
+            )));
+        }
+        if bytes.len() >= STAGED_FROM {
+            if let Some(r) = self.with_staging(|st| self.upload_staged(st, a.ptr, bytes)) {
+                return r;
+            }
+        }
+        // SAFETY: destination holds at least bytes.len() bytes.
+        driver("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(a.ptr, bytes.as_ptr() as *const c_void, bytes.len())
+        })
+    }
+
+    /// Copy the whole allocation back.
+    pub fn download(&self, a: &DeviceAlloc) -> Result<Vec<u8>, RunError> {
+        self.download_compared(a).map(|d| d.bytes)
+    }
+
+    /// Copy the whole allocation back, saying whether it is the same, byte for byte, as the
+    /// buffer handed back last ([`Device::hand_back`]).
+    pub fn download_compared(&self, a: &DeviceAlloc) -> Result<Download, RunError> {
+        let n = a.bytes as usize;
+        if n >= STAGED_FROM {
+            if let Some(r) = self.with_staging(|st| self.download_staged(st, a.ptr, n)) {
+                return r;
+            }
+        }
+        let mut out = crate::model::host::zeroed_bytes(a.bytes as usize);
+        // SAFETY: source holds a.bytes bytes; out sized to match.
+        driver("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, a.ptr, out.len())
+        })?;
+        Ok(Download {
+            bytes: out,
+            same_as: None,
+            digest: None,
+        })
+    }
+
+    /// Fill with a repeating pattern (the poison), element by element.
+    pub fn fill_pattern(&self, a: &DeviceAlloc, pattern: &[u8]) -> Result<(), RunError> {
+        // SAFETY: memset within the allocation.
+        unsafe {
+            match pattern.len() {
+                1 => driver(
+                    "cuMemsetD8",
+                    sys::cuMemsetD8_v2(a.ptr, pattern[0], a.bytes as usize),
+                ),
+                2 if a.ptr.is_multiple_of(2) => driver(
+                    "cuMemsetD16",
+                    sys::cuMemsetD16_v2(
+                        a.ptr,
+                        u16::from_le_bytes([pattern[0], pattern[1]]),
+                        (a.bytes / 2) as usize,
+                    ),
+                ),
+                4 if a.ptr.is_multiple_of(4) => driver(
+                    "cuMemsetD32",
+                    sys::cuMemsetD32_v2(
+                        a.ptr,
+                        u32::from_le_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
+                        (a.bytes / 4) as usize,
+                    ),
+                ),
+                _ => {
+                    let buf: Vec<u8> = pattern
+                        .iter()
+                        .copied()
+                        .cycle()
+                        .take(a.bytes as usize)
+                        .collect();
+                    self.upload(a, &buf)
                 }
             }
         }

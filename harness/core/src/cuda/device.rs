@@ -176,34 +176,9 @@ impl Device {
         })
     }
 
-    /// Copy `bytes` into the allocation.
-    pub fn upload(
-        &self,
-        a: &crate::cuda::alloc::DeviceAlloc,
-        bytes: &[u8],
-    ) -> Result<(), RunError> {
-        if bytes.len() as u64 > a.bytes {
-            return Err(RunError::Unsupported(format!(
-                "upload of {} bytes into {} ({} bytes)",
-                bytes.len(),
-                a.name,
-                a.bytes
-            )));
-        }
-        if bytes.len() >= STAGED_FROM {
-            if let Some(r) = self.with_staging(|st| self.upload_staged(st, a.ptr, bytes)) {
-                return r;
-            }
-        }
-        // SAFETY: destination holds at least bytes.len() bytes.
-        driver("cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(a.ptr, bytes.as_ptr() as *const c_void, bytes.len())
-        })
-    }
-
     /// Run `f` with the pinned buffers, made now if they are not yet; `None` when they cannot
     /// be made (the plain copy then does the work).
-    fn with_staging<R>(
+    pub(super) fn with_staging<R>(
         &self,
         f: impl FnOnce(&Staging) -> Result<R, RunError>,
     ) -> Option<Result<R, RunError>> {
@@ -217,7 +192,7 @@ impl Device {
     /// A big upload through two pinned buffers: all threads copy one chunk into a buffer
     /// while the GPU copies the other chunk out of the other. A pageable `cuMemcpyHtoD`
     /// stages through the driver's own buffers on one thread (5 to 7 GB/s on the H200).
-    fn upload_staged(&self, st: &Staging, dst: u64, src: &[u8]) -> Result<(), RunError> {
+    pub(super) fn upload_staged(&self, st: &Staging, dst: u64, src: &[u8]) -> Result<(), RunError> {
         self.synchronize("the work before a staged upload")?;
         for (k, chunk) in src.chunks(STAGE_BYTES).enumerate() {
             let b = k % 2;
@@ -250,7 +225,12 @@ impl Device {
 
     /// A big download through two pinned buffers: the GPU fills one while all threads copy
     /// the other out (and fault the destination's pages in as they go).
-    fn download_staged(&self, st: &Staging, src: u64, n: usize) -> Result<Download, RunError> {
+    pub(super) fn download_staged(
+        &self,
+        st: &Staging,
+        src: u64,
+        n: usize,
+    ) -> Result<Download, RunError> {
         self.synchronize("the work before a staged download")?;
         let spare = self
             .host_spare
@@ -314,7 +294,7 @@ impl Device {
         Ok(Download {
             bytes: out,
             same_as: if same { tag } else { None },
-            digest: Some(crate::judge::compare::digest_of_chunks(&hashes)),
+            digest: Some(crate::model::digest::digest_of_chunks(&hashes)),
         })
     }
 
@@ -339,77 +319,6 @@ impl Device {
                 .is_some_and(|v| !sizes.contains(&(v.bytes.len() as u64)))
             {
                 *g = None;
-            }
-        }
-    }
-
-    /// Copy the whole allocation back.
-    pub fn download(&self, a: &crate::cuda::alloc::DeviceAlloc) -> Result<Vec<u8>, RunError> {
-        self.download_compared(a).map(|d| d.bytes)
-    }
-
-    /// Copy the whole allocation back, saying whether it is the same, byte for byte, as the
-    /// buffer handed back last ([`Device::hand_back`]).
-    pub fn download_compared(
-        &self,
-        a: &crate::cuda::alloc::DeviceAlloc,
-    ) -> Result<Download, RunError> {
-        let n = a.bytes as usize;
-        if n >= STAGED_FROM {
-            if let Some(r) = self.with_staging(|st| self.download_staged(st, a.ptr, n)) {
-                return r;
-            }
-        }
-        let mut out = crate::model::host::zeroed_bytes(a.bytes as usize);
-        // SAFETY: source holds a.bytes bytes; out sized to match.
-        driver("cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, a.ptr, out.len())
-        })?;
-        Ok(Download {
-            bytes: out,
-            same_as: None,
-            digest: None,
-        })
-    }
-
-    /// Fill with a repeating pattern (the poison), element by element.
-    pub fn fill_pattern(
-        &self,
-        a: &crate::cuda::alloc::DeviceAlloc,
-        pattern: &[u8],
-    ) -> Result<(), RunError> {
-        // SAFETY: memset within the allocation.
-        unsafe {
-            match pattern.len() {
-                1 => driver(
-                    "cuMemsetD8",
-                    sys::cuMemsetD8_v2(a.ptr, pattern[0], a.bytes as usize),
-                ),
-                2 if a.ptr.is_multiple_of(2) => driver(
-                    "cuMemsetD16",
-                    sys::cuMemsetD16_v2(
-                        a.ptr,
-                        u16::from_le_bytes([pattern[0], pattern[1]]),
-                        (a.bytes / 2) as usize,
-                    ),
-                ),
-                4 if a.ptr.is_multiple_of(4) => driver(
-                    "cuMemsetD32",
-                    sys::cuMemsetD32_v2(
-                        a.ptr,
-                        u32::from_le_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
-                        (a.bytes / 4) as usize,
-                    ),
-                ),
-                _ => {
-                    let buf: Vec<u8> = pattern
-                        .iter()
-                        .copied()
-                        .cycle()
-                        .take(a.bytes as usize)
-                        .collect();
-                    self.upload(a, &buf)
-                }
             }
         }
     }
@@ -510,7 +419,7 @@ const STAGE_BYTES: usize = 64 << 20;
 const COPY_PIECE: usize = 1 << 20;
 
 /// Two pinned host buffers and an event for each (the last copy that used it).
-struct Staging {
+pub(super) struct Staging {
     bufs: [*mut u8; 2],
     events: [sys::CUevent; 2],
 }
@@ -568,7 +477,7 @@ struct Spare {
 /// the pieces' hashes in order.
 fn par_copy_hashed(dst: &mut [u8], src: &[u8], compare_first: bool) -> (bool, Vec<u64>) {
     use rayon::prelude::*;
-    const _: () = assert!(COPY_PIECE == crate::judge::compare::DIGEST_CHUNK);
+    const _: () = assert!(COPY_PIECE == crate::model::digest::DIGEST_CHUNK);
     const _: () = assert!(STAGE_BYTES.is_multiple_of(COPY_PIECE));
     let pieces: Vec<(bool, u64)> = dst
         .par_chunks_mut(COPY_PIECE)
@@ -578,7 +487,7 @@ fn par_copy_hashed(dst: &mut [u8], src: &[u8], compare_first: bool) -> (bool, Ve
             if !same {
                 d.copy_from_slice(s);
             }
-            (same, crate::judge::compare::words_digest(s))
+            (same, crate::model::digest::words_digest(s))
         })
         .collect();
     let all_same = compare_first && pieces.iter().all(|p| p.0);
@@ -787,7 +696,7 @@ mod tests {
     /// copy compared first or not, and in several copies (a staged download's chunks).
     #[test]
     fn the_copys_hashes_are_the_digest_of_what_it_copied() {
-        use crate::judge::compare::{digest, digest_of_chunks};
+        use crate::model::digest::{digest, digest_of_chunks};
         let n = 5 * COPY_PIECE + 301;
         let src: Vec<u8> = (0..n)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
@@ -840,7 +749,7 @@ mod tests {
             [1, n as u64, n as u64, n as u64],
             first.clone(),
         );
-        assert_eq!(d.digest, Some(crate::judge::compare::digest(&whole)));
+        assert_eq!(d.digest, Some(crate::model::digest::digest(&whole)));
         dev.hand_back(d.bytes, Some(8));
         let mut second = first.clone();
         second[STAGED_FROM + STAGE_BYTES + 11] ^= 2;

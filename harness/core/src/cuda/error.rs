@@ -15,7 +15,7 @@ pub enum DeviceError {
     #[error("no CUDA device: {0}")]
     NoDevice(String),
     /// The driver is older than this build needs (`cuDriverGetVersion`).
-    #[error("the NVIDIA driver supports {} (cuDriverGetVersion {found}); this kedge is built for CUDA 13.0 and needs a driver that supports CUDA 13.0 or newer (R580 or later): update the driver (`kedge plan` and `kedge sweep --cpu` need no GPU)", crate::cuda::version::cuda_version_text(*found))]
+    #[error("the NVIDIA driver supports {} (cuDriverGetVersion {found}); this kedge is built for CUDA 13.0 and needs a driver that supports CUDA 13.0 or newer (R580 or later): update the driver (`kedge plan` and `kedge sweep --cpu` need no GPU)", cuda_version_text(*found))]
     OldDriver {
         /// What the driver reports.
         found: i32,
@@ -154,4 +154,13 @@ pub(crate) fn dev_err(call: &'static str, r: sys::CUresult) -> Result<(), Device
     }
     let (name, msg) = err_name(r);
     Err(DeviceError::Driver { call, name, msg })
+}
+
+/// `13000` as `CUDA 13.0`, `12040` as `CUDA 12.4` (cuDriverGetVersion's encoding:
+/// 1000 * major + 10 * minor). `0` (unknown) as `CUDA ?`.
+pub fn cuda_version_text(v: i32) -> String {
+    if v <= 0 {
+        return "CUDA ?".into();
+    }
+    format!("CUDA {}.{}", v / 1000, (v % 1000) / 10)
 }

@@ -13,14 +13,7 @@ use crate::cuda::error::DeviceError;
 /// The oldest driver this build runs on, as `cuDriverGetVersion` reports it: CUDA 13.0.
 pub const MIN_DRIVER_CUDA: i32 = 13000;
 
-/// `13000` as `CUDA 13.0`, `12040` as `CUDA 12.4` (cuDriverGetVersion's encoding:
-/// 1000 * major + 10 * minor). `0` (unknown) as `CUDA ?`.
-pub fn cuda_version_text(v: i32) -> String {
-    if v <= 0 {
-        return "CUDA ?".into();
-    }
-    format!("CUDA {}.{}", v / 1000, (v % 1000) / 10)
-}
+pub use crate::cuda::error::cuda_version_text;
 
 /// The kernel-mode driver's version (`580.159.04`) from `/proc/driver/nvidia/version`, which
 /// the driver API does not report. `None` where that file is absent (not Linux, a container

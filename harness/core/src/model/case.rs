@@ -3,7 +3,7 @@
 
 use crate::error::CaseError;
 use crate::model::dtype::DType;
-use crate::model::params::Params;
+use crate::model::params::{HasParams, Params};
 use crate::model::shape::{fmt_ne, Ne};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -93,6 +93,12 @@ pub struct Case {
 
 fn default_seed() -> u64 {
     1
+}
+
+impl HasParams for Case {
+    fn params(&self) -> &Params {
+        &self.params
+    }
 }
 
 impl Case {

@@ -3,9 +3,11 @@
 //! against; and the words its verdict is made of. Nothing here touches a device.
 
 pub mod case;
+pub mod digest;
 pub mod dtype;
 pub mod host;
 pub mod limits;
+pub mod ne;
 pub mod params;
 pub mod rng;
 pub mod shape;

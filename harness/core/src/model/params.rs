@@ -169,9 +169,15 @@ pub trait OpParams: Sized + Default + Clone + std::fmt::Debug + Send + Sync + 's
     /// map was checked against `SPECS` when the case was validated, so nothing is guessed.
     fn from_params(p: &Params) -> Self;
     /// The typed values of a case's parameters.
-    fn of(case: &crate::model::case::Case) -> Self {
-        Self::from_params(&case.params)
+    fn of(case: &(impl HasParams + ?Sized)) -> Self {
+        Self::from_params(case.params())
     }
+}
+
+/// What carries a parameter map (a case): what `OpParams::of` reads.
+pub trait HasParams {
+    /// The parameter map.
+    fn params(&self) -> &Params;
 }
 
 /// Check a parameter map against specs: unknown names and bad values are errors; the result

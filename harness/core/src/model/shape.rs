@@ -4,8 +4,7 @@
 use crate::error::CaseError;
 use crate::model::dtype::DType;
 
-/// A shape in ggml order: `[ne0, ne1, ne2, ne3]`, `ne0` contiguous.
-pub type Ne = [i64; 4];
+pub use crate::model::ne::{fmt_ne, Ne};
 
 /// Checked element count: every dimension positive, the product fits in u64.
 pub fn nelements(ne: &Ne) -> Result<u64, CaseError> {
@@ -73,11 +72,6 @@ pub fn span_bytes(ne: &Ne, nb: &[u64; 4], dtype: DType) -> Result<u64, CaseError
     }
     last.checked_add(dtype.size())
         .ok_or(CaseError::ByteCountOverflow { ne: *ne, dtype })
-}
-
-/// `[64,1,65536,1]`.
-pub fn fmt_ne(ne: &Ne) -> String {
-    format!("[{},{},{},{}]", ne[0], ne[1], ne[2], ne[3])
 }
 
 #[cfg(test)]

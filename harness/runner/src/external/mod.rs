@@ -47,8 +47,8 @@ pub enum ExternalError {
 impl ExternalError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            ExternalError::ProbeFailed { .. } => crate::errors::exit::ENVIRONMENT,
-            _ => crate::errors::exit::BAD_INPUT,
+            ExternalError::ProbeFailed { .. } => crate::exit::ENVIRONMENT,
+            _ => crate::exit::BAD_INPUT,
         }
     }
 }

@@ -50,7 +50,7 @@ fn say_opening(path: &Path) {
 pub fn child_main() -> i32 {
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
-        return crate::errors::exit::ENVIRONMENT;
+        return crate::exit::ENVIRONMENT;
     }
     let spec: ExternalSpec = match serde_json::from_str(&line) {
         Ok(s) => s,
@@ -59,7 +59,7 @@ pub fn child_main() -> i32 {
                 done: true,
                 error: Some(format!("bad probe spec: {e}")),
             });
-            return crate::errors::exit::ENVIRONMENT;
+            return crate::exit::ENVIRONMENT;
         }
     };
     kedge_ggml::on_open(say_opening);

@@ -629,7 +629,10 @@ Rewrite from new results (prints what changed): kedge gate --update THIS-FILE RE
 /// The known failures of the default suite on the CPU against `limits`: every case whose
 /// CPU-side check fails (the upstream launch paths past the grid limits), with the run a
 /// `kedge sweep --cpu --profile NAME` of the default suite records.
-pub fn known_failures(reg: &Registry, limits: &LimitsProfile) -> Result<Baseline, crate::Error> {
+pub fn known_failures(
+    reg: &Registry,
+    limits: &LimitsProfile,
+) -> Result<Baseline, crate::select::SelectError> {
     let cases = crate::select::Selection::default().cases(
         reg,
         crate::select::Suite::Default,

@@ -3,7 +3,7 @@
 //! another, so a results file never becomes a baseline or a finds corpus by a slip of a
 //! flag. The first complete line that is not blank or a `#` comment decides.
 
-use crate::errors::OutputError;
+use super::OutputError;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;

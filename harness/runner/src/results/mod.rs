@@ -4,12 +4,14 @@
 //! through a link, whole files are replaced atomically (`outfile`), and a command refuses a
 //! target of another kind than it writes (`kind`) or one of its own inputs.
 
+mod error;
 pub mod kind;
 mod outdir;
 pub mod outfile;
 mod reader;
 mod writer;
 
+pub use error::OutputError;
 pub use kind::FileKind;
 pub use outdir::{OutDir, OutMode, REPORT_FILES};
 pub use reader::{finished_ids, ResultSet, ResultsError, TornLine};

@@ -11,12 +11,11 @@
 //! atomically (`outfile`).
 
 use super::kind::FileKind;
-use super::outfile;
+use super::outfile::{self, try_lock};
 use super::writer::ResultsWriter;
-use crate::errors::OutputError;
+use super::OutputError;
 use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// What to do with a results file that is already there.
@@ -42,21 +41,6 @@ impl OutMode {
 
 /// The lock file's name inside an output directory.
 pub const LOCK_FILE: &str = ".kedge.lock";
-
-/// Take an exclusive advisory lock on `file` without waiting. `Ok(false)`: someone holds it.
-pub(crate) fn try_lock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: flock on a descriptor this process owns; no memory is passed.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
-}
 
 /// The reports `kedge sweep` and `kedge report` write.
 pub const REPORT_FILES: [&str; 4] = ["report.md", "summary.md", "report.json", "junit.xml"];

@@ -13,7 +13,7 @@
 //! The directory itself may be a link (the user's choice of where output goes); the names
 //! inside it may not.
 
-use crate::errors::OutputError;
+use super::OutputError;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -257,6 +257,22 @@ pub fn first_link_under(dir: &Path) -> Option<PathBuf> {
 /// A file's identity (device, inode), following links: the same file under any name.
 pub fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Take an exclusive advisory lock on `file` without waiting. `Ok(false)`: someone holds it.
+pub(crate) fn try_lock(file: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this process owns; no memory is passed.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,9 @@
 //! for it). The file is never opened through a link (`outfile`), and the writer holds an
 //! advisory lock on it, so two kedges never interleave lines in one file.
 
-use super::outdir::try_lock;
-use super::outfile;
+use super::outfile::{self, try_lock};
 use super::reader::TornLine;
-use crate::errors::OutputError;
+use super::OutputError;
 use kedge_core::CaseResult;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

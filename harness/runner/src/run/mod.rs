@@ -22,8 +22,10 @@ pub use supervisor::{
     MAX_STANDBYS, RECORD_CAP_BYTES,
 };
 
-use crate::errors::{exit, Error, NoGpu};
+use crate::exit;
 use crate::external::ExternalSpec;
+use crate::results::OutputError;
+use crate::sanitizer::SanitizerError;
 use crate::sanitizer::{self as san, SanitizerConfig};
 use kedge_core::engine::{check_on_cpu, ReferenceKey};
 use kedge_core::judge::sample::Judging;
@@ -33,6 +35,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+
+/// A command that needs a GPU found none.
+#[derive(Debug, Error)]
+#[error("kedge {command} needs a GPU: {why}{}", hint.map(|h| format!("; {h}")).unwrap_or_default())]
+pub struct NoGpu {
+    pub command: &'static str,
+    /// "no CUDA driver: ..." / "no CUDA device: ...".
+    pub why: String,
+    /// What to use instead (`kedge plan` checks launches without one).
+    pub hint: Option<&'static str>,
+}
 
 /// The worker pool could not run the cases.
 #[derive(Debug, Error)]
@@ -70,6 +83,13 @@ pub enum EngineError {
     TempDir(std::io::Error),
     #[error("the host-backend run stopped: {0}")]
     Host(SupervisorError),
+    /// Where the results go failed them (the results file, the console).
+    #[error(transparent)]
+    Sink(#[from] OutputError),
+    #[error(transparent)]
+    NoGpu(#[from] NoGpu),
+    #[error(transparent)]
+    Sanitizer(#[from] SanitizerError),
 }
 
 impl EngineError {
@@ -80,6 +100,9 @@ impl EngineError {
                 ..
             } => exit::NO_GPU,
             EngineError::MixedLimits { .. } => exit::BAD_INPUT,
+            EngineError::Sink(e) => e.exit_code(),
+            EngineError::NoGpu(_) => exit::NO_GPU,
+            EngineError::Sanitizer(e) => e.exit_code(),
             _ => exit::ENVIRONMENT,
         }
     }
@@ -115,14 +138,14 @@ pub struct GpuRun {
 }
 
 /// Where results go as they become final.
-pub type Sink<'a> = dyn FnMut(CaseResult) -> Result<(), Error> + 'a;
+pub type Sink<'a> = dyn FnMut(CaseResult) -> Result<(), OutputError> + 'a;
 
 /// Runs cases one way (on the CPU, natively on GPUs, under one sanitizer tool).
 pub trait Executor {
     /// How this executor's results are marked.
     fn under(&self) -> Under;
     /// Run `cases`, passing each result to `sink` as soon as it is final.
-    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error>;
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError>;
     /// The device the cases ran on, as a person names it.
     fn device(&self) -> String;
     /// Does this executor take the case? A sweep without a GPU gives a library's host-backend
@@ -158,7 +181,7 @@ impl<'a> HostExecutor<'a> {
         external: ExternalSpec,
         opts: &EngineOptions,
         work_dir: &Path,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, EngineError> {
         let exe = match exe {
             Some(e) => e,
             None => std::env::current_exe().map_err(EngineError::Exe)?,
@@ -194,13 +217,13 @@ impl Executor for HostExecutor<'_> {
     fn accepts(&self, c: &Case) -> bool {
         !needs_gpu(self.reg, c)
     }
-    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError> {
         let t0 = Instant::now();
         let waited_before = self.sup.waited();
         let started_before = self.sup.startups().len();
         let ticker = Ticker::new(self.progress, cases.len());
         let mut done = 0usize;
-        let mut failed: Option<Error> = None;
+        let mut failed: Option<OutputError> = None;
         let summary = self
             .sup
             .run(cases, &mut |r| {
@@ -213,8 +236,8 @@ impl Executor for HostExecutor<'_> {
                 })
             })
             .map_err(|e| match failed.take() {
-                Some(f) => f,
-                None => Error::from(EngineError::Host(e)),
+                Some(f) => EngineError::Sink(f),
+                None => EngineError::Host(e),
             })?;
         ticker.finish();
         Ok(RunStats {
@@ -299,7 +322,7 @@ impl Executor for CpuExecutor<'_> {
     fn device(&self) -> String {
         format!("profile {} (no GPU used)", self.limits.name)
     }
-    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError> {
         let t0 = Instant::now();
         let ticker = Ticker::new(self.progress, cases.len());
         let mut ran = 0;
@@ -466,7 +489,7 @@ impl RunEngineBuilder {
 
     /// Check for a driver, start a worker on each GPU to read its limits, and keep the GPUs
     /// that can run.
-    pub fn build(self) -> Result<RunEngine, Error> {
+    pub fn build(self) -> Result<RunEngine, EngineError> {
         if self.check_driver && !kedge_core::cuda::driver_present() {
             return Err(NoGpu {
                 command: self.command,
@@ -554,13 +577,13 @@ impl RunEngine {
     }
 
     /// The compute-sanitizer wrapping for one tool (see `Workers::sanitize_spec`).
-    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, Error> {
+    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, EngineError> {
         self.workers.sanitize_spec(tool)
     }
 
     /// An executor running natively (`None`) or under a sanitizer tool, one worker pool per
     /// GPU of the fleet (logs in `WORK/TOOL/gpuN/`).
-    pub fn executor(&self, tool: Option<Tool>) -> Result<GpuExecutor, Error> {
+    pub fn executor(&self, tool: Option<Tool>) -> Result<GpuExecutor, EngineError> {
         let under = tool.map(Under::Tool).unwrap_or(Under::Native);
         let jobs = self.workers.opts.jobs.max(1);
         // Slot-major (every GPU's first slot, then every GPU's second...), so the first
@@ -630,7 +653,7 @@ impl Workers {
     /// GPU that cannot start a worker, or whose limits differ from the first's, stops the run
     /// here; when the GPUs were not listed, such a GPU is left out with a note (a machine's
     /// display GPU should not stop its sweep).
-    fn probe(&self, gpus: &Gpus) -> Result<Fleet, Error> {
+    fn probe(&self, gpus: &Gpus) -> Result<Fleet, EngineError> {
         let (first, listed): (u32, Option<Vec<u32>>) = match gpus {
             Gpus::One(g) => (*g, Some(vec![*g])),
             Gpus::Listed(l) => (l.first().copied().unwrap_or(0), Some(l.clone())),
@@ -679,7 +702,7 @@ impl Workers {
             };
             match unfit {
                 None => fleet.gpus.push(g),
-                Some(e) if explicit => return Err(e.into()),
+                Some(e) if explicit => return Err(e),
                 Some(e) => crate::note!("gpu {g} left out: {e}"),
             }
         }
@@ -688,7 +711,7 @@ impl Workers {
 
     /// The compute-sanitizer wrapping for one tool: kedge's defaults, the user's overrides,
     /// and the parser that attributes each worker's records to its cases.
-    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, Error> {
+    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, EngineError> {
         let path = san::find_sanitizer()?;
         let mut cfg = SanitizerConfig::new(tool);
         if let Some(a) = &self.opts.sanitizer_args {
@@ -891,13 +914,13 @@ pub struct GpuExecutor {
 
 impl GpuExecutor {
     /// Run one case and return its result (a predicate for `minimize`).
-    pub fn run_one(&mut self, case: &Case) -> Result<CaseResult, Error> {
+    pub fn run_one(&mut self, case: &Case) -> Result<CaseResult, EngineError> {
         let mut got = None;
         self.run(std::slice::from_ref(case), &mut |r| {
             got = Some(r);
             Ok(())
         })?;
-        got.ok_or_else(|| EngineError::NoVerdict { case: case.label() }.into())
+        got.ok_or_else(|| EngineError::NoVerdict { case: case.label() })
     }
 
     pub fn set_progress(&mut self, p: Progress) {
@@ -915,7 +938,7 @@ impl Executor for GpuExecutor {
     fn set_order(&mut self, order: Arc<YieldOrder>) {
         self.order = Some(order);
     }
-    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, Error> {
+    fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError> {
         // Admission: a case's tensors must leave room for the cases beside it; bigger cases
         // run after the rest, with fewer of them at once (down to one per GPU).
         let reg = kedge_ops::registry();
@@ -966,7 +989,7 @@ impl GpuExecutor {
         cases: &[Case],
         slots: usize,
         sink: &mut Sink<'_>,
-    ) -> Result<RunStats, Error> {
+    ) -> Result<RunStats, EngineError> {
         if cases.is_empty() {
             return Ok(RunStats::default());
         }
@@ -1012,7 +1035,7 @@ impl GpuExecutor {
         let cases = &cases[..];
         let ticker = Ticker::new(progress, cases.len());
         let mut written = 0usize;
-        let mut sink_error: Option<Error> = None;
+        let mut sink_error: Option<OutputError> = None;
         let temp = self.temp.clone();
         let budget = self.budget.clone();
         let res = schedule::run_units(cases, &units, pools, opts, budget.as_deref(), |f| {
@@ -1033,7 +1056,7 @@ impl GpuExecutor {
         });
         ticker.finish();
         if let Some(e) = sink_error {
-            return Err(e);
+            return Err(EngineError::Sink(e));
         }
         let gpus = pools
             .iter()

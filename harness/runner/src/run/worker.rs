@@ -4,7 +4,7 @@
 //! this process.
 
 use super::protocol::{FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
-use crate::errors::exit;
+use crate::exit;
 use kedge_core::cuda::{device_count, kedge_case_marker, DeviceError};
 use kedge_core::engine::bench::{bench, copy_bandwidth, BenchOptions};
 use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};

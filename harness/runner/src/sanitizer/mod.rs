@@ -63,7 +63,7 @@ impl SanitizerError {
     /// A missing or unreadable tool is the environment (5); options the user gave are bad
     /// input (2).
     pub fn exit_code(&self) -> i32 {
-        use crate::errors::exit;
+        use crate::exit;
         match self {
             SanitizerError::UnknownTool(_)
             | SanitizerError::ReservedOption(_)

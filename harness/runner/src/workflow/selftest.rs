@@ -711,19 +711,17 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
             (Under::Tool(t), Some(e)) => match e.executor(Some(t)) {
                 Ok(x) => Box::new(x),
                 Err(
-                    err @ crate::Error::Sanitizer(crate::sanitizer::SanitizerError::NotFound {
-                        ..
-                    }),
+                    err @ crate::run::EngineError::Sanitizer(
+                        crate::sanitizer::SanitizerError::NotFound { .. },
+                    ),
                 ) => {
                     not_run.push(format!("{} {t} cases ({err})", cases.len()));
                     continue;
                 }
-                Err(err) => return Err(err),
+                Err(err) => return Err(err.into()),
             },
         };
-        exec.run(&cases, &mut |r| {
-            writer.write(&r).map_err(crate::Error::from)
-        })?;
+        exec.run(&cases, &mut |r| writer.write(&r))?;
     }
     drop(writer);
     let results = ResultSet::load(std::slice::from_ref(&results_path))?.results;

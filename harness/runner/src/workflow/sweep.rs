@@ -588,10 +588,10 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             );
         }
         let mut got: HashSet<String> = HashSet::new();
-        let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), Error> {
+        let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), OutputError> {
             r.run = Some(run.clone());
             got.insert(r.case.id());
-            writer.write(&r).map_err(Error::from)
+            writer.write(&r)
         };
         let st = ex.run(&todo, &mut sink)?;
         let mine_not_run: Vec<Case> = todo

@@ -364,3 +364,71 @@ pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
     rows: Rows::Whole,
     reach: no_reach,
 };
+
+// ---- OUT_PROD --------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_out_prod's batching and b's layout.
+    pub struct OutProdParams {
+        bs0: int(1..=1 << 20) = 1, "a's batches in dim 2";
+        bs1: int(1..=1 << 20) = 1, "a's batches in dim 3";
+        nr0: int(1..=1 << 20) = 1, "b's dim-2 batches per batch of a (broadcast)";
+        nr1: int(1..=1 << 20) = 1, "b's dim-3 batches per batch of a (broadcast)";
+        trans_b: bool = false, "b made [k, n] and transposed (a strided view), not [n, k]";
+    }
+}
+
+pub const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
+    name: "out_prod",
+    upstream: "OUT_PROD",
+    about: "dst[i, j] = sum over k of a[i, k] b[j, k], per batch: ne = [m, n, k, 1] with a [m, k, bs0, bs1] and b [n, k, bs0*nr0, bs1*nr1] (trans_b: [k, n, ...] transposed), in f32, the one type ggml's CUDA backend computes it in (test_out_prod's m, n, k, bs, nr, trans_b)",
+    dtypes: &[DType::F32],
+    params: OutProdParams::SPECS,
+    tensors: |c| {
+        let p = OutProdParams::of(c);
+        let (m, n, k) = gemm_shape(c)?;
+        let (b2, b3) = (p.bs0 * p.nr0, p.bs1 * p.nr1);
+        let b = if p.trans_b { [k, n, b2, b3] } else { [n, k, b2, b3] };
+        Ok(vec![
+            input("a", c.dtype, [m, k, p.bs0, p.bs1])?,
+            input("b", DType::F32, b)?,
+            output("dst", DType::F32, [m, n, b2, b3])?,
+        ])
+    },
+    inputs: None,
+    graph: |g, c, x| {
+        let b = if OutProdParams::of(c).trans_b { g.transpose(x[1])? } else { x[1] };
+        Ok(vec![g.out_prod(x[0], b)?])
+    },
+    probe: || None,
+    // test-backend-ops' cases: m = 256 over n, k in {1, 16} with batches and broadcasts, and its
+    // sweeps of ne2 (cublasSgemmStridedBatched) and nr2 (cublasSgemmBatched's pointer array).
+    smoke: &[
+        s([256, 16, 16, 1]),
+        s([256, 1, 1, 1]),
+        sp([256, 16, 1, 1], &[("bs0", Pv::I(3)), ("bs1", Pv::I(3)), ("nr0", Pv::I(2)), ("nr1", Pv::I(2))]),
+        sp([256, 16, 16, 1], &[("trans_b", Pv::B(true))]),
+        sp([256, 16, 16, 1], &[("bs0", Pv::I(32))]),
+        sp([256, 16, 16, 1], &[("nr0", Pv::I(32))]),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let p = OutProdParams::of(c);
+        let [m, n, k, _] = c.ne;
+        let (bs, nr) = ([p.bs0, p.bs1], [p.nr0, p.nr1]);
+        repro(
+            "OUT_PROD",
+            format!(
+                "test_out_prod(GGML_TYPE_F32, GGML_TYPE_F32, {m}, {n}, {k}, {{{}, {}}}, {{{}, {}}}, {})",
+                bs[0], bs[1], nr[0], nr[1], p.trans_b
+            ),
+            format!(
+                "type_a=f32,type_b=f32,m={m},n={n},k={k},bs=[{},{}],nr=[{},{}],trans_b={}",
+                bs[0], bs[1], nr[0], nr[1], u8::from(p.trans_b)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
+    reach: no_reach,
+};

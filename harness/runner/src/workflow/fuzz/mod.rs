@@ -165,7 +165,7 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         }
         let mut failures: Vec<CaseResult> = Vec::new();
         {
-            let mut sink = |r: CaseResult| -> Result<(), Error> {
+            let mut sink = |r: CaseResult| -> Result<(), crate::results::OutputError> {
                 if r.verdict.is_failure() {
                     failures.push(r);
                 }

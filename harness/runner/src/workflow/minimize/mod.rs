@@ -70,7 +70,7 @@ pub fn minimize(
         Probes::Gpu(exec) => {
             let pred = |c: &Case| -> Result<CaseResult, Error> {
                 match reg.validate(c) {
-                    Ok(c) => exec.run_one(&c),
+                    Ok(c) => Ok(exec.run_one(&c)?),
                     Err(e) => Ok(unsupported(c, e)),
                 }
             };

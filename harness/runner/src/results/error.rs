@@ -1,0 +1,72 @@
+//! Where kedge writes, and how that fails.
+
+use crate::exit;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Where kedge writes.
+#[derive(Debug, Error)]
+pub enum OutputError {
+    /// Another kedge holds the output directory's lock.
+    #[error(
+        "{dir} is in use by another kedge ({holder}); wait for it to finish, or give another --out"
+    )]
+    Locked { dir: PathBuf, holder: String },
+    /// A results file would be overwritten.
+    #[error("{path} already holds results: pass --resume to continue that run, or --force to start over (its results are discarded)")]
+    ResultsExist { path: PathBuf },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A name kedge writes is a symbolic link: writing through it would change the file it
+    /// points to, outside the output directory.
+    #[error("{path} is a symbolic link: kedge does not write through a link inside the directory it writes into (it would change the file the link points to); remove the link, or give another output")]
+    Link { path: PathBuf },
+    /// A file kedge writes has other names: writing it would change them too.
+    #[error("{path} has {links} hard links: writing it would change the file under its other names too; remove this name (the others stay), or give another output")]
+    HardLinked { path: PathBuf, links: u64 },
+    /// Something other than a regular file where kedge writes one.
+    #[error(
+        "{path} is {what}, not a regular file kedge can write; remove it, or give another output"
+    )]
+    NotAFile { path: PathBuf, what: &'static str },
+    /// An output directory that is something else.
+    #[error("cannot write into {path}: it is {what}, not a directory (an output directory is a directory; kedge creates it when missing)")]
+    NotADirectory { path: PathBuf, what: &'static str },
+    /// A target that holds another kind of file than the one the command writes.
+    #[error("{path} is {found}, not {writes}: {command} writes only {writes}; give another file")]
+    WrongKind {
+        path: PathBuf,
+        found: &'static str,
+        writes: &'static str,
+        command: &'static str,
+    },
+    /// A target that is one of the command's own inputs.
+    #[error("{path} is one of this command's inputs ({input}): writing it would destroy what is being read; give another output")]
+    OwnInput { path: PathBuf, input: PathBuf },
+}
+
+impl OutputError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            OutputError::ResultsExist { .. }
+            | OutputError::WrongKind { .. }
+            | OutputError::OwnInput { .. } => exit::BAD_INPUT,
+            OutputError::Locked { .. }
+            | OutputError::Write { .. }
+            | OutputError::Link { .. }
+            | OutputError::HardLinked { .. }
+            | OutputError::NotAFile { .. }
+            | OutputError::NotADirectory { .. } => exit::ENVIRONMENT,
+        }
+    }
+    pub fn write(path: impl Into<PathBuf>, source: std::io::Error) -> OutputError {
+        OutputError::Write {
+            path: path.into(),
+            source,
+        }
+    }
+}
