@@ -69,7 +69,7 @@ pub fn same_suite(a: &Option<SuiteInfo>, b: &Option<SuiteInfo>) -> bool {
 
 static BUILD: OnceLock<(String, String)> = OnceLock::new();
 
-/// Record the kedge build this process is (the binary knows its commit; see harness/build.rs).
+/// Record the kedge build this process is (the binary knows its commit; see harness/cli/build.rs).
 /// Later calls change nothing.
 pub fn set_build(version: &str, commit: &str) {
     let _ = BUILD.set((version.to_string(), commit.to_string()));

@@ -22,7 +22,7 @@ impl Kernel {
 }
 
 /// Declare a kernel source beside the Rust that launches it:
-/// `kedge_core::kernel_source!(SRC = "ops/src/rms_norm/rms_norm.cu", "rms_norm.cu");`
+/// `kedge_core::kernel_source!(SRC = "ops/catalog/src/rms_norm/rms_norm.cu", "rms_norm.cu");`
 /// gives `SRC: Kernel` (with an empty entry), and `SRC.entry("name")` each kernel in it.
 #[macro_export]
 macro_rules! kernel_source {

@@ -28,7 +28,7 @@ pub enum ExternalError {
     #[error("--kernel needs the op it implements: --kernel-op OP or a single -o OP")]
     KernelOpMissing,
     #[error(transparent)]
-    Ggml(#[from] kedge_ops::ggml::SetupError),
+    Ggml(#[from] kedge_ops::on_ggml::SetupError),
     /// A library that ended the process loading it (in the probe's child): a signal, an
     /// exit, a hang. kedge did not load it.
     #[error(
@@ -162,7 +162,7 @@ impl ExternalSpec {
             });
         }
         if let Some(g) = &self.ggml {
-            let r = kedge_ops::ggml::register(&mut reg, &g.dir, &g.devices)?;
+            let r = kedge_ops::on_ggml::register(&mut reg, &g.dir, &g.devices)?;
             let devices = r
                 .devices
                 .iter()

@@ -18,7 +18,7 @@ use kedge_core::{
     Case, CaseError, CaseResult, DType, Impl, ImplRole, KernelArg, LimitsProfile, Op, Plan,
     Registry, Role, TensorSpec,
 };
-use kedge_ops::ggml::c_repro::{self, CProgram, Side};
+use kedge_ops::on_ggml::c_repro::{self, CProgram, Side};
 use std::fmt::Write as _;
 
 /// How the kernel source appears in the `.cu` file. Golden tests use `Placeholder` so that a

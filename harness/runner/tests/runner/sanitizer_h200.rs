@@ -83,7 +83,7 @@ fn initcheck_and_racecheck_records_give_their_verdicts() {
     .unwrap();
     assert_eq!(ic.markers, 0, "initcheck records no API errors: no markers");
     // With no markers every record is in the preamble; kedge then runs one case per worker
-    // and gives them to that case (harness/src/main.rs, sanitize_spec).
+    // and gives them to that case (harness/cli/src/main.rs, sanitize_spec).
     let all = if ic.per_case[0].primary.is_empty() {
         &ic.preamble
     } else {

@@ -1,0 +1,1 @@
+../build-support/cuda_tools.rs

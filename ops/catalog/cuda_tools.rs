@@ -1,0 +1,1 @@
+../../harness/build-support/cuda_tools.rs

@@ -1,1 +1,0 @@
-../harness/build-support/cuda_tools.rs
