@@ -23,7 +23,7 @@ use crate::run::{
     needs_gpu, CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, HostExecutor, RunEngine,
     CPU_REFERENCE_LIMIT,
 };
-use crate::run::{MaxTime, TimeBudget};
+use crate::run::{MaxTime, RunStats, TimeBudget};
 use crate::select::{order, MaxElements, Selection, Shard, Suite};
 use kedge_core::{Case, LimitsProfile, Registry, SuiteInfo, Tool, Under};
 use serde::{Deserialize, Serialize};
@@ -339,10 +339,95 @@ fn is_library(reg: &Registry, c: &Case) -> bool {
         .unwrap_or(false)
 }
 
-/// Run a sweep.
+/// Run a sweep, phase by phase: the output directory and the engine, the cases, the
+/// executors, the runs, the summary, the reports and the status.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     // `--max-time`: counted from here (the engine options carry it to every worker pool).
     let budget = req.engine.budget.clone();
+    let out = open_out(req)?;
+    let (reg, added) = req.external.registry()?;
+    for a in &added {
+        crate::note!("{}", a.note);
+    }
+    let gpu = !req.cpu && kedge_core::cuda::driver_present();
+    let engine = if gpu {
+        Some(gpu_engine(req, &out)?)
+    } else {
+        None
+    };
+    let limits = req.profile.clone();
+    let Selected { cases, suite } = select(req, &reg, &limits, engine.as_ref())?;
+    let runs = runs_of(req, &reg, &cases, gpu);
+    let run = provenance::sweep_info(
+        &limits.name,
+        provenance::mode(&runs, req.selection.allocs.as_deref()),
+        provenance::impl_sources(&reg, &cases, &req.external),
+        suite,
+    );
+    if req.mode == OutMode::Resume {
+        provenance::check_resume(&out.results_path(), &run)?;
+    }
+    let plan: String = cases.iter().map(|c| format!("{}\n", c.to_line())).collect();
+    out.write("plan.jsonl", &plan)?;
+    let mut writer = out.results(req.mode)?;
+    if let Some(t) = &writer.torn {
+        crate::note!("{t}: cut off before resuming; that case runs again");
+    }
+    let results_path = out.results_path();
+    let mut executors = executors(req, &reg, engine.as_ref(), &limits, &cases, &out)?;
+    // An executor with nothing to run makes no row (a CPU-side sweep of host-backend cases).
+    executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
+    // With a time limit, the whole selection's order of expected yield: each executor runs
+    // its part in it, and a resumed sweep continues it.
+    let yield_order = budget
+        .as_ref()
+        .map(|_| order::by_yield(&reg, &limits, &cases));
+    if let Some(b) = &budget {
+        crate::note!(
+            "--max-time {}: no case starts after it (cases running then finish); in order of expected yield: {}",
+            MaxTime(b.limit()),
+            order::CLASSES
+        );
+    }
+    let mut stats = Vec::new();
+    let mut not_run: Vec<(Under, Case)> = Vec::new();
+    for ex in executors.iter_mut() {
+        let ordered = yield_order.as_ref().map_or(&cases, |(o, _)| o);
+        if let Some((_, o)) = &yield_order {
+            ex.set_order(Arc::new(o.clone()));
+        }
+        let (st, left) = run_one(req, ex.as_mut(), ordered, &run, &mut writer, &results_path)?;
+        not_run.extend(left.iter().map(|c| (st.under, c.clone())));
+        stats.push((st, left.len()));
+    }
+    drop(executors);
+    drop(writer);
+    let set = ResultSet::load(std::slice::from_ref(&results_path))?;
+    for t in &set.torn {
+        crate::note!("{t}");
+    }
+    let fleet = engine.as_ref().map(|e| e.fleet().clone());
+    let (summary, costs) = summarize(req, &reg, &set, &cases, stats, fleet, &results_path);
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| {
+        OutputError::write(out.join("sweep-summary.json"), std::io::Error::other(e))
+    })?;
+    out.write("sweep-summary.json", &json)?;
+    let not_run_report = not_run_list(&out, &reg, budget.as_deref(), &summary, &not_run, &costs)?;
+    let reports = reports(&out, &reg, &set, &summary, not_run_report.as_ref(), &run)?;
+    // Every case ran for real (on a GPU, or on a library's host backend): 0 or 1.
+    let all_ran = gpu || !runs.contains(&Under::Cpu);
+    Ok(SweepOutcome {
+        status: status(&summary, &not_run, all_ran),
+        summary,
+        cases: cases.len(),
+        results: results_path,
+        reports,
+        not_run,
+    })
+}
+
+/// The output directory, locked, with every file a sweep writes checked.
+fn open_out(req: &SweepRequest) -> Result<OutDir, Error> {
     let out = OutDir::open(&req.out)?
         .reading(req.inputs())
         .writes(&[
@@ -355,31 +440,42 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     out.check_results(req.mode)?;
     // Worker logs go under workers/: no link there either.
     out.subdir("workers")?;
-    let (reg, added) = req.external.registry()?;
-    for a in &added {
-        crate::note!("{}", a.note);
+    Ok(out)
+}
+
+/// The GPU engine of a sweep: its workers' logs under `workers/`.
+fn gpu_engine(req: &SweepRequest, out: &OutDir) -> Result<RunEngine, Error> {
+    let mut b = RunEngine::builder("sweep")
+        .external(req.external.clone())
+        .options(req.engine.clone())
+        .work_dir(out.join("workers"))
+        .gpus(req.gpus.clone());
+    if let Some(e) = &req.exe {
+        b = b.exe(e);
     }
-    let gpu = !req.cpu && kedge_core::cuda::driver_present();
-    let engine = if gpu {
-        let mut b = RunEngine::builder("sweep")
-            .external(req.external.clone())
-            .options(req.engine.clone())
-            .work_dir(out.join("workers"))
-            .gpus(req.gpus.clone());
-        if let Some(e) = &req.exe {
-            b = b.exe(e);
-        }
-        Some(b.build()?)
-    } else {
-        None
-    };
+    Ok(b.build()?)
+}
+
+/// A sweep's cases, and the suite they are as every shard sees it.
+struct Selected {
+    cases: Vec<Case>,
+    suite: SuiteInfo,
+}
+
+/// The cases of a sweep: the profile's (and the live GPU's own), bounded by
+/// `--max-elements`, then this shard's.
+fn select(
+    req: &SweepRequest,
+    reg: &Registry,
+    limits: &LimitsProfile,
+    engine: Option<&RunEngine>,
+) -> Result<Selected, Error> {
     // The cases are the profile's on every machine: the same ids in the CPU plan, on any GPU
     // and in every shard. A GPU whose limits differ from the profile runs those cases as
     // they are (its own limits judge them), says how it differs, and adds the cases its own
     // limits would make, each with its own id.
-    let limits = req.profile.clone();
-    let live = engine.as_ref().map(|e| e.limits());
-    let planned = planned_cases(&reg, req.suite, &req.selection, &limits, live)?;
+    let live = engine.map(|e| e.limits());
+    let planned = planned_cases(reg, req.suite, &req.selection, limits, live)?;
     if let Some(live) = live.filter(|_| !planned.differences.is_empty()) {
         crate::note!(
             "the GPU ({}) differs from profile {}: {}; the suite's cases are the profile's (--profile picks another)",
@@ -397,26 +493,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     let extra: HashSet<String> = planned.extra.iter().map(Case::id).collect();
     let mut cases = planned.cases;
     cases.extend(planned.extra);
-    // The same on every machine: `--max-elements` bounds every case; without it, only the
-    // cases of a library's host backend are bounded (they hold everything in host memory).
-    let mut left_out = MaxElements::from_flag(req.max_elements, None).retain(&reg, &mut cases);
-    {
-        let (mut host, rest): (Vec<Case>, Vec<Case>) = cases
-            .into_iter()
-            .partition(|c| !needs_gpu(&reg, c) && is_library(&reg, c));
-        left_out += MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
-            .retain(&reg, &mut host);
-        cases = rest;
-        cases.extend(host);
-    }
-    if left_out > 0 {
-        crate::note!(
-            "{left_out} cases over {} elements left out (--max-elements 0 runs them)",
-            MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
-                .limit()
-                .unwrap_or(0)
-        );
-    }
+    bound_elements(req, reg, &mut cases);
     // The suite as every shard sees it: its name and flags, and the digest of its shared ids.
     let suite = SuiteInfo::of(
         provenance::suite_name(
@@ -446,9 +523,34 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             .into());
         }
     }
-    // What runs the cases: on a GPU natively or under each tool; without one the CPU side,
-    // and a library's host backend for real.
-    let runs: Vec<Under> = if gpu {
+    Ok(Selected { cases, suite })
+}
+
+/// The same on every machine: `--max-elements` bounds every case; without it, only the cases
+/// of a library's host backend are bounded (they hold everything in host memory).
+fn bound_elements(req: &SweepRequest, reg: &Registry, cases: &mut Vec<Case>) {
+    let mut left_out = MaxElements::from_flag(req.max_elements, None).retain(reg, cases);
+    let (mut host, rest): (Vec<Case>, Vec<Case>) = std::mem::take(cases)
+        .into_iter()
+        .partition(|c| !needs_gpu(reg, c) && is_library(reg, c));
+    left_out +=
+        MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS)).retain(reg, &mut host);
+    *cases = rest;
+    cases.extend(host);
+    if left_out > 0 {
+        crate::note!(
+            "{left_out} cases over {} elements left out (--max-elements 0 runs them)",
+            MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
+                .limit()
+                .unwrap_or(0)
+        );
+    }
+}
+
+/// What runs the cases: on a GPU natively or under each tool; without one the CPU side, and a
+/// library's host backend for real.
+fn runs_of(req: &SweepRequest, reg: &Registry, cases: &[Case], gpu: bool) -> Vec<Under> {
+    if gpu {
         if req.tools.is_empty() {
             vec![Under::Native]
         } else {
@@ -456,184 +558,189 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         }
     } else {
         let mut r = Vec::new();
-        if cases.iter().any(|c| needs_gpu(&reg, c)) {
+        if cases.iter().any(|c| needs_gpu(reg, c)) {
             r.push(Under::Cpu);
         }
-        if cases.iter().any(|c| !needs_gpu(&reg, c)) {
+        if cases.iter().any(|c| !needs_gpu(reg, c)) {
             r.push(Under::Native);
         }
         r
-    };
-    let run = provenance::sweep_info(
-        &limits.name,
-        provenance::mode(&runs, req.selection.allocs.as_deref()),
-        provenance::impl_sources(&reg, &cases, &req.external),
-        suite,
+    }
+}
+
+/// The executors of a sweep: one per tool on the GPU engine; without one, the CPU side and,
+/// for a library's host backend, workers that run it for real.
+fn executors<'a>(
+    req: &SweepRequest,
+    reg: &'a Registry,
+    engine: Option<&'a RunEngine>,
+    limits: &LimitsProfile,
+    cases: &[Case],
+    out: &OutDir,
+) -> Result<Vec<Box<dyn Executor + 'a>>, Error> {
+    let mut executors: Vec<Box<dyn Executor + 'a>> = Vec::new();
+    if let Some(e) = engine {
+        let tools: Vec<Option<Tool>> = if req.tools.is_empty() {
+            vec![None]
+        } else {
+            req.tools.iter().copied().map(Some).collect()
+        };
+        for t in tools {
+            executors.push(Box::new(e.executor(t)?));
+        }
+        return Ok(executors);
+    }
+    crate::note!(
+        "{}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
+        if req.cpu { "--cpu given" } else { "no CUDA driver on this machine" },
+        limits.name,
+        cases.len()
     );
-    if req.mode == OutMode::Resume {
-        provenance::check_resume(&out.results_path(), &run)?;
-    }
-    let plan: String = cases.iter().map(|c| format!("{}\n", c.to_line())).collect();
-    out.write("plan.jsonl", &plan)?;
-    let mut writer = out.results(req.mode)?;
-    if let Some(t) = &writer.torn {
-        crate::note!("{t}: cut off before resuming; that case runs again");
-    }
-    let results_path = out.results_path();
-
-    let mut executors: Vec<Box<dyn Executor + '_>> = Vec::new();
-    match &engine {
-        Some(e) => {
-            let tools: Vec<Option<Tool>> = if req.tools.is_empty() {
-                vec![None]
-            } else {
-                req.tools.iter().copied().map(Some).collect()
-            };
-            for t in tools {
-                executors.push(Box::new(e.executor(t)?));
-            }
-        }
-        None => {
-            crate::note!(
-                "{}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
-                if req.cpu { "--cpu given" } else { "no CUDA driver on this machine" },
-                limits.name,
-                cases.len()
-            );
-            if !req.tools.is_empty() {
-                crate::note!(
-                    "--sanitize {} not used: nothing runs on a GPU",
-                    req.tools
-                        .iter()
-                        .map(|t| t.name())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                );
-            }
-            if let Gpus::Listed(l) = &req.gpus {
-                crate::note!(
-                    "--devices {} not used: nothing runs on a GPU",
-                    l.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-                );
-            }
-            let mut cpu =
-                CpuExecutor::new(&reg, limits.clone()).with_references(CPU_REFERENCE_LIMIT);
-            cpu.progress = req.engine.progress;
-            cpu.budget = budget.clone();
-            // A library's host backend (ggml's CPU backend) runs for real without a GPU, in
-            // workers that open none.
-            let host = cases.iter().filter(|c| !needs_gpu(&reg, c)).count();
-            if host > 0 {
-                crate::note!(
-                    "{host} cases run on a library's host backend (no GPU needed): natively, in workers"
-                );
-                cpu.skip_host = true;
-                executors.push(Box::new(cpu));
-                executors.push(Box::new(HostExecutor::new(
-                    &reg,
-                    req.exe.clone(),
-                    req.external.clone(),
-                    &req.engine,
-                    &out.join("workers").join("host"),
-                )?));
-            } else {
-                executors.push(Box::new(cpu));
-            }
-        }
-    }
-
-    // An executor with nothing to run makes no row (a CPU-side sweep of host-backend cases).
-    executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
-    // With a time limit, the whole selection's order of expected yield: each executor runs
-    // its part in it, and a resumed sweep continues it.
-    let yield_order = budget
-        .as_ref()
-        .map(|_| order::by_yield(&reg, &limits, &cases));
-    if let Some(b) = &budget {
+    if !req.tools.is_empty() {
         crate::note!(
-            "--max-time {}: no case starts after it (cases running then finish); in order of expected yield: {}",
-            MaxTime(b.limit()),
-            order::CLASSES
+            "--sanitize {} not used: nothing runs on a GPU",
+            req.tools
+                .iter()
+                .map(|t| t.name())
+                .collect::<Vec<_>>()
+                .join(",")
         );
     }
-    let mut stats = Vec::new();
-    let mut not_run: Vec<(Under, Case)> = Vec::new();
-    for ex in executors.iter_mut() {
-        let under = ex.under();
-        let accepted: HashSet<String> = cases
-            .iter()
-            .filter(|c| ex.accepts(c))
-            .map(Case::id)
-            .collect();
-        let (done, _) = if req.mode == OutMode::Resume {
-            finished_ids(&results_path, under)?
-        } else {
-            Default::default()
-        };
-        let todo: Vec<Case> = yield_order
-            .as_ref()
-            .map_or(&cases, |(ordered, _)| ordered)
-            .iter()
-            .filter(|c| ex.accepts(c) && !done.contains(&c.id()))
-            .cloned()
-            .collect();
-        if let Some((_, o)) = &yield_order {
-            ex.set_order(Arc::new(o.clone()));
-        }
-        if req.mode == OutMode::Resume {
-            crate::note!(
-                "resuming {under}: {} cases already finished, {} to run",
-                accepted.len() - todo.len(),
-                todo.len()
-            );
-        }
-        let mut got: HashSet<String> = HashSet::new();
-        let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), OutputError> {
-            r.run = Some(run.clone());
-            got.insert(r.case.id());
-            writer.write(&r)
-        };
-        let st = ex.run(&todo, &mut sink)?;
-        let mine_not_run: Vec<Case> = todo
-            .iter()
-            .filter(|c| !got.contains(&c.id()))
-            .cloned()
-            .collect();
-        let ran: HashSet<String> = todo.iter().map(Case::id).collect();
-        stats.push((under, ex.device(), st, accepted, ran, mine_not_run.len()));
-        not_run.extend(mine_not_run.into_iter().map(|c| (under, c)));
+    if let Gpus::Listed(l) = &req.gpus {
+        crate::note!(
+            "--devices {} not used: nothing runs on a GPU",
+            l.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        );
     }
-    drop(executors);
-    drop(writer);
+    let mut cpu = CpuExecutor::new(reg, limits.clone()).with_references(CPU_REFERENCE_LIMIT);
+    cpu.progress = req.engine.progress;
+    cpu.budget = req.engine.budget.clone();
+    // A library's host backend (ggml's CPU backend) runs for real without a GPU, in workers
+    // that open none.
+    let host = cases.iter().filter(|c| !needs_gpu(reg, c)).count();
+    if host > 0 {
+        crate::note!(
+            "{host} cases run on a library's host backend (no GPU needed): natively, in workers"
+        );
+        cpu.skip_host = true;
+        executors.push(Box::new(cpu));
+        executors.push(Box::new(HostExecutor::new(
+            reg,
+            req.exe.clone(),
+            req.external.clone(),
+            &req.engine,
+            &out.join("workers").join("host"),
+        )?));
+    } else {
+        executors.push(Box::new(cpu));
+    }
+    Ok(executors)
+}
 
-    let set = ResultSet::load(std::slice::from_ref(&results_path))?;
-    for t in &set.torn {
-        crate::note!("{t}");
+/// How one executor's run went, for its summary row.
+struct ExecutorRun {
+    under: Under,
+    device: String,
+    stats: RunStats,
+    /// The ids of the sweep's cases this executor takes.
+    accepted: HashSet<String>,
+    /// The ids it was given to run now (a resumed sweep gives it only those not finished).
+    ran: HashSet<String>,
+}
+
+/// One executor's part of the sweep, in `ordered`'s order, each result written as it becomes
+/// final; with the cases it did not get to (a time limit ran out).
+fn run_one(
+    req: &SweepRequest,
+    ex: &mut (dyn Executor + '_),
+    ordered: &[Case],
+    run: &kedge_core::RunInfo,
+    writer: &mut crate::results::ResultsWriter,
+    results_path: &std::path::Path,
+) -> Result<(ExecutorRun, Vec<Case>), Error> {
+    let under = ex.under();
+    let accepted: HashSet<String> = ordered
+        .iter()
+        .filter(|c| ex.accepts(c))
+        .map(Case::id)
+        .collect();
+    let (done, _) = if req.mode == OutMode::Resume {
+        finished_ids(results_path, under)?
+    } else {
+        Default::default()
+    };
+    let todo: Vec<Case> = ordered
+        .iter()
+        .filter(|c| ex.accepts(c) && !done.contains(&c.id()))
+        .cloned()
+        .collect();
+    if req.mode == OutMode::Resume {
+        crate::note!(
+            "resuming {under}: {} cases already finished, {} to run",
+            accepted.len() - todo.len(),
+            todo.len()
+        );
     }
+    let mut got: HashSet<String> = HashSet::new();
+    let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), OutputError> {
+        r.run = Some(run.clone());
+        got.insert(r.case.id());
+        writer.write(&r)
+    };
+    let stats = ex.run(&todo, &mut sink)?;
+    let left: Vec<Case> = todo
+        .iter()
+        .filter(|c| !got.contains(&c.id()))
+        .cloned()
+        .collect();
+    let ran: HashSet<String> = todo.iter().map(Case::id).collect();
+    let device = ex.device();
+    Ok((
+        ExecutorRun {
+            under,
+            device,
+            stats,
+            accepted,
+            ran,
+        },
+        left,
+    ))
+}
+
+/// The sweep's summary, a row per executor (each said as a line), and the (bytes of tensors,
+/// seconds) of each case run now: what cases not run are costed by.
+fn summarize(
+    req: &SweepRequest,
+    reg: &Registry,
+    set: &ResultSet,
+    cases: &[Case],
+    runs: Vec<(ExecutorRun, usize)>,
+    fleet: Option<crate::run::Fleet>,
+    results_path: &std::path::Path,
+) -> (SweepSummary, Vec<(u64, f64)>) {
     let ids: HashSet<String> = cases.iter().map(Case::id).collect();
     let allocs = req
         .selection
         .allocs
         .clone()
         .unwrap_or_else(|| "exact".into());
-    let fleet = engine.as_ref().map(|e| e.fleet().clone());
     let mut summary = SweepSummary::default();
-    // (bytes of tensors, seconds) of each case run now: what the cases not run are costed by.
     let mut costs: Vec<(u64, f64)> = Vec::new();
-    for (under, device, st, accepted, ran, left) in stats {
+    for (x, left) in runs {
+        let under = x.under;
         let mine: Vec<_> = set
             .results
             .iter()
-            .filter(|r| r.under == under && ids.contains(&r.id) && accepted.contains(&r.id))
+            .filter(|r| r.under == under && ids.contains(&r.id) && x.accepted.contains(&r.id))
             .collect();
         let failures = mine.iter().filter(|r| r.verdict.is_failure()).count();
         let now: Vec<&kedge_core::CaseResult> = mine
             .iter()
             .copied()
-            .filter(|r| ran.contains(&r.id))
+            .filter(|r| x.ran.contains(&r.id))
             .collect();
         let time = TimeSpent::of(&now);
-        if budget.is_some() {
+        if req.engine.budget.is_some() {
             costs.extend(now.iter().map(|r| {
                 let b = reg
                     .op(&r.case.op)
@@ -643,6 +750,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
                 (b, r.ms / 1e3)
             }));
         }
+        let st = &x.stats;
         let row = RunSummary {
             under,
             allocs: allocs.clone(),
@@ -653,7 +761,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             },
             cases: mine.len(),
             failures,
-            missing: accepted.len().saturating_sub(mine.len()),
+            missing: x.accepted.len().saturating_sub(mine.len()),
             not_run: left,
             ran_now: st.ran,
             wall_s: st.wall_s,
@@ -663,7 +771,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             device: fleet
                 .as_ref()
                 .map(|f| f.device.clone())
-                .unwrap_or_else(|| device.clone()),
+                .unwrap_or_else(|| x.device.clone()),
             driver_version: fleet.as_ref().map(|f| f.driver_version).unwrap_or(0),
             driver: fleet.as_ref().and_then(|f| f.driver.clone()),
             gpus: fleet.as_ref().map(|f| f.gpus.clone()).unwrap_or_default(),
@@ -673,59 +781,66 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         if let Some(t) = &time {
             crate::note!("{under}: {}", t.line());
         }
-        let start_up = row
-            .worker_start_s
-            .map(|s| {
-                format!(
-                    " (start-up {:.2} s median, {:.2} s at most)",
-                    s.median, s.max
-                )
-            })
-            .unwrap_or_default();
-        crate::note!(
-            "{under}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers{start_up}, {} replaced, {:.1} s of slot time waiting for them): {failures} failures; results in {}",
-            row.cases,
-            cases.len(),
-            st.ran,
-            st.wall_s,
-            st.workers,
-            st.replaced,
-            st.worker_wait_s,
-            results_path.display()
-        );
+        say_row(&row, st, cases.len(), &x.device, results_path);
         summary.runs.push(row);
     }
-    let json = serde_json::to_string_pretty(&summary).map_err(|e| {
-        OutputError::write(out.join("sweep-summary.json"), std::io::Error::other(e))
-    })?;
-    out.write("sweep-summary.json", &json)?;
+    (summary, costs)
+}
+
+/// One executor's line: how many cases have results, how they ran, the failures.
+fn say_row(
+    row: &RunSummary,
+    st: &RunStats,
+    cases: usize,
+    device: &str,
+    results_path: &std::path::Path,
+) {
+    let start_up = row
+        .worker_start_s
+        .map(|s| {
+            format!(
+                " (start-up {:.2} s median, {:.2} s at most)",
+                s.median, s.max
+            )
+        })
+        .unwrap_or_default();
+    crate::note!(
+        "{}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers{start_up}, {} replaced, {:.1} s of slot time waiting for them): {} failures; results in {}",
+        row.under,
+        row.cases,
+        cases,
+        st.ran,
+        st.wall_s,
+        st.workers,
+        st.replaced,
+        st.worker_wait_s,
+        row.failures,
+        results_path.display()
+    );
+}
+
+/// The reports of a sweep, and the console's final summary.
+fn reports(
+    out: &OutDir,
+    reg: &Registry,
+    set: &ResultSet,
+    summary: &SweepSummary,
+    not_run: Option<&NotRun>,
+    run: &kedge_core::RunInfo,
+) -> Result<Vec<PathBuf>, Error> {
     let devices: Vec<String> = summary
         .runs
         .iter()
         .map(|r| format!("{}: {}", r.under, r.device))
         .collect();
-    // Cases are left only when a time limit ran out; a sweep that ran everything removes the
-    // list an earlier, cut-short run of this directory left.
-    let not_run_report = match &budget {
-        Some(b) if !not_run.is_empty() => out_of_time(&out, &reg, b, &summary, &not_run, &costs)?,
-        _ => {
-            let file = out.join(NOT_RUN_FILE);
-            match std::fs::remove_file(&file) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(OutputError::write(&file, e).into())
-                }
-                _ => None,
-            }
-        }
-    };
     let provenance = [format!("results: {}; from {}", run.what(), run.build())];
     let reports = write_reports(
-        &out,
-        &set,
+        out,
+        set,
         &ReportOptions {
-            registry: Some(&reg),
+            registry: Some(reg),
             devices: &devices,
-            not_run: not_run_report.as_ref(),
+            not_run,
             provenance: &provenance,
             ..ReportOptions::default()
         },
@@ -733,11 +848,13 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     crate::console::final_summary(crate::console::Style::stderr(), &set.results, |n| {
         format!("{n} more: see {}", out.join("report.md").display())
     });
-    // Every case ran for real (on a GPU, or on a library's host backend): 0 or 1. Only when
-    // some case got no more than its CPU side were GPU checks skipped. A time limit that ran
-    // out says so first: whatever ran, the sweep is incomplete.
-    let all_ran = gpu || !runs.contains(&Under::Cpu);
-    let status = if !not_run.is_empty() {
+    Ok(reports)
+}
+
+/// How the sweep ended. A time limit that ran out says so first: whatever ran, the sweep is
+/// incomplete. Only when some case got no more than its CPU side were GPU checks skipped.
+fn status(summary: &SweepSummary, not_run: &[(Under, Case)], all_ran: bool) -> Status {
+    if !not_run.is_empty() {
         crate::note!(
             "the time ran out with {} cases not run (exit status {}): `--resume` with the same flags runs them",
             not_run.len(),
@@ -752,15 +869,32 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
             Status::GpuSkipped.exit_code()
         );
         Status::GpuSkipped
-    };
-    Ok(SweepOutcome {
-        summary,
-        status,
-        cases: cases.len(),
-        results: results_path,
-        reports,
-        not_run,
-    })
+    }
+}
+
+/// `not-run.jsonl` and what is said of it when a time limit ran out with cases left. Cases
+/// are left only then; a sweep that ran everything removes the list an earlier, cut-short run
+/// of this directory left.
+fn not_run_list(
+    out: &OutDir,
+    reg: &Registry,
+    budget: Option<&TimeBudget>,
+    summary: &SweepSummary,
+    not_run: &[(Under, Case)],
+    costs: &[(u64, f64)],
+) -> Result<Option<NotRun>, Error> {
+    match budget {
+        Some(b) if !not_run.is_empty() => out_of_time(out, reg, b, summary, not_run, costs),
+        _ => {
+            let file = out.join(NOT_RUN_FILE);
+            match std::fs::remove_file(&file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(OutputError::write(&file, e).into())
+                }
+                _ => Ok(None),
+            }
+        }
+    }
 }
 
 /// The end of a sweep whose time limit ran out: `not-run.jsonl` written, and what a person
