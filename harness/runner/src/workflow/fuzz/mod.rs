@@ -93,9 +93,7 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         .into());
     }
     // The finds file: its directory locked, its kind and name checked, before anything runs.
-    let command = "fuzz --finds";
-    let (finds_dir, finds_name) = OutDir::for_file(&req.finds, command)?;
-    let finds_path = finds_dir.check_target(&finds_name, Some((FileKind::Finds, command)))?;
+    let mut finds = FindsFile::open(&req.finds)?;
     let reg = kedge_ops::registry();
     let mut sel = req.selection.clone();
     let allocs = parse_allocs(sel.allocs.as_deref().unwrap_or("exact,guard"))?;
@@ -104,14 +102,7 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
     let engine = if req.cpu {
         None
     } else {
-        let mut b = RunEngine::builder("fuzz")
-            .options(req.engine.clone())
-            .gpus(Gpus::One(req.device))
-            .keep_workers(false);
-        if let Some(e) = &req.exe {
-            b = b.exe(e);
-        }
-        Some(b.build()?)
+        Some(gpu_engine(req)?)
     };
     let limits = match &engine {
         Some(e) => e.limits().clone(),
@@ -131,8 +122,6 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         g.set_progress(Progress::Off);
     }
     let mut cpu = CpuExecutor::new(&reg, limits.clone());
-    let mut known = known_finds(&req.finds);
-    let mut finds_file = None;
     let mut out = FuzzOutcome {
         generated: 0,
         failures: 0,
@@ -141,20 +130,7 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         unshrunk: 0,
         status: Status::Ok,
     };
-    // What a Ctrl-C says: the finds are on disk as they are made.
-    let ran = Arc::new(AtomicUsize::new(0));
-    let written = Arc::new(AtomicUsize::new(0));
-    {
-        let (ran, written, path) = (ran.clone(), written.clone(), req.finds.clone());
-        crate::run::lifecycle::on_signal(move || {
-            format!(
-                "fuzz: stopped after {} cases; {} new finds written to {}",
-                ran.load(Ordering::Relaxed),
-                written.load(Ordering::Relaxed),
-                path.display()
-            )
-        });
-    }
+    let ran = say_on_signal(&req.finds, &finds.written);
     let chunk = if gpu.is_some() { CHUNK_GPU } else { CHUNK_CPU };
     let mut last_note = Instant::now();
     let mut shrunk = 0usize;
@@ -163,74 +139,40 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         if cases.is_empty() {
             break;
         }
-        let mut failures: Vec<CaseResult> = Vec::new();
-        {
-            let mut sink = |r: CaseResult| -> Result<(), crate::results::OutputError> {
-                if r.verdict.is_failure() {
-                    failures.push(r);
-                }
-                Ok(())
-            };
-            match gpu.as_mut() {
-                Some(g) => g.run(&cases, &mut sink)?,
-                None => cpu.run(&cases, &mut sink)?,
-            };
-        }
+        let failures = match gpu.as_mut() {
+            Some(g) => failures_of(g, &cases)?,
+            None => failures_of(&mut cpu, &cases)?,
+        };
         out.generated += cases.len();
         out.failures += failures.len();
         ran.store(out.generated, Ordering::Relaxed);
         drop(cases);
         for r in &failures {
-            if shrunk >= req.max_shrinks {
-                out.unshrunk += 1;
-                if out.unshrunk <= UNSHRUNK_LISTED {
-                    let why = format!("not shrunk (--max-shrinks {})", req.max_shrinks);
-                    on(FuzzEvent::Unshrunk(r, &why));
-                }
-                continue;
-            }
-            shrunk += 1;
-            let probes = match gpu.as_mut() {
-                Some(g) => Probes::Gpu(g),
-                None => Probes::Cpu(&limits),
-            };
-            let report =
-                match minimize::minimize(&reg, &r.case, Some(r), &limits, req.budget, probes) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        out.unshrunk += 1;
-                        if out.unshrunk <= UNSHRUNK_LISTED {
-                            on(FuzzEvent::Unshrunk(r, &format!("could not shrink: {e}")));
-                        }
+            let why = if shrunk >= req.max_shrinks {
+                format!("not shrunk (--max-shrinks {})", req.max_shrinks)
+            } else {
+                shrunk += 1;
+                let probes = match gpu.as_mut() {
+                    Some(g) => Probes::Gpu(g),
+                    None => Probes::Cpu(&limits),
+                };
+                match shrink(&reg, r, &limits, req.budget, probes) {
+                    Ok(find) if finds.add(&find)? => {
+                        out.new_finds += 1;
+                        on(FuzzEvent::NewFind(&find));
                         continue;
                     }
-                };
-            let find = FuzzFind::new(
-                &r.case,
-                &report.minimized.case,
-                report.minimized.outcome,
-                r.under,
-                report.transition.as_ref(),
-                &report.minimized.result.detail,
-            );
-            if !known.insert(find.key()) {
-                out.known += 1;
-                continue;
+                    Ok(_) => {
+                        out.known += 1;
+                        continue;
+                    }
+                    Err(e) => format!("could not shrink: {e}"),
+                }
+            };
+            out.unshrunk += 1;
+            if out.unshrunk <= UNSHRUNK_LISTED {
+                on(FuzzEvent::Unshrunk(r, &why));
             }
-            if finds_file.is_none() {
-                finds_file = Some(
-                    finds_dir
-                        .append(&finds_name, Some((FileKind::Finds, command)))?
-                        .1,
-                );
-            }
-            if let Some(f) = finds_file.as_mut() {
-                let line = serde_json::to_string(&find).unwrap_or_default();
-                outfile::append_line(f, &finds_path, &line)?;
-            }
-            out.new_finds += 1;
-            written.store(out.new_finds, Ordering::Relaxed);
-            on(FuzzEvent::NewFind(&find));
         }
         if last_note.elapsed() >= PROGRESS_EVERY {
             last_note = Instant::now();
@@ -242,6 +184,71 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
             );
         }
     }
+    finish(req, out)
+}
+
+/// Run `cases`; keep the results of those that fail.
+fn failures_of(ex: &mut dyn Executor, cases: &[Case]) -> Result<Vec<CaseResult>, Error> {
+    let mut failures = Vec::new();
+    ex.run(cases, &mut |r: CaseResult| {
+        if r.verdict.is_failure() {
+            failures.push(r);
+        }
+        Ok(())
+    })?;
+    Ok(failures)
+}
+
+/// The GPU engine of a fuzz run: one GPU, workers not kept.
+fn gpu_engine(req: &FuzzRequest) -> Result<RunEngine, Error> {
+    let mut b = RunEngine::builder("fuzz")
+        .options(req.engine.clone())
+        .gpus(Gpus::One(req.device))
+        .keep_workers(false);
+    if let Some(e) = &req.exe {
+        b = b.exe(e);
+    }
+    Ok(b.build()?)
+}
+
+/// What a Ctrl-C says: the finds are on disk as they are made. The counter of cases run,
+/// which the loop keeps current.
+fn say_on_signal(finds: &std::path::Path, written: &Arc<AtomicUsize>) -> Arc<AtomicUsize> {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (r, w, path) = (ran.clone(), written.clone(), finds.to_path_buf());
+    crate::run::lifecycle::on_signal(move || {
+        format!(
+            "fuzz: stopped after {} cases; {} new finds written to {}",
+            r.load(Ordering::Relaxed),
+            w.load(Ordering::Relaxed),
+            path.display()
+        )
+    });
+    ran
+}
+
+/// A failure shrunk to its smallest failing case, as a find.
+fn shrink(
+    reg: &kedge_core::Registry,
+    r: &CaseResult,
+    limits: &LimitsProfile,
+    budget: usize,
+    probes: Probes<'_>,
+) -> Result<FuzzFind, Error> {
+    let report = minimize::minimize(reg, &r.case, Some(r), limits, budget, probes)?;
+    Ok(FuzzFind::new(
+        &r.case,
+        &report.minimized.case,
+        report.minimized.outcome,
+        r.under,
+        report.transition.as_ref(),
+        &report.minimized.result.detail,
+    ))
+}
+
+/// How a fuzz run ended: an error when no case passed the filters, else 1 when there is
+/// anything new to look at.
+fn finish(req: &FuzzRequest, mut out: FuzzOutcome) -> Result<FuzzOutcome, Error> {
     if out.generated == 0 {
         return Err(crate::select::SelectError::Empty {
             why: format!(
@@ -259,4 +266,51 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
     );
     out.status = Status::failed_if(out.new_finds > 0 || out.unshrunk > 0);
     Ok(out)
+}
+
+/// The finds file: its directory locked and the file checked when opened, the keys of the
+/// finds it holds, and the file opened for appending at the first new one.
+struct FindsFile {
+    dir: OutDir,
+    name: String,
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    known: std::collections::HashSet<String>,
+    /// New finds written, for what a Ctrl-C says.
+    written: Arc<AtomicUsize>,
+}
+
+impl FindsFile {
+    const COMMAND: &'static str = "fuzz --finds";
+
+    fn open(path: &std::path::Path) -> Result<FindsFile, Error> {
+        let (dir, name) = OutDir::for_file(path, Self::COMMAND)?;
+        let path = dir.check_target(&name, Some((FileKind::Finds, Self::COMMAND)))?;
+        Ok(FindsFile {
+            known: known_finds(&path),
+            dir,
+            name,
+            path,
+            file: None,
+            written: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// Append `find` unless the file holds it already; whether it was new.
+    fn add(&mut self, find: &FuzzFind) -> Result<bool, Error> {
+        if !self.known.insert(find.key()) {
+            return Ok(false);
+        }
+        let file = match self.file.as_mut() {
+            Some(f) => f,
+            None => {
+                let kind = Some((FileKind::Finds, Self::COMMAND));
+                self.file.insert(self.dir.append(&self.name, kind)?.1)
+            }
+        };
+        let line = serde_json::to_string(find).unwrap_or_default();
+        outfile::append_line(file, &self.path, &line)?;
+        self.written.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
 }
