@@ -374,14 +374,28 @@ pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
     for r in results {
         by_key.insert((r.under, r.case.id()), r);
     }
-    let lookup = |run: &PlannedRun| -> Option<&CaseResult> {
-        by_key.get(&(run.under, run.case.id())).copied()
-    };
     let planned: std::collections::HashSet<(Under, String)> =
         plan.runs.iter().map(|r| (r.under, r.case.id())).collect();
     let unmatched_results = by_key.keys().filter(|k| !planned.contains(*k)).count();
 
-    // Planted impls, in plan order.
+    Table {
+        planted: planted_rows(plan, &by_key),
+        fixed: fixed_rows(plan, &by_key),
+        incidents: incident_rows(plan, &by_key),
+        unmatched_results,
+    }
+}
+
+/// Results by (how it ran, case id).
+type ByKey<'a> = HashMap<(Under, String), &'a CaseResult>;
+
+/// The result of a planned run, if it has one.
+fn lookup<'a>(by_key: &ByKey<'a>, run: &PlannedRun) -> Option<&'a CaseResult> {
+    by_key.get(&(run.under, run.case.id())).copied()
+}
+
+/// A row per planted impl, in plan order: which of its expected detectors saw it.
+fn planted_rows(plan: &SelftestPlan, by_key: &ByKey<'_>) -> Vec<PlantedRow> {
     let mut planted: Vec<PlantedRow> = Vec::new();
     for run in &plan.runs {
         let Purpose::Planted {
@@ -416,7 +430,7 @@ pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
                 row.expect.len() - 1
             }
         };
-        if let Some(r) = lookup(run) {
+        if let Some(r) = lookup(by_key, run) {
             let seen = detectors_seen(r);
             row.saw.extend(seen.iter().copied());
             let st = &mut row.expect[pos].1;
@@ -446,7 +460,11 @@ pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
         };
     }
 
-    // Fixed impls.
+    planted
+}
+
+/// A row per fixed impl: every run of it passes (or is unsupported).
+fn fixed_rows(plan: &SelftestPlan, by_key: &ByKey<'_>) -> Vec<FixedRow> {
     let mut fixed: Vec<FixedRow> = Vec::new();
     for run in &plan.runs {
         let Purpose::Fixed { op, imp } = &run.purpose else {
@@ -466,7 +484,7 @@ pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
             }
         };
         let row = &mut fixed[idx];
-        if let Some(r) = lookup(run) {
+        if let Some(r) = lookup(by_key, run) {
             row.runs += 1;
             let ok = matches!(r.verdict, Verdict::Pass | Verdict::Unsupported);
             if !ok {
@@ -491,13 +509,18 @@ pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
         };
     }
 
-    // Incidents.
+    fixed
+}
+
+/// A row per incident: its verdict and detector as expected, or not run, or not in the
+/// registry.
+fn incident_rows(plan: &SelftestPlan, by_key: &ByKey<'_>) -> Vec<IncidentRow> {
     let mut incidents: Vec<IncidentRow> = Vec::new();
     for run in &plan.runs {
         let Purpose::Incident { incident, expect } = &run.purpose else {
             continue;
         };
-        let got = lookup(run).map(|r| Expected {
+        let got = lookup(by_key, run).map(|r| Expected {
             verdict: r.verdict,
             detector: r.detector,
         });
@@ -525,12 +548,7 @@ pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
             status: Status::NotInRegistry,
         });
     }
-    Table {
-        planted,
-        fixed,
-        incidents,
-        unmatched_results,
-    }
+    incidents
 }
 
 fn dets(d: impl IntoIterator<Item = Detector>) -> String {
@@ -657,7 +675,7 @@ pub struct SelftestOutcome {
 pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> {
     use crate::errors::Status as Ending;
     use crate::results::{finished_ids, OutDir, OutMode, ResultSet};
-    use crate::run::{CpuExecutor, Executor, Gpus, RunEngine};
+    use crate::run::RunEngine;
     let out = OutDir::open(&req.out)?
         .reading(req.incidents.as_deref())
         .writes(&["results.jsonl", "selftest.md"])?;
@@ -670,7 +688,7 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
         let mut b = RunEngine::builder("selftest")
             .options(req.engine.clone())
             .work_dir(out.join("workers"))
-            .gpus(Gpus::One(req.device));
+            .gpus(crate::run::Gpus::One(req.device));
         if let Some(e) = &req.exe {
             b = b.exe(e);
         }
@@ -699,50 +717,18 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
             .into_iter()
             .filter(|c| !done.contains(&c.id()))
             .collect();
-        let mut exec: Box<dyn Executor + '_> = match (under, &engine) {
-            (Under::Cpu, _) => {
-                Box::new(CpuExecutor::new(&reg, limits.clone()).with_references(u64::MAX))
+        match executor_for(under, engine.as_ref(), &reg, &limits)? {
+            Ok(mut exec) => {
+                exec.run(&cases, &mut |r| writer.write(&r))?;
             }
-            (_, None) => {
-                not_run.push(format!("{} {under} cases (no GPU)", cases.len()));
-                continue;
-            }
-            (Under::Native, Some(e)) => Box::new(e.executor(None)?),
-            (Under::Tool(t), Some(e)) => match e.executor(Some(t)) {
-                Ok(x) => Box::new(x),
-                Err(
-                    err @ crate::run::EngineError::Sanitizer(
-                        crate::sanitizer::SanitizerError::NotFound { .. },
-                    ),
-                ) => {
-                    not_run.push(format!("{} {t} cases ({err})", cases.len()));
-                    continue;
-                }
-                Err(err) => return Err(err.into()),
-            },
-        };
-        exec.run(&cases, &mut |r| writer.write(&r))?;
+            Err(why) => not_run.push(format!("{} {under} cases ({why})", cases.len())),
+        }
     }
     drop(writer);
     let results = ResultSet::load(std::slice::from_ref(&results_path))?.results;
     let table = judge(&plan, &results);
-    let text = format!(
-        "# kedge selftest\n\ndevice: {}{}\nruns: {} results ({} planned case runs)\n{}\n{}",
-        limits.device,
-        if gpu {
-            String::new()
-        } else {
-            format!(" (profile {}; no GPU used)", limits.name)
-        },
-        results.len(),
-        plan.runs.len(),
-        if not_run.is_empty() {
-            String::new()
-        } else {
-            format!("not run: {}\n", not_run.join("; "))
-        },
-        render(&table)
-    );
+    let profile = (!gpu).then_some(limits.name.as_str());
+    let text = report_text(&limits.device, profile, &results, &plan, &not_run, &table);
     out.write("selftest.md", &text)?;
     let status = if !table.ok() {
         Ending::Failures
@@ -756,6 +742,59 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
         text,
         status,
     })
+}
+
+/// What runs a group of the plan: the CPU side on any machine, the GPU natively or under a
+/// tool when there is one. `Err(why)` when it cannot run here (no GPU, the tool missing): the
+/// group is named as not run, and the selftest goes on.
+fn executor_for<'a>(
+    under: Under,
+    engine: Option<&'a crate::run::RunEngine>,
+    reg: &'a kedge_core::Registry,
+    limits: &LimitsProfile,
+) -> Result<Result<Box<dyn crate::run::Executor + 'a>, String>, crate::Error> {
+    use crate::run::{CpuExecutor, EngineError};
+    use crate::sanitizer::SanitizerError;
+    Ok(match (under, engine) {
+        (Under::Cpu, _) => Ok(Box::new(
+            CpuExecutor::new(reg, limits.clone()).with_references(u64::MAX),
+        )),
+        (_, None) => Err("no GPU".into()),
+        (Under::Native, Some(e)) => Ok(Box::new(e.executor(None)?)),
+        (Under::Tool(t), Some(e)) => match e.executor(Some(t)) {
+            Ok(x) => Ok(Box::new(x)),
+            Err(err @ EngineError::Sanitizer(SanitizerError::NotFound { .. })) => {
+                Err(err.to_string())
+            }
+            Err(err) => return Err(err.into()),
+        },
+    })
+}
+
+/// `selftest.md`: the device (or the profile, without a GPU), the runs, what did not run and
+/// the table.
+fn report_text(
+    device: &str,
+    profile: Option<&str>,
+    results: &[CaseResult],
+    plan: &SelftestPlan,
+    not_run: &[String],
+    table: &Table,
+) -> String {
+    format!(
+        "# kedge selftest\n\ndevice: {device}{}\nruns: {} results ({} planned case runs)\n{}\n{}",
+        profile
+            .map(|p| format!(" (profile {p}; no GPU used)"))
+            .unwrap_or_default(),
+        results.len(),
+        plan.runs.len(),
+        if not_run.is_empty() {
+            String::new()
+        } else {
+            format!("not run: {}\n", not_run.join("; "))
+        },
+        render(table)
+    )
 }
 
 #[cfg(test)]
