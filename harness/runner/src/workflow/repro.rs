@@ -659,26 +659,7 @@ pub fn cu_file(
     let plan = imp
         .plan(case, profile)
         .map_err(|why| format!("impl {} refuses the case: {why}", imp.name()))?;
-    plan.standalone().map_err(|why| {
-        format!(
-            "impl {}: {why}; only kedge can run it (the kedge line above)",
-            imp.name()
-        )
-    })?;
-    for l in &plan.launches {
-        for a in &l.args {
-            let t = match a {
-                KernelArg::Tensor(t) | KernelArg::TensorAt { index: t, .. } => *t,
-                _ => continue,
-            };
-            if t >= specs.len() {
-                return Err(format!(
-                    "launch {l} names tensor {t}, but the case has {}",
-                    specs.len()
-                ));
-            }
-        }
-    }
+    check_standalone(imp, &plan, specs.len())?;
     let mut files: Vec<kedge_core::Kernel> = Vec::new();
     for l in &plan.launches {
         if !files.iter().any(|f| f.file == l.kernel.file) {
@@ -706,24 +687,57 @@ pub fn cu_file(
     } else {
         InputSource::Embedded
     };
-    let mut scratch: Vec<(String, u64)> = Vec::new();
-    for a in plan.launches.iter().flat_map(|l| &l.args) {
-        if let KernelArg::Scratch { name, bytes } = a {
-            if !scratch.iter().any(|(n, _)| n == name) {
-                scratch.push((name.clone(), *bytes));
+    let mut s = String::new();
+    header(&mut s, op, case, profile, source);
+    kernel_sources(&mut s, &files, sources);
+    input_code(&mut s, &specs, &inputs, source);
+    fail_helpers(&mut s, plan.repetitions() > 1);
+    main_fn(&mut s, &plan, &specs, case.seed, source);
+    let inputs_file = (source == InputSource::File).then(|| {
+        inputs
+            .iter()
+            .flat_map(|h| h.bytes.iter().copied())
+            .collect::<Vec<u8>>()
+    });
+    Ok(CuFile {
+        source: s,
+        inputs_file,
+    })
+}
+
+/// A plan a standalone program can launch: every launch names tensors the case has.
+fn check_standalone(imp: &dyn Impl, plan: &Plan, tensors: usize) -> Result<(), String> {
+    plan.standalone().map_err(|why| {
+        format!(
+            "impl {}: {why}; only kedge can run it (the kedge line above)",
+            imp.name()
+        )
+    })?;
+    for l in &plan.launches {
+        for a in &l.args {
+            let t = match a {
+                KernelArg::Tensor(t) | KernelArg::TensorAt { index: t, .. } => *t,
+                _ => continue,
+            };
+            if t >= tensors {
+                return Err(format!(
+                    "launch {l} names tensor {t}, but the case has {tensors}"
+                ));
             }
         }
     }
+    Ok(())
+}
 
-    let mut s = String::new();
-    header(&mut s, op, case, profile, source);
+/// The includes and each kernel file's text (or where it goes).
+fn kernel_sources(s: &mut String, files: &[kedge_core::Kernel], sources: SourceMode) {
     let _ = writeln!(s, "#include <cuda_runtime.h>");
     let _ = writeln!(s, "#include <stdint.h>");
     let _ = writeln!(s, "#include <stdio.h>");
     let _ = writeln!(s, "#include <stdlib.h>");
     let _ = writeln!(s, "#include <string.h>");
     let _ = writeln!(s);
-    for k in &files {
+    for k in files {
         let _ = writeln!(s, "// ---- kernel source: {} ----", k.file);
         match sources {
             SourceMode::Embed => {
@@ -739,6 +753,15 @@ pub fn cu_file(
         let _ = writeln!(s, "// ---- end of {} ----", k.file);
         let _ = writeln!(s);
     }
+}
+
+/// kedge's input generator in C, and the inputs' bytes when they are embedded.
+fn input_code(
+    s: &mut String,
+    specs: &[TensorSpec],
+    inputs: &[kedge_core::HostTensor],
+    source: InputSource,
+) {
     let _ = writeln!(
         s,
         "// ---- kedge's input generator (harness/core/src/model/rng.rs) ----"
@@ -751,25 +774,30 @@ pub fn cu_file(
         s.push_str(HALF_C);
     }
     let _ = writeln!(s);
-    if source == InputSource::Embedded {
-        for (i, (spec, h)) in specs
-            .iter()
-            .filter(|t| t.role == Role::Input)
-            .zip(inputs.iter())
-            .enumerate()
-        {
-            let _ = writeln!(s, "// input {i} ({}), {} bytes", spec.name, h.bytes.len());
-            let _ = write!(s, "static const unsigned char kedge_input_{i}[] = {{");
-            for (j, b) in h.bytes.iter().enumerate() {
-                if j % 16 == 0 {
-                    s.push_str("\n   ");
-                }
-                let _ = write!(s, " 0x{b:02x},");
-            }
-            let _ = writeln!(s, "\n}};");
-        }
-        let _ = writeln!(s);
+    if source != InputSource::Embedded {
+        return;
     }
+    for (i, (spec, h)) in specs
+        .iter()
+        .filter(|t| t.role == Role::Input)
+        .zip(inputs.iter())
+        .enumerate()
+    {
+        let _ = writeln!(s, "// input {i} ({}), {} bytes", spec.name, h.bytes.len());
+        let _ = write!(s, "static const unsigned char kedge_input_{i}[] = {{");
+        for (j, b) in h.bytes.iter().enumerate() {
+            if j % 16 == 0 {
+                s.push_str("\n   ");
+            }
+            let _ = write!(s, " 0x{b:02x},");
+        }
+        let _ = writeln!(s, "\n}};");
+    }
+    let _ = writeln!(s);
+}
+
+/// `kedge_fail` (and `kedge_fail_at` for a repeated launch) and `CHECK`.
+fn fail_helpers(s: &mut String, repeated: bool) {
     let _ = writeln!(
         s,
         "static int kedge_fail(const char *what, cudaError_t e) {{"
@@ -780,7 +808,7 @@ pub fn cu_file(
     );
     let _ = writeln!(s, "    return 1;");
     let _ = writeln!(s, "}}");
-    if plan.repetitions() > 1 {
+    if repeated {
         let _ = writeln!(
             s,
             "static int kedge_fail_at(const char *what, unsigned long long i1, unsigned long long i2, unsigned long long i3, cudaError_t e) {{"
@@ -794,6 +822,18 @@ pub fn cu_file(
     }
     let _ = writeln!(s, "#define CHECK(what, call) do {{ cudaError_t e_ = (call); if (e_ != cudaSuccess) return kedge_fail(what, e_); }} while (0)");
     let _ = writeln!(s);
+}
+
+/// `main`: the tensors, the scratch, the launches, each checked.
+fn main_fn(s: &mut String, plan: &Plan, specs: &[TensorSpec], seed: u64, source: InputSource) {
+    let mut scratch: Vec<(String, u64)> = Vec::new();
+    for a in plan.launches.iter().flat_map(|l| &l.args) {
+        if let KernelArg::Scratch { name, bytes } = a {
+            if !scratch.iter().any(|(n, _)| n == name) {
+                scratch.push((name.clone(), *bytes));
+            }
+        }
+    }
     let _ = writeln!(s, "int main(void) {{");
     if source == InputSource::File {
         let _ = writeln!(
@@ -805,7 +845,7 @@ pub fn cu_file(
             "    if (!kedge_inputs) {{ fprintf(stderr, \"cannot open {INPUTS_FILE}: write it with `kedge repro --out DIR`\\n\"); return 1; }}"
         );
     }
-    tensors(&mut s, &specs, case.seed, source);
+    tensors(s, specs, seed, source);
     if source == InputSource::File {
         let _ = writeln!(s, "    fclose(kedge_inputs);");
     }
@@ -821,7 +861,7 @@ pub fn cu_file(
         s,
         "    CHECK(\"synchronize after setup\", cudaDeviceSynchronize());"
     );
-    launches(&mut s, &plan, &scratch);
+    launches(s, plan, &scratch);
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -830,16 +870,6 @@ pub fn cu_file(
     );
     let _ = writeln!(s, "    return 0;");
     let _ = writeln!(s, "}}");
-    let inputs_file = (source == InputSource::File).then(|| {
-        inputs
-            .iter()
-            .flat_map(|h| h.bytes.iter().copied())
-            .collect::<Vec<u8>>()
-    });
-    Ok(CuFile {
-        source: s,
-        inputs_file,
-    })
 }
 
 fn header(s: &mut String, op: &dyn Op, case: &Case, profile: &LimitsProfile, source: InputSource) {
