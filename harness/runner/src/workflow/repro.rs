@@ -398,11 +398,25 @@ pub fn render(r: &Repro) -> String {
         let _ = writeln!(s, "# kedge saw: {seen}");
     }
     let _ = writeln!(s);
+    upstream_part(&mut s, &r.upstream);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "## (c) kedge");
+    let _ = writeln!(s, "{}", r.kedge_run);
+    let _ = writeln!(s);
+    cu_part(&mut s, &r.cu);
+    if let Some(g) = &r.ggml {
+        ggml_part(&mut s, g);
+    }
+    s
+}
+
+/// (a) and (b): the test-backend-ops line and the command that runs just it.
+fn upstream_part(s: &mut String, upstream: &Result<UpstreamSection, String>) {
     let _ = writeln!(
         s,
         "## (a) tests/test-backend-ops.cpp, in make_test_cases_eval()"
     );
-    match &r.upstream {
+    match upstream {
         Ok(u) => {
             for l in &u.lines {
                 let _ = writeln!(s, "{l}");
@@ -422,12 +436,12 @@ pub fn render(r: &Repro) -> String {
             let _ = writeln!(s, "# none: {why}");
         }
     }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "## (c) kedge");
-    let _ = writeln!(s, "{}", r.kedge_run);
-    let _ = writeln!(s);
+}
+
+/// (d): the standalone CUDA program, or why there is none.
+fn cu_part(s: &mut String, cu: &CuRepro) {
     let _ = writeln!(s, "## (d) standalone CUDA repro (no kedge needed)");
-    match &r.cu {
+    match cu {
         CuRepro::Available {
             file_name,
             source,
@@ -457,75 +471,73 @@ pub fn render(r: &Repro) -> String {
             let _ = writeln!(s, "# not available: {why}");
         }
     }
-    if let Some(g) = &r.ggml {
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "## (e) standalone C program against ggml's public API (no kedge needed)"
-        );
-        match g {
-            GgmlRepro::Available {
-                program,
-                run,
-                layout,
-            } => {
-                match layout {
-                    Ok(()) => {
-                        let _ = writeln!(
-                            s,
-                            "# layout: both reproduce it (the case's tensors are dense); the test-backend-ops line is what upstream gates on, this program gives each tensor its own buffer as kedge does"
-                        );
-                    }
-                    Err(lost) => {
-                        let _ = writeln!(
-                            s,
-                            "# layout: only this program reproduces it ({lost}); the test-backend-ops line in (a) does not"
-                        );
-                    }
-                }
-                let _ = writeln!(
-                    s,
-                    "# `kedge repro --out DIR` writes {}{}",
-                    c_repro::FILE,
-                    program
-                        .files
-                        .iter()
-                        .map(|(n, b)| format!(
-                            " and {n} ({} bytes of inputs, read beside it)",
-                            b.len()
-                        ))
-                        .collect::<String>()
-                );
-                let _ = writeln!(s, "{}", program.build);
-                for c in run {
-                    let _ = writeln!(s, "{c}");
-                }
-                if let Some(first) = run.first() {
-                    let first = first.split("  #").next().unwrap_or(first);
-                    let _ = writeln!(s, "compute-sanitizer --tool memcheck --padding 512 {first}");
-                }
-                if program.source.len() <= MAX_PRINTED_PROGRAM {
-                    let _ = writeln!(s, "---- {} ----", c_repro::FILE);
-                    s.push_str(&program.source);
-                    if !program.source.ends_with('\n') {
-                        s.push('\n');
-                    }
-                    let _ = writeln!(s, "---- end of {} ----", c_repro::FILE);
-                } else {
+}
+
+/// (e): the standalone C program against ggml's public API, or why there is none.
+fn ggml_part(s: &mut String, g: &GgmlRepro) {
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "## (e) standalone C program against ggml's public API (no kedge needed)"
+    );
+    match g {
+        GgmlRepro::Available {
+            program,
+            run,
+            layout,
+        } => {
+            match layout {
+                Ok(()) => {
                     let _ = writeln!(
                         s,
-                        "# {} is {} bytes (its inputs embedded): not printed; `--out DIR` writes it",
-                        c_repro::FILE,
-                        program.source.len()
+                        "# layout: both reproduce it (the case's tensors are dense); the test-backend-ops line is what upstream gates on, this program gives each tensor its own buffer as kedge does"
+                    );
+                }
+                Err(lost) => {
+                    let _ = writeln!(
+                        s,
+                        "# layout: only this program reproduces it ({lost}); the test-backend-ops line in (a) does not"
                     );
                 }
             }
-            GgmlRepro::Unavailable { why } => {
-                let _ = writeln!(s, "# not available: {why}");
+            let _ = writeln!(
+                s,
+                "# `kedge repro --out DIR` writes {}{}",
+                c_repro::FILE,
+                program
+                    .files
+                    .iter()
+                    .map(|(n, b)| format!(" and {n} ({} bytes of inputs, read beside it)", b.len()))
+                    .collect::<String>()
+            );
+            let _ = writeln!(s, "{}", program.build);
+            for c in run {
+                let _ = writeln!(s, "{c}");
+            }
+            if let Some(first) = run.first() {
+                let first = first.split("  #").next().unwrap_or(first);
+                let _ = writeln!(s, "compute-sanitizer --tool memcheck --padding 512 {first}");
+            }
+            if program.source.len() <= MAX_PRINTED_PROGRAM {
+                let _ = writeln!(s, "---- {} ----", c_repro::FILE);
+                s.push_str(&program.source);
+                if !program.source.ends_with('\n') {
+                    s.push('\n');
+                }
+                let _ = writeln!(s, "---- end of {} ----", c_repro::FILE);
+            } else {
+                let _ = writeln!(
+                    s,
+                    "# {} is {} bytes (its inputs embedded): not printed; `--out DIR` writes it",
+                    c_repro::FILE,
+                    program.source.len()
+                );
             }
         }
+        GgmlRepro::Unavailable { why } => {
+            let _ = writeln!(s, "# not available: {why}");
+        }
     }
-    s
 }
 
 /// Inputs above this many bytes are neither compared with kedge's generator nor embedded.
