@@ -114,6 +114,20 @@ pub struct SelftestPlan {
     pub rejected: Vec<String>,
 }
 
+/// A case of an op's first dtype for a selftest run.
+fn case_of(
+    op: &dyn kedge_core::Op,
+    imp: &str,
+    ne: kedge_core::Ne,
+    params: &kedge_core::Params,
+    seed: u64,
+) -> Case {
+    let mut c = Case::new(op.name(), imp, op.dtypes()[0], ne);
+    c.params = params.clone();
+    c.seed = seed;
+    c
+}
+
 impl SelftestPlan {
     /// Build the plan. `limits`: the profile boundary cases are generated for (the live
     /// device's on a GPU).
@@ -134,113 +148,114 @@ impl SelftestPlan {
             if !op_ok(op.name()) {
                 continue;
             }
-            let dtype = op.dtypes()[0];
-            let mk = |imp: &str, ne: kedge_core::Ne, params: &kedge_core::Params| {
-                let mut c = Case::new(op.name(), imp, dtype, ne);
-                c.params = params.clone();
-                c.seed = opts.seed;
-                c
-            };
             for imp in reg.impls_of(*op) {
                 match imp.role() {
                     ImplRole::Planted { bug, expect } => {
-                        // Smoke shapes, plus the boundaries declared for this impl alone (a
-                        // bug planted past a size shows only there).
-                        let mut shapes = op.smoke();
-                        for b in op.boundaries(limits) {
-                            if !b.impls.contains(&imp.name()) {
-                                continue;
-                            }
-                            for c in b.cases(op.name(), imp.name(), dtype) {
-                                shapes.push((c.ne, c.params));
-                            }
-                        }
-                        for (ne, params) in shapes {
-                            for &d in expect {
-                                for (under, alloc) in runs_for_detector(d) {
-                                    plan.push(
-                                        reg,
-                                        under,
-                                        mk(imp.name(), ne, &params).with_alloc(alloc),
-                                        Purpose::Planted {
-                                            op: op.name().into(),
-                                            imp: imp.name().into(),
-                                            bug: bug.into(),
-                                            expect: d,
-                                        },
-                                    );
-                                }
-                            }
-                        }
+                        plan.push_planted(reg, limits, *op, imp, (bug, expect), opts.seed)
                     }
-                    ImplRole::Fixed => {
-                        let purpose = Purpose::Fixed {
-                            op: op.name().into(),
-                            imp: imp.name().into(),
-                        };
-                        let mut shapes = op.smoke();
-                        for b in crate::select::suite::boundaries(*op, limits, dtype) {
-                            for c in b.cases(op.name(), imp.name(), dtype) {
-                                shapes.push((c.ne, c.params));
-                            }
-                        }
-                        for (ne, params) in &shapes {
-                            for alloc in [AllocMode::Exact, AllocMode::Guard] {
-                                plan.push(
-                                    reg,
-                                    Under::Native,
-                                    mk(imp.name(), *ne, params).with_alloc(alloc),
-                                    purpose.clone(),
-                                );
-                            }
-                        }
-                        for (ne, params) in op.smoke() {
-                            for &t in &opts.fixed_tools {
-                                plan.push(
-                                    reg,
-                                    Under::Tool(t),
-                                    mk(imp.name(), ne, &params),
-                                    purpose.clone(),
-                                );
-                            }
-                        }
-                    }
+                    ImplRole::Fixed => plan.push_fixed(reg, limits, *op, imp, opts),
                     // Upstream launch paths are judged by the incidents; external impls by their own sweeps.
                     ImplRole::Upstream | ImplRole::External => {}
                 }
             }
         }
-        for e in incidents {
-            if !op_ok(&e.case.op) {
-                continue;
-            }
-            if reg.op(&e.case.op).is_err() {
-                plan.missing_ops
-                    .push((e.incident.clone(), e.case.op.clone()));
-                continue;
-            }
-            plan.push(
-                reg,
-                Under::Native,
-                e.case.clone(),
-                Purpose::Incident {
-                    incident: e.incident.clone(),
-                    expect: e.expect.clone(),
-                },
-            );
-            if let Some(cpu) = &e.expect_cpu {
-                plan.push(
-                    reg,
-                    Under::Cpu,
-                    e.case.clone(),
-                    Purpose::Incident {
-                        incident: e.incident.clone(),
-                        expect: cpu.clone(),
-                    },
-                );
-            }
+        for e in incidents.iter().filter(|e| op_ok(&e.case.op)) {
+            plan.push_incident(reg, e);
         }
         plan
+    }
+
+    /// A planted impl: the smoke shapes, plus the boundaries declared for this impl alone (a
+    /// bug planted past a size shows only there), each where every expected detector looks.
+    fn push_planted(
+        &mut self,
+        reg: &Registry,
+        limits: &LimitsProfile,
+        op: &dyn kedge_core::Op,
+        imp: &dyn kedge_core::contract::imp::Impl,
+        (bug, expect): (&str, &[Detector]),
+        seed: u64,
+    ) {
+        let dtype = op.dtypes()[0];
+        let mut shapes = op.smoke();
+        for b in op.boundaries(limits) {
+            if !b.impls.contains(&imp.name()) {
+                continue;
+            }
+            for c in b.cases(op.name(), imp.name(), dtype) {
+                shapes.push((c.ne, c.params));
+            }
+        }
+        for (ne, params) in shapes {
+            for &d in expect {
+                for (under, alloc) in runs_for_detector(d) {
+                    self.push(
+                        reg,
+                        under,
+                        case_of(op, imp.name(), ne, &params, seed).with_alloc(alloc),
+                        Purpose::Planted {
+                            op: op.name().into(),
+                            imp: imp.name().into(),
+                            bug: bug.into(),
+                            expect: d,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// A fixed impl: the smoke shapes and every boundary natively in exact and guard mode, the
+    /// smoke shapes under each fixed tool.
+    fn push_fixed(
+        &mut self,
+        reg: &Registry,
+        limits: &LimitsProfile,
+        op: &dyn kedge_core::Op,
+        imp: &dyn kedge_core::contract::imp::Impl,
+        opts: &PlanOptions,
+    ) {
+        let dtype = op.dtypes()[0];
+        let purpose = Purpose::Fixed {
+            op: op.name().into(),
+            imp: imp.name().into(),
+        };
+        let mut shapes = op.smoke();
+        for b in crate::select::suite::boundaries(op, limits, dtype) {
+            for c in b.cases(op.name(), imp.name(), dtype) {
+                shapes.push((c.ne, c.params));
+            }
+        }
+        for (ne, params) in &shapes {
+            for alloc in [AllocMode::Exact, AllocMode::Guard] {
+                let c = case_of(op, imp.name(), *ne, params, opts.seed).with_alloc(alloc);
+                self.push(reg, Under::Native, c, purpose.clone());
+            }
+        }
+        for (ne, params) in op.smoke() {
+            for &t in &opts.fixed_tools {
+                let c = case_of(op, imp.name(), ne, &params, opts.seed);
+                self.push(reg, Under::Tool(t), c, purpose.clone());
+            }
+        }
+    }
+
+    /// An incident natively, and on the CPU side where it says what the CPU sees; an op this
+    /// build does not have is named.
+    fn push_incident(&mut self, reg: &Registry, e: &Expectation) {
+        if reg.op(&e.case.op).is_err() {
+            self.missing_ops
+                .push((e.incident.clone(), e.case.op.clone()));
+            return;
+        }
+        let purpose = |expect: &Expected| Purpose::Incident {
+            incident: e.incident.clone(),
+            expect: expect.clone(),
+        };
+        self.push(reg, Under::Native, e.case.clone(), purpose(&e.expect));
+        if let Some(cpu) = &e.expect_cpu {
+            self.push(reg, Under::Cpu, e.case.clone(), purpose(cpu));
+        }
     }
 
     fn push(&mut self, reg: &Registry, under: Under, case: Case, purpose: Purpose) {
