@@ -438,6 +438,45 @@ where
     }
 
     /// Bisect `axis` of the failing `case` between a value that passes and the failing one.
+    /// A passing value of `axis` below the failing `fail_v`: the largest already run, else
+    /// fail-1, then halving to 1; with the values tried.
+    fn passing_below(
+        &mut self,
+        case: &Case,
+        axis: &Axis,
+        fail_v: i64,
+    ) -> Result<(Option<i64>, Vec<i64>), MinimizeError<E>> {
+        let name = axis_name(axis);
+        let mut lo = self.largest_run_below(case, axis, |o| o.is_passing());
+        let mut tried = Vec::new();
+        if lo.is_none() {
+            let mut cands = vec![fail_v - 1];
+            let mut h = fail_v / 2;
+            while h >= 1 {
+                if h < fail_v - 1 {
+                    cands.push(h);
+                }
+                h /= 2;
+            }
+            for v in cands {
+                match self.probe(
+                    &format!("transition {name}: below"),
+                    &axis_set(case, axis, v),
+                )? {
+                    Some(r) => {
+                        tried.push(v);
+                        if Outcome::of(&r).is_passing() {
+                            lo = Some(v);
+                            break;
+                        }
+                    }
+                    None => break,
+                }
+            }
+        }
+        Ok((lo, tried))
+    }
+
     pub fn transition(
         &mut self,
         case: &Case,
@@ -469,34 +508,7 @@ where
                 why: format!("the failing value is {fail_v}; there is nothing below it to pass"),
             });
         }
-        // A passing value below: the largest already run, else fail-1, then halving to 1.
-        let mut lo = self.largest_run_below(case, axis, |o| o.is_passing());
-        let mut tried = Vec::new();
-        if lo.is_none() {
-            let mut cands = vec![fail_v - 1];
-            let mut h = fail_v / 2;
-            while h >= 1 {
-                if h < fail_v - 1 {
-                    cands.push(h);
-                }
-                h /= 2;
-            }
-            for v in cands {
-                match self.probe(
-                    &format!("transition {name}: below"),
-                    &axis_set(case, axis, v),
-                )? {
-                    Some(r) => {
-                        tried.push(v);
-                        if Outcome::of(&r).is_passing() {
-                            lo = Some(v);
-                            break;
-                        }
-                    }
-                    None => break,
-                }
-            }
-        }
+        let (lo, tried) = self.passing_below(case, axis, fail_v)?;
         let Some(mut lo) = lo else {
             return Ok(TransitionFinding::NoPassingValue { axis: name, tried });
         };
