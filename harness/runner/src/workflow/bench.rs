@@ -69,55 +69,60 @@ pub fn render(results: &[CaseResult]) -> String {
             .find_map(|r| r.observed.bench.as_ref().filter(|b| b.not_timed.is_none()))
             .map(|b| b.median_ms);
         for r in rows {
-            let verdict = if r.verdict == Verdict::Pass {
-                "pass".to_string()
-            } else {
-                format!("{} ({})", r.verdict, r.detector)
-            };
-            match r.observed.bench.as_ref().filter(|b| b.not_timed.is_none()) {
-                Some(b) => {
-                    let of_copy = b
-                        .copy_gb_per_s
-                        .filter(|c| *c > 0.0)
-                        .map(|c| format!("{:.0} %", 100.0 * b.gb_per_s / c))
-                        .unwrap_or_else(|| "-".into());
-                    let tf = b
-                        .tflop_per_s
-                        .map(|t| format!("{t:.1}"))
-                        .unwrap_or_else(|| "-".into());
-                    let vs = first
-                        .filter(|f| *f > 0.0)
-                        .map(|f| format!("{:.2}x", b.median_ms / f))
-                        .unwrap_or_else(|| "-".into());
-                    let _ = writeln!(
-                        s,
-                        "| {} | {verdict} | {:.4} ms | {:.4}..{:.4} | {} | {:.1} | {of_copy} | {tf} | {vs} |",
-                        r.case.imp,
-                        b.median_ms,
-                        b.min_ms,
-                        b.max_ms,
-                        kedge_core::contract::plan::human_bytes(b.bytes),
-                        b.gb_per_s
-                    );
-                }
-                None => {
-                    let why = r
-                        .observed
-                        .bench
-                        .as_ref()
-                        .and_then(|b| b.not_timed.clone())
-                        .unwrap_or_else(|| "not timed".into());
-                    let _ = writeln!(
-                        s,
-                        "| {} | {verdict} | not timed: {} | | | | | | |",
-                        r.case.imp,
-                        why.replace('|', "/")
-                    );
-                }
-            }
+            row_line(&mut s, r, first);
         }
     }
     s
+}
+
+/// One impl's row of a shape's table: its time and throughput, or why it was not timed.
+fn row_line(s: &mut String, r: &CaseResult, first: Option<f64>) {
+    let verdict = if r.verdict == Verdict::Pass {
+        "pass".to_string()
+    } else {
+        format!("{} ({})", r.verdict, r.detector)
+    };
+    match r.observed.bench.as_ref().filter(|b| b.not_timed.is_none()) {
+        Some(b) => {
+            let of_copy = b
+                .copy_gb_per_s
+                .filter(|c| *c > 0.0)
+                .map(|c| format!("{:.0} %", 100.0 * b.gb_per_s / c))
+                .unwrap_or_else(|| "-".into());
+            let tf = b
+                .tflop_per_s
+                .map(|t| format!("{t:.1}"))
+                .unwrap_or_else(|| "-".into());
+            let vs = first
+                .filter(|f| *f > 0.0)
+                .map(|f| format!("{:.2}x", b.median_ms / f))
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                s,
+                "| {} | {verdict} | {:.4} ms | {:.4}..{:.4} | {} | {:.1} | {of_copy} | {tf} | {vs} |",
+                r.case.imp,
+                b.median_ms,
+                b.min_ms,
+                b.max_ms,
+                kedge_core::contract::plan::human_bytes(b.bytes),
+                b.gb_per_s
+            );
+        }
+        None => {
+            let why = r
+                .observed
+                .bench
+                .as_ref()
+                .and_then(|b| b.not_timed.clone())
+                .unwrap_or_else(|| "not timed".into());
+            let _ = writeln!(
+                s,
+                "| {} | {verdict} | not timed: {} | | | | | | |",
+                r.case.imp,
+                why.replace('|', "/")
+            );
+        }
+    }
 }
 
 #[cfg(test)]
