@@ -3,8 +3,9 @@
 
 use kedge_core::{LimitsProfile, Tool};
 use kedge_runner::errors::Error;
+use kedge_runner::events::Events;
 use kedge_runner::external::{ExternalError, ExternalSpec, Geometry, GgmlSpec, SourceSpec};
-use kedge_runner::run::{EngineOptions, Progress};
+use kedge_runner::run::EngineOptions;
 use kedge_runner::sanitizer::parse_tools;
 use kedge_runner::select::{op_and_vars, profile, split_ops, Selection};
 use std::path::PathBuf;
@@ -242,7 +243,7 @@ impl ExecArgs {
             batch: self.batch,
             record_cap: (self.record_cap > 0).then(|| self.record_cap.saturating_mul(1 << 20)),
             sanitizer_args: self.sanitizer_args.clone(),
-            progress: Progress::auto(),
+            events: Events::default(),
             jobs: self.jobs.unwrap_or_else(EngineOptions::default_jobs),
             judging: self.judging,
             ..EngineOptions::default()

@@ -54,6 +54,13 @@ pub fn main() -> ExitCode {
             e.exit_code()
         }
     };
+    // What the command said did not all reach its reader (a full disk, not a closed pipe):
+    // the environment failed it, whatever it found.
+    let code = if kedge_runner::console::failed_stream() {
+        kedge_runner::exit::ENVIRONMENT
+    } else {
+        code
+    };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

@@ -2,14 +2,35 @@
 //! ever panicking on a closed stream: `kedge plan | head -1` closes stdout after one line, and
 //! the command still ends with the status it would have had.
 
+use crate::events::{Both, Event, Events, JsonLines, Progress, Reporter, Stream};
+use crate::results::OutputError;
 use kedge_core::{CaseResult, Verdict};
 use std::io::Write;
+use std::sync::Mutex;
 
-/// Write one line to stderr, prefixed `kedge: `. A closed or full stderr is ignored: a note
-/// is never worth a panic.
+/// Set when a note or the command's stdout could not be written for another reason than a
+/// reader that went away (a full disk under `2> log`): the command ends with exit status 5
+/// once its work is done (`failed_stream`), instead of having said less than it claims.
+static STREAM_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Did a note or stdout fail to be written (not a closed pipe)?
+pub fn failed_stream() -> bool {
+    STREAM_FAILED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn stream_failed(e: &std::io::Error) {
+    if e.kind() != std::io::ErrorKind::BrokenPipe {
+        STREAM_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Write one line to stderr, prefixed `kedge: `. Never a panic: a reader that went away is
+/// ignored, any other failure is remembered for the exit status (`failed_stream`).
 pub fn note(args: std::fmt::Arguments<'_>) {
     let mut e = std::io::stderr().lock();
-    let _ = writeln!(e, "kedge: {args}");
+    if let Err(err) = writeln!(e, "kedge: {args}") {
+        stream_failed(&err);
+    }
 }
 
 /// `note!("{} cases", n)`: a line on stderr, prefixed `kedge: `.
@@ -22,7 +43,7 @@ macro_rules! note {
 
 /// stdout for a command's output. Once the reader has gone (EPIPE), further output is
 /// dropped quietly and the command carries on to its status; any other write error is
-/// reported once on stderr and output stops.
+/// reported once on stderr, output stops, and the command ends with exit status 5.
 pub struct Out<W: Write = std::io::Stdout> {
     w: W,
     closed: bool,
@@ -53,6 +74,7 @@ impl<W: Write> Out<W> {
             .and_then(|_| self.w.flush())
         {
             self.closed = true;
+            stream_failed(&e);
             if e.kind() != std::io::ErrorKind::BrokenPipe {
                 note(format_args!("stdout: {e}; output stopped"));
             }
@@ -190,10 +212,73 @@ pub fn summary_text(
     more: impl Fn(usize) -> String,
 ) -> String {
     let count = |f: &dyn Fn(Verdict) -> bool| results.iter().filter(|r| f(r.verdict)).count();
-    let pass = count(&|v| v == Verdict::Pass);
-    let fail = count(&|v| v.is_failure());
-    let unsupported = count(&|v| v == Verdict::Unsupported);
-    let skipped = count(&|v| v == Verdict::Skipped);
+    let failures: Vec<CaseResult> = results
+        .iter()
+        .filter(|r| r.verdict.is_failure())
+        .take(limit)
+        .cloned()
+        .collect();
+    let failed = count(&|v| v.is_failure());
+    closing(
+        style,
+        Counts {
+            results: results.len(),
+            passed: count(&|v| v == Verdict::Pass),
+            failed,
+            unsupported: count(&|v| v == Verdict::Unsupported),
+            skipped: count(&|v| v == Verdict::Skipped),
+        },
+        wall_ms,
+        &failures,
+        (failed > limit).then(|| more(failed - limit)),
+    )
+}
+
+/// A summary event's closing lines (`Event::Summary`), as `summary_text` draws them.
+pub fn summary_of(style: Style, event: &Event) -> String {
+    match event {
+        Event::Summary {
+            results,
+            passed,
+            failed,
+            unsupported,
+            skipped,
+            failures,
+            more,
+            report,
+        } => closing(
+            style,
+            Counts {
+                results: *results,
+                passed: *passed,
+                failed: *failed,
+                unsupported: *unsupported,
+                skipped: *skipped,
+            },
+            None,
+            failures,
+            (*more > 0).then(|| format!("{more} more: see {}", report.display())),
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Results by verdict.
+struct Counts {
+    results: usize,
+    passed: usize,
+    failed: usize,
+    unsupported: usize,
+    skipped: usize,
+}
+
+fn closing(
+    style: Style,
+    n: Counts,
+    wall_ms: Option<f64>,
+    failures: &[CaseResult],
+    more: Option<String>,
+) -> String {
     let mut s = String::from("------------\n");
     let time = wall_ms
         .map(|ms| format!(" [{}]", crate::report::ms_text(ms)))
@@ -201,31 +286,136 @@ pub fn summary_text(
     s.push_str(&format!(
         "{}{time} {} results: {} passed, {} failed, {} unsupported, {} skipped\n",
         style.bold(&format!("{:>11}", "Summary")),
-        results.len(),
-        pass,
-        if fail > 0 {
-            style.paint("1;31", &fail.to_string())
+        n.results,
+        n.passed,
+        if n.failed > 0 {
+            style.paint("1;31", &n.failed.to_string())
         } else {
             "0".into()
         },
-        unsupported,
-        skipped
+        n.unsupported,
+        n.skipped
     ));
-    let failures: Vec<&CaseResult> = results.iter().filter(|r| r.verdict.is_failure()).collect();
-    for r in failures.iter().take(limit) {
+    for r in failures {
         s.push_str(&result_line(style, r));
         s.push('\n');
     }
-    if failures.len() > limit {
-        s.push_str(&format!("{:>11} {}\n", "...", more(failures.len() - limit)));
+    if let Some(m) = more {
+        s.push_str(&format!("{:>11} {m}\n", "..."));
     }
     s
 }
 
-/// The closing lines of a sweep, on stderr: the summary and the failures (at most 50).
-pub fn final_summary(style: Style, results: &[CaseResult], more: impl Fn(usize) -> String) {
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(summary_text(style, results, None, 50, more).as_bytes());
+/// The console: a line per event on stderr (`kedge: ...`), verdicts as progress (a bar on a
+/// terminal with failures above it, a line per case otherwise), the closing summary as
+/// cargo-nextest ends.
+pub struct Console {
+    progress: Progress,
+    state: Mutex<ConsoleState>,
+}
+
+struct ConsoleState {
+    err: Stream<Box<dyn Write + Send>>,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Console {
+    /// The console on stderr.
+    pub fn new(progress: Progress) -> Console {
+        Console::to(progress, Box::new(std::io::stderr()))
+    }
+    /// The console on `w` (a test's buffer).
+    pub fn to(progress: Progress, w: Box<dyn Write + Send>) -> Console {
+        Console {
+            progress,
+            state: Mutex::new(ConsoleState {
+                err: Stream::new("stderr", w),
+                bar: None,
+            }),
+        }
+    }
+}
+
+impl Reporter for Console {
+    fn report(&self, event: &Event) -> Result<(), OutputError> {
+        let Ok(mut st) = self.state.lock() else {
+            return Ok(());
+        };
+        match event {
+            Event::RunStarted { cases, .. } if self.progress == Progress::Bar => {
+                let b = indicatif::ProgressBar::new(*cases as u64);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                st.bar = Some(b);
+                Ok(())
+            }
+            Event::CaseFinished {
+                done,
+                total,
+                result,
+            } => {
+                let line = progress_line(*done, *total, result);
+                match (&st.bar, self.progress) {
+                    (_, Progress::Off) => Ok(()),
+                    (Some(b), _) => {
+                        b.set_position(*done as u64);
+                        if result.verdict.is_failure() {
+                            b.println(line);
+                        }
+                        Ok(())
+                    }
+                    (None, _) => st.err.write(&format!("{line}\n")),
+                }
+            }
+            Event::RunEnded { .. } => {
+                if let Some(b) = st.bar.take() {
+                    b.finish_and_clear();
+                }
+                Ok(())
+            }
+            Event::Summary { .. } => {
+                let text = summary_of(Style::stderr(), event);
+                st.err.write(&text)
+            }
+            e => match e.human() {
+                Some(line) => st.err.write(&format!("kedge: {line}\n")),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+/// `[done/total] verdict detector case (gpu N)`: one verdict as progress.
+pub fn progress_line(done: usize, total: usize, r: &CaseResult) -> String {
+    format!(
+        "[{done}/{total}] {:<16} {:<12} {}{}",
+        r.verdict.name(),
+        r.detector.name(),
+        r.case.label(),
+        r.gpu.map(|g| format!(" (gpu {g})")).unwrap_or_default()
+    )
+}
+
+impl Events {
+    /// Events to stderr, as a person reads them; progress drawn as `progress` says.
+    pub fn console(progress: Progress) -> Events {
+        Events::new(Console::new(progress))
+    }
+    /// Events to the console and, one JSON object a line, to stdout.
+    pub fn console_and_json(progress: Progress) -> Events {
+        Events::new(Both(Console::new(progress), JsonLines::stdout()))
+    }
+}
+
+impl Default for Events {
+    /// The console, its progress a bar on a terminal and lines otherwise.
+    fn default() -> Self {
+        Events::console(Progress::auto())
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 pub mod console;
 pub mod errors;
+pub mod events;
 pub mod exit;
 pub mod external;
 pub mod gate;
@@ -27,6 +28,7 @@ pub mod results;
 pub mod run;
 pub mod sanitizer;
 pub mod select;
+pub mod summary;
 pub mod workflow;
 
 pub use errors::Error;

@@ -2,6 +2,7 @@ use crate::args::ProfileArg;
 use kedge_core::LimitsProfile;
 use kedge_runner::console::Out;
 use kedge_runner::errors::InputError;
+use kedge_runner::events::Events;
 use kedge_runner::gate::{
     comment_header, gate, Baseline, BaselineChanges, GateError, KNOWN_FAILURES_HEADER_GENERIC,
 };
@@ -170,7 +171,7 @@ fn not_run_note(results: &[PathBuf], missing: &[kedge_core::Case]) {
 fn expected_cases(e: &str, profile: &LimitsProfile) -> Result<Vec<kedge_core::Case>, Error> {
     let reg = kedge_ops::registry();
     if let Ok(suite) = e.parse::<Suite>() {
-        return Ok(Selection::default().cases(&reg, suite, profile, None)?);
+        return Ok(Selection::default().cases(&reg, suite, profile, None, &Events::default())?);
     }
     let corpus = Corpus::read(Path::new(e))?;
     let cases = corpus.cases()?;

@@ -1,10 +1,8 @@
 use crate::args::{in_range, range, ExecArgs, ExtArgs, ProfileArg};
 use kedge_runner::console::Out;
-use kedge_runner::results::OutDir;
-use kedge_runner::run::{Gpus, Progress, RunEngine};
-use kedge_runner::workflow::case_input;
-use kedge_runner::workflow::minimize::{found_transition, minimize, render, Probes};
-use kedge_runner::workflow::repro::INPUTS_FILE;
+use kedge_runner::workflow::minimize::{
+    found_transition, render, run as minimize, MinimizeRequest,
+};
 use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
@@ -33,65 +31,35 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
-    let ext = a.ext.spec(&[])?;
-    let (reg, _) = ext.registry()?;
     let prof = a.profile.get()?;
-    let (case, given) = case_input(&a.input, &reg)?;
-    let out = match &a.out {
-        Some(dir) => Some(
-            OutDir::open(dir)?
-                .reading(Some(std::path::Path::new(&a.input)))
-                .writes(&["minimize.json", "repro.txt", "repro.cu", INPUTS_FILE])?,
-        ),
-        None => None,
-    };
-    let report = if a.cpu {
-        // A GPU result's outcome (driver) differs from the CPU's (launch-contract): only the
-        // case is taken from it.
-        if let Some(r) = &given {
-            note!(
-                "--cpu: shrinking on the launch contract; the given result ({} / {}) is not compared",
-                r.verdict,
-                r.detector
-            );
-        }
-        minimize(&reg, &case, None, &prof, a.budget, Probes::Cpu(&prof))?
-    } else {
-        let tools = a.exec.tools()?;
-        let tool = tools
-            .first()
-            .copied()
-            .or_else(|| given.as_ref().and_then(|r| r.under.tool()));
-        let engine = RunEngine::builder("minimize")
-            .external(ext)
-            .options(a.exec.engine())
-            .gpus(Gpus::One(a.exec.device.unwrap_or(0)))
-            .keep_workers(false)
-            .build()?;
-        let mut ex = engine.executor(tool)?;
-        ex.set_progress(Progress::Off);
-        minimize(
-            &reg,
-            &case,
-            given.as_ref(),
-            engine.limits(),
-            a.budget,
-            Probes::Gpu(&mut ex),
-        )?
-    };
-    Out::stdout().text(&format!("{}\n", render(&report)));
-    if let Some(dir) = &out {
-        let json = serde_json::to_string_pretty(&report).unwrap_or_default();
-        note!("wrote {}", dir.write("minimize.json", &json)?.display());
+    let outcome = minimize(&MinimizeRequest {
+        input: a.input,
+        cpu: a.cpu,
+        profile: prof.clone(),
+        budget: a.budget,
+        tool: if a.cpu {
+            None
+        } else {
+            a.exec.tools()?.first().copied()
+        },
+        external: a.ext.spec(&[])?,
+        engine: a.exec.engine(),
+        device: a.exec.device.unwrap_or(0),
+        out: a.out,
+    })?;
+    let report = &outcome.report;
+    Out::stdout().text(&format!("{}\n", render(report)));
+    for p in &outcome.written {
+        note!("wrote {}", p.display());
     }
     let m = &report.minimized;
     super::repro::show(
-        &reg,
+        &outcome.registry,
         &m.case,
         &prof,
         Some(&m.result),
-        found_transition(&report),
-        out.as_ref(),
+        found_transition(report),
+        outcome.out.as_ref(),
     )?;
     Ok(Status::Ok)
 }

@@ -1,5 +1,6 @@
 use crate::args::{selection, AllocArg, CaseArgs, ExtArgs, FilterArgs, ProfileArg};
 use kedge_runner::console::Out;
+use kedge_runner::events::Events;
 use kedge_runner::select::Suite;
 use kedge_runner::workflow::plan::plan_case;
 use kedge_runner::{note, Error, Status};
@@ -31,7 +32,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
     let prof = a.profile.get()?;
     let (reg, _) = a.ext.spec(&a.filter.ops.names())?.registry()?;
     let sel = a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc));
-    let cases = sel.cases(&reg, a.suite, &prof, None)?;
+    let cases = sel.cases(&reg, a.suite, &prof, None, &Events::default())?;
     let mut out = Out::stdout();
     let mut broken = 0usize;
     for c in &cases {

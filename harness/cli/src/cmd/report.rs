@@ -84,5 +84,10 @@ pub fn run(a: Args) -> Result<Status, Error> {
             ..ReportOptions::default()
         },
     )?;
+    note!(
+        "{} results -> {}/report.md, summary.md, report.json, junit.xml",
+        set.results.len(),
+        out.path().display()
+    );
     Ok(Status::Ok)
 }

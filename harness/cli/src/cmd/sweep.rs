@@ -1,6 +1,7 @@
 use crate::args::{
     selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs, ProfileArg, ResumeArgs,
 };
+use kedge_runner::events::{Events, Progress};
 use kedge_runner::run::{DeviceList, Gpus, MaxTime, TimeBudget};
 use kedge_runner::select::{Shard, Suite};
 use kedge_runner::workflow::sweep::{sweep, SweepRequest};
@@ -46,8 +47,21 @@ pub struct Args {
     /// OUT/not-run.jsonl and the exit status is 6; --resume runs them.
     #[arg(long, value_name = "DURATION")]
     max_time: Option<MaxTime>,
+    /// human: what happens on stderr as a person reads it (a progress bar on a terminal,
+    /// a line per case otherwise); json: the same on stderr, and every event (plan ready,
+    /// each case's verdict, GPUs lost, phase timings, the summary) as one JSON object a line
+    /// on stdout, for programs.
+    #[arg(long, value_enum, default_value_t = SweepFormat::Human)]
+    format: SweepFormat,
     #[command(flatten)]
     ext: ExtArgs,
+}
+
+/// How `kedge sweep` tells what happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepFormat {
+    Human,
+    Json,
 }
 
 pub fn run(a: Args) -> Result<Status, Error> {
@@ -55,6 +69,9 @@ pub fn run(a: Args) -> Result<Status, Error> {
     let budget = a.max_time.map(|t| Arc::new(TimeBudget::new(t.duration())));
     let mut engine = a.exec.engine();
     engine.budget = budget;
+    if a.format == SweepFormat::Json {
+        engine.events = Events::console_and_json(Progress::auto());
+    }
     let gpus = match (&a.devices, a.exec.device) {
         (Some(l), _) => Gpus::Listed(l.ordinals().to_vec()),
         (None, Some(d)) => Gpus::Listed(vec![d]),

@@ -5,6 +5,7 @@ mod basics;
 mod ci_examples;
 mod ci_runner;
 mod devices;
+mod events;
 mod exit_status;
 mod ggml;
 mod nothing_lost;

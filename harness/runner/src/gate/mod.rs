@@ -632,12 +632,14 @@ Rewrite from new results (prints what changed): kedge gate --update THIS-FILE RE
 pub fn known_failures(
     reg: &Registry,
     limits: &LimitsProfile,
+    events: &crate::events::Events,
 ) -> Result<Baseline, crate::select::SelectError> {
     let cases = crate::select::Selection::default().cases(
         reg,
         crate::select::Suite::Default,
         limits,
         None,
+        events,
     )?;
     let suite = kedge_core::SuiteInfo::of(
         crate::provenance::suite_name(

@@ -44,6 +44,14 @@ pub enum OutputError {
         writes: &'static str,
         command: &'static str,
     },
+    /// The console or stdout could not be written (a full disk under `2> log`). A reader that
+    /// went away (a closed pipe) is not this: output stops quietly.
+    #[error("cannot write to {stream}: {source}")]
+    Stream {
+        stream: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// A target that is one of the command's own inputs.
     #[error("{path} is one of this command's inputs ({input}): writing it would destroy what is being read; give another output")]
     OwnInput { path: PathBuf, input: PathBuf },
@@ -57,6 +65,7 @@ impl OutputError {
             | OutputError::OwnInput { .. } => exit::BAD_INPUT,
             OutputError::Locked { .. }
             | OutputError::Write { .. }
+            | OutputError::Stream { .. }
             | OutputError::Link { .. }
             | OutputError::HardLinked { .. }
             | OutputError::NotAFile { .. }

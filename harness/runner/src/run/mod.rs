@@ -7,14 +7,14 @@
 
 pub mod budget;
 pub mod lifecycle;
-pub mod progress;
 pub mod protocol;
 pub mod schedule;
 pub mod supervisor;
 pub mod worker;
 
+pub use crate::events::Progress;
+use crate::events::{Event, Events, Ticker};
 pub use budget::{MaxTime, TimeBudget};
-pub use progress::{Progress, Ticker};
 pub use protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
 pub use supervisor::{
@@ -129,13 +129,7 @@ pub struct RunStats {
     pub per_gpu: Vec<GpuRun>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuRun {
-    pub gpu: u32,
-    pub cases: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost: Option<String>,
-}
+pub use crate::summary::GpuRun;
 
 /// Where results go as they become final.
 pub type Sink<'a> = dyn FnMut(CaseResult) -> Result<(), OutputError> + 'a;
@@ -171,7 +165,7 @@ pub fn needs_gpu(reg: &Registry, c: &Case) -> bool {
 pub struct HostExecutor<'a> {
     reg: &'a Registry,
     sup: Supervisor,
-    progress: Progress,
+    events: Events,
 }
 
 impl<'a> HostExecutor<'a> {
@@ -199,10 +193,11 @@ impl<'a> HostExecutor<'a> {
             keep_worker: true,
         });
         sup.set_budget(opts.budget.clone());
+        sup.set_events(opts.events.clone());
         Ok(HostExecutor {
             reg,
             sup,
-            progress: opts.progress,
+            events: opts.events.clone(),
         })
     }
 }
@@ -221,25 +216,19 @@ impl Executor for HostExecutor<'_> {
         let t0 = Instant::now();
         let waited_before = self.sup.waited();
         let started_before = self.sup.startups().len();
-        let ticker = Ticker::new(self.progress, cases.len());
-        let mut done = 0usize;
-        let mut failed: Option<OutputError> = None;
+        let progress = Ticker::start(&self.events, Under::Native, cases.len());
         let summary = self
             .sup
             .run(cases, &mut |r| {
-                done += 1;
-                ticker.case(done, &r);
-                sink(r).map_err(|e| {
-                    let io = std::io::Error::other(e.to_string());
-                    failed = Some(e);
-                    io
-                })
+                progress.case(&r);
+                sink(r)
             })
-            .map_err(|e| match failed.take() {
-                Some(f) => EngineError::Sink(f),
-                None => EngineError::Host(e),
-            })?;
-        ticker.finish();
+            .map_err(|e| match e {
+                SupervisorError::Sink(f) => EngineError::Sink(f),
+                e => EngineError::Host(e),
+            });
+        progress.end();
+        let summary = summary?;
         Ok(RunStats {
             ran: summary.ran,
             wall_s: t0.elapsed().as_secs_f64(),
@@ -266,7 +255,8 @@ pub struct CpuExecutor<'a> {
     pub skip_host: bool,
     /// Compute references of at most this much work (`Op::reference_work`); `None`: none.
     pub reference_limit: Option<u64>,
-    pub progress: Progress,
+    /// Where its verdicts are told as they come.
+    pub events: Events,
     /// The run's time limit: once it is up, no new case is checked.
     pub budget: Option<Arc<TimeBudget>>,
 }
@@ -282,7 +272,7 @@ impl<'a> CpuExecutor<'a> {
             limits,
             skip_host: false,
             reference_limit: None,
-            progress: Progress::Off,
+            events: Events::console(Progress::Off),
             budget: None,
         }
     }
@@ -324,18 +314,21 @@ impl Executor for CpuExecutor<'_> {
     }
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError> {
         let t0 = Instant::now();
-        let ticker = Ticker::new(self.progress, cases.len());
+        let progress = Ticker::start(&self.events, Under::Cpu, cases.len());
         let mut ran = 0;
-        for (i, c) in cases.iter().enumerate() {
+        for c in cases {
             if !budget::may_start(self.budget.as_deref()) {
                 break;
             }
             let r = self.check(c);
-            ticker.case(i + 1, &r);
-            sink(r)?;
+            progress.case(&r);
+            if let Err(e) = sink(r) {
+                progress.end();
+                return Err(e.into());
+            }
             ran += 1;
         }
-        ticker.finish();
+        progress.end();
         Ok(RunStats {
             ran,
             wall_s: t0.elapsed().as_secs_f64(),
@@ -369,7 +362,9 @@ pub struct EngineOptions {
     pub record_cap: Option<u64>,
     /// Extra compute-sanitizer options, overriding kedge's defaults.
     pub sanitizer_args: Option<String>,
-    pub progress: Progress,
+    /// Where the engine tells what happens (verdicts as they come, GPUs lost, tiers of big
+    /// cases): the console unless the caller gives another reporter.
+    pub events: Events,
     /// Workers per GPU. Verdicts do not depend on it: each case still runs alone in its
     /// worker, and cases too big to share the device's memory run one at a time.
     pub jobs: usize,
@@ -396,7 +391,7 @@ impl Default for EngineOptions {
             batch: 16,
             record_cap: Some(supervisor::RECORD_CAP_BYTES),
             sanitizer_args: None,
-            progress: Progress::auto(),
+            events: Events::default(),
             jobs: 1,
             budget: None,
             judging: Judging::Auto,
@@ -613,7 +608,7 @@ impl RunEngine {
             device_bytes: self.fleet.limits.device_memory_bytes.value,
             host_bytes: host_memory_bytes(),
             temp: self.workers.temp.clone(),
-            progress: self.workers.opts.progress,
+            events: self.workers.opts.events.clone(),
             budget: self.workers.opts.budget.clone(),
             judging: self.workers.opts.judging,
             order: None,
@@ -639,6 +634,7 @@ impl Workers {
             keep_worker: self.keep_workers,
         });
         s.set_budget(self.opts.budget.clone());
+        s.set_events(self.opts.events.clone());
         s
     }
 
@@ -703,7 +699,10 @@ impl Workers {
             match unfit {
                 None => fleet.gpus.push(g),
                 Some(e) if explicit => return Err(e),
-                Some(e) => crate::note!("gpu {g} left out: {e}"),
+                Some(e) => self.opts.events.emit(Event::GpuLeftOut {
+                    gpu: g,
+                    why: e.to_string(),
+                }),
             }
         }
         Ok(fleet)
@@ -902,7 +901,7 @@ pub struct GpuExecutor {
     host_bytes: Option<u64>,
     /// The temporary work directory, kept when a case fails in it.
     temp: Option<std::sync::Arc<lifecycle::TempWorkDir>>,
-    progress: Progress,
+    events: Events,
     /// The run's time limit: once it is up, no new case starts.
     budget: Option<Arc<TimeBudget>>,
     /// How workers judge big cases (what admission expects them to hold on the host).
@@ -923,8 +922,10 @@ impl GpuExecutor {
         got.ok_or_else(|| EngineError::NoVerdict { case: case.label() })
     }
 
-    pub fn set_progress(&mut self, p: Progress) {
-        self.progress = p;
+    /// Tell this executor's events to `events` instead (a caller that reports on its own
+    /// gives a console without progress).
+    pub fn set_events(&mut self, events: Events) {
+        self.events = events;
     }
 }
 
@@ -961,13 +962,12 @@ impl Executor for GpuExecutor {
             }
             let tier_cases: Vec<Case> = tier.cases.iter().map(|&i| cases[i].clone()).collect();
             if k > 0 || tier.slots < self.jobs {
-                crate::note!(
-                    "{}: {} cases of up to {} each: {} at a time per GPU",
-                    self.under,
-                    tier_cases.len(),
-                    kedge_core::contract::plan::human_bytes(tier.largest),
-                    tier.slots
-                );
+                self.events.emit(Event::Tier {
+                    under: self.under,
+                    cases: tier_cases.len(),
+                    largest_bytes: tier.largest,
+                    per_gpu: tier.slots,
+                });
             }
             let more = self.run_on(&tier_cases, tier.slots * gpus, sink)?;
             stats.ran += more.ran;
@@ -994,7 +994,7 @@ impl GpuExecutor {
             return Ok(RunStats::default());
         }
         let n = slots.min(self.pools.len());
-        let (under, progress) = (self.under, self.progress);
+        let under = self.under;
         // The workers of a tier of big cases share the host's cores, each with its part for
         // its CPU-side work (inputs, reference, comparison). With every slot in use the cases
         // are small and each worker may use every core for its bursts: on the H200 (16 cores,
@@ -1033,9 +1033,8 @@ impl GpuExecutor {
             None => units_by_reference(cases),
         };
         let cases = &cases[..];
-        let ticker = Ticker::new(progress, cases.len());
+        let progress = Ticker::start(&self.events, under, cases.len());
         let mut written = 0usize;
-        let mut sink_error: Option<OutputError> = None;
         let temp = self.temp.clone();
         let budget = self.budget.clone();
         let res = schedule::run_units(cases, &units, pools, opts, budget.as_deref(), |f| {
@@ -1047,17 +1046,14 @@ impl GpuExecutor {
                 }
             }
             written += 1;
-            ticker.case(written, &r);
-            sink(r).map_err(|e| {
-                let io = std::io::Error::other(e.to_string());
-                sink_error = Some(e);
-                io
-            })
+            progress.case(&r);
+            sink(r)
         });
-        ticker.finish();
-        if let Some(e) = sink_error {
-            return Err(EngineError::Sink(e));
-        }
+        progress.end();
+        let res = match res {
+            Err(schedule::ScheduleError::Sink(e)) => return Err(EngineError::Sink(e)),
+            res => res,
+        };
         let gpus = pools
             .iter()
             .map(|(g, _)| g.to_string())
@@ -1079,13 +1075,12 @@ impl GpuExecutor {
             }
         })?;
         for d in sched.lost() {
-            crate::note!(
-                "{}: gpu {} lost after {} cases ({}); the other GPUs ran its unfinished cases",
+            self.events.emit(Event::GpuLost {
                 under,
-                d.device,
-                d.ran,
-                d.lost.as_deref().unwrap_or_default()
-            );
+                gpu: d.device,
+                after: d.ran,
+                why: d.lost.clone().unwrap_or_default(),
+            });
         }
         let started: Vec<usize> = pools
             .iter()

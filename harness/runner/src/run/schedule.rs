@@ -143,7 +143,7 @@ pub enum ScheduleError<E: std::error::Error + 'static> {
         source: E,
     },
     #[error("the sink could not take a result")]
-    Sink(#[source] std::io::Error),
+    Sink(#[source] crate::results::OutputError),
 }
 
 fn describe_lost(lost: &[DeviceReport]) -> String {
@@ -284,7 +284,7 @@ pub fn run<T, R>(
     cases: &[T],
     devices: &mut [(DeviceId, R)],
     opts: Options,
-    sink: impl FnMut(Finished<R::Output>) -> std::io::Result<()>,
+    sink: impl FnMut(Finished<R::Output>) -> Result<(), crate::results::OutputError>,
 ) -> Result<Summary, ScheduleError<R::Error>>
 where
     T: Clone + Sync,
@@ -307,7 +307,7 @@ pub fn run_units<T, R>(
     devices: &mut [(DeviceId, R)],
     opts: Options,
     budget: Option<&TimeBudget>,
-    mut sink: impl FnMut(Finished<R::Output>) -> std::io::Result<()>,
+    mut sink: impl FnMut(Finished<R::Output>) -> Result<(), crate::results::OutputError>,
 ) -> Result<Summary, ScheduleError<R::Error>>
 where
     T: Clone + Sync,
@@ -995,7 +995,10 @@ mod tests {
         let mut seen = 0;
         let res = run(&all, &mut devs, Options::default(), |_| {
             seen += 1;
-            Err(std::io::Error::other("disk full"))
+            Err(crate::results::OutputError::write(
+                "results.jsonl",
+                std::io::Error::other("disk full"),
+            ))
         });
         assert!(matches!(res, Err(ScheduleError::Sink(_))), "{res:?}");
         assert_eq!(seen, 1, "nothing is passed on after the sink fails");

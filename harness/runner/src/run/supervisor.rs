@@ -5,6 +5,8 @@
 use super::budget::TimeBudget;
 use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
 use super::schedule::BatchError;
+use crate::events::{Event, Events};
+use crate::results::OutputError;
 use kedge_core::{AllocMode, Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -28,7 +30,10 @@ pub enum SupervisorError {
     #[error("worker did not become ready within {0:?}{1}")]
     NotReady(Duration, String),
     #[error("writing results: {0}")]
-    Sink(std::io::Error),
+    Sink(OutputError),
+    /// A worker's log could not be created.
+    #[error("could not create the worker's log: {0}")]
+    Log(OutputError),
     #[error("{0}")]
     Sanitizer(String),
 }
@@ -265,6 +270,8 @@ pub struct Supervisor {
     exiting: Vec<Worker>,
     /// The sweep's time limit: asked before each case is sent.
     budget: Option<Arc<TimeBudget>>,
+    /// Where it tells what it does on its own (a batch run again).
+    events: Events,
 }
 
 /// Standbys a slot keeps at most. Guard mode's FP8 over-reads end workers faster than one
@@ -303,6 +310,7 @@ impl Supervisor {
             waited: Duration::ZERO,
             exiting: Vec::new(),
             budget: None,
+            events: Events::default(),
         }
     }
 
@@ -310,6 +318,11 @@ impl Supervisor {
     /// (the case a worker is running finishes) and returns with the rest unreported.
     pub fn set_budget(&mut self, budget: Option<Arc<TimeBudget>>) {
         self.budget = budget;
+    }
+
+    /// Where the supervisor tells what it does on its own.
+    pub fn set_events(&mut self, events: Events) {
+        self.events = events;
     }
 
     /// Let the idle worker and the standby go (this pool sits out a tier of bigger cases).
@@ -451,11 +464,7 @@ impl Supervisor {
         argv.push("worker".into());
         let log_path = self.cfg.work_dir.join(format!("worker-{index}.log"));
         // Never through a link: the log may be inside an output directory.
-        let log =
-            crate::results::outfile::create_log(&log_path).map_err(|e| SupervisorError::Spawn {
-                cmd: log_path.display().to_string(),
-                err: std::io::Error::other(e.to_string()),
-            })?;
+        let log = crate::results::outfile::create_log(&log_path).map_err(SupervisorError::Log)?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::piped())
@@ -600,7 +609,7 @@ impl Supervisor {
     pub fn run(
         &mut self,
         cases: &[Case],
-        sink: &mut dyn FnMut(CaseResult) -> std::io::Result<()>,
+        sink: &mut dyn FnMut(CaseResult) -> Result<(), OutputError>,
     ) -> Result<RunSummary, SupervisorError> {
         let mut summary = RunSummary::default();
         self.guarded |= cases
@@ -845,7 +854,10 @@ impl Supervisor {
                     Err(why) if started > 1 => {
                         // Never stop the sweep for it: run the batch again, one case per
                         // worker, where every record is that case's.
-                        crate::note!("{why}; running those {started} cases again, one per worker");
+                        self.events.emit(Event::BatchAgain {
+                            why: why.clone(),
+                            cases: started,
+                        });
                         i -= started;
                         summary.ran -= started;
                         batch = 1;
@@ -929,6 +941,7 @@ impl super::schedule::Runner<Case> for Supervisor {
             // An unreadable sanitizer report, results that cannot be written, a worker that
             // cannot build its registry: another GPU would do no better.
             SupervisorError::Sink(_)
+            | SupervisorError::Log(_)
             | SupervisorError::Sanitizer(_)
             | SupervisorError::Setup(_) => BatchError::Fatal(e),
         })

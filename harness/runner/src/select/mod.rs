@@ -12,6 +12,8 @@ pub use corpus::{Corpus, Expectation, Expected};
 pub use shard::{Shard, ShardError};
 pub use suite::Suite;
 
+use crate::events::Events;
+
 use kedge_core::{AllocMode, Case, CaseError, DType, Impl, ImplRole, LimitsProfile, Op, Registry};
 use regex::Regex;
 use serde_json::Value;
@@ -547,17 +549,19 @@ impl Selection {
     }
 
     /// The selected cases: the explicit ones when given, else the suite's (generated for
-    /// `limits`). `incidents` overrides the built-in incidents corpus.
+    /// `limits`). `incidents` overrides the built-in incidents corpus. What a suite leaves out
+    /// (probes the ops refuse, incidents of ops this build lacks) is told to `events`.
     pub fn cases(
         &self,
         reg: &Registry,
         suite: Suite,
         limits: &LimitsProfile,
         incidents: Option<&std::path::Path>,
+        events: &Events,
     ) -> Result<Vec<Case>, SelectError> {
         let f = Filters::resolve(reg, self)?;
         if !self.is_explicit() {
-            return suite::generate(reg, suite, limits, &f, incidents);
+            return suite::generate(reg, suite, limits, &f, incidents, events);
         }
         let mut out = Vec::new();
         if !self.cases.is_empty() {
@@ -678,20 +682,26 @@ mod tests {
             ops: vec!["RMS_NORM".into()],
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Smoke, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap();
         assert!(cases.iter().all(|c| c.op == "rms_norm"));
         let s = Selection {
             ops: vec!["nosuch".into()],
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(e.to_string().contains("unknown op 'nosuch'"), "{e}");
         assert!(e.to_string().contains("rms_norm"), "{e}");
         let s = Selection {
             impls: vec!["nosuch".into()],
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(e.to_string().contains("'nosuch'"), "{e}");
         assert!(e.to_string().contains("clamped"), "{e}");
     }
@@ -704,7 +714,9 @@ mod tests {
             dtype: Some("f16".into()),
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(e.to_string().contains("does not support dtype f16"), "{e}");
         // rms_norm takes bf16: its cases are bf16.
         let s = Selection {
@@ -712,7 +724,9 @@ mod tests {
             dtype: Some("bf16".into()),
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Default, &h200(), None, &Events::default())
+            .unwrap();
         assert!(!cases.is_empty());
         assert!(cases.iter().all(|c| c.dtype == DType::Bf16));
         let s = Selection {
@@ -721,7 +735,9 @@ mod tests {
             params: vec!["eps=0.001".into()],
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Default, &h200(), None, &Events::default())
+            .unwrap();
         assert!(!cases.is_empty());
         assert!(cases
             .iter()
@@ -731,13 +747,17 @@ mod tests {
             params: vec!["eps=-x".into()],
             ..sel()
         };
-        assert!(s.cases(&r, Suite::Smoke, &h200(), None).is_err());
+        assert!(s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .is_err());
         let s = Selection {
             ops: vec!["rms_norm".into()],
             params: vec!["epz=1".into()],
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(e.to_string().contains("no parameter 'epz'"), "{e}");
     }
 
@@ -771,7 +791,9 @@ mod tests {
             ops: vec![ops[0].clone()],
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Default, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Default, &h200(), None, &Events::default())
+            .unwrap();
         assert!(!cases.is_empty());
         assert!(cases
             .iter()
@@ -783,7 +805,9 @@ mod tests {
             filter: Some("row_pad=3".into()),
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(e.to_string().contains("use --param row_pad=3"), "{e}");
     }
 
@@ -796,14 +820,18 @@ mod tests {
             filter: Some(r"type=f32,ne=\[64,1,65536,1\]".into()),
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Boundary, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Boundary, &h200(), None, &Events::default())
+            .unwrap();
         assert_eq!(cases.len(), 1);
         assert_eq!(cases[0].ne, [64, 1, 65536, 1]);
         let s = Selection {
             filter: Some("nothing-matches-this".into()),
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(matches!(e, SelectError::Empty { .. }), "{e}");
         assert!(e.to_string().contains("-p 'nothing-matches-this'"), "{e}");
         let s = Selection {
@@ -811,7 +839,7 @@ mod tests {
             ..sel()
         };
         assert!(matches!(
-            s.cases(&r, Suite::Smoke, &h200(), None),
+            s.cases(&r, Suite::Smoke, &h200(), None, &Events::default()),
             Err(SelectError::BadFilter { .. })
         ));
     }
@@ -824,7 +852,9 @@ mod tests {
             impls: vec!["ggml".into()],
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Boundary, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Boundary, &h200(), None, &Events::default())
+            .unwrap();
         for v in [65535, 65536] {
             assert!(cases.iter().any(|c| c.ne[2] == v), "ne[2] = {v} missing");
             assert!(cases.iter().any(|c| c.ne[3] == v), "ne[3] = {v} missing");
@@ -834,7 +864,9 @@ mod tests {
     #[test]
     fn the_incidents_suite_is_the_incidents_of_this_builds_ops() {
         let r = reg();
-        let cases = sel().cases(&r, Suite::Incidents, &h200(), None).unwrap();
+        let cases = sel()
+            .cases(&r, Suite::Incidents, &h200(), None, &Events::default())
+            .unwrap();
         assert!(cases
             .iter()
             .any(|c| c.op == "rms_norm" && c.ne == [64, 1, 65536, 1]));
@@ -851,7 +883,9 @@ mod tests {
             corpus: Some(p),
             ..sel()
         };
-        let e = s.cases(&r, Suite::Smoke, &h200(), None).unwrap_err();
+        let e = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap_err();
         assert!(e.to_string().contains("unknown op 'nosuch'"), "{e}");
     }
 
@@ -866,7 +900,9 @@ mod tests {
             seed: Some(9),
             ..sel()
         };
-        let cases = s.cases(&r, Suite::Smoke, &h200(), None).unwrap();
+        let cases = s
+            .cases(&r, Suite::Smoke, &h200(), None, &Events::default())
+            .unwrap();
         assert_eq!(cases.len(), 2);
         assert!(cases.iter().all(|c| c.seed == 9 && c.params["eps"] == 0.5));
         let s = Selection {
@@ -875,7 +911,7 @@ mod tests {
             ..sel()
         };
         assert!(matches!(
-            s.cases(&r, Suite::Smoke, &h200(), None),
+            s.cases(&r, Suite::Smoke, &h200(), None, &Events::default()),
             Err(SelectError::Empty { .. })
         ));
         let s = Selection {
@@ -884,7 +920,7 @@ mod tests {
             ..sel()
         };
         assert!(matches!(
-            s.cases(&r, Suite::Smoke, &h200(), None),
+            s.cases(&r, Suite::Smoke, &h200(), None, &Events::default()),
             Err(SelectError::NeedsOneOpImpl)
         ));
     }

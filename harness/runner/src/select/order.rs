@@ -118,7 +118,15 @@ mod tests {
             ops: vec!["rms_norm".into(), "softmax".into()],
             ..Selection::default()
         };
-        let mut cases = sel.cases(&reg, Suite::Default, &h200, None).unwrap();
+        let mut cases = sel
+            .cases(
+                &reg,
+                Suite::Default,
+                &h200,
+                None,
+                &crate::events::Events::default(),
+            )
+            .unwrap();
         // A case in an op's second dtype that probes no boundary, as a corpus line would add.
         let op = reg.op("sdpa_prefill").unwrap();
         let d1 = op.dtypes()[1];

@@ -6,6 +6,7 @@
 
 use super::corpus::Corpus;
 use super::{Filters, SelectError};
+use crate::events::{Event, Events, LeftOutWhy};
 use kedge_core::contract::boundary::generated;
 use kedge_core::contract::boundary::{whole_blocks, Reach};
 use kedge_core::{Axis, Boundary, Case, DType, Impl, LimitsProfile, Op, Registry};
@@ -150,6 +151,7 @@ pub fn generate(
     limits: &LimitsProfile,
     f: &Filters,
     incidents: Option<&std::path::Path>,
+    events: &Events,
 ) -> Result<Vec<Case>, SelectError> {
     if suite == Suite::Incidents {
         let corpus = Corpus::incidents(incidents)?;
@@ -163,11 +165,12 @@ pub fn generate(
             let mut ops: Vec<&str> = other.iter().map(|(_, c)| c.op.as_str()).collect();
             ops.sort_unstable();
             ops.dedup();
-            crate::note!(
-                "{} incidents of ops this build does not have left out ({})",
-                other.len(),
-                ops.join(", ")
-            );
+            events.emit(Event::LeftOut {
+                cases: other.len(),
+                why: LeftOutWhy::OtherOps {
+                    ops: ops.iter().map(|o| o.to_string()).collect(),
+                },
+            });
         }
         return f.explicit(reg, known, &corpus.source.to_string(), false);
     }
@@ -207,9 +210,10 @@ pub fn generate(
         }
     }
     if refused > 0 {
-        crate::note!(
-            "{refused} generated probes and shapes outside ops' first dtypes left out: the ops refuse them"
-        );
+        events.emit(Event::LeftOut {
+            cases: refused,
+            why: LeftOutWhy::Refused,
+        });
     }
     if out.is_empty() {
         let mut why = f.why_empty(&format!("suite {suite}"), total);

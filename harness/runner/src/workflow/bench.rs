@@ -4,9 +4,106 @@
 //! against the device's copy bandwidth measured by the same worker. Impls of one op on the same
 //! shape are shown side by side, so a fix comes with its cost.
 
+use crate::errors::{Error, Status};
+use crate::events::Event;
+use crate::external::ExternalSpec;
+use crate::results::OutDir;
+use crate::run::{BenchSpec, EngineOptions, Executor, Gpus, RunEngine};
+use crate::select::{profile, Selection};
 use kedge_core::{CaseResult, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// What to time, and how.
+#[derive(Debug, Clone)]
+pub struct BenchRequest {
+    pub selection: Selection,
+    pub external: ExternalSpec,
+    /// Worker options; a bench runs one worker whatever `jobs` says.
+    pub engine: EngineOptions,
+    /// The GPU's ordinal.
+    pub device: u32,
+    /// Untimed runs before the timed ones, and timed runs.
+    pub warmup: u32,
+    pub reps: u32,
+    /// Where bench.jsonl and bench.md go, if anywhere.
+    pub out: Option<PathBuf>,
+}
+
+/// What a bench measured.
+#[derive(Debug, Clone)]
+pub struct BenchOutcome {
+    /// Every result, its times in `observed.bench`.
+    pub results: Vec<CaseResult>,
+    /// The timing table (`render`).
+    pub markdown: String,
+    /// The files written (bench.jsonl, bench.md), when an output directory was given.
+    pub written: Vec<PathBuf>,
+    /// 1 when a case failed (its timing is not shown as if it were good).
+    pub status: Status,
+}
+
+/// Judge and time the request's cases on one GPU, one worker (timings of cases sharing a GPU
+/// would measure each other); the output directory is checked and locked before anything runs.
+pub fn bench(req: &BenchRequest) -> Result<BenchOutcome, Error> {
+    let ev = &req.engine.events;
+    let (reg, added) = req.external.registry()?;
+    for x in added {
+        ev.emit(Event::ImplsAdded { note: x.note });
+    }
+    let out = match &req.out {
+        Some(dir) => Some(
+            OutDir::open(dir)?
+                .reading(req.selection.corpus.as_deref())
+                .writes(&["bench.jsonl", "bench.md"])?,
+        ),
+        None => None,
+    };
+    let suite = super::run::suite_of(&req.selection);
+    let mut cases = req
+        .selection
+        .cases(&reg, suite, &profile("h200")?, None, ev)?;
+    let mut opts = req.engine.clone();
+    opts.jobs = 1;
+    let engine = RunEngine::builder("bench")
+        .external(req.external.clone())
+        .options(opts)
+        .bench(BenchSpec {
+            warmup: req.warmup,
+            reps: req.reps,
+        })
+        .gpus(Gpus::One(req.device))
+        .build()?;
+    if !req.selection.is_explicit() {
+        cases = req
+            .selection
+            .cases(&reg, suite, engine.limits(), None, ev)?;
+    }
+    let mut results = Vec::new();
+    engine.executor(None)?.run(&cases, &mut |r| {
+        results.push(r);
+        Ok(())
+    })?;
+    let markdown = render(&results);
+    let mut written = Vec::new();
+    if let Some(out) = &out {
+        let lines: String = results
+            .iter()
+            .map(|r| format!("{}\n", r.to_line()))
+            .collect();
+        written.push(out.write("bench.jsonl", &lines)?);
+        written.push(out.write("bench.md", &markdown)?);
+    }
+    ev.finish()?;
+    let failures = results.iter().filter(|r| r.verdict.is_failure()).count();
+    Ok(BenchOutcome {
+        status: Status::failed_if(failures > 0),
+        results,
+        markdown,
+        written,
+    })
+}
 
 /// The timing table of a set of bench results, as Markdown: one section per shape (op, dtype,
 /// ne, params), one row per impl, with each impl's time against the section's first.

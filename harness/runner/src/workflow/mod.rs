@@ -7,6 +7,7 @@
 //! - `repro`: a case in the forms upstream uses (test-backend-ops lines, a standalone `.cu`).
 //! - `selftest`: every planted bug against the detector it is planted for.
 //! - `fuzz`: boundary-biased random cases; failures shrunk into a finds corpus.
+//! - `run`: cases on one GPU, each result handed over as it finishes.
 //! - `bench`: kernel timing, impls of one shape side by side.
 //! - `compare_runs`: sweeps' wall time side by side.
 
@@ -16,11 +17,13 @@ pub mod fuzz;
 pub mod minimize;
 pub mod plan;
 pub mod repro;
+pub mod run;
 pub mod selftest;
 pub mod sweep;
 
 use crate::errors::{Error, InputError};
-use kedge_core::{Case, CaseResult, Registry};
+use crate::run::RunEngine;
+use kedge_core::{Case, CaseResult, LimitsProfile, Registry};
 use std::path::Path;
 
 /// A case, or a verdict line's case and result, from an argument or from the first case line
@@ -79,4 +82,28 @@ pub fn case_input(input: &str, reg: &Registry) -> Result<(Case, Option<CaseResul
         (Case::parse_line(1, &text)?, None)
     };
     Ok((reg.validate(&case)?, result))
+}
+
+/// Where a workflow runs: on a GPU when `gpu` (the engine `build` makes, and the GPU's
+/// limits), else its CPU side only (no engine, and `profile`'s limits). Every workflow that
+/// can run either way decides here; `gpu` is whether it should try (`sweep` and `selftest`
+/// fall back to the CPU side without a driver: `on_gpu(cpu)`; `fuzz` runs its CPU side only
+/// when asked, `!cpu`).
+pub fn engine_or_profile(
+    gpu: bool,
+    profile: &LimitsProfile,
+    build: impl FnOnce() -> Result<RunEngine, Error>,
+) -> Result<(Option<RunEngine>, LimitsProfile), Error> {
+    if !gpu {
+        return Ok((None, profile.clone()));
+    }
+    let engine = build()?;
+    let limits = engine.limits().clone();
+    Ok((Some(engine), limits))
+}
+
+/// Should a workflow that falls back to its CPU side run on a GPU: `--cpu` not given, and a
+/// CUDA driver on this machine.
+pub fn on_gpu(cpu: bool) -> bool {
+    !cpu && kedge_core::cuda::driver_present()
 }

@@ -698,8 +698,7 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
     out.subdir("workers")?;
     let reg = kedge_ops::registry();
     let incidents = crate::select::Corpus::incidents(req.incidents.as_deref())?.expectations()?;
-    let gpu = !req.cpu && kedge_core::cuda::driver_present();
-    let engine = if gpu {
+    let (engine, limits) = super::engine_or_profile(super::on_gpu(req.cpu), &req.profile, || {
         let mut b = RunEngine::builder("selftest")
             .options(req.engine.clone())
             .work_dir(out.join("workers"))
@@ -707,17 +706,16 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
         if let Some(e) = &req.exe {
             b = b.exe(e);
         }
-        Some(b.build()?)
-    } else {
-        None
-    };
-    let limits = match &engine {
-        Some(e) => e.limits().clone(),
-        None => req.profile.clone(),
-    };
+        Ok(b.build()?)
+    })?;
+    let gpu = engine.is_some();
     let plan = SelftestPlan::build(&reg, &limits, &incidents, &req.opts);
     for r in &plan.rejected {
-        crate::note!("selftest: an op declared a case it rejects: {r}");
+        req.engine
+            .events
+            .emit(crate::events::Event::DeclaredRejected {
+                detail: r.to_string(),
+            });
     }
     let mut writer = out.results(req.mode)?;
     let results_path = out.results_path();
@@ -732,7 +730,7 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
             .into_iter()
             .filter(|c| !done.contains(&c.id()))
             .collect();
-        match executor_for(under, engine.as_ref(), &reg, &limits)? {
+        match executor_for(under, engine.as_ref(), &reg, &limits, &req.engine.events)? {
             Ok(mut exec) => {
                 exec.run(&cases, &mut |r| writer.write(&r))?;
             }
@@ -745,6 +743,7 @@ pub fn selftest(req: &SelftestRequest) -> Result<SelftestOutcome, crate::Error> 
     let profile = (!gpu).then_some(limits.name.as_str());
     let text = report_text(&limits.device, profile, &results, &plan, &not_run, &table);
     out.write("selftest.md", &text)?;
+    req.engine.events.finish()?;
     let status = if !table.ok() {
         Ending::Failures
     } else if !table.complete() {
@@ -767,13 +766,16 @@ fn executor_for<'a>(
     engine: Option<&'a crate::run::RunEngine>,
     reg: &'a kedge_core::Registry,
     limits: &LimitsProfile,
+    events: &crate::events::Events,
 ) -> Result<Result<Box<dyn crate::run::Executor + 'a>, String>, crate::Error> {
     use crate::run::{CpuExecutor, EngineError};
     use crate::sanitizer::SanitizerError;
     Ok(match (under, engine) {
-        (Under::Cpu, _) => Ok(Box::new(
-            CpuExecutor::new(reg, limits.clone()).with_references(u64::MAX),
-        )),
+        (Under::Cpu, _) => {
+            let mut cpu = CpuExecutor::new(reg, limits.clone()).with_references(u64::MAX);
+            cpu.events = events.clone();
+            Ok(Box::new(cpu))
+        }
         (_, None) => Err("no GPU".into()),
         (Under::Native, Some(e)) => Ok(Box::new(e.executor(None)?)),
         (Under::Tool(t), Some(e)) => match e.executor(Some(t)) {

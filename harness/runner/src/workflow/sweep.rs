@@ -13,6 +13,7 @@
 //! being killed says what the file holds, not what the last process saw.
 
 use crate::errors::{Error, OutputError, Status};
+use crate::events::{Ending, Event, Events, LeftOutWhy};
 use crate::external::ExternalSpec;
 use crate::provenance;
 use crate::report::NotRun;
@@ -20,13 +21,13 @@ use crate::report::ReportOptions;
 use crate::results::{finished_ids, OutDir, OutMode, ResultSet, REPORT_FILES};
 use crate::run::budget::human_duration;
 use crate::run::{
-    needs_gpu, CpuExecutor, EngineOptions, Executor, GpuRun, Gpus, HostExecutor, RunEngine,
+    needs_gpu, CpuExecutor, EngineOptions, Executor, Gpus, HostExecutor, RunEngine,
     CPU_REFERENCE_LIMIT,
 };
 use crate::run::{MaxTime, RunStats, TimeBudget};
 use crate::select::{order, MaxElements, Selection, Shard, Suite};
+pub use crate::summary::{RunSummary, StartUp, SweepSummary, TimeSpent};
 use kedge_core::{Case, LimitsProfile, Registry, SuiteInfo, Tool, Under};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,205 +80,6 @@ impl SweepRequest {
     }
 }
 
-/// One row of `sweep-summary.json`: one way the cases ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
-    pub under: Under,
-    /// The allocation modes asked for (`exact` when none was).
-    pub allocs: String,
-    pub suite: String,
-    /// Selected cases with a result in `results.jsonl` (with `--resume`, earlier ones too).
-    pub cases: usize,
-    /// Of those, the failing ones.
-    pub failures: usize,
-    /// Selected cases with no result.
-    #[serde(default)]
-    pub missing: usize,
-    /// Of those, the cases this invocation did not start because its time limit ran out
-    /// (`--max-time`; they are in `not-run.jsonl`).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub not_run: usize,
-    /// Cases run by this invocation, and its wall time.
-    #[serde(default)]
-    pub ran_now: usize,
-    pub wall_s: f64,
-    #[serde(default)]
-    pub workers: usize,
-    /// Seconds the worker slots waited for a worker to become ready with cases waiting,
-    /// summed over the slots.
-    #[serde(default)]
-    pub worker_wait_s: f64,
-    /// Workers' start-up (their device opened, their libraries loaded), as each measured it:
-    /// the median and the longest, in seconds. Absent when no worker started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker_start_s: Option<StartUp>,
-    /// The GPU (or the profile the CPU side checked against).
-    pub device: String,
-    /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
-    #[serde(default)]
-    pub driver_version: i32,
-    /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
-    #[serde(default)]
-    pub gpus: Vec<u32>,
-    #[serde(default)]
-    pub per_gpu: Vec<GpuRun>,
-    /// Where the worker time of the cases run now went.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<TimeSpent>,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-/// How long workers took to start.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct StartUp {
-    /// Seconds, the median worker.
-    pub median: f64,
-    /// Seconds, the slowest.
-    pub max: f64,
-}
-
-impl StartUp {
-    /// The median and the longest of `times` (seconds), to the millisecond; `None` for none.
-    pub fn of(times: &[f64]) -> Option<StartUp> {
-        let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
-        if t.is_empty() {
-            return None;
-        }
-        t.sort_by(f64::total_cmp);
-        let ms = |x: f64| (x * 1e3).round() / 1e3;
-        Some(StartUp {
-            median: ms(t[t.len() / 2]),
-            max: ms(t[t.len() - 1]),
-        })
-    }
-}
-
-/// Where the time of a run went: each phase summed over the cases run now (worker time, so
-/// with several workers it adds up to more than the wall time), and the slowest cases.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TimeSpent {
-    /// Cases the sums are over.
-    pub cases: usize,
-    /// Their verdict times, summed (every phase below, and the rest: messages, freeing).
-    pub cases_s: f64,
-    pub setup_s: f64,
-    pub upload_s: f64,
-    pub run_s: f64,
-    pub download_s: f64,
-    pub reference_s: f64,
-    pub compare_s: f64,
-    /// Cases whose outputs were the same, byte for byte, as the last case's of their key, and
-    /// were judged by that case's comparison (no comparison time of their own).
-    #[serde(default)]
-    pub compared_before: usize,
-    /// The five slowest cases: label and seconds.
-    pub slowest: Vec<(String, f64)>,
-}
-
-impl TimeSpent {
-    /// Sum the phases of `results`; `None` when there are none.
-    pub fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
-        if results.is_empty() {
-            return None;
-        }
-        let mut t = TimeSpent {
-            cases: results.len(),
-            ..TimeSpent::default()
-        };
-        for r in results {
-            let p = &r.observed.timings;
-            t.cases_s += r.ms / 1e3;
-            t.setup_s += p.setup / 1e3;
-            t.upload_s += p.upload / 1e3;
-            t.run_s += p.run / 1e3;
-            t.download_s += p.download / 1e3;
-            t.reference_s += p.reference / 1e3;
-            t.compare_s += p.compare / 1e3;
-            t.compared_before += usize::from(!r.observed.same_output_as.is_empty());
-        }
-        let mut by_time: Vec<&&kedge_core::CaseResult> = results.iter().collect();
-        by_time.sort_by(|a, b| b.ms.total_cmp(&a.ms));
-        // Microseconds are plenty, and a value with few digits reads back from
-        // sweep-summary.json as exactly the same f64.
-        let us = |x: f64| (x * 1e6).round() / 1e6;
-        t.slowest = by_time
-            .iter()
-            .take(5)
-            .map(|r| (r.case.label(), us(r.ms / 1e3)))
-            .collect();
-        for x in [
-            &mut t.cases_s,
-            &mut t.setup_s,
-            &mut t.upload_s,
-            &mut t.run_s,
-            &mut t.download_s,
-            &mut t.reference_s,
-            &mut t.compare_s,
-        ] {
-            *x = us(*x);
-        }
-        Some(t)
-    }
-
-    /// One line a person reads.
-    pub fn line(&self) -> String {
-        let phases = self.setup_s
-            + self.upload_s
-            + self.run_s
-            + self.download_s
-            + self.reference_s
-            + self.compare_s;
-        let slowest: Vec<String> = self
-            .slowest
-            .iter()
-            .take(3)
-            .map(|(l, s)| format!("{l} {s:.1} s"))
-            .collect();
-        let before = match self.compared_before {
-            0 => String::new(),
-            n => format!(
-                " ({n} {} the same bytes as the key's case before, not compared again)",
-                if n == 1 {
-                    "case's output was"
-                } else {
-                    "cases' outputs were"
-                }
-            ),
-        };
-        format!(
-            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s{before}, the rest {:.1} s; slowest: {}",
-            self.cases,
-            self.cases_s,
-            self.setup_s,
-            self.upload_s,
-            self.run_s,
-            self.download_s,
-            self.reference_s,
-            self.compare_s,
-            (self.cases_s - phases).max(0.0),
-            slowest.join(", ")
-        )
-    }
-}
-
-/// `sweep-summary.json`: one row per way the cases ran.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SweepSummary {
-    pub runs: Vec<RunSummary>,
-}
-
-impl SweepSummary {
-    pub fn failures(&self) -> usize {
-        self.runs.iter().map(|r| r.failures).sum()
-    }
-}
-
 /// How a sweep ended.
 #[derive(Debug, Clone)]
 pub struct SweepOutcome {
@@ -313,14 +115,17 @@ pub fn planned_cases(
     selection: &Selection,
     profile: &LimitsProfile,
     live: Option<&LimitsProfile>,
+    events: &Events,
 ) -> Result<PlannedCases, Error> {
-    let cases = selection.cases(reg, suite, profile, None)?;
+    let cases = selection.cases(reg, suite, profile, None, events)?;
     let differences = live.map(|l| profile.differences(l)).unwrap_or_default();
     let mut extra = Vec::new();
     if let (Some(live), false) = (live, differences.is_empty() || selection.is_explicit()) {
         let have: HashSet<String> = cases.iter().map(Case::id).collect();
+        // What the live limits' selection leaves out was told for the profile's already.
+        let told = Events::new(crate::events::Collect::default());
         extra = selection
-            .cases(reg, suite, live, None)?
+            .cases(reg, suite, live, None, &told)?
             .into_iter()
             .filter(|c| !have.contains(&c.id()))
             .collect();
@@ -339,22 +144,24 @@ fn is_library(reg: &Registry, c: &Case) -> bool {
         .unwrap_or(false)
 }
 
-/// Run a sweep, phase by phase: the output directory and the engine, the cases, the
-/// executors, the runs, the summary, the reports and the status.
+/// Run a sweep, phase by phase: the output directory and the engine, the cases, the runs,
+/// the summary, the reports and the status. What it has to tell goes to the engine options'
+/// events (`req.engine.events`), each phase's time too.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
+    let ev = &req.engine.events;
+    let mut phases = Phases::start(ev);
     // `--max-time`: counted from here (the engine options carry it to every worker pool).
     let budget = req.engine.budget.clone();
     let out = open_out(req)?;
     let (reg, added) = req.external.registry()?;
-    for a in &added {
-        crate::note!("{}", a.note);
+    for a in added {
+        ev.emit(Event::ImplsAdded { note: a.note });
     }
-    let gpu = !req.cpu && kedge_core::cuda::driver_present();
-    let engine = if gpu {
-        Some(gpu_engine(req, &out)?)
-    } else {
-        None
-    };
+    // The cases are the profile's on every machine (a GPU's own limits judge them).
+    let (engine, _) = super::engine_or_profile(super::on_gpu(req.cpu), &req.profile, || {
+        gpu_engine(req, &out)
+    })?;
+    let gpu = engine.is_some();
     let limits = req.profile.clone();
     let Selected { cases, suite } = select(req, &reg, &limits, engine.as_ref())?;
     let runs = runs_of(req, &reg, &cases, gpu);
@@ -369,61 +176,132 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
     }
     let plan: String = cases.iter().map(|c| format!("{}\n", c.to_line())).collect();
     out.write("plan.jsonl", &plan)?;
-    let mut writer = out.results(req.mode)?;
-    if let Some(t) = &writer.torn {
-        crate::note!("{t}: cut off before resuming; that case runs again");
-    }
+    ev.emit(Event::PlanReady {
+        cases: cases.len(),
+        runs: runs.clone(),
+    });
+    phases.done("plan");
+    let ran = run_all(req, &reg, engine.as_ref(), &limits, &cases, &out, &run)?;
+    phases.done("run");
     let results_path = out.results_path();
-    let mut executors = executors(req, &reg, engine.as_ref(), &limits, &cases, &out)?;
-    // An executor with nothing to run makes no row (a CPU-side sweep of host-backend cases).
-    executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
-    // With a time limit, the whole selection's order of expected yield: each executor runs
-    // its part in it, and a resumed sweep continues it.
-    let yield_order = budget
-        .as_ref()
-        .map(|_| order::by_yield(&reg, &limits, &cases));
-    if let Some(b) = &budget {
-        crate::note!(
-            "--max-time {}: no case starts after it (cases running then finish); in order of expected yield: {}",
-            MaxTime(b.limit()),
-            order::CLASSES
-        );
-    }
-    let mut stats = Vec::new();
-    let mut not_run: Vec<(Under, Case)> = Vec::new();
-    for ex in executors.iter_mut() {
-        let ordered = yield_order.as_ref().map_or(&cases, |(o, _)| o);
-        if let Some((_, o)) = &yield_order {
-            ex.set_order(Arc::new(o.clone()));
-        }
-        let (st, left) = run_one(req, ex.as_mut(), ordered, &run, &mut writer, &results_path)?;
-        not_run.extend(left.iter().map(|c| (st.under, c.clone())));
-        stats.push((st, left.len()));
-    }
-    drop(executors);
-    drop(writer);
     let set = ResultSet::load(std::slice::from_ref(&results_path))?;
     for t in &set.torn {
-        crate::note!("{t}");
+        ev.emit(Event::TornLine {
+            text: t.to_string(),
+        });
     }
     let fleet = engine.as_ref().map(|e| e.fleet().clone());
-    let (summary, costs) = summarize(req, &reg, &set, &cases, stats, fleet, &results_path);
+    let (summary, costs) = summarize(req, &reg, &set, &cases, ran.stats, fleet, &results_path);
     let json = serde_json::to_string_pretty(&summary).map_err(|e| {
         OutputError::write(out.join("sweep-summary.json"), std::io::Error::other(e))
     })?;
     out.write("sweep-summary.json", &json)?;
-    let not_run_report = not_run_list(&out, &reg, budget.as_deref(), &summary, &not_run, &costs)?;
-    let reports = reports(&out, &reg, &set, &summary, not_run_report.as_ref(), &run)?;
+    let not_run = ran.not_run;
+    let listed = not_run_list(
+        &out,
+        &reg,
+        budget.as_deref(),
+        &summary,
+        &not_run,
+        &costs,
+        ev,
+    )?;
+    phases.done("summary");
+    let reports = reports(&out, &reg, &set, &summary, listed.as_ref(), &run, ev)?;
+    phases.done("reports");
     // Every case ran for real (on a GPU, or on a library's host backend): 0 or 1.
     let all_ran = gpu || !runs.contains(&Under::Cpu);
+    let status = status(&summary, &not_run, all_ran, ev);
+    // Everything is written: now a console that could not be written fails the sweep.
+    ev.finish()?;
     Ok(SweepOutcome {
-        status: status(&summary, &not_run, all_ran),
+        status,
         summary,
         cases: cases.len(),
         results: results_path,
         reports,
         not_run,
     })
+}
+
+/// The time each phase of a workflow took, told as `Event::Phase` when it ends.
+pub(crate) struct Phases<'a> {
+    events: &'a Events,
+    since: std::time::Instant,
+}
+
+impl<'a> Phases<'a> {
+    pub(crate) fn start(events: &'a Events) -> Phases<'a> {
+        Phases {
+            events,
+            since: std::time::Instant::now(),
+        }
+    }
+    /// The phase `name` ended now; the next starts.
+    pub(crate) fn done(&mut self, name: &'static str) {
+        let seconds = (self.since.elapsed().as_secs_f64() * 1e3).round() / 1e3;
+        self.events.emit(Event::Phase { name, seconds });
+        self.since = std::time::Instant::now();
+    }
+}
+
+/// What the runs of a sweep left: each executor's run with how many cases it did not get to,
+/// and those cases (a time limit ran out).
+struct Ran {
+    stats: Vec<(ExecutorRun, usize)>,
+    not_run: Vec<(Under, Case)>,
+}
+
+/// Every executor's part of the sweep, each result written to `results.jsonl` as it becomes
+/// final; with a time limit, in the order of expected yield.
+fn run_all(
+    req: &SweepRequest,
+    reg: &Registry,
+    engine: Option<&RunEngine>,
+    limits: &LimitsProfile,
+    cases: &[Case],
+    out: &OutDir,
+    run: &kedge_core::RunInfo,
+) -> Result<Ran, Error> {
+    let ev = &req.engine.events;
+    let mut writer = out.results(req.mode)?;
+    if let Some(t) = &writer.torn {
+        ev.emit(Event::TornLine {
+            text: format!("{t}: cut off before resuming; that case runs again"),
+        });
+    }
+    let results_path = out.results_path();
+    let mut executors = executors(req, reg, engine, limits, cases, out)?;
+    // An executor with nothing to run makes no row (a CPU-side sweep of host-backend cases).
+    executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
+    // With a time limit, the whole selection's order of expected yield: each executor runs
+    // its part in it, and a resumed sweep continues it.
+    let yield_order = req
+        .engine
+        .budget
+        .as_ref()
+        .map(|b| (b.limit(), order::by_yield(reg, limits, cases)));
+    if let Some((limit, _)) = &yield_order {
+        ev.emit(Event::TimeLimit {
+            limit: MaxTime(*limit).to_string(),
+            order: order::CLASSES.to_string(),
+        });
+    }
+    let mut ran = Ran {
+        stats: Vec::new(),
+        not_run: Vec::new(),
+    };
+    for ex in executors.iter_mut() {
+        let ordered = yield_order.as_ref().map_or(cases, |(_, (o, _))| o);
+        if let Some((_, (_, o))) = &yield_order {
+            ex.set_order(Arc::new(o.clone()));
+        }
+        let (st, left) = run_one(req, ex.as_mut(), ordered, run, &mut writer, &results_path)?;
+        ran.not_run
+            .extend(left.iter().map(|c| (st.under, c.clone())));
+        ran.stats.push((st, left.len()));
+    }
+    Ok(ran)
 }
 
 /// The output directory, locked, with every file a sweep writes checked.
@@ -475,20 +353,19 @@ fn select(
     // they are (its own limits judge them), says how it differs, and adds the cases its own
     // limits would make, each with its own id.
     let live = engine.map(|e| e.limits());
-    let planned = planned_cases(reg, req.suite, &req.selection, limits, live)?;
+    let ev = &req.engine.events;
+    let planned = planned_cases(reg, req.suite, &req.selection, limits, live, ev)?;
     if let Some(live) = live.filter(|_| !planned.differences.is_empty()) {
-        crate::note!(
-            "the GPU ({}) differs from profile {}: {}; the suite's cases are the profile's (--profile picks another)",
-            live.device,
-            limits.name,
-            planned.differences.join(", ")
-        );
+        ev.emit(Event::ProfileDiffers {
+            device: live.device.clone(),
+            profile: limits.name.clone(),
+            differences: planned.differences.clone(),
+        });
     }
     if !planned.extra.is_empty() {
-        crate::note!(
-            "{} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)",
-            planned.extra.len()
-        );
+        ev.emit(Event::ExtraCases {
+            cases: planned.extra.len(),
+        });
     }
     let extra: HashSet<String> = planned.extra.iter().map(Case::id).collect();
     let mut cases = planned.cases;
@@ -512,7 +389,11 @@ fn select(
     if let Some(sh) = req.shard {
         let before = cases.len();
         cases = sh.select(cases);
-        crate::note!("shard {sh}: {} of the {before} selected cases", cases.len());
+        ev.emit(Event::Shard {
+            shard: sh.to_string(),
+            cases: cases.len(),
+            of: before,
+        });
         if cases.is_empty() {
             // A shard with nothing to run would "pass" on nothing.
             return Err(crate::select::SelectError::Empty {
@@ -538,12 +419,14 @@ fn bound_elements(req: &SweepRequest, reg: &Registry, cases: &mut Vec<Case>) {
     *cases = rest;
     cases.extend(host);
     if left_out > 0 {
-        crate::note!(
-            "{left_out} cases over {} elements left out (--max-elements 0 runs them)",
-            MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
-                .limit()
-                .unwrap_or(0)
-        );
+        req.engine.events.emit(Event::LeftOut {
+            cases: left_out,
+            why: LeftOutWhy::OverElements {
+                limit: MaxElements::from_flag(req.max_elements, Some(GPU_MAX_ELEMENTS))
+                    .limit()
+                    .unwrap_or(0),
+            },
+        });
     }
 }
 
@@ -590,38 +473,42 @@ fn executors<'a>(
         }
         return Ok(executors);
     }
-    crate::note!(
-        "{}: running the CPU-side checks only (launch plans against profile {}, f64 references); GPU checks SKIPPED for {} cases",
-        if req.cpu { "--cpu given" } else { "no CUDA driver on this machine" },
-        limits.name,
-        cases.len()
-    );
+    let ev = &req.engine.events;
+    ev.emit(Event::CpuSideOnly {
+        why: if req.cpu {
+            "--cpu given"
+        } else {
+            "no CUDA driver on this machine"
+        }
+        .into(),
+        profile: limits.name.clone(),
+        cases: cases.len(),
+    });
     if !req.tools.is_empty() {
-        crate::note!(
-            "--sanitize {} not used: nothing runs on a GPU",
-            req.tools
+        ev.emit(Event::FlagNotUsed {
+            flag: "--sanitize".into(),
+            value: req
+                .tools
                 .iter()
                 .map(|t| t.name())
                 .collect::<Vec<_>>()
-                .join(",")
-        );
+                .join(","),
+        });
     }
     if let Gpus::Listed(l) = &req.gpus {
-        crate::note!(
-            "--devices {} not used: nothing runs on a GPU",
-            l.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        );
+        ev.emit(Event::FlagNotUsed {
+            flag: "--devices".into(),
+            value: l.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        });
     }
     let mut cpu = CpuExecutor::new(reg, limits.clone()).with_references(CPU_REFERENCE_LIMIT);
-    cpu.progress = req.engine.progress;
+    cpu.events = ev.clone();
     cpu.budget = req.engine.budget.clone();
     // A library's host backend (ggml's CPU backend) runs for real without a GPU, in workers
     // that open none.
     let host = cases.iter().filter(|c| !needs_gpu(reg, c)).count();
     if host > 0 {
-        crate::note!(
-            "{host} cases run on a library's host backend (no GPU needed): natively, in workers"
-        );
+        ev.emit(Event::HostBackend { cases: host });
         cpu.skip_host = true;
         executors.push(Box::new(cpu));
         executors.push(Box::new(HostExecutor::new(
@@ -675,11 +562,11 @@ fn run_one(
         .cloned()
         .collect();
     if req.mode == OutMode::Resume {
-        crate::note!(
-            "resuming {under}: {} cases already finished, {} to run",
-            accepted.len() - todo.len(),
-            todo.len()
-        );
+        req.engine.events.emit(Event::Resuming {
+            under,
+            finished: accepted.len() - todo.len(),
+            to_run: todo.len(),
+        });
     }
     let mut got: HashSet<String> = HashSet::new();
     let mut sink = |mut r: kedge_core::CaseResult| -> Result<(), OutputError> {
@@ -778,45 +665,20 @@ fn summarize(
             per_gpu: st.per_gpu.clone(),
             time: time.clone(),
         };
-        if let Some(t) = &time {
-            crate::note!("{under}: {}", t.line());
+        let ev = &req.engine.events;
+        if let Some(t) = time {
+            ev.emit(Event::TimeSpent { under, time: t });
         }
-        say_row(&row, st, cases.len(), &x.device, results_path);
+        ev.emit(Event::RunSummed {
+            row: Box::new(row.clone()),
+            of: cases.len(),
+            on: x.device.clone(),
+            replaced: st.replaced,
+            results: results_path.to_path_buf(),
+        });
         summary.runs.push(row);
     }
     (summary, costs)
-}
-
-/// One executor's line: how many cases have results, how they ran, the failures.
-fn say_row(
-    row: &RunSummary,
-    st: &RunStats,
-    cases: usize,
-    device: &str,
-    results_path: &std::path::Path,
-) {
-    let start_up = row
-        .worker_start_s
-        .map(|s| {
-            format!(
-                " (start-up {:.2} s median, {:.2} s at most)",
-                s.median, s.max
-            )
-        })
-        .unwrap_or_default();
-    crate::note!(
-        "{}: {} of {} cases have results ({} run now in {:.1} s on {device}; {} workers{start_up}, {} replaced, {:.1} s of slot time waiting for them): {} failures; results in {}",
-        row.under,
-        row.cases,
-        cases,
-        st.ran,
-        st.wall_s,
-        st.workers,
-        st.replaced,
-        st.worker_wait_s,
-        row.failures,
-        results_path.display()
-    );
 }
 
 /// The reports of a sweep, and the console's final summary.
@@ -827,6 +689,7 @@ fn reports(
     summary: &SweepSummary,
     not_run: Option<&NotRun>,
     run: &kedge_core::RunInfo,
+    events: &Events,
 ) -> Result<Vec<PathBuf>, Error> {
     let devices: Vec<String> = summary
         .runs
@@ -845,31 +708,39 @@ fn reports(
             ..ReportOptions::default()
         },
     )?;
-    crate::console::final_summary(crate::console::Style::stderr(), &set.results, |n| {
-        format!("{n} more: see {}", out.join("report.md").display())
+    events.emit(Event::ReportsWritten {
+        results: set.results.len(),
+        dir: out.path().to_path_buf(),
     });
+    events.emit(Event::summary(&set.results, out.join("report.md")));
     Ok(reports)
 }
 
 /// How the sweep ended. A time limit that ran out says so first: whatever ran, the sweep is
 /// incomplete. Only when some case got no more than its CPU side were GPU checks skipped.
-fn status(summary: &SweepSummary, not_run: &[(Under, Case)], all_ran: bool) -> Status {
-    if !not_run.is_empty() {
-        crate::note!(
-            "the time ran out with {} cases not run (exit status {}): `--resume` with the same flags runs them",
-            not_run.len(),
-            Status::OutOfTime.exit_code()
-        );
-        Status::OutOfTime
+fn status(
+    summary: &SweepSummary,
+    not_run: &[(Under, Case)],
+    all_ran: bool,
+    events: &Events,
+) -> Status {
+    let (how, status) = if !not_run.is_empty() {
+        (
+            Ending::OutOfTime {
+                cases: not_run.len(),
+            },
+            Status::OutOfTime,
+        )
     } else if all_ran {
-        Status::failed_if(summary.failures() > 0)
+        return Status::failed_if(summary.failures() > 0);
     } else {
-        crate::note!(
-            "GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {})",
-            Status::GpuSkipped.exit_code()
-        );
-        Status::GpuSkipped
-    }
+        (Ending::GpuSkipped, Status::GpuSkipped)
+    };
+    events.emit(Event::Ended {
+        how,
+        status: status.exit_code(),
+    });
+    status
 }
 
 /// `not-run.jsonl` and what is said of it when a time limit ran out with cases left. Cases
@@ -882,9 +753,10 @@ fn not_run_list(
     summary: &SweepSummary,
     not_run: &[(Under, Case)],
     costs: &[(u64, f64)],
+    events: &Events,
 ) -> Result<Option<NotRun>, Error> {
     match budget {
-        Some(b) if !not_run.is_empty() => out_of_time(out, reg, b, summary, not_run, costs),
+        Some(b) if !not_run.is_empty() => out_of_time(out, reg, b, summary, not_run, costs, events),
         _ => {
             let file = out.join(NOT_RUN_FILE);
             match std::fs::remove_file(&file) {
@@ -907,6 +779,7 @@ fn out_of_time(
     summary: &SweepSummary,
     not_run: &[(Under, Case)],
     costs: &[(u64, f64)],
+    events: &Events,
 ) -> Result<Option<NotRun>, Error> {
     let wall_s: f64 = summary.runs.iter().map(|r| r.wall_s).sum();
     let file = out.join(NOT_RUN_FILE);
@@ -922,21 +795,16 @@ fn out_of_time(
     );
     let started = budget.started();
     if started <= 1 {
-        crate::note!(
-            "--max-time {limit} is too small for one case: {} the first case only{}",
-            if budget.first_past_limit() {
-                "the time was used up before any case started (setting up), so kedge ran"
-            } else {
-                "it ran"
-            },
-            summary
+        events.emit(Event::TooSmallForOne {
+            limit: limit.to_string(),
+            before_any: budget.first_past_limit(),
+            slowest: summary
                 .runs
                 .iter()
                 .find_map(|r| r.time.as_ref())
                 .and_then(|t| t.slowest.first())
-                .map(|(label, secs)| format!(" ({label}, {secs:.1} s)"))
-                .unwrap_or_default()
-        );
+                .cloned(),
+        });
     }
     // What the rest would cost: each case not run costs what the case run now nearest to it
     // in bytes of tensors took (a case's time follows its bytes), scaled by how many ran at
@@ -948,19 +816,13 @@ fn out_of_time(
             .unwrap_or(0)
     };
     let left: Vec<u64> = not_run.iter().map(|(_, c)| bytes(c)).collect();
-    let estimate = match estimate_s(costs, wall_s, &left) {
-        Some(secs) => format!(
-            "; their tensors come to {}, roughly {} more at this sweep's pace",
-            kedge_core::contract::plan::human_bytes(left.iter().sum()),
-            human_duration(std::time::Duration::from_secs_f64(secs))
-        ),
-        None => String::new(),
-    };
-    crate::note!(
-        "{why}: {} cases not run, named in {}{estimate}",
-        not_run.len(),
-        file.display()
-    );
+    events.emit(Event::NotRun {
+        why: why.clone(),
+        cases: not_run.len(),
+        file: file.clone(),
+        bytes: left.iter().fold(0u64, |a, &b| a.saturating_add(b)),
+        estimate_s: estimate_s(costs, wall_s, &left),
+    });
     Ok(Some(NotRun {
         why,
         file: file.display().to_string(),
@@ -997,7 +859,7 @@ pub fn estimate_s(costs: &[(u64, f64)], wall_s: f64, left: &[u64]) -> Option<f64
 }
 
 /// report.md (a person reads it first), summary.md (a CI step summary), report.json
-/// (machines), junit.xml (CI systems).
+/// (machines), junit.xml (CI systems); their paths, in that order.
 pub fn write_reports(
     out: &OutDir,
     set: &ResultSet,
@@ -1015,59 +877,7 @@ pub fn write_reports(
     ] {
         paths.push(out.write(name, text)?);
     }
-    crate::note!(
-        "{} results -> {}/report.md, summary.md, report.json, junit.xml",
-        set.results.len(),
-        out.path().display()
-    );
     Ok(paths)
-}
-
-#[cfg(test)]
-mod time_tests {
-    use super::TimeSpent;
-    use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
-
-    fn result(n0: i64, ms: f64, reference: f64, compare: f64) -> CaseResult {
-        let c = Case::new("rms_norm", "clamped", DType::F32, [n0, 1, 1, 1]);
-        let mut r = CaseResult::new(&c, Verdict::Pass, Detector::None, "");
-        r.ms = ms;
-        r.observed.timings.reference = reference;
-        r.observed.timings.compare = compare;
-        r
-    }
-
-    #[test]
-    fn the_summary_says_where_the_time_went_and_names_the_slowest() {
-        let mut rs = [
-            result(1, 100.0, 40.0, 10.0),
-            result(2, 3000.0, 2000.0, 500.0),
-            result(3, 50.0, 0.0, 0.0),
-        ];
-        rs[2]
-            .observed
-            .same_output_as
-            .push("dst: the same bytes as ggml (exact)'s, whose comparison holds".into());
-        let refs: Vec<&CaseResult> = rs.iter().collect();
-        let t = TimeSpent::of(&refs).expect("some");
-        assert_eq!(t.cases, 3);
-        assert!((t.cases_s - 3.15).abs() < 1e-9);
-        assert!((t.reference_s - 2.04).abs() < 1e-9);
-        assert!((t.compare_s - 0.51).abs() < 1e-9);
-        assert!(t.slowest[0].0.contains("ne=[2,1,1,1]"), "{:?}", t.slowest);
-        assert!((t.slowest[0].1 - 3.0).abs() < 1e-9);
-        let line = t.line();
-        assert!(
-            line.contains("reference 2.0 s") && line.contains("the rest 0.6 s"),
-            "{line}"
-        );
-        assert_eq!(t.compared_before, 1);
-        assert!(
-            line.contains("compare 0.5 s (1 case's output was the same bytes"),
-            "{line}"
-        );
-        assert!(TimeSpent::of(&[]).is_none());
-    }
 }
 
 #[cfg(test)]
@@ -1083,19 +893,5 @@ mod estimate_tests {
         assert!((got - (0.01 + 2.0 + 2.0) / 2.0).abs() < 1e-9, "{got}");
         assert_eq!(estimate_s(&[], 1.0, &[1]), None);
         assert_eq!(estimate_s(&costs, 1.0, &[]), Some(0.0));
-    }
-}
-
-#[cfg(test)]
-mod start_up_tests {
-    use super::StartUp;
-
-    #[test]
-    fn the_median_and_the_slowest_start() {
-        assert_eq!(StartUp::of(&[]), None);
-        let s = StartUp::of(&[2.2, 0.41, 0.5, f64::NAN, 0.45]).expect("some");
-        assert_eq!((s.median, s.max), (0.5, 2.2));
-        let s = StartUp::of(&[0.3333333]).expect("one");
-        assert_eq!((s.median, s.max), (0.333, 0.333));
     }
 }

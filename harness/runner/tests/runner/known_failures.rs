@@ -7,6 +7,7 @@
 //! known_failures`, and read the diff.
 
 use kedge_core::{LimitsProfile, Verdict};
+use kedge_runner::events::Events;
 use kedge_runner::gate::{gate, known_failures, Baseline, KNOWN_FAILURES_HEADER};
 use kedge_runner::run::{CpuExecutor, Executor};
 use kedge_runner::select::{Selection, Suite};
@@ -20,7 +21,7 @@ fn path() -> PathBuf {
 fn the_shipped_baseline_is_the_default_suites_known_failures() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
-    let want = known_failures(&reg, &h200).unwrap();
+    let want = known_failures(&reg, &h200, &Events::default()).unwrap();
     if std::env::var("KEDGE_BLESS").is_ok_and(|v| v == "1") {
         std::fs::write(path(), want.to_jsonl_with(Some(KNOWN_FAILURES_HEADER))).unwrap();
     }
@@ -67,7 +68,7 @@ fn the_default_sweep_passes_the_shipped_gate() {
     let reg = kedge_ops::registry();
     let h200 = LimitsProfile::builtin("h200").unwrap();
     let cases = Selection::default()
-        .cases(&reg, Suite::Default, &h200, None)
+        .cases(&reg, Suite::Default, &h200, None, &Events::default())
         .unwrap();
     let mut results = Vec::new();
     CpuExecutor::new(&reg, h200)

@@ -7,6 +7,7 @@
 
 use crate::common;
 use kedge_core::{Case, DType, Verdict};
+use kedge_runner::events::Events;
 use kedge_runner::external::ExternalSpec;
 use kedge_runner::run::schedule::{self, Options};
 use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
@@ -126,7 +127,8 @@ fn every_gpu_lost_stops_with_the_cases_left() {
 /// and a case too big to share the device's memory with two others runs after the rest.
 #[test]
 fn several_workers_per_gpu_share_the_queue_and_big_cases_run_alone() {
-    use kedge_runner::run::{EngineOptions, Executor, Gpus, Progress, RunEngine};
+    use kedge_runner::events::Progress;
+    use kedge_runner::run::{EngineOptions, Executor, Gpus, RunEngine};
     let dir = tempfile::tempdir().unwrap();
     let exe = fake_worker(dir.path());
     let engine = RunEngine::builder("sweep")
@@ -136,7 +138,7 @@ fn several_workers_per_gpu_share_the_queue_and_big_cases_run_alone() {
         .gpus(Gpus::One(0))
         .options(EngineOptions {
             jobs: 3,
-            progress: Progress::Off,
+            events: Events::console(Progress::Off),
             ..EngineOptions::default()
         })
         .build()

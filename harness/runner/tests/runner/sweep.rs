@@ -4,8 +4,9 @@
 
 use kedge_core::{LimitsProfile, Under};
 use kedge_runner::errors::OutputError;
+use kedge_runner::events::{Events, Progress};
 use kedge_runner::results::{OutDir, OutMode, ResultSet};
-use kedge_runner::run::{EngineOptions, Gpus, Progress};
+use kedge_runner::run::{EngineOptions, Gpus};
 use kedge_runner::select::{Selection, Suite};
 use kedge_runner::workflow::sweep::{sweep, SweepRequest, SweepSummary};
 use kedge_runner::{Error, Status};
@@ -26,7 +27,7 @@ fn request(out: &Path, mode: OutMode) -> SweepRequest {
         gpus: Gpus::All,
         external: Default::default(),
         engine: EngineOptions {
-            progress: Progress::Off,
+            events: Events::console(Progress::Off),
             ..EngineOptions::default()
         },
         out: out.to_path_buf(),
@@ -231,7 +232,7 @@ fn a_suite_is_the_profiles_on_every_machine_and_a_differing_gpu_only_adds() {
         ops: vec!["sdpa_prefill".into(), "softmax".into()],
         ..Selection::default()
     };
-    let cpu = planned_cases(&reg, Suite::Default, &sel, &h200, None).unwrap();
+    let cpu = planned_cases(&reg, Suite::Default, &sel, &h200, None, &Events::default()).unwrap();
     assert!(cpu.extra.is_empty() && cpu.differences.is_empty());
     let ids = |cs: &[Case]| cs.iter().map(Case::id).collect::<Vec<_>>();
     // A live H200 as kedge reads it: the same values (another name, other sources).
@@ -239,14 +240,30 @@ fn a_suite_is_the_profiles_on_every_machine_and_a_differing_gpu_only_adds() {
     live.name = "live".into();
     live.device = "NVIDIA H200".into();
     live.max_alloc_bytes.source = "cuDeviceTotalMem".into();
-    let same = planned_cases(&reg, Suite::Default, &sel, &h200, Some(&live)).unwrap();
+    let same = planned_cases(
+        &reg,
+        Suite::Default,
+        &sel,
+        &h200,
+        Some(&live),
+        &Events::default(),
+    )
+    .unwrap();
     assert_eq!(ids(&same.cases), ids(&cpu.cases));
     assert!(same.extra.is_empty(), "{:?}", same.extra);
     // A card with less memory and less shared memory than the profile.
     live.max_alloc_bytes.value = 80_000_000_000;
     live.device_memory_bytes.value = 80_000_000_000;
     live.shared_per_block_optin.value = 101_376;
-    let other = planned_cases(&reg, Suite::Default, &sel, &h200, Some(&live)).unwrap();
+    let other = planned_cases(
+        &reg,
+        Suite::Default,
+        &sel,
+        &h200,
+        Some(&live),
+        &Events::default(),
+    )
+    .unwrap();
     assert_eq!(
         ids(&other.cases),
         ids(&cpu.cases),
@@ -269,7 +286,15 @@ fn a_suite_is_the_profiles_on_every_machine_and_a_differing_gpu_only_adds() {
         cases: vec![r#"{"op":"softmax","impl":"ggml","dtype":"f32","ne":[64,2,2,1]}"#.into()],
         ..Selection::default()
     };
-    let g = planned_cases(&reg, Suite::Default, &given, &h200, Some(&live)).unwrap();
+    let g = planned_cases(
+        &reg,
+        Suite::Default,
+        &given,
+        &h200,
+        Some(&live),
+        &Events::default(),
+    )
+    .unwrap();
     assert_eq!(g.cases.len(), 1);
     assert!(g.extra.is_empty());
 }

@@ -7,8 +7,9 @@
 
 use crate::common;
 use kedge_core::{Case, LimitsProfile};
+use kedge_runner::events::{Events, Progress};
 use kedge_runner::run::budget::Clock;
-use kedge_runner::run::{EngineOptions, Executor, Gpus, Progress, RunEngine, TimeBudget};
+use kedge_runner::run::{EngineOptions, Executor, Gpus, RunEngine, TimeBudget};
 use kedge_runner::select::{order, Selection, Suite};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,7 +64,7 @@ fn run(
         .gpus(Gpus::One(0))
         .options(EngineOptions {
             jobs: 1,
-            progress: Progress::Off,
+            events: Events::console(Progress::Off),
             budget: Some(budget),
             ..EngineOptions::default()
         })
@@ -90,7 +91,7 @@ fn the_yield_order_goes_out_first_nothing_starts_after_the_time_and_the_rest_run
         ops: vec!["rms_norm".into(), "cumsum".into()],
         ..Selection::default()
     }
-    .cases(&reg, Suite::Default, &h200, None)
+    .cases(&reg, Suite::Default, &h200, None, &Events::default())
     .unwrap();
     let (ordered, yields) = order::by_yield(&reg, &h200, &cases);
     assert!(ordered[..7]
@@ -129,7 +130,7 @@ fn a_limit_spent_before_the_first_case_runs_that_one_case() {
         ops: vec!["rms_norm".into()],
         ..Selection::default()
     }
-    .cases(&reg, Suite::Boundary, &h200, None)
+    .cases(&reg, Suite::Boundary, &h200, None, &Events::default())
     .unwrap();
     let (ordered, yields) = order::by_yield(&reg, &h200, &cases);
     let got = run(dir.path(), &cases, &yields, 0);

@@ -12,8 +12,9 @@ pub mod targets;
 pub use cases::{generate, known_finds, CaseStream, FuzzFind, FuzzSpec};
 
 use crate::errors::{Error, Status};
+use crate::events::Event;
 use crate::results::{outfile, FileKind, OutDir};
-use crate::run::{CpuExecutor, EngineOptions, Executor, GpuExecutor, Gpus, Progress, RunEngine};
+use crate::run::{CpuExecutor, EngineOptions, Executor, GpuExecutor, Gpus, RunEngine};
 use crate::select::{parse_allocs, Filters, MaxElements, Selection};
 use crate::workflow::minimize::{self, Probes};
 use kedge_core::{Case, CaseResult, LimitsProfile};
@@ -99,15 +100,7 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
     let allocs = parse_allocs(sel.allocs.as_deref().unwrap_or("exact,guard"))?;
     sel.allocs = None;
     let filters = Filters::resolve(&reg, &sel)?;
-    let engine = if req.cpu {
-        None
-    } else {
-        Some(gpu_engine(req)?)
-    };
-    let limits = match &engine {
-        Some(e) => e.limits().clone(),
-        None => req.profile.clone(),
-    };
+    let (engine, limits) = super::engine_or_profile(!req.cpu, &req.profile, || gpu_engine(req))?;
     let spec = FuzzSpec {
         filters,
         allocs,
@@ -119,9 +112,10 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         None => None,
     };
     if let Some(g) = gpu.as_mut() {
-        g.set_progress(Progress::Off);
+        g.set_events(req.engine.events.without_cases());
     }
     let mut cpu = CpuExecutor::new(&reg, limits.clone());
+    cpu.events = req.engine.events.without_cases();
     let mut out = FuzzOutcome {
         generated: 0,
         failures: 0,
@@ -176,12 +170,13 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         }
         if last_note.elapsed() >= PROGRESS_EVERY {
             last_note = Instant::now();
-            crate::note!(
-                "fuzz: {} cases so far, {} failures, {} new finds",
-                out.generated,
-                out.failures,
-                out.new_finds
-            );
+            req.engine.events.emit(Event::Fuzzed {
+                cases: out.generated,
+                failures: out.failures,
+                new_finds: out.new_finds,
+                done: false,
+                seed: req.fuzz_seed,
+            });
         }
     }
     finish(req, out)
@@ -258,13 +253,15 @@ fn finish(req: &FuzzRequest, mut out: FuzzOutcome) -> Result<FuzzOutcome, Error>
         }
         .into());
     }
-    crate::note!(
-        "fuzz: {} cases (seed {}): {} failures",
-        out.generated,
-        req.fuzz_seed,
-        out.failures
-    );
+    req.engine.events.emit(Event::Fuzzed {
+        cases: out.generated,
+        failures: out.failures,
+        new_finds: out.new_finds,
+        done: true,
+        seed: req.fuzz_seed,
+    });
     out.status = Status::failed_if(out.new_finds > 0 || out.unshrunk > 0);
+    req.engine.events.finish()?;
     Ok(out)
 }
 

@@ -11,8 +11,114 @@ pub use shrink::{
 };
 
 use crate::errors::{Error, WorkflowError};
-use crate::run::{CpuExecutor, GpuExecutor};
-use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Op, Params, Registry, Verdict};
+use crate::events::Event;
+use crate::external::ExternalSpec;
+use crate::results::OutDir;
+use crate::run::{CpuExecutor, EngineOptions, GpuExecutor, Gpus, RunEngine};
+use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Op, Params, Registry, Tool, Verdict};
+use std::path::PathBuf;
+
+/// The files `kedge minimize --out` may write: every probe, and the repro.
+pub const MINIMIZE_FILES: [&str; 4] = [
+    "minimize.json",
+    "repro.txt",
+    "repro.cu",
+    super::repro::INPUTS_FILE,
+];
+
+/// What to minimize, and on what.
+#[derive(Debug, Clone)]
+pub struct MinimizeRequest {
+    /// A case line, a verdict line, or a file whose first case line is either.
+    pub input: String,
+    /// Shrink on the CPU-side check (the launch contract against `profile`), no GPU.
+    pub cpu: bool,
+    pub profile: LimitsProfile,
+    /// Most predicate runs.
+    pub budget: usize,
+    /// The sanitizer tool the probes run under (else the given result's, else natively).
+    pub tool: Option<Tool>,
+    pub external: ExternalSpec,
+    pub engine: EngineOptions,
+    /// The GPU's ordinal.
+    pub device: u32,
+    /// Where minimize.json (and the repro, written by the caller) go.
+    pub out: Option<PathBuf>,
+}
+
+/// What minimizing found, with what the caller needs to write the repro beside it.
+pub struct MinimizeOutcome {
+    pub report: Report,
+    /// The registry the case was validated against (with the request's impls from outside).
+    pub registry: Registry,
+    /// The output directory, locked and checked, when one was given; minimize.json written.
+    pub out: Option<OutDir>,
+    pub written: Vec<PathBuf>,
+}
+
+/// Read the request's case, shrink it on the CPU or on fresh GPU workers, and write
+/// minimize.json into the output directory (checked and locked before anything runs).
+pub fn run(req: &MinimizeRequest) -> Result<MinimizeOutcome, Error> {
+    let ev = &req.engine.events;
+    let (reg, _) = req.external.registry()?;
+    let (case, given) = super::case_input(&req.input, &reg)?;
+    let out = match &req.out {
+        Some(dir) => Some(
+            OutDir::open(dir)?
+                .reading(Some(std::path::Path::new(&req.input)))
+                .writes(&MINIMIZE_FILES)?,
+        ),
+        None => None,
+    };
+    let report = if req.cpu {
+        // A GPU result's outcome (driver) differs from the CPU's (launch-contract): only the
+        // case is taken from it.
+        if let Some(r) = &given {
+            ev.emit(Event::GivenNotCompared {
+                verdict: r.verdict.to_string(),
+                detector: r.detector.to_string(),
+            });
+        }
+        let probes = Probes::Cpu(&req.profile);
+        minimize(&reg, &case, None, &req.profile, req.budget, probes)?
+    } else {
+        let tool = req
+            .tool
+            .or_else(|| given.as_ref().and_then(|r| r.under.tool()));
+        let engine = RunEngine::builder("minimize")
+            .external(req.external.clone())
+            .options(req.engine.clone())
+            .gpus(Gpus::One(req.device))
+            .keep_workers(false)
+            .build()?;
+        let mut ex = engine.executor(tool)?;
+        // Each probe is told by the report, not as progress.
+        ex.set_events(ev.without_cases());
+        let limits = engine.limits();
+        minimize(
+            &reg,
+            &case,
+            given.as_ref(),
+            limits,
+            req.budget,
+            Probes::Gpu(&mut ex),
+        )?
+    };
+    let mut written = Vec::new();
+    if let Some(dir) = &out {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| {
+            crate::results::OutputError::write(dir.join("minimize.json"), std::io::Error::other(e))
+        })?;
+        written.push(dir.write("minimize.json", &json)?);
+    }
+    ev.finish()?;
+    Ok(MinimizeOutcome {
+        report,
+        registry: reg,
+        out,
+        written,
+    })
+}
 
 /// What a case's probes run on.
 pub enum Probes<'a> {

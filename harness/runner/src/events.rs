@@ -1,0 +1,763 @@
+//! What kedge's workflows and its run engine say while they work, as data: each thing worth
+//! telling is an `Event`, handed to a `Reporter`. The console (lines on stderr, a progress bar
+//! on a terminal) is one reporter, JSON lines for programs another (`kedge sweep --format
+//! json`); a test collects them. Workflows never print: they emit, and return typed outcomes.
+//!
+//! A reporter's failed write is not lost: `Events` keeps the first one, and the workflow that
+//! emitted it returns it (`Events::finish`) once its own work is done, so a full disk under
+//! `2> log` ends the command with the output error's status instead of a silent gap. A reader
+//! that went away (a closed pipe) stops the output quietly, as a closed stdout does.
+
+use crate::results::OutputError;
+use crate::run::budget::human_duration;
+use crate::summary::{RunSummary, TimeSpent};
+use kedge_core::contract::plan::human_bytes;
+use kedge_core::{CaseResult, Under};
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// How the console shows cases as they finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A progress bar, with failures printed above it.
+    Bar,
+    /// A line per case (CI logs).
+    Lines,
+    /// Nothing: the caller reports (a fuzz run, a minimization: their own events say more).
+    Off,
+}
+
+impl Progress {
+    /// A bar on a terminal, lines otherwise (CI logs).
+    pub fn auto() -> Progress {
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            Progress::Bar
+        } else {
+            Progress::Lines
+        }
+    }
+}
+
+/// One thing a workflow or the run engine has to tell. Serialized as one JSON object whose
+/// `event` field names the variant (`{"event":"case-finished",...}`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// The cases of a command are chosen: how many, and each way they will run.
+    PlanReady { cases: usize, runs: Vec<Under> },
+    /// Impls from outside kedge joined the registry (plugins, source kernels, a ggml build).
+    ImplsAdded { note: String },
+    /// A run with a time limit: no case starts after it, cases run in order of expected yield.
+    TimeLimit { limit: String, order: String },
+    /// The live GPU's limits differ from the profile the cases are built for.
+    ProfileDiffers {
+        device: String,
+        profile: String,
+        differences: Vec<String>,
+    },
+    /// Cases the live GPU's own limits add, each with an id of its own.
+    ExtraCases { cases: usize },
+    /// Cases a selection left out, and why: never a silent drop.
+    LeftOut { cases: usize, why: LeftOutWhy },
+    /// This shard's part of the selection.
+    Shard {
+        shard: String,
+        cases: usize,
+        of: usize,
+    },
+    /// No GPU is used: only the CPU side of the cases runs.
+    CpuSideOnly {
+        /// "--cpu given" or "no CUDA driver on this machine".
+        why: String,
+        profile: String,
+        cases: usize,
+    },
+    /// A flag that has nothing to act on in this run.
+    FlagNotUsed { flag: String, value: String },
+    /// Cases a library's host backend runs for real, without a GPU.
+    HostBackend { cases: usize },
+    /// A resumed run: what the results file already holds for one way of running.
+    Resuming {
+        under: Under,
+        finished: usize,
+        to_run: usize,
+    },
+    /// One executor starts on `cases` cases.
+    RunStarted { under: Under, cases: usize },
+    /// The `done`-th result of `total` of the run that started last.
+    CaseFinished {
+        done: usize,
+        total: usize,
+        result: Box<CaseResult>,
+    },
+    /// The executor that started last is done.
+    RunEnded { under: Under },
+    /// Bigger cases run with fewer beside them: a tier of the admission.
+    Tier {
+        under: Under,
+        cases: usize,
+        largest_bytes: u64,
+        per_gpu: usize,
+    },
+    /// A GPU that could not join the run (it could not start a worker or has other limits).
+    GpuLeftOut { gpu: u32, why: String },
+    /// A GPU lost mid-run; the others ran its unfinished cases.
+    GpuLost {
+        under: Under,
+        gpu: u32,
+        after: usize,
+        why: String,
+    },
+    /// A sanitized batch whose records could not be attributed, run again one case per worker.
+    BatchAgain { why: String, cases: usize },
+    /// A results line that could not be read (a torn write), and what was done with it.
+    TornLine { text: String },
+    /// Where the worker time of one way of running went.
+    TimeSpent { under: Under, time: TimeSpent },
+    /// One way of running, summed up (a row of `sweep-summary.json`).
+    RunSummed {
+        row: Box<RunSummary>,
+        /// Cases selected.
+        of: usize,
+        /// Workers that replaced one that died.
+        replaced: usize,
+        /// What ran them (the executor's device).
+        on: String,
+        results: PathBuf,
+    },
+    /// The time limit ran out before the first case could run to its end.
+    TooSmallForOne {
+        limit: String,
+        /// The limit was used up before any case started (setting up).
+        before_any: bool,
+        /// The case that ran, and its seconds.
+        slowest: Option<(String, f64)>,
+    },
+    /// The time limit ran out: cases not run, where they are named, what they would cost.
+    NotRun {
+        why: String,
+        cases: usize,
+        file: PathBuf,
+        /// Bytes of the tensors of the cases not run.
+        bytes: u64,
+        /// Roughly how long they would take at this run's pace, in seconds.
+        estimate_s: Option<f64>,
+    },
+    /// The reports are written.
+    ReportsWritten { results: usize, dir: PathBuf },
+    /// The closing summary: the counts and the failures (at most `FAILURES_LISTED`).
+    Summary {
+        results: usize,
+        passed: usize,
+        failed: usize,
+        unsupported: usize,
+        skipped: usize,
+        failures: Vec<CaseResult>,
+        /// Failures not listed, and where to read them.
+        more: usize,
+        report: PathBuf,
+    },
+    /// How a sweep ends when not every case ran for real.
+    Ended { how: Ending, status: i32 },
+    /// How long a phase of a workflow took, in seconds.
+    Phase { name: &'static str, seconds: f64 },
+    /// A fuzz run's progress.
+    Fuzzed {
+        cases: usize,
+        failures: usize,
+        new_finds: usize,
+        /// The run is done (the last of these).
+        done: bool,
+        seed: u64,
+    },
+    /// `minimize --cpu` was given a verdict line: only its case is taken (a GPU's verdict
+    /// and detector differ from the CPU side's).
+    GivenNotCompared { verdict: String, detector: String },
+    /// A case an op declared but rejects when validated (a selftest finding about kedge).
+    DeclaredRejected { detail: String },
+}
+
+/// Why a selection left cases out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum LeftOutWhy {
+    /// Over `--max-elements` (or a host backend's default bound).
+    OverElements { limit: u64 },
+    /// Generated probes and other dtypes' shapes the ops refuse.
+    Refused,
+    /// Incidents of ops this build does not have.
+    OtherOps { ops: Vec<String> },
+}
+
+/// How a sweep ended short of every case running for real.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ending {
+    /// The time limit ran out with cases not run.
+    OutOfTime { cases: usize },
+    /// Nothing ran on a GPU.
+    GpuSkipped,
+}
+
+/// The failures a closing summary lists; the rest are counted.
+pub const FAILURES_LISTED: usize = 50;
+
+impl Event {
+    /// The line a person reads on stderr (after `kedge: `), for the events that have one.
+    /// Progress, the summary and phase timings are drawn by the console itself.
+    pub fn human(&self) -> Option<String> {
+        Some(match self {
+            Event::PlanReady { .. }
+            | Event::RunStarted { .. }
+            | Event::CaseFinished { .. }
+            | Event::RunEnded { .. }
+            | Event::Summary { .. }
+            | Event::Phase { .. } => return None,
+            Event::ImplsAdded { note } => note.clone(),
+            Event::TimeLimit { limit, order } => format!(
+                "--max-time {limit}: no case starts after it (cases running then finish); in order of expected yield: {order}"
+            ),
+            Event::ProfileDiffers {
+                device,
+                profile,
+                differences,
+            } => format!(
+                "the GPU ({device}) differs from profile {profile}: {}; the suite's cases are the profile's (--profile picks another)",
+                differences.join(", ")
+            ),
+            Event::ExtraCases { cases } => format!(
+                "{cases} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)"
+            ),
+            Event::LeftOut { cases, why } => match why {
+                LeftOutWhy::OverElements { limit } => format!(
+                    "{cases} cases over {limit} elements left out (--max-elements 0 runs them)"
+                ),
+                LeftOutWhy::Refused => format!(
+                    "{cases} generated probes and shapes outside ops' first dtypes left out: the ops refuse them"
+                ),
+                LeftOutWhy::OtherOps { ops } => format!(
+                    "{cases} incidents of ops this build does not have left out ({})",
+                    ops.join(", ")
+                ),
+            },
+            Event::Shard { shard, cases, of } => {
+                format!("shard {shard}: {cases} of the {of} selected cases")
+            }
+            Event::CpuSideOnly { why, profile, cases } => format!(
+                "{why}: running the CPU-side checks only (launch plans against profile {profile}, f64 references); GPU checks SKIPPED for {cases} cases"
+            ),
+            Event::FlagNotUsed { flag, value } => {
+                format!("{flag} {value} not used: nothing runs on a GPU")
+            }
+            Event::HostBackend { cases } => format!(
+                "{cases} cases run on a library's host backend (no GPU needed): natively, in workers"
+            ),
+            Event::Resuming {
+                under,
+                finished,
+                to_run,
+            } => format!("resuming {under}: {finished} cases already finished, {to_run} to run"),
+            Event::Tier {
+                under,
+                cases,
+                largest_bytes,
+                per_gpu,
+            } => format!(
+                "{under}: {cases} cases of up to {} each: {per_gpu} at a time per GPU",
+                human_bytes(*largest_bytes)
+            ),
+            Event::GpuLeftOut { gpu, why } => format!("gpu {gpu} left out: {why}"),
+            Event::GpuLost {
+                under,
+                gpu,
+                after,
+                why,
+            } => format!(
+                "{under}: gpu {gpu} lost after {after} cases ({why}); the other GPUs ran its unfinished cases"
+            ),
+            Event::BatchAgain { why, cases } => {
+                format!("{why}; running those {cases} cases again, one per worker")
+            }
+            Event::TornLine { text } => text.clone(),
+            Event::TimeSpent { under, time } => format!("{under}: {}", time.line()),
+            Event::RunSummed {
+                row,
+                of,
+                replaced,
+                on,
+                results,
+            } => run_line(row, *of, *replaced, on, results),
+            Event::TooSmallForOne {
+                limit,
+                before_any,
+                slowest,
+            } => format!(
+                "--max-time {limit} is too small for one case: {} the first case only{}",
+                if *before_any {
+                    "the time was used up before any case started (setting up), so kedge ran"
+                } else {
+                    "it ran"
+                },
+                slowest
+                    .as_ref()
+                    .map(|(label, secs)| format!(" ({label}, {secs:.1} s)"))
+                    .unwrap_or_default()
+            ),
+            Event::NotRun {
+                why,
+                cases,
+                file,
+                bytes,
+                estimate_s,
+            } => format!(
+                "{why}: {cases} cases not run, named in {}{}",
+                file.display(),
+                estimate_s
+                    .map(|secs| format!(
+                        "; their tensors come to {}, roughly {} more at this sweep's pace",
+                        human_bytes(*bytes),
+                        human_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
+                    ))
+                    .unwrap_or_default()
+            ),
+            Event::ReportsWritten { results, dir } => format!(
+                "{results} results -> {}/report.md, summary.md, report.json, junit.xml",
+                dir.display()
+            ),
+            Event::Ended { how, status } => match how {
+                Ending::OutOfTime { cases } => format!(
+                    "the time ran out with {cases} cases not run (exit status {status}): `--resume` with the same flags runs them"
+                ),
+                Ending::GpuSkipped => format!(
+                    "GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {status})"
+                ),
+            },
+            Event::Fuzzed {
+                cases,
+                failures,
+                new_finds,
+                done,
+                seed,
+            } => {
+                if *done {
+                    format!("fuzz: {cases} cases (seed {seed}): {failures} failures")
+                } else {
+                    format!("fuzz: {cases} cases so far, {failures} failures, {new_finds} new finds")
+                }
+            }
+            Event::GivenNotCompared { verdict, detector } => format!(
+                "--cpu: shrinking on the launch contract; the given result ({verdict} / {detector}) is not compared"
+            ),
+            Event::DeclaredRejected { detail } => {
+                format!("selftest: an op declared a case it rejects: {detail}")
+            }
+        })
+    }
+
+    /// The closing summary of `results`, listing at most `FAILURES_LISTED` failures; `report`
+    /// is where the rest are.
+    pub fn summary(results: &[CaseResult], report: PathBuf) -> Event {
+        use kedge_core::Verdict;
+        let count = |f: &dyn Fn(Verdict) -> bool| results.iter().filter(|r| f(r.verdict)).count();
+        let failed = count(&|v| v.is_failure());
+        Event::Summary {
+            results: results.len(),
+            passed: count(&|v| v == Verdict::Pass),
+            failed,
+            unsupported: count(&|v| v == Verdict::Unsupported),
+            skipped: count(&|v| v == Verdict::Skipped),
+            failures: results
+                .iter()
+                .filter(|r| r.verdict.is_failure())
+                .take(FAILURES_LISTED)
+                .cloned()
+                .collect(),
+            more: failed.saturating_sub(FAILURES_LISTED),
+            report,
+        }
+    }
+}
+
+/// One way of running's line: how many cases have results, how they ran, the failures.
+fn run_line(
+    row: &RunSummary,
+    of: usize,
+    replaced: usize,
+    on: &str,
+    results: &std::path::Path,
+) -> String {
+    let start_up = row
+        .worker_start_s
+        .map(|s| {
+            format!(
+                " (start-up {:.2} s median, {:.2} s at most)",
+                s.median, s.max
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{}: {} of {of} cases have results ({} run now in {:.1} s on {on}; {} workers{start_up}, {replaced} replaced, {:.1} s of slot time waiting for them): {} failures; results in {}",
+        row.under,
+        row.cases,
+        row.ran_now,
+        row.wall_s,
+        row.workers,
+        row.worker_wait_s,
+        row.failures,
+        results.display()
+    )
+}
+
+/// Something that takes events: the console, JSON lines, a test's list.
+pub trait Reporter: Send + Sync {
+    /// Take one event. An error is kept by `Events` and returned when the workflow finishes.
+    fn report(&self, event: &Event) -> Result<(), OutputError>;
+}
+
+/// Where a workflow's events go: a cheap handle, shared by the engine's threads. It keeps the
+/// first error a reporter returned; `finish` hands it back.
+#[derive(Clone)]
+pub struct Events {
+    to: Arc<dyn Reporter>,
+    failed: Arc<Mutex<Option<OutputError>>>,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Events")
+    }
+}
+
+impl Events {
+    /// Events to `reporter`.
+    pub fn new(reporter: impl Reporter + 'static) -> Events {
+        Events {
+            to: Arc::new(reporter),
+            failed: Arc::new(Mutex::new(None)),
+        }
+    }
+    /// The same reporter without the cases as they finish (`RunStarted`, `CaseFinished`,
+    /// `RunEnded`): for a caller that reports its cases on its own (fuzzing, minimizing).
+    /// Errors are kept with this handle's.
+    pub fn without_cases(&self) -> Events {
+        Events {
+            to: Arc::new(NoCases(self.to.clone())),
+            failed: self.failed.clone(),
+        }
+    }
+    /// Hand `event` to the reporter; its first error is kept for `finish`.
+    pub fn emit(&self, event: Event) {
+        if let Err(e) = self.to.report(&event) {
+            if let Ok(mut f) = self.failed.lock() {
+                f.get_or_insert(e);
+            }
+        }
+    }
+    /// The first error a reporter returned, if any: a workflow returns it once its own work
+    /// is done (and its files written).
+    pub fn finish(&self) -> Result<(), OutputError> {
+        match self.failed.lock().ok().and_then(|mut f| f.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A reporter that is not told the cases as they finish.
+struct NoCases(Arc<dyn Reporter>);
+
+impl Reporter for NoCases {
+    fn report(&self, event: &Event) -> Result<(), OutputError> {
+        match event {
+            Event::RunStarted { .. } | Event::CaseFinished { .. } | Event::RunEnded { .. } => {
+                Ok(())
+            }
+            e => self.0.report(e),
+        }
+    }
+}
+
+/// Two reporters, each given every event.
+pub struct Both<A, B>(pub A, pub B);
+
+impl<A: Reporter, B: Reporter> Reporter for Both<A, B> {
+    fn report(&self, event: &Event) -> Result<(), OutputError> {
+        let a = self.0.report(event);
+        let b = self.1.report(event);
+        a.and(b)
+    }
+}
+
+/// A stream that stops quietly once its reader has gone, and fails on any other error.
+pub(crate) struct Stream<W> {
+    name: &'static str,
+    w: W,
+    gone: bool,
+}
+
+impl<W: Write> Stream<W> {
+    pub(crate) fn new(name: &'static str, w: W) -> Stream<W> {
+        Stream {
+            name,
+            w,
+            gone: false,
+        }
+    }
+    pub(crate) fn write(&mut self, text: &str) -> Result<(), OutputError> {
+        if self.gone {
+            return Ok(());
+        }
+        match self
+            .w
+            .write_all(text.as_bytes())
+            .and_then(|_| self.w.flush())
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.gone = true;
+                Ok(())
+            }
+            Err(source) => {
+                // Once failed, said once: the rest would fail the same way.
+                self.gone = true;
+                Err(OutputError::Stream {
+                    stream: self.name,
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// One executor's run as events: `RunStarted` when made, a counted `CaseFinished` per result,
+/// `RunEnded` at `end`.
+pub struct Ticker<'a> {
+    events: &'a Events,
+    under: Under,
+    total: usize,
+    done: std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> Ticker<'a> {
+    /// `total` cases start under `under`.
+    pub fn start(events: &'a Events, under: Under, total: usize) -> Ticker<'a> {
+        events.emit(Event::RunStarted {
+            under,
+            cases: total,
+        });
+        Ticker {
+            events,
+            under,
+            total,
+            done: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+    /// One more result.
+    pub fn case(&self, r: &CaseResult) {
+        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.events.emit(Event::CaseFinished {
+            done,
+            total: self.total,
+            result: Box::new(r.clone()),
+        });
+    }
+    /// The run is over.
+    pub fn end(self) {
+        self.events.emit(Event::RunEnded { under: self.under });
+    }
+}
+
+/// One JSON object a line, for programs.
+pub struct JsonLines {
+    out: Mutex<Stream<Box<dyn Write + Send>>>,
+}
+
+impl JsonLines {
+    /// JSON lines on stdout.
+    pub fn stdout() -> JsonLines {
+        JsonLines::to(Box::new(std::io::stdout()))
+    }
+    /// JSON lines on `w`.
+    pub fn to(w: Box<dyn Write + Send>) -> JsonLines {
+        JsonLines {
+            out: Mutex::new(Stream::new("stdout", w)),
+        }
+    }
+}
+
+impl Reporter for JsonLines {
+    fn report(&self, event: &Event) -> Result<(), OutputError> {
+        // Every event serializes (plain data, finite or null numbers); a failure here would
+        // be a bug, said on the line rather than lost.
+        let line = serde_json::to_string(event).unwrap_or_else(|e| {
+            serde_json::json!({ "event": "unserializable", "why": e.to_string() }).to_string()
+        });
+        match self.out.lock() {
+            Ok(mut o) => o.write(&format!("{line}\n")),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// Keeps every event: for tests, and for callers that render after the fact.
+#[derive(Default)]
+pub struct Collect(pub Mutex<Vec<Event>>);
+
+impl Reporter for Collect {
+    fn report(&self, event: &Event) -> Result<(), OutputError> {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(event.clone());
+        }
+        Ok(())
+    }
+}
+
+impl Reporter for Arc<Collect> {
+    fn report(&self, event: &Event) -> Result<(), OutputError> {
+        self.as_ref().report(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::console::Console;
+    use kedge_core::{Case, DType, Detector, Verdict};
+
+    /// A buffer a test can read after the console wrote into it.
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Buf {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().map(|v| v.clone()).unwrap_or_default())
+                .unwrap_or_default()
+        }
+    }
+
+    struct Full;
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(28))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct Gone;
+    impl Write for Gone {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn result(v: Verdict) -> CaseResult {
+        let c = Case::new("rms_norm", "ggml", DType::F32, [64, 1, 65536, 1]);
+        CaseResult::new(&c, v, Detector::Driver, "launch refused")
+    }
+
+    #[test]
+    fn the_console_writes_lines_and_progress_and_json_one_object_a_line() {
+        let err = Buf::default();
+        let out = Buf::default();
+        let ev = Events::new(Both(
+            Console::to(Progress::Lines, Box::new(err.clone())),
+            JsonLines::to(Box::new(out.clone())),
+        ));
+        ev.emit(Event::Shard {
+            shard: "1/2".into(),
+            cases: 3,
+            of: 6,
+        });
+        ev.emit(Event::RunStarted {
+            under: Under::Native,
+            cases: 1,
+        });
+        ev.emit(Event::CaseFinished {
+            done: 1,
+            total: 1,
+            result: Box::new(result(Verdict::LaunchError)),
+        });
+        ev.emit(Event::Phase {
+            name: "run",
+            seconds: 0.5,
+        });
+        ev.finish().expect("no write failed");
+        let text = err.text();
+        assert!(
+            text.starts_with("kedge: shard 1/2: 3 of the 6 selected cases\n"),
+            "{text}"
+        );
+        assert!(text.contains("[1/1] launch-error"), "{text}");
+        assert!(
+            !text.contains("run"),
+            "a phase timing has no console line: {text}"
+        );
+        let lines: Vec<serde_json::Value> = out
+            .text()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        let kinds: Vec<&str> = lines.iter().filter_map(|l| l["event"].as_str()).collect();
+        assert_eq!(kinds, ["shard", "run-started", "case-finished", "phase"]);
+        assert_eq!(lines[2]["result"]["verdict"], "launch-error");
+        assert_eq!(lines[3]["seconds"], 0.5);
+    }
+
+    #[test]
+    fn a_failed_write_is_kept_for_the_end_and_a_closed_reader_is_not_an_error() {
+        let full = Events::new(Console::to(Progress::Lines, Box::new(Full)));
+        full.emit(Event::HostBackend { cases: 2 });
+        full.emit(Event::HostBackend { cases: 3 });
+        let e = full.finish().expect_err("a full disk is an error");
+        assert!(e.to_string().contains("stderr"), "{e}");
+        assert_eq!(e.exit_code(), crate::exit::ENVIRONMENT);
+        full.finish().expect("said once");
+        let gone = Events::new(JsonLines::to(Box::new(Gone)));
+        gone.emit(Event::HostBackend { cases: 2 });
+        gone.finish()
+            .expect("a reader that went away stops output quietly");
+    }
+
+    #[test]
+    fn the_summary_counts_and_lists_at_most_its_share_of_failures() {
+        let mut rs: Vec<CaseResult> = (0..FAILURES_LISTED + 2)
+            .map(|_| result(Verdict::LaunchError))
+            .collect();
+        rs.push(result(Verdict::Pass));
+        match Event::summary(&rs, "out/report.md".into()) {
+            Event::Summary {
+                results,
+                passed,
+                failed,
+                failures,
+                more,
+                ..
+            } => {
+                assert_eq!(
+                    (results, passed, failed),
+                    (rs.len(), 1, FAILURES_LISTED + 2)
+                );
+                assert_eq!((failures.len(), more), (FAILURES_LISTED, 2));
+            }
+            e => panic!("not a summary: {e:?}"),
+        }
+    }
+}

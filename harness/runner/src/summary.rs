@@ -1,0 +1,278 @@
+//! What a run of cases comes to, as `sweep-summary.json` holds it: a row per way the cases
+//! ran (`RunSummary`), how long workers took to start, where the worker time went, and what
+//! each GPU ran. Plain data, below everything that produces or reads it.
+
+use kedge_core::Under;
+use serde::{Deserialize, Serialize};
+
+/// What one GPU ran, and why it was lost, if it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuRun {
+    /// The GPU's ordinal.
+    pub gpu: u32,
+    /// Cases it ran.
+    pub cases: usize,
+    /// Why it was lost mid-run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
+}
+
+/// One row of `sweep-summary.json`: one way the cases ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub under: Under,
+    /// The allocation modes asked for (`exact` when none was).
+    pub allocs: String,
+    pub suite: String,
+    /// Selected cases with a result in `results.jsonl` (with `--resume`, earlier ones too).
+    pub cases: usize,
+    /// Of those, the failing ones.
+    pub failures: usize,
+    /// Selected cases with no result.
+    #[serde(default)]
+    pub missing: usize,
+    /// Of those, the cases this invocation did not start because its time limit ran out
+    /// (`--max-time`; they are in `not-run.jsonl`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_run: usize,
+    /// Cases run by this invocation, and its wall time.
+    #[serde(default)]
+    pub ran_now: usize,
+    pub wall_s: f64,
+    #[serde(default)]
+    pub workers: usize,
+    /// Seconds the worker slots waited for a worker to become ready with cases waiting,
+    /// summed over the slots.
+    #[serde(default)]
+    pub worker_wait_s: f64,
+    /// Workers' start-up (their device opened, their libraries loaded), as each measured it:
+    /// the median and the longest, in seconds. Absent when no worker started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_start_s: Option<StartUp>,
+    /// The GPU (or the profile the CPU side checked against).
+    pub device: String,
+    /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
+    #[serde(default)]
+    pub driver_version: i32,
+    /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub gpus: Vec<u32>,
+    #[serde(default)]
+    pub per_gpu: Vec<GpuRun>,
+    /// Where the worker time of the cases run now went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeSpent>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// How long workers took to start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StartUp {
+    /// Seconds, the median worker.
+    pub median: f64,
+    /// Seconds, the slowest.
+    pub max: f64,
+}
+
+impl StartUp {
+    /// The median and the longest of `times` (seconds), to the millisecond; `None` for none.
+    pub fn of(times: &[f64]) -> Option<StartUp> {
+        let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
+        if t.is_empty() {
+            return None;
+        }
+        t.sort_by(f64::total_cmp);
+        let ms = |x: f64| (x * 1e3).round() / 1e3;
+        Some(StartUp {
+            median: ms(t[t.len() / 2]),
+            max: ms(t[t.len() - 1]),
+        })
+    }
+}
+
+/// Where the time of a run went: each phase summed over the cases run now (worker time, so
+/// with several workers it adds up to more than the wall time), and the slowest cases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeSpent {
+    /// Cases the sums are over.
+    pub cases: usize,
+    /// Their verdict times, summed (every phase below, and the rest: messages, freeing).
+    pub cases_s: f64,
+    pub setup_s: f64,
+    pub upload_s: f64,
+    pub run_s: f64,
+    pub download_s: f64,
+    pub reference_s: f64,
+    pub compare_s: f64,
+    /// Cases whose outputs were the same, byte for byte, as the last case's of their key, and
+    /// were judged by that case's comparison (no comparison time of their own).
+    #[serde(default)]
+    pub compared_before: usize,
+    /// The five slowest cases: label and seconds.
+    pub slowest: Vec<(String, f64)>,
+}
+
+impl TimeSpent {
+    /// Sum the phases of `results`; `None` when there are none.
+    pub fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
+        if results.is_empty() {
+            return None;
+        }
+        let mut t = TimeSpent {
+            cases: results.len(),
+            ..TimeSpent::default()
+        };
+        for r in results {
+            let p = &r.observed.timings;
+            t.cases_s += r.ms / 1e3;
+            t.setup_s += p.setup / 1e3;
+            t.upload_s += p.upload / 1e3;
+            t.run_s += p.run / 1e3;
+            t.download_s += p.download / 1e3;
+            t.reference_s += p.reference / 1e3;
+            t.compare_s += p.compare / 1e3;
+            t.compared_before += usize::from(!r.observed.same_output_as.is_empty());
+        }
+        let mut by_time: Vec<&&kedge_core::CaseResult> = results.iter().collect();
+        by_time.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        // Microseconds are plenty, and a value with few digits reads back from
+        // sweep-summary.json as exactly the same f64.
+        let us = |x: f64| (x * 1e6).round() / 1e6;
+        t.slowest = by_time
+            .iter()
+            .take(5)
+            .map(|r| (r.case.label(), us(r.ms / 1e3)))
+            .collect();
+        for x in [
+            &mut t.cases_s,
+            &mut t.setup_s,
+            &mut t.upload_s,
+            &mut t.run_s,
+            &mut t.download_s,
+            &mut t.reference_s,
+            &mut t.compare_s,
+        ] {
+            *x = us(*x);
+        }
+        Some(t)
+    }
+
+    /// One line a person reads.
+    pub fn line(&self) -> String {
+        let phases = self.setup_s
+            + self.upload_s
+            + self.run_s
+            + self.download_s
+            + self.reference_s
+            + self.compare_s;
+        let slowest: Vec<String> = self
+            .slowest
+            .iter()
+            .take(3)
+            .map(|(l, s)| format!("{l} {s:.1} s"))
+            .collect();
+        let before = match self.compared_before {
+            0 => String::new(),
+            n => format!(
+                " ({n} {} the same bytes as the key's case before, not compared again)",
+                if n == 1 {
+                    "case's output was"
+                } else {
+                    "cases' outputs were"
+                }
+            ),
+        };
+        format!(
+            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s{before}, the rest {:.1} s; slowest: {}",
+            self.cases,
+            self.cases_s,
+            self.setup_s,
+            self.upload_s,
+            self.run_s,
+            self.download_s,
+            self.reference_s,
+            self.compare_s,
+            (self.cases_s - phases).max(0.0),
+            slowest.join(", ")
+        )
+    }
+}
+
+/// `sweep-summary.json`: one row per way the cases ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SweepSummary {
+    pub runs: Vec<RunSummary>,
+}
+
+impl SweepSummary {
+    pub fn failures(&self) -> usize {
+        self.runs.iter().map(|r| r.failures).sum()
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::TimeSpent;
+    use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
+
+    fn result(n0: i64, ms: f64, reference: f64, compare: f64) -> CaseResult {
+        let c = Case::new("rms_norm", "clamped", DType::F32, [n0, 1, 1, 1]);
+        let mut r = CaseResult::new(&c, Verdict::Pass, Detector::None, "");
+        r.ms = ms;
+        r.observed.timings.reference = reference;
+        r.observed.timings.compare = compare;
+        r
+    }
+
+    #[test]
+    fn the_summary_says_where_the_time_went_and_names_the_slowest() {
+        let mut rs = [
+            result(1, 100.0, 40.0, 10.0),
+            result(2, 3000.0, 2000.0, 500.0),
+            result(3, 50.0, 0.0, 0.0),
+        ];
+        rs[2]
+            .observed
+            .same_output_as
+            .push("dst: the same bytes as ggml (exact)'s, whose comparison holds".into());
+        let refs: Vec<&CaseResult> = rs.iter().collect();
+        let t = TimeSpent::of(&refs).expect("some");
+        assert_eq!(t.cases, 3);
+        assert!((t.cases_s - 3.15).abs() < 1e-9);
+        assert!((t.reference_s - 2.04).abs() < 1e-9);
+        assert!((t.compare_s - 0.51).abs() < 1e-9);
+        assert!(t.slowest[0].0.contains("ne=[2,1,1,1]"), "{:?}", t.slowest);
+        assert!((t.slowest[0].1 - 3.0).abs() < 1e-9);
+        let line = t.line();
+        assert!(
+            line.contains("reference 2.0 s") && line.contains("the rest 0.6 s"),
+            "{line}"
+        );
+        assert_eq!(t.compared_before, 1);
+        assert!(
+            line.contains("compare 0.5 s (1 case's output was the same bytes"),
+            "{line}"
+        );
+        assert!(TimeSpent::of(&[]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod start_up_tests {
+    use super::StartUp;
+
+    #[test]
+    fn the_median_and_the_slowest_start() {
+        assert_eq!(StartUp::of(&[]), None);
+        let s = StartUp::of(&[2.2, 0.41, 0.5, f64::NAN, 0.45]).expect("some");
+        assert_eq!((s.median, s.max), (0.5, 2.2));
+        let s = StartUp::of(&[0.3333333]).expect("one");
+        assert_eq!((s.median, s.max), (0.333, 0.333));
+    }
+}
