@@ -94,7 +94,7 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         .into());
     }
     // The finds file: its directory locked, its kind and name checked, before anything runs.
-    let mut finds = FindsFile::open(&req.finds)?;
+    let finds = FindsFile::open(&req.finds)?;
     let reg = kedge_ops::registry();
     let mut sel = req.selection.clone();
     let allocs = parse_allocs(sel.allocs.as_deref().unwrap_or("exact,guard"))?;
@@ -127,7 +127,13 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
     let ran = say_on_signal(&req.finds, &finds.written);
     let chunk = if gpu.is_some() { CHUNK_GPU } else { CHUNK_CPU };
     let mut last_note = Instant::now();
-    let mut shrunk = 0usize;
+    let mut shrinker = Shrinker {
+        req,
+        reg: &reg,
+        limits: &limits,
+        finds,
+        shrunk: 0,
+    };
     loop {
         let cases: Vec<Case> = stream.by_ref().take(chunk).collect();
         if cases.is_empty() {
@@ -142,31 +148,11 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         ran.store(out.generated, Ordering::Relaxed);
         drop(cases);
         for r in &failures {
-            let why = if shrunk >= req.max_shrinks {
-                format!("not shrunk (--max-shrinks {})", req.max_shrinks)
-            } else {
-                shrunk += 1;
-                let probes = match gpu.as_mut() {
-                    Some(g) => Probes::Gpu(g),
-                    None => Probes::Cpu(&limits),
-                };
-                match shrink(&reg, r, &limits, req.budget, probes) {
-                    Ok(find) if finds.add(&find)? => {
-                        out.new_finds += 1;
-                        on(FuzzEvent::NewFind(&find));
-                        continue;
-                    }
-                    Ok(_) => {
-                        out.known += 1;
-                        continue;
-                    }
-                    Err(e) => format!("could not shrink: {e}"),
-                }
+            let probes = match gpu.as_mut() {
+                Some(g) => Probes::Gpu(g),
+                None => Probes::Cpu(&limits),
             };
-            out.unshrunk += 1;
-            if out.unshrunk <= UNSHRUNK_LISTED {
-                on(FuzzEvent::Unshrunk(r, &why));
-            }
+            shrinker.take(r, probes, &mut out, on)?;
         }
         if last_note.elapsed() >= PROGRESS_EVERY {
             last_note = Instant::now();
@@ -180,6 +166,50 @@ pub fn fuzz(req: &FuzzRequest, on: &mut dyn FnMut(FuzzEvent<'_>)) -> Result<Fuzz
         }
     }
     finish(req, out)
+}
+
+/// What becomes of each failure: shrunk into a find (new ones appended to the finds file), or
+/// passed on unshrunk with the reason (`--max-shrinks` reached, or shrinking failed).
+struct Shrinker<'a> {
+    req: &'a FuzzRequest,
+    reg: &'a kedge_core::Registry,
+    limits: &'a LimitsProfile,
+    finds: FindsFile,
+    /// Failures shrunk so far (at most `--max-shrinks`).
+    shrunk: usize,
+}
+
+impl Shrinker<'_> {
+    fn take(
+        &mut self,
+        r: &CaseResult,
+        probes: Probes<'_>,
+        out: &mut FuzzOutcome,
+        on: &mut dyn FnMut(FuzzEvent<'_>),
+    ) -> Result<(), Error> {
+        let why = if self.shrunk >= self.req.max_shrinks {
+            format!("not shrunk (--max-shrinks {})", self.req.max_shrinks)
+        } else {
+            self.shrunk += 1;
+            match shrink(self.reg, r, self.limits, self.req.budget, probes) {
+                Ok(find) if self.finds.add(&find)? => {
+                    out.new_finds += 1;
+                    on(FuzzEvent::NewFind(&find));
+                    return Ok(());
+                }
+                Ok(_) => {
+                    out.known += 1;
+                    return Ok(());
+                }
+                Err(e) => format!("could not shrink: {e}"),
+            }
+        };
+        out.unshrunk += 1;
+        if out.unshrunk <= UNSHRUNK_LISTED {
+            on(FuzzEvent::Unshrunk(r, &why));
+        }
+        Ok(())
+    }
 }
 
 /// Run `cases`; keep the results of those that fail.

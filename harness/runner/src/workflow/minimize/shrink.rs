@@ -319,104 +319,130 @@ where
         case: &Case,
         given: Option<Outcome>,
     ) -> Result<Minimized, MinimizeError<E>> {
-        let first = match self.probe("initial", case)? {
-            Some(r) => r,
-            None => {
-                return Err(MinimizeError::NotFailing(Outcome {
-                    verdict: Verdict::Skipped,
-                    detector: Detector::None,
-                }))
-            }
+        let (first, target) = self.reproduce(case, given)?;
+        let mut cur = Shrinking {
+            case: case.clone(),
+            result: first,
+            exhausted: false,
         };
-        let target = Outcome::of(&first);
-        if let Some(g) = given {
-            if g != target {
-                return Err(MinimizeError::DidNotReproduce {
-                    given: g,
-                    got: target,
-                });
-            }
-        }
-        if !target.is_failure() {
-            return Err(MinimizeError::NotFailing(target));
-        }
-        let mut cur = case.clone();
-        let mut cur_result = first;
-        let mut exhausted = false;
-
-        // Parameters toward their defaults, then the seed toward 1.
-        let names: Vec<String> = cur.params.keys().cloned().collect();
-        for name in names {
-            let Some(def) = self.cfg.param_defaults.get(&name).cloned() else {
-                continue;
-            };
-            if cur.params.get(&name) == Some(&def) {
-                continue;
-            }
-            let mut cand = cur.clone();
-            cand.params.insert(name.clone(), def);
-            match self.probe(&format!("param {name} -> default"), &cand)? {
-                Some(r) if Outcome::of(&r) == target => {
-                    cur = cand;
-                    cur_result = r;
-                }
-                Some(_) => {}
-                None => exhausted = true,
-            }
-        }
-        if cur.seed != 1 {
-            let mut cand = cur.clone();
-            cand.seed = 1;
-            match self.probe("seed -> 1", &cand)? {
-                Some(r) if Outcome::of(&r) == target => {
-                    cur = cand;
-                    cur_result = r;
-                }
-                Some(_) => {}
-                None => exhausted = true,
-            }
-        }
-
-        // Dimensions toward small canonical values, round after round until nothing changes.
-        for _round in 0..self.cfg.max_rounds.max(1) {
-            let mut changed = false;
-            for d in 0..4 {
-                for cand_v in shrink_candidates(cur.ne[d]) {
-                    let cand = axis_set(&cur, &Axis::Ne(d), cand_v);
-                    match self.probe(&format!("ne[{d}] -> {cand_v}"), &cand)? {
-                        Some(r) if Outcome::of(&r) == target => {
-                            cur = cand;
-                            cur_result = r;
-                            changed = true;
-                            break;
-                        }
-                        Some(_) => {}
-                        None => {
-                            exhausted = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            if !changed || exhausted {
-                break;
-            }
-        }
-
+        self.shrink_params(&mut cur, target)?;
+        self.shrink_dims(&mut cur, target)?;
         let blocked = (0..4)
             .filter_map(|d| {
-                self.largest_run_below(&cur, &Axis::Ne(d), |o| o != target)
+                self.largest_run_below(&cur.case, &Axis::Ne(d), |o| o != target)
                     .map(|v| (d, v))
             })
             .collect();
         Ok(Minimized {
             original: case.clone(),
             outcome: target,
-            case: cur,
-            result: cur_result,
+            case: cur.case,
+            result: cur.result,
             blocked,
-            budget_exhausted: exhausted,
+            budget_exhausted: cur.exhausted,
         })
+    }
+
+    /// Run `case` first: its result and outcome, which must be a failure, and `given`'s when
+    /// a stored result said what it was.
+    fn reproduce(
+        &mut self,
+        case: &Case,
+        given: Option<Outcome>,
+    ) -> Result<(CaseResult, Outcome), MinimizeError<E>> {
+        let Some(first) = self.probe("initial", case)? else {
+            return Err(MinimizeError::NotFailing(Outcome {
+                verdict: Verdict::Skipped,
+                detector: Detector::None,
+            }));
+        };
+        let target = Outcome::of(&first);
+        if let Some(g) = given.filter(|g| *g != target) {
+            return Err(MinimizeError::DidNotReproduce {
+                given: g,
+                got: target,
+            });
+        }
+        if !target.is_failure() {
+            return Err(MinimizeError::NotFailing(target));
+        }
+        Ok((first, target))
+    }
+
+    /// Try `cand` at `step`: taken when its outcome is still `target`.
+    fn try_step(
+        &mut self,
+        cur: &mut Shrinking,
+        step: &str,
+        cand: Case,
+        target: Outcome,
+    ) -> Result<Step, MinimizeError<E>> {
+        Ok(match self.probe(step, &cand)? {
+            Some(r) if Outcome::of(&r) == target => {
+                cur.case = cand;
+                cur.result = r;
+                Step::Taken
+            }
+            Some(_) => Step::Other,
+            None => {
+                cur.exhausted = true;
+                Step::OutOfBudget
+            }
+        })
+    }
+
+    /// Parameters toward their defaults, then the seed toward 1.
+    fn shrink_params(
+        &mut self,
+        cur: &mut Shrinking,
+        target: Outcome,
+    ) -> Result<(), MinimizeError<E>> {
+        let names: Vec<String> = cur.case.params.keys().cloned().collect();
+        for name in names {
+            let Some(def) = self.cfg.param_defaults.get(&name).cloned() else {
+                continue;
+            };
+            if cur.case.params.get(&name) == Some(&def) {
+                continue;
+            }
+            let mut cand = cur.case.clone();
+            cand.params.insert(name.clone(), def);
+            self.try_step(cur, &format!("param {name} -> default"), cand, target)?;
+        }
+        if cur.case.seed != 1 {
+            let mut cand = cur.case.clone();
+            cand.seed = 1;
+            self.try_step(cur, "seed -> 1", cand, target)?;
+        }
+        Ok(())
+    }
+
+    /// Dimensions toward small canonical values, round after round until nothing changes.
+    fn shrink_dims(
+        &mut self,
+        cur: &mut Shrinking,
+        target: Outcome,
+    ) -> Result<(), MinimizeError<E>> {
+        for _round in 0..self.cfg.max_rounds.max(1) {
+            let mut changed = false;
+            for d in 0..4 {
+                for cand_v in shrink_candidates(cur.case.ne[d]) {
+                    let cand = axis_set(&cur.case, &Axis::Ne(d), cand_v);
+                    match self.try_step(cur, &format!("ne[{d}] -> {cand_v}"), cand, target)? {
+                        Step::Taken => {
+                            changed = true;
+                            break;
+                        }
+                        Step::Other => {}
+                        Step::OutOfBudget => break,
+                    }
+                }
+            }
+            if !changed || cur.exhausted {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The largest value below `case`'s on `axis` that was run (everything else equal to
@@ -512,19 +538,8 @@ where
         let Some(mut lo) = lo else {
             return Ok(TransitionFinding::NoPassingValue { axis: name, tried });
         };
-        // Also use any failing value already run between lo and fail_v.
         let mut hi = fail_v;
-        for p in &self.log {
-            if let Some(pv) = axis_get(&p.case, axis) {
-                if pv > lo && pv < hi && axis_set(&p.case, axis, fail_v) == *case {
-                    if p.outcome == target {
-                        hi = pv;
-                    } else if p.outcome.is_passing() {
-                        lo = pv;
-                    }
-                }
-            }
-        }
+        (lo, hi) = self.narrowed_by_log(case, axis, target, lo, hi);
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             let r = match self.probe(&format!("bisect {name}"), &axis_set(case, axis, mid))? {
@@ -552,24 +567,61 @@ where
                 });
             }
         }
-        // Both sides come from the cache of results that were run.
+        Ok(self.both_sides(case, axis, name, lo, hi))
+    }
+
+    /// The bounds `lo` (passing) and `hi` (failing) tightened by the values already run
+    /// between them on `axis`, everything else equal to `case`.
+    fn narrowed_by_log(
+        &self,
+        case: &Case,
+        axis: &Axis,
+        target: Outcome,
+        mut lo: i64,
+        mut hi: i64,
+    ) -> (i64, i64) {
+        let fail_v = hi;
+        for p in &self.log {
+            if let Some(pv) = axis_get(&p.case, axis) {
+                if pv > lo && pv < hi && axis_set(&p.case, axis, fail_v) == *case {
+                    if p.outcome == target {
+                        hi = pv;
+                    } else if p.outcome.is_passing() {
+                        lo = pv;
+                    }
+                }
+            }
+        }
+        (lo, hi)
+    }
+
+    /// The transition between `lo` and `hi` when both sides were run (from the cache of
+    /// results), else how far it was narrowed.
+    fn both_sides(
+        &self,
+        case: &Case,
+        axis: &Axis,
+        name: String,
+        lo: i64,
+        hi: i64,
+    ) -> TransitionFinding {
         let (Some(pass), Some(fail)) = (
             self.ran(&axis_set(case, axis, lo)).cloned(),
             self.ran(&axis_set(case, axis, hi)).cloned(),
         ) else {
-            return Ok(TransitionFinding::Narrowed {
+            return TransitionFinding::Narrowed {
                 axis: name,
                 pass_at: lo,
                 fail_at: hi,
-            });
+            };
         };
-        Ok(TransitionFinding::Found(Box::new(Transition {
+        TransitionFinding::Found(Box::new(Transition {
             axis: name,
             pass_at: lo,
             fail_at: hi,
             pass,
             fail,
-        })))
+        }))
     }
 }
 
@@ -597,6 +649,24 @@ pub struct Report {
     pub minimized: Minimized,
     pub transition: Option<TransitionFinding>,
     pub probes: Vec<Probe>,
+}
+
+/// The case being shrunk: the smallest so far with the target outcome, its result, and
+/// whether the probe budget ran out on the way.
+struct Shrinking {
+    case: Case,
+    result: CaseResult,
+    exhausted: bool,
+}
+
+/// What one shrinking step came to.
+enum Step {
+    /// The candidate kept the outcome and is the case now.
+    Taken,
+    /// It ran with another outcome.
+    Other,
+    /// The probe budget ran out before it could run.
+    OutOfBudget,
 }
 
 /// Shrink, then look for the transition on the axis `transition_axis` picks.
