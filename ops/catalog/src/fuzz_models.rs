@@ -7,7 +7,10 @@ use kedge_core::{Case, OpParams};
 
 /// A naive model of one op.
 pub struct NaiveModel {
+    /// The op's registry name (`rms_norm`); a model whose op this build lacks is left out.
     pub op: &'static str,
+    /// The outputs for a validated case and the op's inputs, in f64, one `Vec` per output in
+    /// the op's order (as `Op::reference` returns them).
     pub eval: fn(&Case, &[HostTensor]) -> Vec<Vec<f64>>,
 }
 

@@ -1,24 +1,26 @@
 //! kedge's ops. Each module holds one op: its f64 reference, its impls (the `.cu` file beside
 //! the Rust that launches it), its boundaries and its test-backend-ops repro format.
 
-pub mod add_id;
+#![warn(missing_docs)]
+
+pub(crate) mod add_id;
 pub mod cumsum;
 pub mod external;
-pub mod fp8_gemm;
+pub(crate) mod fp8_gemm;
 pub mod fuzz_models;
-pub mod l2_norm;
-pub mod norm;
+pub(crate) mod l2_norm;
+pub(crate) mod norm;
 pub mod on_ggml;
-pub mod rms_norm;
-pub mod rms_norm_mul_add;
-pub mod row_norm;
+pub(crate) mod rms_norm;
+pub(crate) mod rms_norm_mul_add;
+pub(crate) mod row_norm;
 pub mod rows;
-pub mod sdpa_prefill;
+pub(crate) mod sdpa_prefill;
 #[cfg(test)]
 mod signature;
 pub mod softmax;
-pub mod tri;
-pub mod zoo;
+pub(crate) mod tri;
+pub(crate) mod zoo;
 
 use kedge_core::{Op, Registry};
 
@@ -41,6 +43,8 @@ pub fn all_ops() -> Vec<&'static dyn Op> {
     ops
 }
 
+/// A registry of [`all_ops`] with their built-in impls; a ggml build's impls are added to it by
+/// [`on_ggml::register`], a plugin's or a source kernel's by `Registry::add_impl`.
 pub fn registry() -> Registry {
     Registry::new(all_ops())
 }

@@ -20,48 +20,48 @@ use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
 /// ggml switches from the small block to 1024 threads at ncols 1024 (norm.cu).
-pub const BLOCK_SWITCH: i64 = 1024;
+pub(crate) const BLOCK_SWITCH: i64 = 1024;
 
 /// How a row normalization is written in test-backend-ops: the constructor and where the view
 /// flag goes. Checked against the pinned `tests/test-backend-ops.cpp`: `test_rms_norm(type, ne,
 /// v, eps, inplace)`, `test_norm(type, ne, v, eps, noncontig_rows)`, `test_l2_norm(type, ne,
 /// eps, v, noncontig_rows)`.
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// `test_rms_norm`
-    pub ctor: &'static str,
+    pub(crate) ctor: &'static str,
     /// `RMS_NORM`
-    pub op_name: &'static str,
+    pub(crate) op_name: &'static str,
     /// The view flag `v` comes after eps (test_l2_norm) rather than before it.
-    pub eps_first: bool,
+    pub(crate) eps_first: bool,
     /// What `vars()` prints after the last of type, ne, v and eps (`,inplace=0`).
-    pub vars_suffix: &'static str,
+    pub(crate) vars_suffix: &'static str,
 }
 
 /// One row normalization, as data.
-pub struct RowNormOp {
-    pub name: &'static str,
-    pub about: &'static str,
+pub(crate) struct RowNormOp {
+    pub(crate) name: &'static str,
+    pub(crate) about: &'static str,
     /// Its parameters (`eps` and `row_pad`), declared with `params!`.
-    pub params: &'static [ParamSpec],
+    pub(crate) params: &'static [ParamSpec],
     /// The case's eps, read through the op's typed parameters.
-    pub eps: fn(&Case) -> f64,
+    pub(crate) eps: fn(&Case) -> f64,
     /// The row function: `dst` from one row `x`, with `eps`.
-    pub row: fn(&[f64], &mut [f64], f64),
-    pub impls: &'static [&'static dyn Impl],
-    pub upstream: Upstream,
+    pub(crate) row: fn(&[f64], &mut [f64], f64),
+    pub(crate) impls: &'static [&'static dyn Impl],
+    pub(crate) upstream: Upstream,
     /// Who reaches `ne[2]` and `ne[3]` past the grid limit.
-    pub reach_ne2: &'static str,
-    pub reach_ne3: &'static str,
+    pub(crate) reach_ne2: &'static str,
+    pub(crate) reach_ne3: &'static str,
     /// Who takes the 1024-thread path.
-    pub reach_block_switch: &'static str,
+    pub(crate) reach_block_switch: &'static str,
     /// Smoke shapes, with their row padding.
-    pub smoke: &'static [(Ne, i64)],
+    pub(crate) smoke: &'static [(Ne, i64)],
     /// Boundaries of this op alone, beyond the family's and the generated ones.
-    pub more_boundaries: fn(&LimitsProfile) -> Vec<Boundary>,
+    pub(crate) more_boundaries: fn(&LimitsProfile) -> Vec<Boundary>,
 }
 
 /// No boundaries beyond the family's.
-pub fn no_more_boundaries(_: &LimitsProfile) -> Vec<Boundary> {
+pub(crate) fn no_more_boundaries(_: &LimitsProfile) -> Vec<Boundary> {
     Vec::new()
 }
 
@@ -72,7 +72,7 @@ impl RowNormOp {
 }
 
 /// Params with only `row_pad` set.
-pub fn pad(p: i64) -> Params {
+pub(crate) fn pad(p: i64) -> Params {
     let mut m = Params::new();
     if p > 0 {
         m.insert("row_pad".into(), p.into());
@@ -195,7 +195,7 @@ impl Op for RowNormOp {
 /// doubled: the view then has exactly the case's shape, with padded rows. (Upstream's view
 /// also skips whole rows between channels; the launch geometry, which is what fails, is the
 /// same.)
-pub fn upstream_view(case: &Case) -> (bool, Ne) {
+pub(crate) fn upstream_view(case: &Case) -> (bool, Ne) {
     let pad = case
         .params
         .get("row_pad")
@@ -209,14 +209,14 @@ pub fn upstream_view(case: &Case) -> (bool, Ne) {
 }
 
 /// ggml's grid: `dim3 blocks_num(nrows, nchannels, nsamples)`.
-pub fn ggml_grid(l: &RowLayout) -> [u64; 3] {
+pub(crate) fn ggml_grid(l: &RowLayout) -> [u64; 3] {
     [l.nrows as u64, l.nchannels as u64, l.nsamples as u64]
 }
 
 /// The fix's grid: rows on grid.x (2^31-1 on every profile), channels and samples clamped to
 /// the profile and walked by grid-stride loops in the kernel. Refuses what the kernel cannot
 /// index: a row longer than its `int` column index, or more rows than grid.x holds.
-pub fn clamped_grid(l: &RowLayout, limits: &LimitsProfile) -> Result<[u64; 3], Refusal> {
+pub(crate) fn clamped_grid(l: &RowLayout, limits: &LimitsProfile) -> Result<[u64; 3], Refusal> {
     if l.ncols > i32::MAX as i64 {
         return Err(format!(
             "ncols {} does not fit the kernel's int column index",
@@ -241,7 +241,7 @@ pub fn clamped_grid(l: &RowLayout, limits: &LimitsProfile) -> Result<[u64; 3], R
 
 /// Apply `f` to every row of `x` with the row's (i1, i2, i3), writing rows of the dense
 /// output, in parallel. For references whose row depends on its position (broadcast weights).
-pub fn map_rows_indexed(
+pub(crate) fn map_rows_indexed(
     x: &HostTensor,
     f: impl Fn([usize; 3], &[f64], &mut [f64]) + Sync,
 ) -> Vec<f64> {
@@ -257,7 +257,7 @@ pub fn map_rows_indexed(
 
 /// Which launch geometry an impl of the family uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowNormGeometry {
+pub(crate) enum RowNormGeometry {
     /// ggml: grid (nrows, nchannels, nsamples), extents read from gridDim.
     Ggml,
     /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
@@ -266,27 +266,31 @@ pub enum RowNormGeometry {
 
 /// An impl of a row normalization: the geometry, and its kernel entries for the small block
 /// and for 1024 threads (a single entry serves both when they are the same kernel).
-pub struct RowNormImpl {
-    pub name: &'static str,
-    pub role: ImplRole,
-    pub geometry: RowNormGeometry,
-    pub about: &'static str,
+pub(crate) struct RowNormImpl {
+    pub(crate) name: &'static str,
+    pub(crate) role: ImplRole,
+    pub(crate) geometry: RowNormGeometry,
+    pub(crate) about: &'static str,
     /// Threads per block below ncols 1024 (256 for rms_norm, 32 for norm and l2_norm, as
     /// upstream launches them).
-    pub small_block: u64,
+    pub(crate) small_block: u64,
     /// Entries for the small block and for 1024 threads, in each element type.
-    pub entries: [crate::rows::Typed; 2],
+    pub(crate) entries: [crate::rows::Typed; 2],
     /// Always launch the small block with the first entry (a calibration kernel).
-    pub fixed_block: bool,
+    pub(crate) fixed_block: bool,
     /// The case's eps, read through the op's typed parameters.
-    pub eps: fn(&Case) -> f64,
+    pub(crate) eps: fn(&Case) -> f64,
 }
 
 impl RowNormImpl {
     /// The launch for a case: geometry, block, the entry of the case's element type and the
     /// argument list (x, dst, ncols, [the true extents, clamped only], the input's strides in
     /// elements, eps).
-    pub fn launch(&self, case: &Case, limits: &LimitsProfile) -> Result<LaunchPlan, Refusal> {
+    pub(crate) fn launch(
+        &self,
+        case: &Case,
+        limits: &LimitsProfile,
+    ) -> Result<LaunchPlan, Refusal> {
         let l = RowLayout::of(case);
         let grid = match self.geometry {
             RowNormGeometry::Ggml => ggml_grid(&l),
@@ -329,28 +333,28 @@ impl Impl for RowNormImpl {
 
 /// The `ggml` and `clamped` impls of a family member whose kernels are named
 /// `{prefix}_ggml_{small}`, `{prefix}_ggml_1024`, `{prefix}_clamped_{small}`, ...
-#[macro_export]
 macro_rules! row_norm_impls {
     ($src:expr, $eps:expr, $small:expr, $ggml_about:expr, [$g0:literal, $g1:literal], [$c0:literal, $c1:literal]) => {
-        pub static GGML: $crate::row_norm::RowNormImpl = $crate::row_norm::RowNormImpl {
+        pub(crate) static GGML: $crate::row_norm::RowNormImpl = $crate::row_norm::RowNormImpl {
             name: "ggml",
             role: kedge_core::ImplRole::Upstream,
             geometry: $crate::row_norm::RowNormGeometry::Ggml,
             about: $ggml_about,
             small_block: $small,
-            entries: [$crate::typed!($src, $g0), $crate::typed!($src, $g1)],
+            entries: [$crate::rows::typed!($src, $g0), $crate::rows::typed!($src, $g1)],
             fixed_block: false,
             eps: $eps,
         };
-        pub static CLAMPED: $crate::row_norm::RowNormImpl = $crate::row_norm::RowNormImpl {
+        pub(crate) static CLAMPED: $crate::row_norm::RowNormImpl = $crate::row_norm::RowNormImpl {
             name: "clamped",
             role: kedge_core::ImplRole::Fixed,
             geometry: $crate::row_norm::RowNormGeometry::Clamped,
             about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets (the incident's fix)",
             small_block: $small,
-            entries: [$crate::typed!($src, $c0), $crate::typed!($src, $c1)],
+            entries: [$crate::rows::typed!($src, $c0), $crate::rows::typed!($src, $c1)],
             fixed_block: false,
             eps: $eps,
         };
     };
 }
+pub(crate) use row_norm_impls;

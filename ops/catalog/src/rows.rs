@@ -8,27 +8,28 @@ use kedge_core::{Case, CaseError, DType, Kernel, KernelArg, OpParams, Refusal, R
 kedge_core::params! {
     /// The parameter every row op takes: extra elements at the end of each input row, so the
     /// input is a non-contiguous view (test-backend-ops v=1).
-    pub struct RowParams {
+    pub(crate) struct RowParams {
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }
 
-/// The `row_pad` spec, for ops whose other parameters are their own.
-pub const ROW_PAD: kedge_core::ParamSpec = RowParams::SPECS[0];
-
+/// Where a row op's rows lie, in elements: `ncols` per row, rows indexed by (ne1, ne2, ne3),
+/// input rows `row_pad` elements apart beyond their length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowLayout {
+    /// Elements per row: `ne[0]` (ggml's `ne00`).
     pub ncols: i64,
-    pub nrows: i64,
-    pub nchannels: i64,
-    pub nsamples: i64,
+    pub(crate) nrows: i64,
+    pub(crate) nchannels: i64,
+    pub(crate) nsamples: i64,
     /// Input strides in elements (row, channel, sample).
-    pub stride_row: i64,
-    pub stride_channel: i64,
-    pub stride_sample: i64,
+    pub(crate) stride_row: i64,
+    pub(crate) stride_channel: i64,
+    pub(crate) stride_sample: i64,
 }
 
 impl RowLayout {
+    /// The layout of a row op's case: its shape and its `row_pad` parameter.
     pub fn of(case: &Case) -> RowLayout {
         let [n0, n1, n2, n3] = case.ne;
         let pad = RowParams::of(case).row_pad;
@@ -43,11 +44,12 @@ impl RowLayout {
             stride_sample: sr * n1 * n2,
         }
     }
+    /// Rows in the tensor, ne1 · ne2 · ne3 (ggml's `ggml_nrows`).
     pub fn total_rows(&self) -> i64 {
         self.nrows * self.nchannels * self.nsamples
     }
     /// ne00..ne03 as the row kernels take them (`long long`).
-    pub fn extent_args(&self) -> [KernelArg; 4] {
+    pub(crate) fn extent_args(&self) -> [KernelArg; 4] {
         [
             KernelArg::I64(self.ncols),
             KernelArg::I64(self.nrows),
@@ -56,7 +58,7 @@ impl RowLayout {
         ]
     }
     /// The input's row, channel and sample strides in elements, as the row kernels take them.
-    pub fn stride_args(&self) -> [KernelArg; 3] {
+    pub(crate) fn stride_args(&self) -> [KernelArg; 3] {
         [
             KernelArg::I64(self.stride_row),
             KernelArg::I64(self.stride_channel),
@@ -66,7 +68,7 @@ impl RowLayout {
 }
 
 /// Input `x` (padded rows if `row_pad` > 0) and dense output `dst`, both of the case's dtype.
-pub fn row_tensors(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+pub(crate) fn row_tensors(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
     // The padded strides must fit in i64 before RowLayout computes them (found by the
     // `case_line` fuzz target: ne = [1, 2^31, 2^30, 1] with row_pad 4096 overflowed).
     let overflow = || CaseError::ByteCountOverflow {
@@ -95,7 +97,7 @@ pub fn row_tensors(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
 
 /// Apply `f` to every row of `x` (logical order), writing rows of the dense output.
 /// Rows are independent, so this runs in parallel for large shapes.
-pub fn map_rows(
+pub(crate) fn map_rows(
     x: &kedge_core::model::host::HostTensor,
     f: impl Fn(&[f64], &mut [f64]) + Sync,
 ) -> Vec<f64> {
@@ -103,7 +105,7 @@ pub fn map_rows(
 }
 
 /// [`map_rows`], with each row's flat row number (`i1 + ne1 * (i2 + ne2 * i3)`) passed first.
-pub fn map_rows_at(
+pub(crate) fn map_rows_at(
     x: &kedge_core::model::host::HostTensor,
     f: impl Fn(usize, &[f64], &mut [f64]) + Sync,
 ) -> Vec<f64> {
@@ -119,7 +121,11 @@ pub fn map_rows_at(
 /// `f(scratch, r, row)` for every row `r` of `n0` elements of `out`, in parallel. Short rows
 /// are handed out several at a time (one task per 16-element row of a 2^32-element tensor was
 /// most of tri's reference time); each task has a scratch row of `n0` elements.
-pub fn par_rows(out: &mut [f64], n0: usize, f: impl Fn(&mut Vec<f64>, usize, &mut [f64]) + Sync) {
+pub(crate) fn par_rows(
+    out: &mut [f64],
+    n0: usize,
+    f: impl Fn(&mut Vec<f64>, usize, &mut [f64]) + Sync,
+) {
     use rayon::prelude::*;
     let n0 = n0.max(1);
     let per_task = (4096 / n0).max(1);
@@ -133,27 +139,27 @@ pub fn par_rows(out: &mut [f64], n0: usize, f: impl Fn(&mut Vec<f64>, usize, &mu
     );
 }
 
-pub const F32_ONLY: &[DType] = &[DType::F32];
+pub(crate) const F32_ONLY: &[DType] = &[DType::F32];
 
 /// The float types kedge's row ops take: f32 first (the one cases default to), then f16 and
 /// bf16. Their kernels load the element type, compute in f32 and store the element type
 /// (ops/catalog/src/elem.cuh).
-pub const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::Bf16];
+pub(crate) const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::Bf16];
 
 /// A kernel entry in each element type of [`FLOATS`]: the f32 entry `NAME` and its twins
 /// `NAME_f16` and `NAME_bf16`, the same template instantiated for `kedge_f16` and `kedge_bf16`
-/// (ops/catalog/src/elem.cuh). Built with [`typed!`](crate::typed).
+/// (ops/catalog/src/elem.cuh). Built with [`typed!`](crate::rows::typed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Typed {
+pub(crate) struct Typed {
     /// The source file (its entry unused).
-    pub src: Kernel,
+    pub(crate) src: Kernel,
     /// The f32, f16 and bf16 entries.
-    pub entries: [&'static str; 3],
+    pub(crate) entries: [&'static str; 3],
 }
 
 impl Typed {
     /// The entry for a case's element type; another type is refused, naming the ones there are.
-    pub fn kernel(&self, dtype: DType) -> Result<Kernel, Refusal> {
+    pub(crate) fn kernel(&self, dtype: DType) -> Result<Kernel, Refusal> {
         match FLOATS.iter().position(|&d| d == dtype) {
             Some(i) => Ok(self.src.entry(self.entries[i])),
             None => Err(format!(
@@ -166,7 +172,6 @@ impl Typed {
 }
 
 /// `typed!(SRC, "rms_norm_ggml_256")`: the entry and its `_f16` and `_bf16` twins in `SRC`.
-#[macro_export]
 macro_rules! typed {
     ($src:expr, $entry:literal) => {
         $crate::rows::Typed {
@@ -175,11 +180,11 @@ macro_rules! typed {
         }
     };
 }
+pub(crate) use typed;
 
 /// A row op's kernel source: ops/catalog/src/elem.cuh (the element types) followed by the op's own
 /// `.cu` file, as one NVRTC program (and one block of text in a standalone repro). Used like
 /// `kedge_core::kernel_source!`, from a module one directory below ops/src.
-#[macro_export]
 macro_rules! row_kernel_source {
     ($name:ident = $file:literal, $rel:literal) => {
         const $name: kedge_core::Kernel = kedge_core::Kernel {
@@ -189,6 +194,7 @@ macro_rules! row_kernel_source {
         };
     };
 }
+pub(crate) use row_kernel_source;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use kedge_core::{KernelArg, LaunchPlan, Plan};
 
 /// How a kernel parameter is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamKind {
+pub(crate) enum ParamKind {
     Ptr,
     I32,
     U32,
@@ -18,7 +18,7 @@ pub enum ParamKind {
 /// The parameters of `entry` as declared in `source` (`extern "C" __global__ void entry(...)`),
 /// or `None` when the source declares no such entry or a parameter type is not one kedge
 /// passes.
-pub fn params(source: &str, entry: &str) -> Option<Vec<ParamKind>> {
+pub(crate) fn params(source: &str, entry: &str) -> Option<Vec<ParamKind>> {
     let mut rest = source;
     while let Some(at) = rest.find("extern \"C\"") {
         let decl = &rest[at..];
@@ -78,7 +78,7 @@ fn fits(arg: &KernelArg, p: ParamKind) -> bool {
 
 /// Every launch of the plan passes exactly the parameters its kernel declares: as many, and
 /// each of the declared kind.
-pub fn check_plan(plan: &Plan) -> Result<(), String> {
+pub(crate) fn check_plan(plan: &Plan) -> Result<(), String> {
     if plan.launches.is_empty() {
         return Err("the plan launches nothing".into());
     }
@@ -87,7 +87,7 @@ pub fn check_plan(plan: &Plan) -> Result<(), String> {
 
 /// Does the launch's argument list fill its kernel's declared parameters, one for one and
 /// kind for kind? The error names the kernel, its file and the first disagreement.
-pub fn check_launch(l: &LaunchPlan) -> Result<(), String> {
+pub(crate) fn check_launch(l: &LaunchPlan) -> Result<(), String> {
     let k = &l.kernel;
     let declared = params(k.source, k.entry)
         .ok_or_else(|| format!("{} declares no entry {}", k.file, k.entry))?;

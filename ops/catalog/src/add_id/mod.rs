@@ -23,26 +23,26 @@ use kedge_core::model::host::HostTensor;
 use kedge_core::model::rng::Rng;
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/add_id/add_id.cu", "add_id.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/add_id/add_id.cu", "add_id.cu");
 
 kedge_core::params! {
     /// add_id's parameters.
-    pub struct AddIdParams {
+    pub(crate) struct AddIdParams {
         n_experts: int(1..=1 << 20) = 8, "rows of b (experts); ids are drawn from [0, n_experts), and ids is a view of [n_experts, n_tokens] when n_experts_used < n_experts";
     }
 }
 
-pub struct AddId;
-pub static OP: AddId = AddId;
+pub(crate) struct AddId;
+pub(crate) static OP: AddId = AddId;
 
 /// Upstream's thread count: `std::min((int)ne00, 768)`.
-pub const MAX_THREADS: i64 = 768;
+pub(crate) const MAX_THREADS: i64 = 768;
 
-pub const REACH_TOKENS: &str = "a micro-batch (-ub) of 65536+ tokens on the MoE expert-bias path: gpt-oss's build_moe_ffn adds its expert biases with ggml_add_id on [n_ff, n_expert_used, n_tokens], so n_tokens lands on grid.y. A user setting reaches it; no realistic deployment runs a physical micro-batch that large";
+pub(crate) const REACH_TOKENS: &str = "a micro-batch (-ub) of 65536+ tokens on the MoE expert-bias path: gpt-oss's build_moe_ffn adds its expert biases with ggml_add_id on [n_ff, n_expert_used, n_tokens], so n_tokens lands on grid.y. A user setting reaches it; no realistic deployment runs a physical micro-batch that large";
 
-pub const REACH_USED: &str = "synthetic: no known model reaches it (MoE models route each token to at most a few dozen experts)";
+pub(crate) const REACH_USED: &str = "synthetic: no known model reaches it (MoE models route each token to at most a few dozen experts)";
 
-pub const REACH_VIEW: &str = "every MoE model routes a token to fewer experts than it has (gpt-oss: 4 of 32 or 128), so ids rows are views of per-token rows of n_experts; n_experts_used = n_experts only in tests";
+pub(crate) const REACH_VIEW: &str = "every MoE model routes a token to fewer experts than it has (gpt-oss: 4 of 32 or 128), so ids rows are views of per-token rows of n_experts; n_experts_used = n_experts only in tests";
 
 fn bad(msg: String) -> CaseError {
     CaseError::BadInput {
@@ -53,7 +53,7 @@ fn bad(msg: String) -> CaseError {
 
 /// Elements per row of the tensor ids is (a view of): n_experts when n_experts_used is less
 /// (upstream's view), else n_experts_used (dense).
-pub fn ids_row(n_used: i64, n_experts: i64) -> i64 {
+pub(crate) fn ids_row(n_used: i64, n_experts: i64) -> i64 {
     n_used.max(n_experts)
 }
 
@@ -345,7 +345,7 @@ fn ggml_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
     args.extend(strides(case)?);
     Ok(Plan::single(
         LaunchPlan::new(
-            crate::typed!(SRC, "add_id_ggml").kernel(case.dtype)?,
+            crate::rows::typed!(SRC, "add_id_ggml").kernel(case.dtype)?,
             [n1 as u64, n2 as u64, 1],
             [threads(n0), 1, 1],
             0,
@@ -368,7 +368,7 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     args.extend(strides(case)?);
     Ok(Plan::single(
         LaunchPlan::new(
-            crate::typed!(SRC, "add_id_clamped").kernel(case.dtype)?,
+            crate::rows::typed!(SRC, "add_id_clamped").kernel(case.dtype)?,
             [
                 (n2 as u64).min(limits.grid_limit(0)),
                 (n1 as u64).min(limits.grid_limit(1)),
@@ -381,14 +381,14 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     ))
 }
 
-pub static GGML: KernelImpl = KernelImpl {
+pub(crate) static GGML: KernelImpl = KernelImpl {
     name: "ggml",
     role: ImplRole::Upstream,
     about: "ggml add-id.cu as shipped: grid (n_experts_used, n_tokens), min(n_embd, 768) threads, ids unchecked",
     plan: ggml_plan,
 };
 
-pub static CLAMPED: KernelImpl = KernelImpl {
+pub(crate) static CLAMPED: KernelImpl = KernelImpl {
     name: "clamped",
     role: ImplRole::Fixed,
     about: "n_tokens on grid.x, n_experts_used on grid.y, both clamped, grid-stride loops, ids bounds-checked",

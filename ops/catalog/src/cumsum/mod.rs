@@ -31,30 +31,32 @@ use kedge_core::contract::upstream::{cpp_ne, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/cumsum/cumsum.cu", "cumsum.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/cumsum/cumsum.cu", "cumsum.cu");
 
-pub struct Cumsum;
-pub static OP: Cumsum = Cumsum;
+pub(crate) struct Cumsum;
+pub(crate) static OP: Cumsum = Cumsum;
 
 /// ggml's `CUDA_CUMSUM_BLOCK_SIZE`.
-pub const BLOCK: u64 = 256;
+pub(crate) const BLOCK: u64 = 256;
 /// Rows at least this long use the block scan with carry (`use_cub && ne00 >= 1024`).
-pub const BLOCK_CARRY_FROM: i64 = 1024;
+pub(crate) const BLOCK_CARRY_FROM: i64 = 1024;
 /// A single row longer than this takes the device-wide scan (`nrows == 1 && ne00 > 1024`).
-pub const DEVICE_SCAN_SINGLE_ROW_ABOVE: i64 = 1024;
+pub(crate) const DEVICE_SCAN_SINGLE_ROW_ABOVE: i64 = 1024;
 /// `ne00 / nrows > 4096` takes the device-wide scan.
-pub const DEVICE_SCAN_RATIO_ABOVE: i64 = 4096;
+pub(crate) const DEVICE_SCAN_RATIO_ABOVE: i64 = 4096;
 /// Elements per tile of the device-wide scan (cumsum.cu's `TILE`).
 pub const TILE: i64 = 1024;
 /// [1024, 2097153] f32: 2^31 + 1024 elements, the first row whose offset wraps an `int`.
-pub const ROWS_PAST_2_31: i64 = 2_097_153;
+pub(crate) const ROWS_PAST_2_31: i64 = 2_097_153;
 /// The device-wide scan's scratch: one f32 total per tile, shared by its three launches.
-pub const TILE_SUMS: &str = "tile_sums";
+pub(crate) const TILE_SUMS: &str = "tile_sums";
 
-pub const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify CUMSUM's consumers; ne[2] > 65535 rows of a cumsum is not a shape any known graph builds)";
+pub(crate) const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify CUMSUM's consumers; ne[2] > 65535 rows of a cumsum is not a shape any known graph builds)";
 
-pub const REACH_2_31: &str = "synthetic: no known model reaches it (one cumsum over more than 2^31 elements, 8 GiB per f32 tensor)";
+pub(crate) const REACH_2_31: &str = "synthetic: no known model reaches it (one cumsum over more than 2^31 elements, 8 GiB per f32 tensor)";
 
+/// How ggml's CUDA cumsum scans its rows, as [`strategy`] picks it: each has its own kernels,
+/// block size and shared memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
     /// Device-wide scan of each row (host loop over rows).
@@ -62,7 +64,10 @@ pub enum Strategy {
     /// 256 threads, 256-element chunks, carry between chunks.
     BlockCarry,
     /// `block` threads, 4 elements per thread.
-    Small { block: u64 },
+    Small {
+        /// Threads per block: the row length rounded up to a whole warp (32), at most 256.
+        block: u64,
+    },
 }
 
 /// ggml's choice for contiguous f32 rows with CUB available.
@@ -263,7 +268,7 @@ impl Op for Cumsum {
     }
 }
 
-pub fn cumsum_row(x: &[f64], dst: &mut [f64]) {
+pub(crate) fn cumsum_row(x: &[f64], dst: &mut [f64]) {
     let mut s = 0.0;
     for (d, v) in dst.iter_mut().zip(x) {
         s += v;
@@ -273,7 +278,7 @@ pub fn cumsum_row(x: &[f64], dst: &mut [f64]) {
 
 /// How the device-wide scan steps from one source row to the next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowStep {
+pub(crate) enum RowStep {
     /// Upstream's per-row CUB loop: `src0_d + i * src0_ne[0]`, right only for rows without
     /// padding.
     Ne00,
@@ -307,7 +312,11 @@ fn byte_steps(strides: [i64; 3], elem: i64) -> Result<[i64; 3], Refusal> {
 /// The device-wide scan of rows of `dtype`: one list of three launches (tiles, tile sums,
 /// tile offsets) run once per row, rows innermost, each launch's row pointers stepped per
 /// repeat level. The tile sums are f32 for every element type.
-pub fn device_scan_plan(l: &RowLayout, step: RowStep, dtype: DType) -> Result<Plan, Refusal> {
+pub(crate) fn device_scan_plan(
+    l: &RowLayout,
+    step: RowStep,
+    dtype: DType,
+) -> Result<Plan, Refusal> {
     let elem = dtype.size() as i64;
     let ntiles = (l.ncols as u64).div_ceil(TILE as u64);
     let sums_bytes = ntiles
@@ -342,7 +351,7 @@ pub fn device_scan_plan(l: &RowLayout, step: RowStep, dtype: DType) -> Result<Pl
     let n = KernelArg::I64(l.ncols);
     let launches = vec![
         LaunchPlan::new(
-            crate::typed!(SRC, "cumsum_row_tiles").kernel(dtype)?,
+            crate::rows::typed!(SRC, "cumsum_row_tiles").kernel(dtype)?,
             [ntiles, 1, 1],
             [BLOCK, 1, 1],
             0,
@@ -352,7 +361,7 @@ pub fn device_scan_plan(l: &RowLayout, step: RowStep, dtype: DType) -> Result<Pl
             .args(vec![sums.clone(), KernelArg::I64(ntiles as i64)]),
         // At least two tiles: a device-wide scan is only chosen for ncols > 1024.
         LaunchPlan::new(
-            crate::typed!(SRC, "cumsum_add_tile_offsets").kernel(dtype)?,
+            crate::rows::typed!(SRC, "cumsum_add_tile_offsets").kernel(dtype)?,
             [ntiles.saturating_sub(1).max(1), 1, 1],
             [BLOCK, 1, 1],
             0,
@@ -399,9 +408,9 @@ fn row_plan(case: &Case, limits: &LimitsProfile, geometry: Geometry) -> Result<P
         Strategy::BlockCarry => Plan::single(
             LaunchPlan::new(
                 if ggml {
-                    crate::typed!(SRC, "cumsum_ggml_block_carry")
+                    crate::rows::typed!(SRC, "cumsum_ggml_block_carry")
                 } else {
-                    crate::typed!(SRC, "cumsum_clamped_block_carry")
+                    crate::rows::typed!(SRC, "cumsum_clamped_block_carry")
                 }
                 .kernel(case.dtype)?,
                 grid,
@@ -413,9 +422,9 @@ fn row_plan(case: &Case, limits: &LimitsProfile, geometry: Geometry) -> Result<P
         Strategy::Small { block } => Plan::single(
             LaunchPlan::new(
                 if ggml {
-                    crate::typed!(SRC, "cumsum_ggml_small")
+                    crate::rows::typed!(SRC, "cumsum_ggml_small")
                 } else {
-                    crate::typed!(SRC, "cumsum_clamped_small")
+                    crate::rows::typed!(SRC, "cumsum_clamped_small")
                 }
                 .kernel(case.dtype)?,
                 grid,
@@ -482,7 +491,7 @@ fn int32_index_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal
     all.extend(args);
     Ok(Plan::single(
         LaunchPlan::new(
-            crate::typed!(SRC, "cumsum_int32_index").kernel(case.dtype)?,
+            crate::rows::typed!(SRC, "cumsum_int32_index").kernel(case.dtype)?,
             [
                 l.nrows as u64,
                 (l.nchannels as u64).min(limits.grid_limit(1)),
@@ -496,7 +505,7 @@ fn int32_index_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal
 }
 
 /// Upstream: strategy by row length, grid (ne01, ne02, ne03) for the row kernels.
-pub static GGML: KernelImpl = KernelImpl {
+pub(crate) static GGML: KernelImpl = KernelImpl {
     name: "ggml",
     role: ImplRole::Upstream,
     about: "ggml cumsum.cu as shipped (CUB build): device-wide scan per row (rows stepped by ne00, as upstream does), 256-thread block scan with carry from 1024, small block below; grid (ne01, ne02, ne03)",
@@ -504,7 +513,7 @@ pub static GGML: KernelImpl = KernelImpl {
 };
 
 /// The fix: same strategies, grid clamped, `ne[2]`/`ne[3]` grid-stride loops.
-pub static CLAMPED: KernelImpl = KernelImpl {
+pub(crate) static CLAMPED: KernelImpl = KernelImpl {
     name: "clamped",
     role: ImplRole::Fixed,
     about: "ggml's strategies with the grid clamped to the device limits and grid-stride loops over ne[2] and ne[3]; 64-bit offsets",
@@ -512,7 +521,7 @@ pub static CLAMPED: KernelImpl = KernelImpl {
 };
 
 /// CALIBRATION of the index-width boundary: the clamped block scan with `int` offsets.
-pub static INT32_INDEX: KernelImpl = KernelImpl {
+pub(crate) static INT32_INDEX: KernelImpl = KernelImpl {
     name: "int32-index",
     role: ImplRole::Planted {
         bug: "flat element offsets computed in 32-bit int: right up to 2^31 elements, wraps past it (boundary 'elements past 2^31'); every smaller case passes by design",

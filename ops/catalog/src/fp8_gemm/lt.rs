@@ -22,7 +22,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 /// Largest workspace the heuristic may ask for.
-pub const MAX_WORKSPACE: u64 = 32 << 20;
+pub(crate) const MAX_WORKSPACE: u64 = 32 << 20;
 
 /// Byte offset of the weight scale in the scales buffer (the activation scale is at 0; the
 /// act-scale kernel writes `scales[W_SCALE_OFFSET / 4]`). cuBLASLt 13.1 on the H200 refused
@@ -31,9 +31,9 @@ pub const MAX_WORKSPACE: u64 = 32 << 20;
 /// (reports/h200-2026-12-02-run5-selftest-sdpa). Each scale therefore gets its own 256-byte
 /// boundary, the alignment of a `cudaMalloc`'d scale as in NVIDIA's FP8 sample; the probe
 /// (scripts/fp8-lt-probe.cu) measures which offsets cuBLASLt accepts.
-pub const W_SCALE_OFFSET: u64 = 256;
+pub(crate) const W_SCALE_OFFSET: u64 = 256;
 /// Bytes of the scales scratch: the activation scale at 0, the weight scale at W_SCALE_OFFSET.
-pub const SCALES_BYTES: u64 = W_SCALE_OFFSET * 2;
+pub(crate) const SCALES_BYTES: u64 = W_SCALE_OFFSET * 2;
 
 struct Handle(sys::cublasLtHandle_t);
 // SAFETY: a cuBLASLt handle may be used from any thread (calls are serialized by the worker).
@@ -69,12 +69,12 @@ fn handle() -> Result<sys::cublasLtHandle_t, RunError> {
 
 /// Load cuBLASLt and create the process's handle, if it is not done yet (what the first
 /// matmul of a fresh worker would otherwise wait for). An error is the first case's to report.
-pub fn load() {
+pub(crate) fn load() {
     let _ = handle();
 }
 
 /// cuBLASLt's version number (e.g. 130100), for the record.
-pub fn version() -> Option<usize> {
+pub(crate) fn version() -> Option<usize> {
     // SAFETY: probe first; cublasLtGetVersion has no preconditions.
     unsafe { sys::is_culib_present().then(|| sys::cublasLtGetVersion()) }
 }
@@ -126,24 +126,24 @@ fn check(call: &str, s: sys::cublasStatus_t, what: &str) -> Result<(), RunError>
 /// The algorithm cuBLASLt's heuristic chose, as far as the API describes it. (The kernel's
 /// symbol name is not exposed by cuBLASLt; compute-sanitizer's record names it.)
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AlgoInfo {
-    pub algo_id: Option<u64>,
-    pub tile_id: Option<u64>,
-    pub stages_id: Option<u64>,
-    pub splitk_num: Option<u64>,
-    pub reduction_scheme: Option<u64>,
-    pub cta_swizzling: Option<u64>,
-    pub custom_option: Option<u64>,
-    pub inner_shape_id: Option<u64>,
-    pub cluster_shape_id: Option<u64>,
-    pub workspace_bytes: u64,
-    pub waves_count: f32,
+pub(crate) struct AlgoInfo {
+    pub(crate) algo_id: Option<u64>,
+    pub(crate) tile_id: Option<u64>,
+    pub(crate) stages_id: Option<u64>,
+    pub(crate) splitk_num: Option<u64>,
+    pub(crate) reduction_scheme: Option<u64>,
+    pub(crate) cta_swizzling: Option<u64>,
+    pub(crate) custom_option: Option<u64>,
+    pub(crate) inner_shape_id: Option<u64>,
+    pub(crate) cluster_shape_id: Option<u64>,
+    pub(crate) workspace_bytes: u64,
+    pub(crate) waves_count: f32,
     /// Which of the heuristic's results this is (0: its first choice).
-    pub heuristic_index: usize,
+    pub(crate) heuristic_index: usize,
 }
 
 impl AlgoInfo {
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "algo_id": self.algo_id,
             "tile_id": self.tile_id,
@@ -193,16 +193,16 @@ fn algo_attr(
 }
 
 /// One cached plan: descriptors built at `plan_rows` and the heuristic's algorithm.
-pub struct LtPlan {
+pub(crate) struct LtPlan {
     desc: sys::cublasLtMatmulDesc_t,
     a_layout: sys::cublasLtMatrixLayout_t,
     b_layout: sys::cublasLtMatrixLayout_t,
     d_layout: sys::cublasLtMatrixLayout_t,
     algo: sys::cublasLtMatmulAlgo_t,
-    pub plan_rows: u64,
-    pub k: u64,
-    pub n: u64,
-    pub info: AlgoInfo,
+    pub(crate) plan_rows: u64,
+    pub(crate) k: u64,
+    pub(crate) n: u64,
+    pub(crate) info: AlgoInfo,
 }
 
 // SAFETY: descriptors are plain heap objects of cuBLASLt, used under the cache's mutex.
@@ -270,7 +270,7 @@ impl LtPlan {
     /// `scales` (two device f32, as for `matmul`) is set as the scale pointers before the
     /// heuristic runs, as NVIDIA's FP8 sample does, so the algorithm is chosen for a scaled
     /// GEMM; `matmul` sets the pointers of each call again.
-    pub fn build(
+    pub(crate) fn build(
         n: u64,
         k: u64,
         plan_rows: u64,
@@ -411,7 +411,7 @@ impl LtPlan {
     /// Enqueue D = scale_w * scale_a * (W . A^T) on `stream`. `scales` points at two device
     /// f32: [activation scale, weight scale].
     #[allow(clippy::too_many_arguments)]
-    pub fn matmul(
+    pub(crate) fn matmul(
         &self,
         w8: u64,
         a8: u64,
@@ -476,13 +476,13 @@ type PlanKey = (u64, u64, u64, usize);
 
 /// The plan cache of the incident: one plan per (bucket rows, K, N), built on first use and
 /// kept for the process.
-pub struct PlanCache {
+pub(crate) struct PlanCache {
     plans: Mutex<HashMap<PlanKey, LtPlan>>,
 }
 
 static CACHE: OnceLock<PlanCache> = OnceLock::new();
 
-pub fn cache() -> &'static PlanCache {
+pub(crate) fn cache() -> &'static PlanCache {
     CACHE.get_or_init(|| PlanCache {
         plans: Mutex::new(HashMap::new()),
     })
@@ -491,7 +491,7 @@ pub fn cache() -> &'static PlanCache {
 impl PlanCache {
     /// Run `f` with the plan for `plan_rows` (and heuristic result `algo_index`) (building it on a miss). Returns f's answer and
     /// whether the plan came from the cache.
-    pub fn with_plan<R>(
+    pub(crate) fn with_plan<R>(
         &self,
         n: u64,
         k: u64,

@@ -47,10 +47,10 @@
 //! cuBLASLt matmuls and the copies into `d` are named in `Plan::unchecked`, with how many
 //! times the full chunks' launches run.
 
-pub mod lt;
-pub mod nvtx;
-pub mod plan_cache;
-pub mod quant;
+pub(crate) mod lt;
+pub(crate) mod nvtx;
+pub(crate) mod plan_cache;
+pub(crate) mod quant;
 
 use kedge_core::contract::op::random_tensor;
 use kedge_core::cuda::RunError;
@@ -80,12 +80,12 @@ fn staging_name(i: u64) -> String {
     format!("fp8_gemm.staging[{i}]")
 }
 
-pub struct Fp8Gemm;
-pub static OP: Fp8Gemm = Fp8Gemm;
+pub(crate) struct Fp8Gemm;
+pub(crate) static OP: Fp8Gemm = Fp8Gemm;
 
 kedge_core::params! {
     /// fp8_gemm's parameters.
-    pub struct Fp8GemmParams {
+    pub(crate) struct Fp8GemmParams {
         scratch: choice(["strict", "pool"]) = "strict", "strict: the staging buffer is its own allocation in the case's mode; pool: sub-allocated from a grow-only pool an earlier layer grew (can hide overruns)";
         pool_prior_rows: int(0..=(1 << 20)) = 512, "pool mode: rows of the earlier, larger layer that grew the pool (0: the pool is exactly this request)";
         chunk: int(1..=(1 << 16)) = 512, "prefill chunk: longer M is sliced into chunks of this many rows; the largest plan bucket";
@@ -97,26 +97,26 @@ kedge_core::params! {
 }
 
 /// Reach of the incident's shape.
-pub const REACH_INCIDENT: &str = "Mila W4A8 prefill (fp8-gemm-staging-overrun): Llama 3.2 3B FP4 (K = 3072), a ~300-token tools system prompt at prefill chunk 512 takes plan bucket 512 and the GEMM reads 212 x 3072 = 651,264 bytes past the activation staging";
+pub(crate) const REACH_INCIDENT: &str = "Mila W4A8 prefill (fp8-gemm-staging-overrun): Llama 3.2 3B FP4 (K = 3072), a ~300-token tools system prompt at prefill chunk 512 takes plan bucket 512 and the GEMM reads 212 x 3072 = 651,264 bytes past the activation staging";
 /// Reach of any non-bucket row count.
-pub const REACH_BUCKETS: &str = "Mila W4A8 prefill plan cache (buckets 1, 16, ..., 128, 256, 512 at chunk 512): every prompt or chunk remainder whose length is not itself a bucket (a 40-token prompt takes bucket 48; Gemma at chunk 64 slices into 64-row chunks and a remainder)";
+pub(crate) const REACH_BUCKETS: &str = "Mila W4A8 prefill plan cache (buckets 1, 16, ..., 128, 256, 512 at chunk 512): every prompt or chunk remainder whose length is not itself a bucket (a 40-token prompt takes bucket 48; Gemma at chunk 64 slices into 64-row chunks and a remainder)";
 /// Reach of K and N.
-pub const REACH_KN: &str = "model widths: hidden sizes and FFN widths are multiples of 64 in every shipped model; off-16 K or N is synthetic and must be refused (unsupported), not crash";
+pub(crate) const REACH_KN: &str = "model widths: hidden sizes and FFN widths are multiples of 64 in every shipped model; off-16 K or N is synthetic and must be refused (unsupported), not crash";
 
 /// The case's dimensions, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dims {
-    pub k: u64,
-    pub m: u64,
-    pub n: u64,
-    pub chunk: u64,
-    pub weight_block: u64,
-    pub w_row_bytes: u64,
-    pub scale_blocks: u64,
+pub(crate) struct Dims {
+    pub(crate) k: u64,
+    pub(crate) m: u64,
+    pub(crate) n: u64,
+    pub(crate) chunk: u64,
+    pub(crate) weight_block: u64,
+    pub(crate) w_row_bytes: u64,
+    pub(crate) scale_blocks: u64,
 }
 
 impl Dims {
-    pub fn of(case: &Case) -> Result<Dims, CaseError> {
+    pub(crate) fn of(case: &Case) -> Result<Dims, CaseError> {
         let bad = |msg: String| CaseError::BadInput {
             op: "fp8_gemm".into(),
             msg,
@@ -386,7 +386,7 @@ impl Op for Fp8Gemm {
 
 /// The f64 reference: per chunk, quantize exactly as the device does, accumulate the
 /// dequantized products in f64, apply the scales, round to BF16. Output [N, M] (row m has N).
-pub fn reference(d: &Dims, a: &HostTensor, w: &HostTensor, ws: &HostTensor) -> Vec<f64> {
+pub(crate) fn reference(d: &Dims, a: &HostTensor, w: &HostTensor, ws: &HostTensor) -> Vec<f64> {
     let (k, m, n) = (d.k as usize, d.m as usize, d.n as usize);
     let a_bits: Vec<u16> = a
         .bytes
@@ -768,7 +768,7 @@ fn chunk_json(c: &ChunkLayout) -> serde_json::Value {
 /// Bytes between the end of a guard-mode allocation of `bytes` and its guard page, as the
 /// engine places it (the end of the last mapped granule, the start aligned down to 256), when
 /// alignment leaves a gap; `None` in every other mode.
-pub fn guard_gap(mode: AllocMode, bytes: u64, granularity: u64) -> Option<u64> {
+pub(crate) fn guard_gap(mode: AllocMode, bytes: u64, granularity: u64) -> Option<u64> {
     if mode != AllocMode::Guard {
         return None;
     }
@@ -1022,12 +1022,12 @@ fn is_simt(case: &Case) -> bool {
 /// One fp8_gemm impl: how it sizes the plan and the staging, and whether its cuBLASLt plans
 /// come from the process's plan cache. Its run does more than launch its plan (cuBLASLt's
 /// matmul, the copies into `d`), so it has its own.
-pub struct Fp8Impl {
-    pub name: &'static str,
-    pub role: ImplRole,
-    pub about: &'static str,
-    pub sizing: Sizing,
-    pub cached: bool,
+pub(crate) struct Fp8Impl {
+    pub(crate) name: &'static str,
+    pub(crate) role: ImplRole,
+    pub(crate) about: &'static str,
+    pub(crate) sizing: Sizing,
+    pub(crate) cached: bool,
 }
 
 impl Impl for Fp8Impl {
@@ -1053,7 +1053,7 @@ impl Impl for Fp8Impl {
     }
 }
 
-pub static BUCKETED_SHORT: Fp8Impl = Fp8Impl {
+pub(crate) static BUCKETED_SHORT: Fp8Impl = Fp8Impl {
     name: "bucketed-short",
     role: ImplRole::Upstream,
     about: "Mila's W4A8 prefill as shipped: cuBLASLt plan from the M-bucket cache (rounds up), activation staging sized by the caller's M: reads (bucket - M) x K bytes past it",
@@ -1061,7 +1061,7 @@ pub static BUCKETED_SHORT: Fp8Impl = Fp8Impl {
     cached: true,
 };
 
-pub static BUCKETED: Fp8Impl = Fp8Impl {
+pub(crate) static BUCKETED: Fp8Impl = Fp8Impl {
     name: "bucketed",
     role: ImplRole::Fixed,
     about: "the fix: the same bucketed plan, activation staging sized by the bucket the cache returned (padding rows zeroed)",
@@ -1069,7 +1069,7 @@ pub static BUCKETED: Fp8Impl = Fp8Impl {
     cached: true,
 };
 
-pub static EXACT_PLAN: Fp8Impl = Fp8Impl {
+pub(crate) static EXACT_PLAN: Fp8Impl = Fp8Impl {
     name: "exact-plan",
     role: ImplRole::Fixed,
     about: "no plan cache: cuBLASLt layouts built at the caller's M, staging sized by M",

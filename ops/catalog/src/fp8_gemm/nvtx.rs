@@ -18,34 +18,32 @@ extern "C" {
 }
 
 /// Is a tool (compute-sanitizer) configured to receive NVTX calls in this process?
-pub fn tool_attached() -> bool {
+pub(crate) fn tool_attached() -> bool {
     // SAFETY: reads an environment variable.
     unsafe { kedge_nvtx_injection_configured() != 0 }
 }
 
 /// A pool registered as an NVTX sub-allocator heap; unregistered on drop (before the
 /// pool's memory is freed: the engine frees scratch after the impl returns).
-pub struct NvtxPool {
+pub(crate) struct NvtxPool {
     heap: *mut c_void,
-    pub base: u64,
-    pub bytes: u64,
 }
 
 impl NvtxPool {
-    pub fn register(base: u64, bytes: u64) -> NvtxPool {
+    pub(crate) fn register(base: u64, bytes: u64) -> NvtxPool {
         // SAFETY: the shim only records the range; base/bytes describe a live allocation.
         let heap = unsafe { kedge_nvtx_pool_register(base, bytes) };
-        NvtxPool { heap, base, bytes }
+        NvtxPool { heap }
     }
     /// Register a sub-allocation [ptr, ptr + bytes) with a name memcheck can print.
-    pub fn region(&self, ptr: u64, bytes: u64, name: &str) {
+    pub(crate) fn region(&self, ptr: u64, bytes: u64, name: &str) {
         let name = CString::new(name.replace('\0', " ")).unwrap_or_default();
         // SAFETY: heap came from register (or is NULL, which the NVTX stubs accept); the name
         // outlives the call.
         unsafe { kedge_nvtx_region_register(self.heap, ptr, bytes, name.as_ptr()) }
     }
     /// Forget every region (the pool is about to be reused).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         // SAFETY: heap came from register.
         unsafe { kedge_nvtx_pool_reset(self.heap) }
     }

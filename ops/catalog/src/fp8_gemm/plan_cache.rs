@@ -11,7 +11,7 @@
 /// then doubling from 256 while below the chunk, then the chunk itself. For chunk 512 this
 /// is exactly the incident's 1, 16, 32, ..., 128, 256, 512; for Gemma's chunk 64 it is
 /// 1, 16, 32, 48, 64.
-pub fn buckets(chunk: u64) -> Vec<u64> {
+pub(crate) fn buckets(chunk: u64) -> Vec<u64> {
     let chunk = chunk.max(1);
     let mut v = vec![1u64];
     let mut b = 16;
@@ -33,7 +33,7 @@ pub fn buckets(chunk: u64) -> Vec<u64> {
 
 /// The smallest bucket >= rows (rows <= chunk, as the caller slices prefill into chunks).
 /// `None` for 0 rows or rows past the chunk.
-pub fn bucket_for(rows: u64, chunk: u64) -> Option<u64> {
+pub(crate) fn bucket_for(rows: u64, chunk: u64) -> Option<u64> {
     if rows == 0 {
         return None;
     }
@@ -44,14 +44,14 @@ pub fn bucket_for(rows: u64, chunk: u64) -> Option<u64> {
 /// starting at row `i · chunk`), then a remainder of `tail` rows (0: none). Nothing here grows
 /// with M.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Chunks {
-    pub chunk: u64,
-    pub full: u64,
-    pub tail: u64,
+pub(crate) struct Chunks {
+    pub(crate) chunk: u64,
+    pub(crate) full: u64,
+    pub(crate) tail: u64,
 }
 
 impl Chunks {
-    pub fn of(m: u64, chunk: u64) -> Chunks {
+    pub(crate) fn of(m: u64, chunk: u64) -> Chunks {
         let chunk = chunk.max(1);
         Chunks {
             chunk,
@@ -60,11 +60,11 @@ impl Chunks {
         }
     }
     /// How many chunks there are.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.full + u64::from(self.tail > 0)
     }
     /// Rows of chunk `i`; `None` past the last.
-    pub fn rows(&self, i: u64) -> Option<u64> {
+    pub(crate) fn rows(&self, i: u64) -> Option<u64> {
         if i < self.full {
             Some(self.chunk)
         } else if i == self.full && self.tail > 0 {
@@ -74,21 +74,21 @@ impl Chunks {
         }
     }
     /// Rows of the last chunk (`None` for M = 0).
-    pub fn last_rows(&self) -> Option<u64> {
+    pub(crate) fn last_rows(&self) -> Option<u64> {
         self.count().checked_sub(1).and_then(|i| self.rows(i))
     }
 }
 
 /// Rows of each prefill chunk, in order: full chunks, then the remainder. Lazy: a caller that
 /// walks every chunk pays per chunk, nothing is built up front.
-pub fn chunk_rows(m: u64, chunk: u64) -> impl Iterator<Item = u64> {
+pub(crate) fn chunk_rows(m: u64, chunk: u64) -> impl Iterator<Item = u64> {
     let c = Chunks::of(m, chunk);
     (0..c.count()).filter_map(move |i| c.rows(i))
 }
 
 /// Which rows count a plan is built at and how the staging is sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sizing {
+pub(crate) enum Sizing {
     /// `bucketed-short`: plan at the bucket, activation region sized by the caller's rows
     /// (the shipped bug).
     BucketedShort,
@@ -100,30 +100,30 @@ pub enum Sizing {
 
 /// Alignment of the activation region inside the staging buffer (cuBLASLt's default
 /// pointer-alignment assumption is 256 bytes).
-pub const REGION_ALIGN: u64 = 256;
+pub(crate) const REGION_ALIGN: u64 = 256;
 
 /// One chunk's GEMM and its staging: W region (N x K e4m3) first, activation region
 /// (staged_rows x K e4m3) last, so a read past the activations runs off the buffer's end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkLayout {
+pub(crate) struct ChunkLayout {
     /// First row of the chunk in the caller's M.
-    pub row0: u64,
+    pub(crate) row0: u64,
     /// Rows the caller asked for in this chunk.
-    pub rows: u64,
+    pub(crate) rows: u64,
     /// Rows the plan (cuBLASLt layouts) is built at: what the GEMM reads.
-    pub plan_rows: u64,
+    pub(crate) plan_rows: u64,
     /// Rows the activation region holds.
-    pub staged_rows: u64,
+    pub(crate) staged_rows: u64,
     /// Byte offset of the activation region (W region before it, padded to REGION_ALIGN).
-    pub a_offset: u64,
+    pub(crate) a_offset: u64,
     /// Bytes of the whole staging buffer.
-    pub staging_bytes: u64,
+    pub(crate) staging_bytes: u64,
     /// Bytes the GEMM reads past the end of the activation region: (plan_rows - staged_rows) * K.
-    pub bytes_read_past_staging: u64,
+    pub(crate) bytes_read_past_staging: u64,
 }
 
 /// Bytes of the W region, padded to REGION_ALIGN; `None` past 64 bits.
-pub fn w_region_bytes(n: u64, k: u64) -> Option<u64> {
+pub(crate) fn w_region_bytes(n: u64, k: u64) -> Option<u64> {
     n.checked_mul(k)?
         .div_ceil(REGION_ALIGN)
         .checked_mul(REGION_ALIGN)
@@ -133,21 +133,21 @@ pub fn w_region_bytes(n: u64, k: u64) -> Option<u64> {
 /// the same layout (`full`, at row 0; chunk `i` starts at row `i · chunk`), the remainder has
 /// its own (`tail`). Its size does not depend on M.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkLayouts {
-    pub chunks: Chunks,
+pub(crate) struct ChunkLayouts {
+    pub(crate) chunks: Chunks,
     /// The layout of chunk 0 when it is a full chunk (every full chunk is this one, moved).
-    pub full: Option<ChunkLayout>,
+    pub(crate) full: Option<ChunkLayout>,
     /// The remainder's layout, at its own row0.
-    pub tail: Option<ChunkLayout>,
+    pub(crate) tail: Option<ChunkLayout>,
 }
 
 impl ChunkLayouts {
     /// How many chunks there are.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.chunks.count()
     }
     /// Chunk `i`'s layout; `None` past the last.
-    pub fn chunk(&self, i: u64) -> Option<ChunkLayout> {
+    pub(crate) fn chunk(&self, i: u64) -> Option<ChunkLayout> {
         if i < self.chunks.full {
             self.full.map(|f| ChunkLayout {
                 row0: i * self.chunks.chunk,
@@ -160,29 +160,29 @@ impl ChunkLayouts {
         }
     }
     /// Chunk 0 (M >= 1 always has one).
-    pub fn first(&self) -> Option<ChunkLayout> {
+    pub(crate) fn first(&self) -> Option<ChunkLayout> {
         self.chunk(0)
     }
     /// Every chunk's layout, in order (lazy).
-    pub fn iter(&self) -> impl Iterator<Item = ChunkLayout> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = ChunkLayout> + '_ {
         (0..self.count()).filter_map(|i| self.chunk(i))
     }
     /// The distinct layouts: the full chunks' (if any), then the remainder's (if any).
-    pub fn shapes(&self) -> impl Iterator<Item = ChunkLayout> {
+    pub(crate) fn shapes(&self) -> impl Iterator<Item = ChunkLayout> {
         self.full.into_iter().chain(self.tail)
     }
     /// Bytes read past the staging over all chunks.
-    pub fn bytes_read_past_staging(&self) -> u64 {
+    pub(crate) fn bytes_read_past_staging(&self) -> u64 {
         let full = self.full.map_or(0, |f| f.bytes_read_past_staging);
         let tail = self.tail.map_or(0, |t| t.bytes_read_past_staging);
         full.saturating_mul(self.chunks.full).saturating_add(tail)
     }
     /// The largest staging any chunk asks for.
-    pub fn max_staging_bytes(&self) -> u64 {
+    pub(crate) fn max_staging_bytes(&self) -> u64 {
         self.shapes().map(|c| c.staging_bytes).max().unwrap_or(0)
     }
     /// The most rows any chunk's plan is built at.
-    pub fn max_plan_rows(&self) -> u64 {
+    pub(crate) fn max_plan_rows(&self) -> u64 {
         self.shapes().map(|c| c.plan_rows).max().unwrap_or(1)
     }
 }
@@ -222,7 +222,13 @@ fn layout(
 }
 
 /// Chunk layouts of an M x K x N GEMM for one impl.
-pub fn layouts(sizing: Sizing, m: u64, k: u64, n: u64, chunk: u64) -> Result<ChunkLayouts, String> {
+pub(crate) fn layouts(
+    sizing: Sizing,
+    m: u64,
+    k: u64,
+    n: u64,
+    chunk: u64,
+) -> Result<ChunkLayouts, String> {
     let a_offset = w_region_bytes(n, k)
         .ok_or_else(|| format!("the weight region N x K = {n} x {k} does not fit in 64 bits"))?;
     let chunks = Chunks::of(m, chunk);
@@ -248,7 +254,7 @@ pub fn layouts(sizing: Sizing, m: u64, k: u64, n: u64, chunk: u64) -> Result<Chu
 
 /// Bytes an earlier, larger layer left in the grow-only pool: its staging at `prior_rows`
 /// rows (the same W region, an activation region of `prior_rows` x K).
-pub fn prior_pool_bytes(prior_rows: u64, k: u64, n: u64) -> Option<u64> {
+pub(crate) fn prior_pool_bytes(prior_rows: u64, k: u64, n: u64) -> Option<u64> {
     if prior_rows == 0 {
         Some(0)
     } else {

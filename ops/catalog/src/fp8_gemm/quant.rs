@@ -18,27 +18,27 @@
 use float8::F8E4M3;
 
 /// e4m3's largest finite value; the activation scale maps the amax onto it.
-pub const E4M3_MAX: f32 = 448.0;
+pub(crate) const E4M3_MAX: f32 = 448.0;
 
 /// e2m1 magnitudes by 3-bit code.
-pub const E2M1_MAGNITUDE: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+pub(crate) const E2M1_MAGNITUDE: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
 
 /// f32 -> e4m3 bits, round to nearest even with saturation (the device's
 /// `cvt.rn.satfinite.e4m3x2.f32`).
 #[inline]
-pub fn e4m3_from_f32(x: f32) -> u8 {
+pub(crate) fn e4m3_from_f32(x: f32) -> u8 {
     F8E4M3::from_f32(x).to_bits()
 }
 
 /// e4m3 bits -> f32 (exact; 0x7F / 0xFF are NaN).
 #[inline]
-pub fn e4m3_to_f32(bits: u8) -> f32 {
+pub(crate) fn e4m3_to_f32(bits: u8) -> f32 {
     F8E4M3::from_bits(bits).to_f32()
 }
 
 /// One e2m1 nibble (low 4 bits of `code`) as f32.
 #[inline]
-pub fn e2m1_to_f32(code: u8) -> f32 {
+pub(crate) fn e2m1_to_f32(code: u8) -> f32 {
     let mag = E2M1_MAGNITUDE[(code & 7) as usize];
     if code & 8 != 0 {
         -mag
@@ -50,7 +50,7 @@ pub fn e2m1_to_f32(code: u8) -> f32 {
 /// UE8M0 scale byte as f32: 2^(e-127), NaN for 0xFF. Built from bits exactly as the kernel
 /// does, so e = 0 is the subnormal 2^-127.
 #[inline]
-pub fn ue8m0_to_f32(e: u8) -> f32 {
+pub(crate) fn ue8m0_to_f32(e: u8) -> f32 {
     match e {
         0 => f32::from_bits(0x0040_0000),
         255 => f32::NAN,
@@ -60,14 +60,14 @@ pub fn ue8m0_to_f32(e: u8) -> f32 {
 
 /// bf16 bits -> f32 (exact).
 #[inline]
-pub fn bf16_to_f32(bits: u16) -> f32 {
+pub(crate) fn bf16_to_f32(bits: u16) -> f32 {
     f32::from_bits((bits as u32) << 16)
 }
 
 /// The nibble of element `k` in a row of packed FP4: element 2i in the low nibble of byte i,
 /// element 2i+1 in the high nibble (OCP MX / ggml MXFP4 order).
 #[inline]
-pub fn fp4_nibble(row: &[u8], k: usize) -> u8 {
+pub(crate) fn fp4_nibble(row: &[u8], k: usize) -> u8 {
     let b = row[k / 2];
     if k & 1 == 0 {
         b & 0x0F
@@ -78,13 +78,13 @@ pub fn fp4_nibble(row: &[u8], k: usize) -> u8 {
 
 /// The W upcast of one element, as the kernel computes it: e2m1 * ue8m0 in f32, then e4m3.
 #[inline]
-pub fn upcast_w(code: u8, scale: u8) -> u8 {
+pub(crate) fn upcast_w(code: u8, scale: u8) -> u8 {
     e4m3_from_f32(e2m1_to_f32(code) * ue8m0_to_f32(scale))
 }
 
 /// The activation scale of a chunk, as the device computes it: amax / 448 in f32. NaNs are
 /// skipped (`fmaxf` ignores them); an all-zero (or degenerate) chunk gets scale 1.
-pub fn act_scale(a: impl IntoIterator<Item = f32>) -> f32 {
+pub(crate) fn act_scale(a: impl IntoIterator<Item = f32>) -> f32 {
     let amax = a.into_iter().fold(0.0f32, |m, x| m.max(x.abs()));
     let s = amax / E4M3_MAX;
     if s > 0.0 && s < 3.4e38 {
@@ -97,7 +97,7 @@ pub fn act_scale(a: impl IntoIterator<Item = f32>) -> f32 {
 /// One activation quantized: e4m3(a / scale), IEEE f32 division as the kernel does it
 /// (NVRTC compiles `/` with -prec-div=true by default).
 #[inline]
-pub fn quantize_act(a: f32, scale: f32) -> u8 {
+pub(crate) fn quantize_act(a: f32, scale: f32) -> u8 {
     e4m3_from_f32(a / scale)
 }
 

@@ -8,11 +8,11 @@
 use crate::row_norm::{RowNormOp, Upstream};
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/l2_norm/l2_norm.cu", "l2_norm.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/l2_norm/l2_norm.cu", "l2_norm.cu");
 
 kedge_core::params! {
     /// l2_norm's parameters.
-    pub struct L2NormParams {
+    pub(crate) struct L2NormParams {
         eps: float(0.0..=f64::MAX) = 1e-12, "lower bound on the row's L2 norm (test-backend-ops' default, RWKV7's value)";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (the delta-net's q/k are views)";
     }
@@ -20,9 +20,9 @@ kedge_core::params! {
 
 /// The incident calls L2_NORM unreachable ("`ne[2]` = 1 in LLMs"); the gated delta-net layers
 /// say otherwise.
-pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens of one sequence through a gated delta-net layer: Qwen3-Next / Qwen3.5 (and qwen4exp's linear-attention layers) l2-normalize q and k as views [head_k_dim, num_k_heads, n_seq_tokens, n_seqs], so n_seq_tokens lands on ne[2] (llama.cpp model code seen in a code search, not run). The incident's 'ne[2] = 1' holds only for a hidden-state L2_NORM";
+pub(crate) const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens of one sequence through a gated delta-net layer: Qwen3-Next / Qwen3.5 (and qwen4exp's linear-attention layers) l2-normalize q and k as views [head_k_dim, num_k_heads, n_seq_tokens, n_seqs], so n_seq_tokens lands on ne[2] (llama.cpp model code seen in a code search, not run). The incident's 'ne[2] = 1' holds only for a hidden-state L2_NORM";
 
-pub const REACH_NE3: &str = "synthetic: no known model reaches it (ne[3] is n_seqs in the delta-net layers, bounded by the server's sequence count, far below 65535)";
+pub(crate) const REACH_NE3: &str = "synthetic: no known model reaches it (ne[3] is n_seqs in the delta-net layers, bounded by the server's sequence count, far below 65535)";
 
 fn eps(c: &Case) -> f64 {
     L2NormParams::of(c).eps
@@ -42,7 +42,7 @@ fn padded_view_on_grid_y(limits: &LimitsProfile) -> Vec<Boundary> {
     .with_param("row_pad", 64)]
 }
 
-pub static OP: RowNormOp = RowNormOp {
+pub(crate) static OP: RowNormOp = RowNormOp {
     name: "l2_norm",
     about: "L2 normalization over ne0 (ggml L2_NORM)",
     params: L2NormParams::SPECS,
@@ -71,7 +71,7 @@ pub static OP: RowNormOp = RowNormOp {
     ],
 };
 
-pub fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
+pub(crate) fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
     let scale = 1.0 / norm.max(eps);
     for (d, v) in dst.iter_mut().zip(x) {
@@ -79,7 +79,7 @@ pub fn l2_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-crate::row_norm_impls!(
+crate::row_norm::row_norm_impls!(
     SRC,
     eps,
     32,

@@ -11,24 +11,24 @@
 use crate::row_norm::{RowNormOp, Upstream};
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/norm/norm.cu", "norm.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/norm/norm.cu", "norm.cu");
 
 kedge_core::params! {
     /// norm's parameters.
-    pub struct NormParams {
+    pub(crate) struct NormParams {
         eps: float(0.0..=f64::MAX) = 1e-5, "added to the variance";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }
 
 /// NORM with n_tokens on `ne[2]`: a LayerNorm applied per head after the head reshape.
-pub const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens through a per-head LayerNorm: StableLM's (and Command-R's) q/k norm is build_norm(Qcur, attn_q_norm, NULL, LLM_NORM) on Qcur = [n_embd_head, n_head, n_tokens], so n_tokens lands on ne[2] (llama.cpp model code as quoted in a code search, not run). The hidden-state NORM runs on [n_embd, n_tokens] (ne[2] = 1) and never gets there";
+pub(crate) const REACH_NE2: &str = "a micro-batch (-ub) of 65536+ tokens through a per-head LayerNorm: StableLM's (and Command-R's) q/k norm is build_norm(Qcur, attn_q_norm, NULL, LLM_NORM) on Qcur = [n_embd_head, n_head, n_tokens], so n_tokens lands on ne[2] (llama.cpp model code as quoted in a code search, not run). The hidden-state NORM runs on [n_embd, n_tokens] (ne[2] = 1) and never gets there";
 
 fn eps(c: &Case) -> f64 {
     NormParams::of(c).eps
 }
 
-pub static OP: RowNormOp = RowNormOp {
+pub(crate) static OP: RowNormOp = RowNormOp {
     name: "norm",
     about: "mean/variance normalization over ne0 (ggml NORM)",
     params: NormParams::SPECS,
@@ -57,7 +57,7 @@ pub static OP: RowNormOp = RowNormOp {
 };
 
 /// Two-pass mean and variance in f64 (the kernel's `E[x^2]` - `E[x]`^2 is its own business).
-pub fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
+pub(crate) fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let n = x.len() as f64;
     let mean = x.iter().sum::<f64>() / n;
     let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
@@ -67,7 +67,7 @@ pub fn norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-crate::row_norm_impls!(
+crate::row_norm::row_norm_impls!(
     SRC,
     eps,
     32,

@@ -35,17 +35,19 @@ pub struct Side<'a> {
     pub name: &'a str,
     /// What it is, in words ("the failing side of `ne[0]`: 8193 -> 8194").
     pub about: &'a str,
+    /// The validated case it runs, of an op kedge can express as a ggml graph.
     pub case: &'a Case,
 }
 
 /// The program and what comes with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CProgram {
+    /// The C source, to be saved as [`FILE`] and built with `build`.
     pub source: String,
     /// Files the program reads beside it (inputs an op makes itself, too many to embed).
     pub files: Vec<(String, Vec<u8>)>,
     /// The sides, in order (the first runs when none is named).
-    pub sides: Vec<String>,
+    pub(crate) sides: Vec<String>,
     /// `cc ... -o repro`, against the loaded build.
     pub build: String,
 }
@@ -108,7 +110,7 @@ pub fn program(
 
 /// `cc ... repro.c ... -o repro` against the loaded build: its headers (`include/` beside
 /// `lib/`, as `scripts/build-ggml.sh` lays a build out) and its libraries.
-pub fn build_command(ggml: Ggml) -> String {
+pub(crate) fn build_command(ggml: Ggml) -> String {
     let lib = ggml.dir().display().to_string();
     let inc = ggml
         .dir()

@@ -18,10 +18,10 @@ use std::sync::{Mutex, OnceLock};
 
 /// Builds an op's node(s) from its input tensors (in the op's spec order, views already made),
 /// returning its outputs in spec order.
-pub type GraphFn = fn(&mut Graph, &Case, &[Tensor]) -> Result<Vec<Tensor>, GraphError>;
+pub(crate) type GraphFn = fn(&mut Graph, &Case, &[Tensor]) -> Result<Vec<Tensor>, GraphError>;
 
 /// An op on one backend device of a ggml build.
-pub struct GgmlImpl {
+pub(crate) struct GgmlImpl {
     ggml: Ggml,
     host: bool,
     op: &'static str,
@@ -36,7 +36,7 @@ pub struct GgmlImpl {
 }
 
 impl GgmlImpl {
-    pub fn new(
+    pub(crate) fn new(
         ggml: Ggml,
         op: &'static str,
         device: &str,
@@ -61,11 +61,11 @@ impl GgmlImpl {
         }
     }
     /// Limit the case dtypes this impl plans to `dtypes`; others are refused at plan time.
-    pub fn with_dtypes(mut self, dtypes: Option<&'static [DType]>) -> Self {
+    pub(crate) fn with_dtypes(mut self, dtypes: Option<&'static [DType]>) -> Self {
         self.dtypes = dtypes;
         self
     }
-    pub fn impl_name(&self) -> String {
+    pub(crate) fn impl_name(&self) -> String {
         self.name.clone()
     }
     fn info(&self) -> LibraryInfo {
@@ -117,7 +117,7 @@ impl Impl for GgmlImpl {
 }
 
 /// The ggml type of a kedge dtype (by ggml's own enum value).
-pub fn ggml_type(d: DType) -> Result<Type, RunError> {
+pub(crate) fn ggml_type(d: DType) -> Result<Type, RunError> {
     Type::from_raw(d.ggml_value()).ok_or_else(|| {
         RunError::Unsupported(format!("kedge's ggml adapter has no ggml type for {d}"))
     })
@@ -214,24 +214,24 @@ fn graph_err(e: GraphError) -> RunError {
 }
 
 /// A built graph: the graph, the tensors to upload (base, spec index), the outputs.
-pub struct Built {
-    pub graph: Graph,
-    pub uploads: Vec<(Tensor, usize)>,
-    pub outputs: Vec<Tensor>,
+pub(crate) struct Built {
+    pub(crate) graph: Graph,
+    pub(crate) uploads: Vec<(Tensor, usize)>,
+    pub(crate) outputs: Vec<Tensor>,
 }
 
 /// What a backend run read back: outputs in spec order, every allocation, the allocation
 /// modes that did not apply.
-pub struct Ran {
-    pub outputs: Vec<HostTensor>,
-    pub allocations: Vec<Allocation>,
-    pub not_applied: Option<String>,
+pub(crate) struct Ran {
+    pub(crate) outputs: Vec<HostTensor>,
+    pub(crate) allocations: Vec<Allocation>,
+    pub(crate) not_applied: Option<String>,
 }
 
 /// The op's tensors in a ggml graph: inputs (a strided one as a view of its own base tensor),
 /// then the op's node(s). Returns the graph, the tensors to upload (base, spec index) and the
 /// outputs in spec order.
-pub fn build(
+pub(crate) fn build(
     ggml: Ggml,
     case: &Case,
     specs: &[TensorSpec],
@@ -241,7 +241,7 @@ pub fn build(
 }
 
 /// [`build`], writing every ggml call down as C when `record` (`Graph::recording`).
-pub fn build_with(
+pub(crate) fn build_with(
     ggml: Ggml,
     case: &Case,
     specs: &[TensorSpec],
@@ -336,7 +336,7 @@ fn built_on(
 
 /// Run `graph` for a case on a backend: supported check, allocation in the case's mode where the
 /// backend lets kedge place memory, poison, upload, compute, read back.
-pub fn run_on(
+pub(crate) fn run_on(
     ggml: Ggml,
     device: &str,
     case: &Case,
@@ -456,17 +456,17 @@ fn with_kedge_device<T>(
 }
 
 /// What a sampled run read: each output's sampled rows and scan, and every allocation.
-pub struct SampledParts {
-    pub rows: Vec<HostTensor>,
-    pub scans: Vec<Scan>,
-    pub allocations: Vec<Allocation>,
+pub(crate) struct SampledParts {
+    pub(crate) rows: Vec<HostTensor>,
+    pub(crate) scans: Vec<Scan>,
+    pub(crate) allocations: Vec<Allocation>,
 }
 
 /// Run a big case on a ggml CUDA device judged on sampled rows: the op's tensors in ggml's
 /// buffers, outputs poisoned and inputs drawn there by kedge's kernels (the same values as
 /// the host draw; a block-format input is drawn on the host and quantized by the build), the
 /// graph computed, each output scanned there and only `draw.rows` of it read back.
-pub fn run_sampled(
+pub(crate) fn run_sampled(
     ggml: Ggml,
     device: &str,
     case: &Case,
@@ -747,7 +747,7 @@ impl BackendImpl for GgmlImpl {
 
 /// The reference of an op that has no f64 one: the same graph on ggml's CPU backend from the
 /// same build (test-backend-ops' method), in logical order.
-pub fn cpu_reference(
+pub(crate) fn cpu_reference(
     case: &Case,
     specs: &[TensorSpec],
     inputs: &[HostTensor],

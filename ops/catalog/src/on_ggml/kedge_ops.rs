@@ -69,10 +69,10 @@ fn add_id(g: &mut Graph, _c: &Case, x: &[Tensor]) -> Result<Vec<Tensor>, GraphEr
 /// switch on `GGML_TYPE_F32` and abort otherwise, ggml-cuda asserts f32 the same way, and
 /// test-backend-ops declares them in f32 only; yet both backends' `supports_op` accept any type.
 /// kedge's f16/bf16 cases of these ops run on kedge's own kernels, not on ggml's.
-pub const GGML_DTYPES: &[DType] = &[DType::F32];
+pub(crate) const GGML_DTYPES: &[DType] = &[DType::F32];
 
 /// Each of kedge's ops that ggml has, with its graph.
-pub fn graphs() -> Vec<(&'static str, GraphFn)> {
+pub(crate) fn graphs() -> Vec<(&'static str, GraphFn)> {
     vec![
         ("rms_norm", rms_norm as GraphFn),
         ("rms_norm_mul_add", rms_norm_mul_add),

@@ -9,13 +9,13 @@
 
 pub mod c_repro;
 mod exec;
-pub mod kedge_ops;
+pub(crate) mod kedge_ops;
 pub mod table;
 
-pub use exec::{GgmlImpl, GraphFn};
+pub(crate) use exec::{GgmlImpl, GraphFn};
 
 /// The ggml graph of an op kedge can express as one (kedge's own ops and the table's).
-pub fn graph_of(op: &str) -> Option<GraphFn> {
+pub(crate) fn graph_of(op: &str) -> Option<GraphFn> {
     kedge_ops::graphs()
         .into_iter()
         .find(|(o, _)| *o == op)
@@ -30,7 +30,9 @@ use std::path::Path;
 /// What `register` added.
 #[derive(Debug, Clone)]
 pub struct Registered {
+    /// The build's `ggml_version()` ("unknown" for a build older than the function).
     pub version: String,
+    /// The build's `ggml_commit()`: the short commit it was made from, or "unknown".
     pub commit: String,
     /// Backend devices, as `ggml:NAME` impl names, with their descriptions.
     pub devices: Vec<(String, String)>,
@@ -116,13 +118,19 @@ pub fn register(
 /// Why a ggml build could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// The directory holds no ggml build that loads, or another build is already loaded in
+    /// this process (ggml's state is process-global).
     #[error("--ggml: {0}")]
     Load(#[from] LoadError),
+    /// A device asked for (`--ggml-device`) is not one the build has.
     #[error("--ggml-device {device}: this ggml build has no such device (it has: {})", available.join(", "))]
     UnknownDevice {
+        /// The name asked for.
         device: String,
+        /// The names of the devices the build has (`CUDA0`, `CPU`).
         available: Vec<String>,
     },
+    /// The registry refused one of the build's impls (its message).
     #[error("registering ggml impls: {0}")]
     Registry(String),
 }

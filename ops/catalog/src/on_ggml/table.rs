@@ -28,15 +28,11 @@ use kedge_core::contract::upstream::ggml_float;
 use kedge_core::model::rng::Rng;
 use kedge_core::*;
 
-/// Every type test-backend-ops runs its multi-type ops over (its `all_types`: the float types and
-/// every block format of the pinned snapshot but tq1_0).
-pub const ALL_TYPES: &[DType] = matmul::WEIGHT_TYPES;
-
 /// The block formats ggml quantizes only with an importance matrix: its CPU backend has no
 /// `from_float` for them, so no copy or row write produces them there and nothing kedge can use
 /// as a reference writes them (test-backend-ops skips those cases as unsupported on its CPU
 /// side). They are read (dequantized) like every other format.
-pub const IMATRIX_ONLY: &[DType] = &[
+pub(crate) const IMATRIX_ONLY: &[DType] = &[
     DType::Iq2Xxs,
     DType::Iq2Xs,
     DType::Iq2S,
@@ -82,11 +78,13 @@ const WRITABLE_LIST: [DType; WRITABLE_LEN] = {
     out
 };
 
-/// `ALL_TYPES` but `IMATRIX_ONLY`: the types a kernel writes (SET_ROWS' destinations).
-pub const WRITABLE_TYPES: &[DType] = &WRITABLE_LIST;
+/// The types a kernel writes (SET_ROWS' destinations): test-backend-ops' `all_types`
+/// (`matmul::WEIGHT_TYPES`: the float types and every block format of the pinned snapshot but
+/// tq1_0) but `IMATRIX_ONLY`.
+pub(crate) const WRITABLE_TYPES: &[DType] = &WRITABLE_LIST;
 
-/// `ALL_TYPES` and i32 (a copy or a gather of indices), i32 after the float types.
-pub const ALL_TYPES_I32: &[DType] = &ALL_TYPES_I32_LIST;
+/// `matmul::WEIGHT_TYPES` and i32 (a copy or a gather of indices), i32 after the float types.
+pub(crate) const ALL_TYPES_I32: &[DType] = &ALL_TYPES_I32_LIST;
 
 const ALL_TYPES_I32_LIST: [DType; matmul::WEIGHT_TYPE_LIST.len() + 1] = {
     const FLOATS: usize = 3;
@@ -101,14 +99,14 @@ const ALL_TYPES_I32_LIST: [DType; matmul::WEIGHT_TYPE_LIST.len() + 1] = {
 };
 
 /// GET_ROWS' tables: every type test-backend-ops gathers from.
-pub const GET_ROWS_TYPES: &[DType] = ALL_TYPES_I32;
+pub(crate) const GET_ROWS_TYPES: &[DType] = ALL_TYPES_I32;
 
 /// Inputs for ops whose inputs need a domain.
-pub type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
+pub(crate) type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
 
 /// A parameter value in a static declaration (smoke cases).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pv {
+pub(crate) enum Pv {
     I(i64),
     F(f64),
     B(bool),
@@ -127,7 +125,7 @@ impl Pv {
 }
 
 /// Parameters from a static list.
-pub fn params_of(list: &[(&str, Pv)]) -> Params {
+pub(crate) fn params_of(list: &[(&str, Pv)]) -> Params {
     list.iter()
         .map(|(k, v)| (k.to_string(), v.value()))
         .collect()
@@ -136,14 +134,14 @@ pub fn params_of(list: &[(&str, Pv)]) -> Params {
 /// A smoke case: a shape, the parameters that differ from the defaults, and the one dtype it
 /// is for (`None`: every dtype of the op).
 #[derive(Debug, Clone, Copy)]
-pub struct Smoke {
-    pub ne: Ne,
-    pub params: &'static [(&'static str, Pv)],
-    pub dtype: Option<DType>,
+pub(crate) struct Smoke {
+    pub(crate) ne: Ne,
+    pub(crate) params: &'static [(&'static str, Pv)],
+    pub(crate) dtype: Option<DType>,
 }
 
 /// A smoke case with default parameters.
-pub const fn s(ne: Ne) -> Smoke {
+pub(crate) const fn s(ne: Ne) -> Smoke {
     Smoke {
         ne,
         params: &[],
@@ -152,7 +150,7 @@ pub const fn s(ne: Ne) -> Smoke {
 }
 
 /// A smoke case with parameters.
-pub const fn sp(ne: Ne, params: &'static [(&'static str, Pv)]) -> Smoke {
+pub(crate) const fn sp(ne: Ne, params: &'static [(&'static str, Pv)]) -> Smoke {
     Smoke {
         ne,
         params,
@@ -161,7 +159,7 @@ pub const fn sp(ne: Ne, params: &'static [(&'static str, Pv)]) -> Smoke {
 }
 
 /// A smoke case with parameters, in one dtype.
-pub const fn spd(ne: Ne, params: &'static [(&'static str, Pv)], dtype: DType) -> Smoke {
+pub(crate) const fn spd(ne: Ne, params: &'static [(&'static str, Pv)], dtype: DType) -> Smoke {
     Smoke {
         ne,
         params,
@@ -172,7 +170,7 @@ pub const fn spd(ne: Ne, params: &'static [(&'static str, Pv)], dtype: DType) ->
 /// test-backend-ops' `max_nmse_err()`: one value, or one per case where upstream's depends
 /// on the case (a copy between equal types is exact, between types 1e-6).
 #[derive(Clone, Copy)]
-pub enum Nmse {
+pub(crate) enum Nmse {
     Fixed(f64),
     PerCase(fn(&Case) -> f64),
 }
@@ -180,38 +178,40 @@ pub enum Nmse {
 /// One ggml op as data.
 pub struct GgmlOpEntry {
     /// kedge's name: ggml's, in lower case (`gelu`, `sum_rows`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// ggml's op name as test-backend-ops' `-o` takes it (`GELU`, `SUM_ROWS`).
-    pub upstream: &'static str,
-    pub about: &'static str,
+    pub(crate) upstream: &'static str,
+    pub(crate) about: &'static str,
+    /// The dtypes its cases run in (`case.dtype`, the constructor's `type`), in test-backend-ops'
+    /// order; the first is the one a case defaults to.
     pub dtypes: &'static [DType],
     /// Declared with `kedge_core::params!` (`XParams::SPECS`).
-    pub params: &'static [ParamSpec],
+    pub(crate) params: &'static [ParamSpec],
     /// The case's tensors: inputs (in the graph's argument order), then outputs.
-    pub tensors: fn(&Case) -> Result<Vec<TensorSpec>, CaseError>,
+    pub(crate) tensors: fn(&Case) -> Result<Vec<TensorSpec>, CaseError>,
     /// Inputs that need a domain (indices in range, positive values); `None`: uniform in
     /// [-1, 1), never all zero.
-    pub inputs: Option<InputsFn>,
-    pub graph: GraphFn,
+    pub(crate) inputs: Option<InputsFn>,
+    pub(crate) graph: GraphFn,
     /// Where the generated boundaries start (`None`: the op's dimensions are not free).
-    pub probe: fn() -> Option<ProbeBase>,
+    pub(crate) probe: fn() -> Option<ProbeBase>,
     /// Small cases every backend must pass.
-    pub smoke: &'static [Smoke],
+    pub(crate) smoke: &'static [Smoke],
     /// The op's own documented thresholds (beyond the generated boundaries).
-    pub boundaries: fn(&LimitsProfile) -> Vec<Boundary>,
+    pub(crate) boundaries: fn(&LimitsProfile) -> Vec<Boundary>,
     /// test-backend-ops' constructor line and `vars()` for the case.
-    pub upstream_line: fn(&Case) -> UpstreamRepro,
+    pub(crate) upstream_line: fn(&Case) -> UpstreamRepro,
     /// test-backend-ops' `max_nmse_err()` for the op (0: exact).
-    pub nmse: Nmse,
+    pub(crate) nmse: Nmse,
     /// Whether a big case may be judged on sampled rows (`Op::row_sampling`).
-    pub rows: Rows,
+    pub(crate) rows: Rows,
     /// Which workload reaches the case's shape, where one is known.
-    pub reach: fn(&Case) -> Option<String>,
+    pub(crate) reach: fn(&Case) -> Option<String>,
 }
 
 /// How an entry's rows relate, for judging a big case on sampled rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rows {
+pub(crate) enum Rows {
     /// Each output row depends only on the same row of each input, not on where the row is
     /// (element-wise ops, row reductions): a case of just some rows computes just those.
     Independent,
@@ -445,17 +445,17 @@ pub fn cases(e: &GgmlOpEntry, limits: &LimitsProfile) -> Vec<(Case, String)> {
 // ---- shared pieces of entries ---------------------------------------------------------------
 
 /// No boundaries beyond the generated ones.
-pub fn none(_: &LimitsProfile) -> Vec<Boundary> {
+pub(crate) fn none(_: &LimitsProfile) -> Vec<Boundary> {
     Vec::new()
 }
 
 /// No workload known.
-pub fn no_reach(_: &Case) -> Option<String> {
+pub(crate) fn no_reach(_: &Case) -> Option<String> {
     None
 }
 
 /// A bad case, in the op's words.
-pub fn bad(case: &Case, msg: impl Into<String>) -> CaseError {
+pub(crate) fn bad(case: &Case, msg: impl Into<String>) -> CaseError {
     CaseError::BadInput {
         op: case.op.clone(),
         msg: msg.into(),
@@ -463,24 +463,29 @@ pub fn bad(case: &Case, msg: impl Into<String>) -> CaseError {
 }
 
 /// A dense input.
-pub fn input(name: &str, dtype: DType, ne: Ne) -> Result<TensorSpec, CaseError> {
+pub(crate) fn input(name: &str, dtype: DType, ne: Ne) -> Result<TensorSpec, CaseError> {
     TensorSpec::dense(name, Role::Input, dtype, ne)
 }
 
 /// A dense output.
-pub fn output(name: &str, dtype: DType, ne: Ne) -> Result<TensorSpec, CaseError> {
+pub(crate) fn output(name: &str, dtype: DType, ne: Ne) -> Result<TensorSpec, CaseError> {
     TensorSpec::dense(name, Role::Output, dtype, ne)
 }
 
 /// An input that is a view of a larger dense tensor of shape `alloc` (test-backend-ops' `v`
 /// views): the view's strides are the larger tensor's, its bytes end at its last element.
-pub fn view_input(name: &str, dtype: DType, ne: Ne, alloc: Ne) -> Result<TensorSpec, CaseError> {
+pub(crate) fn view_input(
+    name: &str,
+    dtype: DType,
+    ne: Ne,
+    alloc: Ne,
+) -> Result<TensorSpec, CaseError> {
     let nb = kedge_core::model::shape::dense_strides(&alloc, dtype);
     TensorSpec::strided(name, Role::Input, dtype, ne, nb)
 }
 
 /// One input `x` and one output `dst` of the case's shape and dtype.
-pub fn same_shape(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+pub(crate) fn same_shape(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
     Ok(vec![
         input("x", case.dtype, case.ne)?,
         output("dst", case.dtype, case.ne)?,
@@ -488,7 +493,7 @@ pub fn same_shape(case: &Case) -> Result<Vec<TensorSpec>, CaseError> {
 }
 
 /// An elementwise op: every dimension free, the element count on `ne[1]`.
-pub fn elementwise_probe() -> Option<ProbeBase> {
+pub(crate) fn elementwise_probe() -> Option<ProbeBase> {
     Some(ProbeBase {
         row_dim: false,
         ..ProbeBase::rows([64, 1, 1, 1])
@@ -496,13 +501,13 @@ pub fn elementwise_probe() -> Option<ProbeBase> {
 }
 
 /// The shape of an element-wise op's case with one dimension moved to `v`.
-pub fn with_dim(mut ne: Ne, dim: usize, v: i64) -> Ne {
+pub(crate) fn with_dim(mut ne: Ne, dim: usize, v: i64) -> Ne {
     ne[dim] = v;
     ne
 }
 
 /// `test_cases.emplace_back(new CTOR);` with the `vars()` it prints.
-pub fn repro(op: &str, ctor: String, vars: String) -> UpstreamRepro {
+pub(crate) fn repro(op: &str, ctor: String, vars: String) -> UpstreamRepro {
     UpstreamRepro {
         test_case_line: format!("test_cases.emplace_back(new {ctor});"),
         op_name: op.to_string(),
@@ -511,7 +516,7 @@ pub fn repro(op: &str, ctor: String, vars: String) -> UpstreamRepro {
 }
 
 /// A C++ `std::array` literal: `{1, 2, 3}`.
-pub fn cpp_arr(v: &[i64]) -> String {
+pub(crate) fn cpp_arr(v: &[i64]) -> String {
     format!(
         "{{{}}}",
         v.iter()
@@ -522,7 +527,7 @@ pub fn cpp_arr(v: &[i64]) -> String {
 }
 
 /// `vars()`' array: `[1,2,3]`.
-pub fn vars_arr(v: &[i64]) -> String {
+pub(crate) fn vars_arr(v: &[i64]) -> String {
     format!(
         "[{}]",
         v.iter()
@@ -533,22 +538,22 @@ pub fn vars_arr(v: &[i64]) -> String {
 }
 
 /// A float as `vars()` prints a C++ `float` (`std::to_string`: `%f` of the float's value).
-pub fn fl(x: f64) -> String {
+pub(crate) fn fl(x: f64) -> String {
     ggml_float(x as f32 as f64)
 }
 
 /// A C++ float literal for a constructor argument (`0.5f`, `1e-6f`).
-pub fn cf(x: f64) -> String {
+pub(crate) fn cf(x: f64) -> String {
     kedge_core::contract::upstream::cpp_float(x)
 }
 
 /// A bool as `vars()` prints it.
-pub fn b01(x: bool) -> u8 {
+pub(crate) fn b01(x: bool) -> u8 {
     u8::from(x)
 }
 
 /// The kedge dtype of a parameter naming a float type (`"f32"`, `"f16"`, `"bf16"`).
-pub fn float_dtype(name: &str) -> DType {
+pub(crate) fn float_dtype(name: &str) -> DType {
     match name {
         "f16" => DType::F16,
         "bf16" => DType::Bf16,
@@ -557,7 +562,7 @@ pub fn float_dtype(name: &str) -> DType {
 }
 
 /// ggml's type of a kedge dtype.
-pub fn ggml_ty(d: DType) -> Result<kedge_ggml::Type, kedge_ggml::GraphError> {
+pub(crate) fn ggml_ty(d: DType) -> Result<kedge_ggml::Type, kedge_ggml::GraphError> {
     super::exec::ggml_type(d).map_err(|e| kedge_ggml::GraphError::Shape {
         op: "dtype",
         reason: e.to_string(),
@@ -567,7 +572,12 @@ pub fn ggml_ty(d: DType) -> Result<kedge_ggml::Type, kedge_ggml::GraphError> {
 // ---- inputs ----------------------------------------------------------------------------------
 
 /// Every input uniform in [lo, hi) (integer inputs in [0, 16)), each from its own stream.
-pub fn uniform_inputs(case: &Case, specs: &[TensorSpec], lo: f32, hi: f32) -> Vec<HostTensor> {
+pub(crate) fn uniform_inputs(
+    case: &Case,
+    specs: &[TensorSpec],
+    lo: f32,
+    hi: f32,
+) -> Vec<HostTensor> {
     specs
         .iter()
         .enumerate()
@@ -577,13 +587,13 @@ pub fn uniform_inputs(case: &Case, specs: &[TensorSpec], lo: f32, hi: f32) -> Ve
 }
 
 /// The default input of spec `i` (uniform in [-1, 1)).
-pub fn default_input(case: &Case, specs: &[TensorSpec], i: usize) -> HostTensor {
+pub(crate) fn default_input(case: &Case, specs: &[TensorSpec], i: usize) -> HostTensor {
     kedge_core::contract::op::random_tensor(case.seed, i as u64, &specs[i], -1.0, 1.0)
 }
 
 /// A tensor of spec `s` whose span holds `vals` (as f32 converted to the spec's dtype, or as
 /// i32 for I32 specs), laid out as the span's elements in memory order.
-pub fn span_tensor(s: &TensorSpec, vals: &[f32]) -> HostTensor {
+pub(crate) fn span_tensor(s: &TensorSpec, vals: &[f32]) -> HostTensor {
     let n = (s.bytes / s.dtype.size()) as usize;
     debug_assert_eq!(vals.len(), n);
     let mut t = HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], vals);
@@ -593,12 +603,12 @@ pub fn span_tensor(s: &TensorSpec, vals: &[f32]) -> HostTensor {
 }
 
 /// An i32 tensor of spec `s` from its span's values in memory order.
-pub fn span_i32(s: &TensorSpec, vals: &[i32]) -> HostTensor {
+pub(crate) fn span_i32(s: &TensorSpec, vals: &[i32]) -> HostTensor {
     HostTensor::from_bytes(DType::I32, s.ne, s.nb, bytemuck::cast_slice(vals).to_vec())
 }
 
 /// A random permutation of 0..n.
-pub fn permutation(rng: &mut Rng, n: usize) -> Vec<u32> {
+pub(crate) fn permutation(rng: &mut Rng, n: usize) -> Vec<u32> {
     let mut p: Vec<u32> = (0..n as u32).collect();
     for i in (1..n).rev() {
         let j = rng.below(i as u64 + 1) as usize;
@@ -610,7 +620,7 @@ pub fn permutation(rng: &mut Rng, n: usize) -> Vec<u32> {
 /// Row values that are all distinct and ordered as `rank`: exact integers while rows fit f32's
 /// 24-bit mantissa (test-backend-ops shuffles 0..ne0), then distinct floats by bit pattern, so
 /// a sort or a maximum has one right answer.
-pub fn distinct_value(rank: u32, n: usize) -> f32 {
+pub(crate) fn distinct_value(rank: u32, n: usize) -> f32 {
     if n <= 1 << 24 {
         rank as f32
     } else {
@@ -621,7 +631,7 @@ pub fn distinct_value(rank: u32, n: usize) -> f32 {
 /// Inputs whose rows are shuffled distinct values (argsort, argmax, top_k): spec `i`'s span is
 /// filled row by row (a row of `ne0` values every `nb1` bytes); padding between rows gets
 /// values too.
-pub fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor {
+pub(crate) fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor {
     let n = (s.bytes / s.dtype.size()) as usize;
     let row = s.ne[0] as usize;
     let pitch = (s.nb[1] / s.dtype.size()) as usize;

@@ -10,23 +10,23 @@
 use crate::row_norm::{RowNormGeometry, RowNormImpl, RowNormOp, Upstream};
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/rms_norm/rms_norm.cu", "rms_norm.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/rms_norm/rms_norm.cu", "rms_norm.cu");
 
 kedge_core::params! {
     /// rms_norm's parameters.
-    pub struct RmsNormParams {
+    pub(crate) struct RmsNormParams {
         eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean of squares";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view (test-backend-ops v=1)";
     }
 }
 
-pub const REACH_NE2: &str = "qwen4exp indexer (llama.cpp PR #27742): pooled keys reshaped to [idx_dim, 1, ceil(n_kv/4)], so n_kv = 262,144 puts 65,536 on ne[2]; the real ceiling is n_kv <= 262,140 (261,888 after padding to 256)";
+pub(crate) const REACH_NE2: &str = "qwen4exp indexer (llama.cpp PR #27742): pooled keys reshaped to [idx_dim, 1, ceil(n_kv/4)], so n_kv = 262,144 puts 65,536 on ne[2]; the real ceiling is n_kv <= 262,140 (261,888 after padding to 256)";
 
 fn eps(c: &Case) -> f64 {
     RmsNormParams::of(c).eps
 }
 
-pub static OP: RowNormOp = RowNormOp {
+pub(crate) static OP: RowNormOp = RowNormOp {
     name: "rms_norm",
     about: "RMS normalization over ne0 (ggml RMS_NORM)",
     params: RmsNormParams::SPECS,
@@ -69,7 +69,7 @@ fn dst_offset_past_2p31(_: &LimitsProfile) -> Vec<Boundary> {
     .with_values(vec![524_288, 524_289])]
 }
 
-pub fn rms_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
+pub(crate) fn rms_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     let mean = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
     let scale = 1.0 / (mean + eps).sqrt();
     for (d, v) in dst.iter_mut().zip(x) {
@@ -77,7 +77,7 @@ pub fn rms_norm_row(x: &[f64], dst: &mut [f64], eps: f64) {
     }
 }
 
-crate::row_norm_impls!(
+crate::row_norm::row_norm_impls!(
     SRC,
     eps,
     256,
@@ -87,7 +87,7 @@ crate::row_norm_impls!(
 );
 
 /// CALIBRATION impl: `clamped` plus a read one element past the input's end on the last row.
-pub static PLANTED_READ_PAST_END: RowNormImpl = RowNormImpl {
+pub(crate) static PLANTED_READ_PAST_END: RowNormImpl = RowNormImpl {
     name: "planted-read-past-end",
     role: ImplRole::Planted {
         bug: "reads one element past the input's end on the last row; discards it, so every value is right",
@@ -97,8 +97,8 @@ pub static PLANTED_READ_PAST_END: RowNormImpl = RowNormImpl {
     about: "CALIBRATION: the clamped kernel with a planted one-element read past the end of x",
     small_block: 256,
     entries: [
-        crate::typed!(SRC, "rms_norm_planted_read_past_end"),
-        crate::typed!(SRC, "rms_norm_planted_read_past_end"),
+        crate::rows::typed!(SRC, "rms_norm_planted_read_past_end"),
+        crate::rows::typed!(SRC, "rms_norm_planted_read_past_end"),
     ],
     fixed_block: true,
     eps,

@@ -23,27 +23,27 @@ use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-crate::row_kernel_source!(
+crate::rows::row_kernel_source!(
     SRC = "ops/catalog/src/rms_norm_mul_add/rms_norm_mul_add.cu",
     "rms_norm_mul_add.cu"
 );
 
 kedge_core::params! {
     /// rms_norm_mul_add's parameters.
-    pub struct RmsNormMulAddParams {
+    pub(crate) struct RmsNormMulAddParams {
         eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean of squares";
         broadcast: choice(["row", "full"]) = "row", "shape of w and b: row = [ne0, 1, 1, 1] (a model's norm weight), full = x's shape";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view";
     }
 }
 
-pub struct RmsNormMulAdd;
-pub static OP: RmsNormMulAdd = RmsNormMulAdd;
+pub(crate) struct RmsNormMulAdd;
+pub(crate) static OP: RmsNormMulAdd = RmsNormMulAdd;
 
-pub const REACH_NE2: &str = "qwen4exp indexer (llama.cpp PR #27742): pooled keys reshaped to [idx_dim, 1, ceil(n_kv/4)] go through build_norm(pooled, index_k_norm, nullptr, LLM_NORM_RMS), which ggml fuses into RMS_NORM x weight (rms_norm_mul_f32_cuda in the incident's stack: this kernel template and grid, without the add; a norm with a bias takes the add); n_kv = 262,144 puts 65,536 on ne[2]";
+pub(crate) const REACH_NE2: &str = "qwen4exp indexer (llama.cpp PR #27742): pooled keys reshaped to [idx_dim, 1, ceil(n_kv/4)] go through build_norm(pooled, index_k_norm, nullptr, LLM_NORM_RMS), which ggml fuses into RMS_NORM x weight (rms_norm_mul_f32_cuda in the incident's stack: this kernel template and grid, without the add; a norm with a bias takes the add); n_kv = 262,144 puts 65,536 on ne[2]";
 
 /// Shape of w and b for a case.
-pub fn weight_ne(case: &Case) -> Ne {
+pub(crate) fn weight_ne(case: &Case) -> Ne {
     if RmsNormMulAddParams::of(case).broadcast == "full" {
         case.ne
     } else {
@@ -243,7 +243,7 @@ impl Op for RmsNormMulAdd {
 /// the geometry's grid, the entry of the case's element type and the kernel's arguments in
 /// parameter order: x, w, b, dst, ncols, [the true extents, clamped only], x's strides in
 /// elements, eps, w's and b's extents.
-pub fn launch(
+pub(crate) fn launch(
     case: &Case,
     limits: &LimitsProfile,
     geometry: RowNormGeometry,
@@ -270,9 +270,9 @@ pub fn launch(
             // Upstream passes w's extents as uint32 fastdiv values; `int` here, as x's.
             args.extend(wne[1..].iter().map(|&d| KernelArg::I32(d as i32)));
             let entry = if small {
-                crate::typed!(SRC, "rms_norm_mul_add_ggml_256")
+                crate::rows::typed!(SRC, "rms_norm_mul_add_ggml_256")
             } else {
-                crate::typed!(SRC, "rms_norm_mul_add_ggml_1024")
+                crate::rows::typed!(SRC, "rms_norm_mul_add_ggml_1024")
             };
             (ggml_grid(&l), entry)
         }
@@ -287,9 +287,9 @@ pub fn launch(
             args.push(KernelArg::F32(eps));
             args.extend(wne[1..].iter().map(|&d| KernelArg::I64(d)));
             let entry = if small {
-                crate::typed!(SRC, "rms_norm_mul_add_clamped_256")
+                crate::rows::typed!(SRC, "rms_norm_mul_add_clamped_256")
             } else {
-                crate::typed!(SRC, "rms_norm_mul_add_clamped_1024")
+                crate::rows::typed!(SRC, "rms_norm_mul_add_clamped_1024")
             };
             (grid, entry)
         }
@@ -310,7 +310,7 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
 }
 
 /// Upstream: `dim3 blocks_num(nrows, nchannels, nsamples)`, extents from gridDim.
-pub static GGML: KernelImpl = KernelImpl {
+pub(crate) static GGML: KernelImpl = KernelImpl {
     name: "ggml",
     role: ImplRole::Upstream,
     about: "ggml's fused rms_norm_f32<bs, true, true> as shipped: grid (nrows, nchannels, nsamples), extents from gridDim",
@@ -318,7 +318,7 @@ pub static GGML: KernelImpl = KernelImpl {
 };
 
 /// The fix: grid clamped to the profile, true extents passed, grid-stride loops.
-pub static CLAMPED: KernelImpl = KernelImpl {
+pub(crate) static CLAMPED: KernelImpl = KernelImpl {
     name: "clamped",
     role: ImplRole::Fixed,
     about: "grid clamped to the device limits, extents passed explicitly, grid-stride loops, 64-bit offsets",

@@ -36,39 +36,40 @@ fn kern(case: &Case, f32_entry: &'static str) -> Kernel {
     })
 }
 
-pub struct SdpaPrefill;
-pub static OP: SdpaPrefill = SdpaPrefill;
+pub(crate) struct SdpaPrefill;
+pub(crate) static OP: SdpaPrefill = SdpaPrefill;
 
 /// The M4 Max's Metal maxBufferLength in the incident (41.75 GB).
-pub const INCIDENT_MAX_BUFFER_BYTES: i64 = 41_750_000_000;
+#[cfg(test)]
+pub(crate) const INCIDENT_MAX_BUFFER_BYTES: i64 = 41_750_000_000;
 /// The fix's query block (sanctum-rs 5731769).
-pub const INCIDENT_Q_CHUNK: i64 = 2048;
+pub(crate) const INCIDENT_Q_CHUNK: i64 = 2048;
 /// The limit scaled down so the transition is computable: 16 heads reach it at L = 512.
-pub const MODELLED_MAX_BUFFER_BYTES: i64 = 16 << 20;
+pub(crate) const MODELLED_MAX_BUFFER_BYTES: i64 = 16 << 20;
 /// Qwen3.6-35B-A3B's attention geometry.
-pub const INCIDENT_N_HEAD: i64 = 16;
-pub const INCIDENT_HEAD_DIM: i64 = 256;
+pub(crate) const INCIDENT_N_HEAD: i64 = 16;
+pub(crate) const INCIDENT_HEAD_DIM: i64 = 256;
 /// MLX's fused causal SDPA support matrix.
-pub const FUSED_HEAD_DIMS: [i64; 3] = [64, 80, 128];
+pub(crate) const FUSED_HEAD_DIMS: [i64; 3] = [64, 80, 128];
 
 kedge_core::params! {
     /// sdpa_prefill's parameters.
-    pub struct SdpaParams {
+    pub(crate) struct SdpaParams {
         max_buffer_bytes: int(0..=i64::MAX) = 0, "a modelled largest single buffer, so a smaller device's limit can be probed at a size kedge computes (the incident's M4 Max: 41750000000). 0: the device decides (its allocator on the GPU; the profile's largest buffer in `kedge plan`)";
         n_kv_head: int(0..=(1 << 20)) = 0, "KV heads (GQA): k and v are [head_dim, L, n_kv_head]; n_head must be a multiple. 0: n_head (plain multi-head attention)";
         q_chunk: int(1..=(i32::MAX as i64)) = INCIDENT_Q_CHUNK, "query rows per block in the chunked fix (sanctum-rs 5731769 uses 2048)";
     }
 }
 
-pub const REACH_LIMIT: &str = "the incident: Qwen3.6-35B-A3B (head_dim 256, 16 heads) on an M4 Max (Metal maxBufferLength 41.75 GB): L = 25,541 is the last fitting prompt; kedge probes the same transition with the limit scaled to 16 MiB (L* = 512)";
+pub(crate) const REACH_LIMIT: &str = "the incident: Qwen3.6-35B-A3B (head_dim 256, 16 heads) on an M4 Max (Metal maxBufferLength 41.75 GB): L = 25,541 is the last fitting prompt; kedge probes the same transition with the limit scaled to 16 MiB (L* = 512)";
 
-pub const REACH_HEAD_DIM: &str = "Qwen3.6-35B-A3B has head_dim 256: MLX has no fused causal SDPA for it, so its prefill takes the unfused fallback (64, 80 and 128 have one)";
+pub(crate) const REACH_HEAD_DIM: &str = "Qwen3.6-35B-A3B has head_dim 256: MLX has no fused causal SDPA for it, so its prefill takes the unfused fallback (64, 80 and 128 have one)";
 
-pub const REACH_CHUNK_EDGE: &str = "a prompt one token either side of the fix's 2048-row query block: one block, exactly one, or a full block and a 1-row remainder whose causal mask starts at row 2048";
+pub(crate) const REACH_CHUNK_EDGE: &str = "a prompt one token either side of the fix's 2048-row query block: one block, exactly one, or a full block and a 1-row remainder whose causal mask starts at row 2048";
 
-pub const REACH_GQA: &str = "Qwen3 and Llama 3 attention is GQA (Qwen3.6-35B-A3B: 16 query heads over 2 KV heads): each query head must read its own group's K and V";
+pub(crate) const REACH_GQA: &str = "Qwen3 and Llama 3 attention is GQA (Qwen3.6-35B-A3B: 16 query heads over 2 KV heads): each query head must read its own group's K and V";
 
-pub const REACH_CHUNK: &str = "the fix's own ceiling: 16 heads, q_chunk 2048 and 41.75 GB make the [16, 2048, L] block stop fitting past L = 318,527, above Qwen3.6's 262,144-token context, so no served prompt reaches it; here the limit is scaled to 16 MiB with q_chunk 256 (L = 1024)";
+pub(crate) const REACH_CHUNK: &str = "the fix's own ceiling: 16 heads, q_chunk 2048 and 41.75 GB make the [16, 2048, L] block stop fitting past L = 318,527, above Qwen3.6's 262,144-token context, so no served prompt reaches it; here the limit is scaled to 16 MiB with q_chunk 256 (L = 1024)";
 
 const FUSED_THREADS: u64 = 128;
 const UNFUSED_THREADS: u64 = 256;
@@ -76,7 +77,7 @@ const UNFUSED_THREADS: u64 = 256;
 const MAX_UNFUSED_HEAD_DIM: i64 = 48 * 1024 / 4;
 /// More query blocks than this is more launches than one case should issue one after the
 /// other (two per block): the chunked fix refuses and asks for a larger q_chunk.
-pub const MAX_CHUNKS: u64 = 1 << 16;
+pub(crate) const MAX_CHUNKS: u64 = 1 << 16;
 
 fn bad(msg: String) -> CaseError {
     CaseError::BadInput {
@@ -86,7 +87,7 @@ fn bad(msg: String) -> CaseError {
 }
 
 /// (head_dim, L, n_head) of a case.
-pub fn geometry(case: &Case) -> (i64, i64, i64) {
+pub(crate) fn geometry(case: &Case) -> (i64, i64, i64) {
     (case.ne[0], case.ne[1], case.ne[2])
 }
 
@@ -97,7 +98,7 @@ fn max_buffer_bytes(case: &Case) -> Option<u64> {
 }
 
 /// KV heads: the `n_kv_head` parameter, or n_head.
-pub fn n_kv_head(case: &Case) -> i64 {
+pub(crate) fn n_kv_head(case: &Case) -> i64 {
     match SdpaParams::of(case).n_kv_head {
         0 => case.ne[2],
         n => n,
@@ -110,7 +111,7 @@ fn group(case: &Case) -> i32 {
 }
 
 /// Bytes of an f32 score block [n_head, rows, L]; `None` when it does not fit in 64 bits.
-pub fn score_bytes(n_head: i64, rows: i64, l: i64) -> Option<u64> {
+pub(crate) fn score_bytes(n_head: i64, rows: i64, l: i64) -> Option<u64> {
     (n_head as u64)
         .checked_mul(rows as u64)?
         .checked_mul(l as u64)?
@@ -118,27 +119,27 @@ pub fn score_bytes(n_head: i64, rows: i64, l: i64) -> Option<u64> {
 }
 
 /// The unfused path's buffer: [n_head, L, L] f32 (the incident's 16 · L² · 4 bytes).
-pub fn unfused_scratch_bytes(case: &Case) -> Option<u64> {
+pub(crate) fn unfused_scratch_bytes(case: &Case) -> Option<u64> {
     let (_, l, h) = geometry(case);
     score_bytes(h, l, l)
 }
 
 /// Does the unfused path's score buffer fit the case's modelled `max_buffer_bytes` (always,
 /// when the case models none: then the device decides)?
-pub fn unfused_fits(case: &Case) -> bool {
+pub(crate) fn unfused_fits(case: &Case) -> bool {
     unfused_scratch_bytes(case).is_some_and(|b| max_buffer_bytes(case).is_none_or(|m| b <= m))
 }
 
 /// The longest prompt whose [n_head, L, L] f32 score buffer fits `max_buffer_bytes`:
 /// the largest L with n_head · L² · 4 <= max_buffer_bytes.
-pub fn last_fitting_len(max_buffer_bytes: u64, n_head: u64) -> u64 {
+pub(crate) fn last_fitting_len(max_buffer_bytes: u64, n_head: u64) -> u64 {
     (max_buffer_bytes / (4 * n_head)).isqrt()
 }
 
 /// The chunked fix's query block: q_chunk rows (at most L), fewer when even that block would
 /// pass `max_buffer_bytes` (so the fix cannot re-create the bug at a longer L). `None` when
 /// not one query row's scores fit.
-pub fn chunk_rows(case: &Case) -> Option<i64> {
+pub(crate) fn chunk_rows(case: &Case) -> Option<i64> {
     let (_, l, h) = geometry(case);
     let per_row = score_bytes(h, 1, l)?;
     let fit =
@@ -148,7 +149,7 @@ pub fn chunk_rows(case: &Case) -> Option<i64> {
 }
 
 /// The chunked fix's buffer: [n_head, rows, L] f32, linear in L.
-pub fn chunked_scratch_bytes(case: &Case) -> Option<u64> {
+pub(crate) fn chunked_scratch_bytes(case: &Case) -> Option<u64> {
     let (_, l, h) = geometry(case);
     score_bytes(h, chunk_rows(case)?, l)
 }
@@ -156,15 +157,15 @@ pub fn chunked_scratch_bytes(case: &Case) -> Option<u64> {
 /// The query blocks of L rows, as a formula: `count` blocks of `rows` rows, block `i` starting
 /// at row `i · rows`; the last holds what is left (`last_rows`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueryBlocks {
-    pub l: i64,
-    pub rows: i64,
-    pub count: u64,
+pub(crate) struct QueryBlocks {
+    pub(crate) l: i64,
+    pub(crate) rows: i64,
+    pub(crate) count: u64,
 }
 
 impl QueryBlocks {
     /// L rows in blocks of `rows` (rows >= 1).
-    pub fn new(l: i64, rows: i64) -> QueryBlocks {
+    pub(crate) fn new(l: i64, rows: i64) -> QueryBlocks {
         let rows = rows.max(1);
         QueryBlocks {
             l,
@@ -173,14 +174,16 @@ impl QueryBlocks {
         }
     }
     /// Block `i` as (first row, rows); `None` past the last.
-    pub fn block(&self, i: u64) -> Option<(i64, i64)> {
+    #[cfg(test)]
+    pub(crate) fn block(&self, i: u64) -> Option<(i64, i64)> {
         (i < self.count).then(|| {
             let row0 = i as i64 * self.rows;
             (row0, self.rows.min(self.l - row0))
         })
     }
     /// Rows of the last block.
-    pub fn last_rows(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn last_rows(&self) -> i64 {
         self.count
             .checked_sub(1)
             .and_then(|i| self.block(i))
@@ -189,7 +192,7 @@ impl QueryBlocks {
 }
 
 /// The query blocks of the chunked fix; `None` when not one query row's scores fit.
-pub fn chunks(case: &Case) -> Option<QueryBlocks> {
+pub(crate) fn chunks(case: &Case) -> Option<QueryBlocks> {
     Some(QueryBlocks::new(geometry(case).1, chunk_rows(case)?))
 }
 
@@ -403,7 +406,7 @@ impl Op for SdpaPrefill {
 ///
 /// `group` query heads share one k/v head (GQA; 1 for plain multi-head attention): query head
 /// `h` reads kv head `h / group`.
-pub fn causal_attention(
+pub(crate) fn causal_attention(
     q: &[f64],
     k: &[f64],
     v: &[f64],
@@ -418,7 +421,7 @@ pub fn causal_attention(
 /// Query rows [row0, row0 + rows) of every head, as the fix computes them one block at a
 /// time (output [h, rows, d]); row i still attends to keys 0..=i.
 #[allow(clippy::too_many_arguments)]
-pub fn causal_attention_rows(
+pub(crate) fn causal_attention_rows(
     q: &[f64],
     k: &[f64],
     v: &[f64],
@@ -471,7 +474,7 @@ const V: usize = 2;
 const OUT: usize = 3;
 
 /// The flash-style fused kernel, built (like MLX's) for head_dim 64, 80 and 128 only.
-pub static FUSED: KernelImpl = KernelImpl {
+pub(crate) static FUSED: KernelImpl = KernelImpl {
     name: "fused",
     role: ImplRole::Fixed,
     about: "flash-style fused causal SDPA: one block per (query row, head), online softmax, no score buffer; head_dim 64, 80, 128 only (MLX's support matrix)",
@@ -588,7 +591,7 @@ enum OverLimit {
 }
 
 /// The unfused fallback: all L query rows in one block, an [n_head, L, L] f32 score buffer.
-pub struct Unfused {
+pub(crate) struct Unfused {
     name: &'static str,
     about: &'static str,
     over_limit: OverLimit,
@@ -596,14 +599,14 @@ pub struct Unfused {
 
 /// What MLX shipped: past the buffer limit, it returns without doing any work and without an
 /// error.
-pub static UNFUSED_FALLBACK: Unfused = Unfused {
+pub(crate) static UNFUSED_FALLBACK: Unfused = Unfused {
     name: "unfused-fallback",
     about: "MLX's unfused fallback as shipped: scores [n_head, L, L] f32 in one buffer, then softmax and PV; past max_buffer_bytes it returns with no work done and no error",
     over_limit: OverLimit::Silent,
 };
 
 /// The same path with the allocation failure reported: a loud failure instead of a silent one.
-pub static UNFUSED_CHECKED: Unfused = Unfused {
+pub(crate) static UNFUSED_CHECKED: Unfused = Unfused {
     name: "unfused-checked",
     about: "the unfused fallback with its allocation failure reported (resource-limit): the loud failure the incident should have been",
     over_limit: OverLimit::Loud,
@@ -703,8 +706,8 @@ impl Impl for Unfused {
 }
 
 /// The incident's fix: the query axis in blocks, each with its own causal-mask offset.
-pub struct Chunked;
-pub static CHUNKED: Chunked = Chunked;
+pub(crate) struct Chunked;
+pub(crate) static CHUNKED: Chunked = Chunked;
 
 impl Impl for Chunked {
     fn name(&self) -> &str {
@@ -768,8 +771,8 @@ impl Impl for Chunked {
 /// MLX's dispatch as the incident met it: the fused kernel where one exists (head_dim 64, 80,
 /// 128), otherwise the unfused fallback as shipped (silent past the buffer limit). The record
 /// says which path ran (the `path` fact, and the report's case note).
-pub struct MlxDispatch;
-pub static MLX_DISPATCH: MlxDispatch = MlxDispatch;
+pub(crate) struct MlxDispatch;
+pub(crate) static MLX_DISPATCH: MlxDispatch = MlxDispatch;
 
 fn takes_fused(case: &Case) -> bool {
     FUSED_HEAD_DIMS.contains(&case.ne[0])
@@ -785,7 +788,7 @@ fn dispatched(case: &Case) -> &'static dyn Impl {
 }
 
 /// The note the report prints for a dispatch that took the fallback.
-pub fn fallback_note(case: &Case) -> String {
+pub(crate) fn fallback_note(case: &Case) -> String {
     format!(
         "mlx-dispatch at head_dim {}: no fused causal SDPA for it (MLX builds 64, 80, 128), so the unfused fallback ran, materializing a score buffer quadratic in L",
         case.ne[0]

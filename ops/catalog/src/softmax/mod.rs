@@ -22,33 +22,33 @@ use kedge_core::contract::upstream::{cpp_float, cpp_ne, ggml_float, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/softmax/softmax.cu", "softmax.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/softmax/softmax.cu", "softmax.cu");
 
 kedge_core::params! {
     /// softmax's parameters.
-    pub struct SoftmaxParams {
+    pub(crate) struct SoftmaxParams {
         scale: float = 1.0, "multiplies x before the mask is added";
         mask: bool = false, "add an f32 mask of shape [ne0, ne1, 1, 1], broadcast over dims 2 and 3";
         max_bias: float = 0.0, "ALiBi max bias (> 0 needs the mask): per-head slope on the mask";
     }
 }
 
-pub struct Softmax;
-pub static OP: Softmax = Softmax;
+pub(crate) struct Softmax;
+pub(crate) static OP: Softmax = Softmax;
 
 /// ggml's `WARP_SIZE` and `CUDA_SOFT_MAX_BLOCK_SIZE`.
-pub const WARP: u64 = 32;
-pub const MAX_BLOCK: u64 = 1024;
+pub(crate) const WARP: u64 = 32;
+pub(crate) const MAX_BLOCK: u64 = 1024;
 /// The largest ncols upstream instantiates the shared-memory body for
 /// (`launch_soft_max_kernels<32, 64, 128, 256, 512, 1024, 2048, 4096>`).
-pub const MAX_NCOLS_INSTANCE: i64 = 4096;
+pub(crate) const MAX_NCOLS_INSTANCE: i64 = 4096;
 
-pub const REACH_SMEM: &str = "KQ softmax without flash attention has ncols = n_kv: a context past the threshold (58,080 tokens on an H200, 25,312 on an RTX 3090 or GB10) takes the uncached path; sampling softmax over a vocabulary (128,256 for Llama 3, 151,936 for Qwen) is past it on every device";
-pub const REACH_BLOCK: &str =
+pub(crate) const REACH_SMEM: &str = "KQ softmax without flash attention has ncols = n_kv: a context past the threshold (58,080 tokens on an H200, 25,312 on an RTX 3090 or GB10) takes the uncached path; sampling softmax over a vocabulary (128,256 for Llama 3, 151,936 for Qwen) is past it on every device";
+pub(crate) const REACH_BLOCK: &str =
     "KQ softmax rows of n_kv tokens: every context length walks through each block-size step";
 
 /// Threads per block: `nth = WARP_SIZE; while (nth < ncols && nth < CUDA_SOFT_MAX_BLOCK_SIZE) nth *= 2;`
-pub fn block_size(ncols: i64) -> u64 {
+pub(crate) fn block_size(ncols: i64) -> u64 {
     let mut nth = WARP;
     while (nth as i64) < ncols && nth < MAX_BLOCK {
         nth *= 2;
@@ -62,7 +62,7 @@ fn pad32(n: i64) -> u64 {
 }
 
 /// Bytes the row-in-shared-memory path asks for: `(GGML_PAD(ncols, WARP_SIZE) + WARP_SIZE) * sizeof(float)`.
-pub fn shared_bytes(ncols: i64) -> u64 {
+pub(crate) fn shared_bytes(ncols: i64) -> u64 {
     (pad32(ncols) + WARP) * 4
 }
 
@@ -74,7 +74,7 @@ pub fn smem_threshold(limits: &LimitsProfile) -> i64 {
 }
 
 /// ALiBi parameters as ggml's host code computes them, in f32: (n_head_log2, m0, m1).
-pub fn alibi_params(n_head: i64, max_bias: f32) -> (u32, f32, f32) {
+pub(crate) fn alibi_params(n_head: i64, max_bias: f32) -> (u32, f32, f32) {
     let n_head = n_head.clamp(1, u32::MAX as i64) as u32;
     let n_head_log2 = 1u32 << (n_head as f32).log2().floor() as u32;
     let m0 = 2.0f32.powf(-max_bias / n_head_log2 as f32);
@@ -83,7 +83,7 @@ pub fn alibi_params(n_head: i64, max_bias: f32) -> (u32, f32, f32) {
 }
 
 /// ggml's `get_alibi_slope` in f64 (the reference's).
-pub fn alibi_slope(max_bias: f64, h: u32, n_head: i64) -> f64 {
+pub(crate) fn alibi_slope(max_bias: f64, h: u32, n_head: i64) -> f64 {
     if max_bias <= 0.0 {
         return 1.0;
     }
@@ -99,7 +99,7 @@ pub fn alibi_slope(max_bias: f64, h: u32, n_head: i64) -> f64 {
 }
 
 /// Softmax of one row in f64, max-subtracted.
-pub fn softmax_row(v: &mut [f64]) {
+pub(crate) fn softmax_row(v: &mut [f64]) {
     let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let mut sum = 0.0;
     for x in v.iter_mut() {
@@ -411,9 +411,9 @@ fn ggml_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     let [n0, n1, n2, n3] = case.ne;
     let (shared, smem) = smem_choice(n0, limits);
     let entry = if shared {
-        crate::typed!(SRC, "softmax_ggml_shared")
+        crate::rows::typed!(SRC, "softmax_ggml_shared")
     } else {
-        crate::typed!(SRC, "softmax_ggml_global")
+        crate::rows::typed!(SRC, "softmax_ggml_global")
     };
     let mut args = pointers(case).to_vec();
     args.push(KernelArg::I32(n0 as i32));
@@ -442,9 +442,9 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     }
     let (shared, smem) = smem_choice(n0, limits);
     let entry = if shared {
-        crate::typed!(SRC, "softmax_clamped_shared")
+        crate::rows::typed!(SRC, "softmax_clamped_shared")
     } else {
-        crate::typed!(SRC, "softmax_clamped_global")
+        crate::rows::typed!(SRC, "softmax_clamped_global")
     };
     let mut args = pointers(case).to_vec();
     args.extend([
@@ -469,14 +469,14 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     ))
 }
 
-pub static GGML: KernelImpl = KernelImpl {
+pub(crate) static GGML: KernelImpl = KernelImpl {
     name: "ggml",
     role: ImplRole::Upstream,
     about: "ggml softmax.cu as shipped: grid (ne01, ne02, ne03), row in shared memory when it fits the opt-in limit, else cached in dst (recomputed from x for a 16-bit dst; the cooperative column-parallel path for scale 1 / no mask is not modelled)",
     plan: ggml_plan,
 };
 
-pub static CLAMPED: KernelImpl = KernelImpl {
+pub(crate) static CLAMPED: KernelImpl = KernelImpl {
     name: "clamped",
     role: ImplRole::Fixed,
     about: "grid clamped to the device limits, heads and ne[3] walked with grid-stride loops; same shared-memory choice as ggml",

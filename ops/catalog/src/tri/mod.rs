@@ -16,28 +16,28 @@ use kedge_core::contract::upstream::{cpp_ne, vars_ne};
 use kedge_core::model::host::HostTensor;
 use kedge_core::*;
 
-crate::row_kernel_source!(SRC = "ops/catalog/src/tri/tri.cu", "tri.cu");
+crate::rows::row_kernel_source!(SRC = "ops/catalog/src/tri/tri.cu", "tri.cu");
 
-pub const MODES: [&str; 4] = ["lower", "lower_diag", "upper", "upper_diag"];
+pub(crate) const MODES: [&str; 4] = ["lower", "lower_diag", "upper", "upper_diag"];
 
 kedge_core::params! {
     /// tri's parameters.
-    pub struct TriParams {
+    pub(crate) struct TriParams {
         mode: choice(MODES) = "lower", "which triangle is kept: lower (col < row), lower_diag (<=), upper (>), upper_diag (>=)";
         row_pad: int(0..=4096) = 0, "extra elements after each input row: a non-contiguous view";
     }
 }
 
-pub struct Tri;
-pub static OP: Tri = Tri;
+pub(crate) struct Tri;
+pub(crate) static OP: Tri = Tri;
 
 /// ggml's `CUDA_TRI_BLOCK_SIZE`.
-pub const BLOCK: u64 = 256;
+pub(crate) const BLOCK: u64 = 256;
 
-pub const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify TRI's consumers; a batch of more than 65535 masks is not a shape any known graph builds)";
+pub(crate) const REACH_GRID: &str = "synthetic: no known model reaches it (the incident could not identify TRI's consumers; a batch of more than 65535 masks is not a shape any known graph builds)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Lower,
     LowerDiag,
     Upper,
@@ -45,7 +45,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn of(case: &Case) -> Mode {
+    pub(crate) fn of(case: &Case) -> Mode {
         match TriParams::of(case).mode {
             "lower_diag" => Mode::LowerDiag,
             "upper" => Mode::Upper,
@@ -53,7 +53,7 @@ impl Mode {
             _ => Mode::Lower,
         }
     }
-    pub fn keeps(self, i0: usize, i1: usize) -> bool {
+    pub(crate) fn keeps(self, i0: usize, i1: usize) -> bool {
         match self {
             Mode::Lower => i0 < i1,
             Mode::LowerDiag => i0 <= i1,
@@ -62,7 +62,7 @@ impl Mode {
         }
     }
     /// ggml's enum name and value (`GGML_TRI_TYPE_UPPER_DIAG = 0, UPPER = 1, LOWER_DIAG = 2, LOWER = 3`).
-    pub fn ggml(self) -> (&'static str, i32) {
+    pub(crate) fn ggml(self) -> (&'static str, i32) {
         match self {
             Mode::UpperDiag => ("GGML_TRI_TYPE_UPPER_DIAG", 0),
             Mode::Upper => ("GGML_TRI_TYPE_UPPER", 1),
@@ -71,7 +71,7 @@ impl Mode {
         }
     }
     /// The kernel's split of row i1 at `i1 + add`: (prefix kept?, add), as tri.cu templates it.
-    pub fn split(self) -> (i32, i32) {
+    pub(crate) fn split(self) -> (i32, i32) {
         match self {
             Mode::Lower => (1, 0),
             Mode::LowerDiag => (1, 1),
@@ -224,7 +224,7 @@ fn ggml_plan(case: &Case, _limits: &LimitsProfile) -> Result<Plan, Refusal> {
     let [_, n1, n2, n3] = case.ne;
     Ok(Plan::single(
         LaunchPlan::new(
-            crate::typed!(SRC, "tri_ggml").kernel(case.dtype)?,
+            crate::rows::typed!(SRC, "tri_ggml").kernel(case.dtype)?,
             [n1 as u64, n2 as u64, n3 as u64],
             [BLOCK, 1, 1],
             0,
@@ -245,7 +245,7 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     }
     Ok(Plan::single(
         LaunchPlan::new(
-            crate::typed!(SRC, "tri_clamped").kernel(case.dtype)?,
+            crate::rows::typed!(SRC, "tri_clamped").kernel(case.dtype)?,
             [
                 n1 as u64,
                 (n2 as u64).min(limits.grid_limit(1)),
@@ -258,14 +258,14 @@ fn clamped_plan(case: &Case, limits: &LimitsProfile) -> Result<Plan, Refusal> {
     ))
 }
 
-pub static GGML: KernelImpl = KernelImpl {
+pub(crate) static GGML: KernelImpl = KernelImpl {
     name: "ggml",
     role: ImplRole::Upstream,
     about: "ggml tri.cu as shipped: 256 threads per row, grid (ne01, ne02, ne03)",
     plan: ggml_plan,
 };
 
-pub static CLAMPED: KernelImpl = KernelImpl {
+pub(crate) static CLAMPED: KernelImpl = KernelImpl {
     name: "clamped",
     role: ImplRole::Fixed,
     about: "grid clamped to the device limits, ne[2] and ne[3] walked with grid-stride loops",

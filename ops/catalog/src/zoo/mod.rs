@@ -28,25 +28,29 @@ kedge_core::kernel_source!(SRC = "ops/catalog/src/zoo/zoo_rows.cu", "zoo_rows.cu
 /// Threads per block (`ZOO_BLOCK` in the kernel file).
 const BLOCK: u64 = 128;
 
-pub struct ZooRows;
-pub static OP: ZooRows = ZooRows;
+pub(crate) struct ZooRows;
+pub(crate) static OP: ZooRows = ZooRows;
 
 /// The ncols at which `planted-wrong-at-one-size` is wrong (a smoke shape has it).
-pub const WRONG_SIZE: i64 = 1000;
+pub(crate) const WRONG_SIZE: i64 = 1000;
 
 /// A zoo impl as data: its kernel and whether the kernel takes a scratch buffer. Its run is
 /// its plan: one block per row, every kernel taking (x, dst, ncols, nrows[, scratch]).
-pub struct ZooImpl {
-    pub name: &'static str,
-    pub kernel: Kernel,
-    pub role: ImplRole,
-    pub about: &'static str,
-    pub scratch: bool,
+pub(crate) struct ZooImpl {
+    pub(crate) name: &'static str,
+    pub(crate) kernel: Kernel,
+    pub(crate) role: ImplRole,
+    pub(crate) about: &'static str,
+    pub(crate) scratch: bool,
 }
 
 impl ZooImpl {
     /// The one launch: rows on grid.x, refused past the kernel's int column index or grid.x.
-    pub fn launch(&self, case: &Case, limits: &LimitsProfile) -> Result<LaunchPlan, Refusal> {
+    pub(crate) fn launch(
+        &self,
+        case: &Case,
+        limits: &LimitsProfile,
+    ) -> Result<LaunchPlan, Refusal> {
         let [n0, n1, n2, n3] = case.ne;
         if n0 > i32::MAX as i64 {
             return Err(format!("ne[0] = {n0} does not fit the kernel's int column index").into());
@@ -93,7 +97,7 @@ impl Impl for ZooImpl {
     }
 }
 
-pub static CLEAN: ZooImpl = ZooImpl {
+pub(crate) static CLEAN: ZooImpl = ZooImpl {
     name: "clean",
     kernel: SRC.entry("zoo_rows_clean"),
     role: ImplRole::Fixed,
@@ -101,7 +105,7 @@ pub static CLEAN: ZooImpl = ZooImpl {
     scratch: false,
 };
 
-pub static READ_PAST_ROW_END_LAST_BLOCK: ZooImpl = ZooImpl {
+pub(crate) static READ_PAST_ROW_END_LAST_BLOCK: ZooImpl = ZooImpl {
     name: "planted-read-past-row-end-last-block",
     kernel: SRC.entry("zoo_rows_read_past_row_end_last_block"),
     role: ImplRole::Planted {
@@ -112,7 +116,7 @@ pub static READ_PAST_ROW_END_LAST_BLOCK: ZooImpl = ZooImpl {
     scratch: false,
 };
 
-pub static READ_BEFORE_START: ZooImpl = ZooImpl {
+pub(crate) static READ_BEFORE_START: ZooImpl = ZooImpl {
     name: "planted-read-before-start",
     kernel: SRC.entry("zoo_rows_read_before_start"),
     role: ImplRole::Planted {
@@ -123,7 +127,7 @@ pub static READ_BEFORE_START: ZooImpl = ZooImpl {
     scratch: false,
 };
 
-pub static UNINIT_GLOBAL_READ: ZooImpl = ZooImpl {
+pub(crate) static UNINIT_GLOBAL_READ: ZooImpl = ZooImpl {
     name: "planted-uninit-global-read",
     kernel: SRC.entry("zoo_rows_uninit_global_read"),
     role: ImplRole::Planted {
@@ -134,7 +138,7 @@ pub static UNINIT_GLOBAL_READ: ZooImpl = ZooImpl {
     scratch: true,
 };
 
-pub static MISSING_SYNCTHREADS: ZooImpl = ZooImpl {
+pub(crate) static MISSING_SYNCTHREADS: ZooImpl = ZooImpl {
     name: "planted-missing-syncthreads",
     kernel: SRC.entry("zoo_rows_missing_syncthreads"),
     role: ImplRole::Planted {
@@ -145,7 +149,7 @@ pub static MISSING_SYNCTHREADS: ZooImpl = ZooImpl {
     scratch: false,
 };
 
-pub static UNWRITTEN_TAIL: ZooImpl = ZooImpl {
+pub(crate) static UNWRITTEN_TAIL: ZooImpl = ZooImpl {
     name: "planted-unwritten-tail",
     kernel: SRC.entry("zoo_rows_unwritten_tail"),
     role: ImplRole::Planted {
@@ -156,7 +160,7 @@ pub static UNWRITTEN_TAIL: ZooImpl = ZooImpl {
     scratch: false,
 };
 
-pub static WRONG_AT_ONE_SIZE: ZooImpl = ZooImpl {
+pub(crate) static WRONG_AT_ONE_SIZE: ZooImpl = ZooImpl {
     name: "planted-wrong-at-one-size",
     kernel: SRC.entry("zoo_rows_wrong_at_one_size"),
     role: ImplRole::Planted {
@@ -167,7 +171,7 @@ pub static WRONG_AT_ONE_SIZE: ZooImpl = ZooImpl {
     scratch: false,
 };
 
-pub static WRITE_PAST_END: ZooImpl = ZooImpl {
+pub(crate) static WRITE_PAST_END: ZooImpl = ZooImpl {
     name: "planted-write-past-end",
     kernel: SRC.entry("zoo_rows_write_past_end"),
     role: ImplRole::Planted {

@@ -12,7 +12,7 @@ use kedge_ggml::{GluOp, UnaryOp};
 /// `[65536, ne1]`: 32767 rows fit, 32768 rows are 2^31 elements, 65537 rows are 2^32 + 65536.
 /// The generated count boundary (2^31 elements on ne[1] from `[64, 1, 1, 1]`) reaches the
 /// launch error as well.
-pub fn int_k_bounds(tag: &'static str) -> Vec<Boundary> {
+pub(crate) fn int_k_bounds(tag: &'static str) -> Vec<Boundary> {
     vec![Boundary::ne(
         format!("{tag}: elements across 2^31 and 2^32 (int k in the kernel launch)"),
         1,
@@ -23,10 +23,10 @@ pub fn int_k_bounds(tag: &'static str) -> Vec<Boundary> {
     .with_values(vec![32767, 32768, 65537])]
 }
 
-pub const REACH_BIG_ACTIVATION: &str = "an activation of 2^31 elements: d_ff x tokens >= 2.1e9 (14336 x 150k tokens in one ubatch); mostly a size boundary";
+pub(crate) const REACH_BIG_ACTIVATION: &str = "an activation of 2^31 elements: d_ff x tokens >= 2.1e9 (14336 x 150k tokens in one ubatch); mostly a size boundary";
 
 /// test_unary(op, type, ne_a, v): `GELU(type=f32,ne_a=[...],v=0)`.
-pub fn unary_line(case: &Case, op: &str) -> UpstreamRepro {
+pub(crate) fn unary_line(case: &Case, op: &str) -> UpstreamRepro {
     repro(
         op,
         format!(
@@ -39,7 +39,7 @@ pub fn unary_line(case: &Case, op: &str) -> UpstreamRepro {
 }
 
 /// test_sqr-style constructors: `test_X(type, ne)`, `X(type=f32,ne=[...])`.
-pub fn type_ne_line(ctor: &str, op: &str, case: &Case) -> UpstreamRepro {
+pub(crate) fn type_ne_line(ctor: &str, op: &str, case: &Case) -> UpstreamRepro {
     repro(
         op,
         format!("{ctor}({}, {})", case.dtype.ggml_type(), cpp_arr(&case.ne)),
@@ -49,7 +49,7 @@ pub fn type_ne_line(ctor: &str, op: &str, case: &Case) -> UpstreamRepro {
 
 macro_rules! unary_entry {
     ($NAME:ident, $name:literal, $op:literal, $method:ident, $about:literal) => {
-        pub const $NAME: GgmlOpEntry = GgmlOpEntry {
+        pub(crate) const $NAME: GgmlOpEntry = GgmlOpEntry {
             name: $name,
             upstream: $op,
             about: $about,
@@ -206,7 +206,7 @@ unary_entry!(
 
 macro_rules! math_entry {
     ($NAME:ident, $name:literal, $op:literal, $ctor:literal, $method:ident, $inputs:expr, $about:literal) => {
-        pub const $NAME: GgmlOpEntry = GgmlOpEntry {
+        pub(crate) const $NAME: GgmlOpEntry = GgmlOpEntry {
             name: $name,
             upstream: $op,
             about: $about,
@@ -276,13 +276,13 @@ math_entry!(
 
 kedge_core::params! {
     /// CLAMP's bounds.
-    pub struct ClampParams {
+    pub(crate) struct ClampParams {
         min: float = -0.5, "lower bound";
         max: float = 0.5, "upper bound";
     }
 }
 
-pub const CLAMP: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const CLAMP: GgmlOpEntry = GgmlOpEntry {
     name: "clamp",
     upstream: "CLAMP",
     about: "min(max(x, min), max), elementwise, in place (ggml_clamp's result is a view of x)",
@@ -327,12 +327,12 @@ pub const CLAMP: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// LEAKY_RELU's slope.
-    pub struct LeakyReluParams {
+    pub(crate) struct LeakyReluParams {
         negative_slope: float = 0.1, "slope for x < 0";
     }
 }
 
-pub const LEAKY_RELU: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const LEAKY_RELU: GgmlOpEntry = GgmlOpEntry {
     name: "leaky_relu",
     upstream: "LEAKY_RELU",
     about: "x > 0 ? x : slope*x, elementwise, in place as test-backend-ops builds it",
@@ -372,13 +372,13 @@ pub const LEAKY_RELU: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// SCALE's factor and bias.
-    pub struct ScaleParams {
+    pub(crate) struct ScaleParams {
         scale: float = 2.0, "factor";
         bias: float = 0.0, "added after scaling";
     }
 }
 
-pub const SCALE: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SCALE: GgmlOpEntry = GgmlOpEntry {
     name: "scale",
     upstream: "SCALE",
     about: "scale*x + bias, elementwise (ggml_scale_bias); an int64 grid-stride kernel: a control",
@@ -428,7 +428,7 @@ pub const SCALE: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// A GLU's form.
-    pub struct GluParams {
+    pub(crate) struct GluParams {
         swapped: bool = false, "the first half of each row gates the second (fused form only)";
         split: bool = false, "the gate in its own tensor of the same shape (ggml_X_split)";
     }
@@ -507,7 +507,7 @@ const GLU_SMOKE: &[Smoke] = &[
 
 macro_rules! glu_entry {
     ($NAME:ident, $name:literal, $op:literal, $variant:ident, $about:literal) => {
-        pub const $NAME: GgmlOpEntry = GgmlOpEntry {
+        pub(crate) const $NAME: GgmlOpEntry = GgmlOpEntry {
             name: $name,
             upstream: $op,
             about: $about,
@@ -565,13 +565,13 @@ glu_entry!(
 
 kedge_core::params! {
     /// SWIGLU_OAI's clamp.
-    pub struct SwigluOaiParams {
+    pub(crate) struct SwigluOaiParams {
         alpha: float = 1.702, "sigmoid slope";
         limit: float = 7.0, "clamp of value and gate";
     }
 }
 
-pub const SWIGLU_OAI: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SWIGLU_OAI: GgmlOpEntry = GgmlOpEntry {
     name: "swiglu_oai",
     upstream: "SWIGLU_OAI",
     about: "gpt-oss' clamped SwiGLU, value in a and gate in b (same shape)",
@@ -626,7 +626,7 @@ pub const SWIGLU_OAI: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_bin_bcast's repeat: `a` is `ne * nr`, `b` is `ne`, broadcast over `a`.
-    pub struct BinParams {
+    pub(crate) struct BinParams {
         nr0: int(1..=1 << 20) = 1, "a's ne[0] is ne[0] * nr0";
         nr1: int(1..=1 << 20) = 2, "a's ne[1] is ne[1] * nr1";
         nr2: int(1..=1 << 20) = 1, "a's ne[2] is ne[2] * nr2";
@@ -721,7 +721,7 @@ const BIN_SMOKE: &[Smoke] = &[
 
 macro_rules! bin_entry {
     ($NAME:ident, $name:literal, $op:literal, $method:ident, $f:literal, $inputs:expr, $about:literal) => {
-        pub const $NAME: GgmlOpEntry = GgmlOpEntry {
+        pub(crate) const $NAME: GgmlOpEntry = GgmlOpEntry {
             name: $name,
             upstream: $op,
             about: $about,

@@ -13,7 +13,7 @@ fn ne_times(ne: Ne, nr: [i64; 4]) -> Ne {
 
 kedge_core::params! {
     /// Zeros before (lp) and after (rp) each dimension. test_pad's defaults: one after ne0, ne1.
-    pub struct PadParams {
+    pub(crate) struct PadParams {
         lp0: int(0..=1 << 20) = 0, "zeros before dim 0";
         rp0: int(0..=1 << 20) = 1, "zeros after dim 0";
         lp1: int(0..=1 << 20) = 0, "zeros before dim 1";
@@ -43,7 +43,7 @@ const PAD_ZERO: &[(&str, Pv)] = &[
     ("rp3", Pv::I(0)),
 ];
 
-pub const PAD: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
     name: "pad",
     upstream: "PAD",
     about: "zeros around each dimension (ggml_pad_ext; ggml_pad is the right-side case). The line is test_pad where only the ends of dims 0 and 1 are padded, test_pad_ext otherwise",
@@ -160,7 +160,7 @@ pub const PAD: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_concat's layout: b's size along `dim`, and which input is a view (`v` bits).
-    pub struct ConcatParams {
+    pub(crate) struct ConcatParams {
         dim: int(0..=3) = 2, "the dimension joined along";
         ne_b_d: int(0..=1 << 30) = 0, "b's size along dim (0: a's)";
         v: int(0..=15) = 0, "views: 1 a (first three dims), 2 b (first three), 4 a (last two), 8 b (last two)";
@@ -176,7 +176,7 @@ fn concat_shapes(c: &Case) -> (usize, i64, Ne, Ne, Ne) {
     (d, nbd, c.ne, b, out)
 }
 
-pub const CONCAT: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
     name: "concat",
     upstream: "CONCAT",
     about: "a and b joined along dim; v makes either a view of a larger tensor exactly as test_concat does (the non-contiguous CUDA path puts dst ne1, ne2, ne3 on the grid)",
@@ -272,7 +272,7 @@ pub const CONCAT: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// How many times each dimension repeats.
-    pub struct RepeatParams {
+    pub(crate) struct RepeatParams {
         nr0: int(1..=1 << 20) = 2, "repeats of dim 0";
         nr1: int(1..=1 << 20) = 2, "repeats of dim 1";
         nr2: int(1..=1 << 20) = 2, "repeats of dim 2";
@@ -295,7 +295,7 @@ fn repeat_probe(ne0: i64) -> Option<ProbeBase> {
     })
 }
 
-pub const REPEAT: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const REPEAT: GgmlOpEntry = GgmlOpEntry {
     name: "repeat",
     upstream: "REPEAT",
     about: "x tiled nr times along each dimension (ggml_repeat; the target tensor test-backend-ops passes only gives the shape)",
@@ -335,7 +335,7 @@ pub const REPEAT: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
-pub const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
     name: "repeat_back",
     upstream: "REPEAT_BACK",
     about: "sums the nr repetitions of src (ne * nr) into ne: REPEAT's gradient. The generated ne[1] probe at 65536 with nr = [2, 1, 1, 1] is B9 (binbcast.cu:406 puts the destination's ne1 on grid.y; supports_op caps only src ne2*ne3)",
@@ -380,12 +380,12 @@ pub const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// GET_ROWS' rows gathered per batch.
-    pub struct GetRowsParams {
+    pub(crate) struct GetRowsParams {
         r: int(1..=1 << 30) = 3, "rows to get (test_get_rows' r)";
     }
 }
 
-pub const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "get_rows",
     upstream: "GET_ROWS",
     about: "gathers r rows of a [n, m, be1, be2] table by i32 indices in [0, m) (test_get_rows: ne = [n, m, be1, be2]) in the case's dtype (any block format, made by the build under test from kedge's f32 values); the result is f32 [n, r, be1, be2] (i32 for an i32 table). getrows.cu clamps its grid and loops: a control",
@@ -454,7 +454,7 @@ pub const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_set_rows' rows and broadcast.
-    pub struct SetRowsParams {
+    pub(crate) struct SetRowsParams {
         r: int(0..=1 << 30) = 0, "rows set per (ne2, ne3) index row (0: all ne1, a permutation)";
         nr2: int(1..=1 << 20) = 1, "the destination's ne2 is ne2 * nr2";
         nr3: int(1..=1 << 20) = 1, "the destination's ne3 is ne3 * nr3";
@@ -467,7 +467,7 @@ fn set_rows_dims(c: &Case) -> (i64, Ne) {
     (r, [c.ne[0], c.ne[1], c.ne[2] * p.nr2, c.ne[3] * p.nr3])
 }
 
-pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "set_rows",
     upstream: "SET_ROWS",
     about: "writes r f32 rows into a destination of the case's dtype (any block format ggml quantizes without an importance matrix: quantized by the kernel under test, compared dequantized) at i32 row indices (a shuffled subset of 0..ne1 per index row, as test-backend-ops draws them); the result is the destination itself, and rows not set keep its values. Indices are i32 (kedge has no i64 tensors; the CUDA kernel is the same template for both)",
@@ -560,7 +560,7 @@ pub const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// CPY's destination.
-    pub struct CpyParams {
+    pub(crate) struct CpyParams {
         dst: choice(["f32", "f16", "bf16", "i32", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q1_0", "q2_0", "mxfp4", "nvfp4", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "tq2_0", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq1_s", "iq1_m", "iq4_nl", "iq3_s", "iq4_xs"]) = "f32", "the destination's type";
         dst_row_pad: int(0..=1 << 30) = 0, "the destination is a view of [ne0 + pad, ne1, ne2, ne3] (test_cpy's dst_alloc): strided rows";
     }
@@ -608,7 +608,7 @@ fn cpy_dst(c: &Case) -> Result<TensorSpec, CaseError> {
     }
 }
 
-pub const CPY: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const CPY: GgmlOpEntry = GgmlOpEntry {
     name: "cpy",
     upstream: "CPY",
     about: "x copied (converted) into a destination of another type (any block format either way: quantized by the kernel under test, compared dequantized), or into strided rows of a larger buffer (dst_row_pad: test_cpy's dst_alloc; the buffer kedge allocates ends at the view's last element)",
@@ -741,7 +741,7 @@ pub const CPY: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// CONT's source view.
-    pub struct ContParams {
+    pub(crate) struct ContParams {
         slice: bool = false, "the source is test_cont's view slice [ne0, 1, ne2, ne3] (offset ne1 - 1 elements) instead of the transpose";
     }
 }
@@ -754,7 +754,7 @@ fn cont_out(c: &Case) -> Ne {
     }
 }
 
-pub const CONT: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
     name: "cont",
     upstream: "CONT",
     about: "a contiguous copy of x transposed (dims 0 and 1 swapped), or of test_cont's view slice",
@@ -826,7 +826,7 @@ pub const CONT: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// ACC's b: its shape (0: a's size in that dimension).
-    pub struct AccParams {
+    pub(crate) struct AccParams {
         b0: int(0..=1 << 30) = 0, "b's ne0 (0: a's)";
         b1: int(0..=1 << 30) = 0, "b's ne1 (0: a's)";
         b2: int(0..=1 << 30) = 0, "b's ne2 (0: a's)";
@@ -845,7 +845,7 @@ fn acc_b(c: &Case) -> Ne {
     ]
 }
 
-pub const ACC: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const ACC: GgmlOpEntry = GgmlOpEntry {
     name: "acc",
     upstream: "ACC",
     about: "a with b added into its leading corner (a's strides, offset 0), as test_acc with stride_dim -1",
@@ -924,12 +924,12 @@ pub const ACC: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// DIAG_MASK_INF's offset.
-    pub struct DiagMaskParams {
+    pub(crate) struct DiagMaskParams {
         n_past: int(0..=1 << 30) = 5, "columns past the diagonal kept";
     }
 }
 
-pub const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
     name: "diag_mask_inf",
     upstream: "DIAG_MASK_INF",
     about: "-inf above the diagonal shifted by n_past, in every [ne0, ne1] matrix (the causal mask of attention without flash attention)",

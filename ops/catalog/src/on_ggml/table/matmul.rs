@@ -10,10 +10,10 @@ use super::*;
 use kedge_core::OpParams;
 
 /// Every weight type test-backend-ops runs MUL_MAT and MUL_MAT_ID over (its `all_types`).
-pub const WEIGHT_TYPES: &[DType] = &WEIGHT_TYPE_LIST;
+pub(crate) const WEIGHT_TYPES: &[DType] = &WEIGHT_TYPE_LIST;
 
 /// `WEIGHT_TYPES` as an array, for the lists made from it at compile time.
-pub const WEIGHT_TYPE_LIST: [DType; 27] = [
+pub(crate) const WEIGHT_TYPE_LIST: [DType; 27] = [
     DType::F32,
     DType::F16,
     DType::Bf16,
@@ -92,7 +92,7 @@ const REACH_DECODE: &str = "decode (n = 1) and small batches (speculative drafts
 
 kedge_core::params! {
     /// test_mul_mat's batching.
-    pub struct MulMatParams {
+    pub(crate) struct MulMatParams {
         bs0: int(1..=1 << 20) = 1, "weight batches in dim 2";
         bs1: int(1..=1 << 20) = 1, "weight batches in dim 3";
         nr0: int(1..=1 << 20) = 1, "b's dim-2 batches per weight batch (broadcast)";
@@ -197,7 +197,7 @@ fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
     v
 }
 
-pub const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
     name: "mul_mat",
     upstream: "MUL_MAT",
     about: "dst = a^T b per batch: ne = [k, m, n, 1] with weight a [k, m, bs0, bs1] in the case's dtype (any of ggml's block formats: quantized by the build under test from kedge's f32 values, as test-backend-ops makes its weights) and f32 b [k, n, bs0*nr0, bs1*nr1] (test_mul_mat's m, n, k, bs, nr)",
@@ -240,7 +240,7 @@ pub const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_mul_mat_id's experts.
-    pub struct MulMatIdParams {
+    pub(crate) struct MulMatIdParams {
         n_mats: int(1..=1 << 16) = 8, "experts";
         n_used: int(0..=1 << 16) = 2, "experts per token (0: all)";
         b: bool = false, "one b row per token, broadcast over its experts";
@@ -276,7 +276,7 @@ fn mul_mat_id_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
     ])
 }
 
-pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
     name: "mul_mat_id",
     upstream: "MUL_MAT_ID",
     about: "a mixture of experts' matrix products: ne = [k, m, n, 1] with n tokens, experts [k, m, n_mats] in the case's dtype (any block format, made as for mul_mat), per-token distinct expert ids (the first n_used of a shuffled 0..n_mats, as test-backend-ops draws them) and f32 b [k, n_used or 1, n]",
@@ -369,7 +369,7 @@ pub const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_out_prod's batching and b's layout.
-    pub struct OutProdParams {
+    pub(crate) struct OutProdParams {
         bs0: int(1..=1 << 20) = 1, "a's batches in dim 2";
         bs1: int(1..=1 << 20) = 1, "a's batches in dim 3";
         nr0: int(1..=1 << 20) = 1, "b's dim-2 batches per batch of a (broadcast)";
@@ -378,7 +378,7 @@ kedge_core::params! {
     }
 }
 
-pub const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
     name: "out_prod",
     upstream: "OUT_PROD",
     about: "dst[i, j] = sum over k of a[i, k] b[j, k], per batch: ne = [m, n, k, 1] with a [m, k, bs0, bs1] and b [n, k, bs0*nr0, bs1*nr1] (trans_b: [k, n, ...] transposed), in f32, the one type ggml's CUDA backend computes it in (test_out_prod's m, n, k, bs, nr, trans_b)",

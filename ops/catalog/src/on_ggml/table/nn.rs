@@ -24,7 +24,7 @@ fn positions(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
 
 kedge_core::params! {
     /// test_rope's parameters (n_ctx 512, fs 1, ef 0, af 1: YaRN off).
-    pub struct RopeCaseParams {
+    pub(crate) struct RopeCaseParams {
         n_dims: int(0..=1 << 30) = 0, "rotated dimensions (0: all of ne0)";
         mode: choice(["normal", "neox"]) = "normal", "pairs (x[2i], x[2i+1]) or (x[i], x[i + n_dims/2])";
         ff: bool = false, "frequency factors (f32 [n_dims/2] in [0.9, 1.1))";
@@ -40,7 +40,7 @@ fn n_dims(c: &Case) -> i64 {
     }
 }
 
-pub const ROPE: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
     name: "rope",
     upstream: "ROPE",
     about: "rotary position embedding of x [head_dim, n_head, n_tokens, 1] at i32 positions [n_tokens] in [0, 512) (ggml_rope_ext, YaRN off)",
@@ -145,13 +145,13 @@ pub const ROPE: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_rms_norm_mul_rope's parameters (no multi_add, no set_rows, no broadcast).
-    pub struct RmsNormMulRopeParams {
+    pub(crate) struct RmsNormMulRopeParams {
         eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean of squares";
         mode: choice(["normal", "neox"]) = "normal", "RoPE mode";
     }
 }
 
-pub const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
     name: "rms_norm_mul_rope",
     upstream: "RMS_NORM_MUL_ROPE",
     about: "QK-norm then RoPE: rope(rms_norm(a) * b, pos) over [head_dim, n_head, n_tokens, 1], which ggml's CUDA backend fuses into one kernel (rope.cu:711-851); n_dims = ne0",
@@ -228,7 +228,7 @@ pub const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_flash_attn_ext's parameters beyond ne = [hsk, nb, nh, 1].
-    pub struct FlashAttnParams {
+    pub(crate) struct FlashAttnParams {
         kv: int(1..=1 << 30) = 96, "keys and values";
         hsv: int(0..=1 << 16) = 0, "V head size (0: hsk)";
         gqa: int(1..=1 << 10) = 1, "query heads per K/V head (nr23[0])";
@@ -280,7 +280,7 @@ fn kq_mask(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
     span_tensor(s, &v)
 }
 
-pub const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
     name: "flash_attn_ext",
     upstream: "FLASH_ATTN_EXT",
     about: "attention softmax(q k^T / sqrt(hsk) + mask) v: ne = [hsk, nb queries, nh heads, 1], f32 q, K/V of the case's dtype laid out as test_flash_attn_ext makes them (views of [hs, 2*kv, nh] caches: heads outer), f32 precision; the result is [hsv, nh*gqa, nb, 1]",
@@ -379,13 +379,13 @@ pub const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// TIMESTEP_EMBEDDING's size.
-    pub struct TimestepParams {
+    pub(crate) struct TimestepParams {
         dim: int(1..=1 << 20) = 320, "embedding size";
         max_period: int(1..=1 << 30) = 10000, "the longest sinusoid's period";
     }
 }
 
-pub const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
     name: "timestep_embedding",
     upstream: "TIMESTEP_EMBEDDING",
     about: "sinusoidal embeddings f32 [dim, n] of n f32 timesteps (ne = [n, 1, 1, 1])",
@@ -485,7 +485,7 @@ fn scale_mode(name: &str) -> (ScaleMode, &'static str) {
 
 kedge_core::params! {
     /// UPSCALE's factor and mode.
-    pub struct UpscaleParams {
+    pub(crate) struct UpscaleParams {
         scale_factor: int(2..=1 << 10) = 2, "ne0 and ne1 grow by this factor (ggml_upscale asserts > 1)";
         mode: choice(SCALE_MODES) = "nearest", "sampling";
     }
@@ -504,7 +504,7 @@ fn resample_probe() -> Option<ProbeBase> {
 
 const REACH_VAE: Reach = Reach("the SD / Wan VAE decoder's upsampling at high resolution");
 
-pub const UPSCALE: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const UPSCALE: GgmlOpEntry = GgmlOpEntry {
     name: "upscale",
     upstream: "UPSCALE",
     about:
@@ -577,7 +577,7 @@ pub const UPSCALE: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// INTERPOLATE's target shape (0: the source's size) and mode.
-    pub struct InterpolateParams {
+    pub(crate) struct InterpolateParams {
         t0: int(0..=1 << 30) = 0, "target ne0 (0: ne0)";
         t1: int(0..=1 << 30) = 0, "target ne1 (0: ne1)";
         t2: int(0..=1 << 30) = 0, "target ne2 (0: ne2)";
@@ -597,7 +597,7 @@ fn target(c: &Case) -> Ne {
     ]
 }
 
-pub const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
     name: "interpolate",
     upstream: "UPSCALE",
     about: "resampled to any target shape (ggml_interpolate, op UPSCALE); identity sizes too, which ggml_upscale refuses",
@@ -658,7 +658,7 @@ pub const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_im2col's kernel and geometry (2-D).
-    pub struct Im2colParams {
+    pub(crate) struct Im2colParams {
         kw: int(1..=1 << 10) = 3, "kernel width";
         kh: int(1..=1 << 10) = 3, "kernel height";
         s0: int(1..=1 << 10) = 1, "stride x";
@@ -681,7 +681,7 @@ fn im2col_out(c: &Case) -> Result<Ne, CaseError> {
     Ok([p.kw * p.kh * c.ne[2], ow, oh, c.ne[3]])
 }
 
-pub const IM2COL: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
     name: "im2col",
     upstream: "IM2COL",
     about: "2-D image to columns for a convolution as a matrix product: input [W, H, C, N] f32, kernel [kw, kh, C, 1] (f16, its shape only); im2col.cu clamps its grid and loops: a control",
@@ -777,7 +777,7 @@ pub const IM2COL: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// test_pool2d's window.
-    pub struct Pool2dParams {
+    pub(crate) struct Pool2dParams {
         op: choice(["avg", "max"]) = "avg", "pooling";
         k0: int(1..=1 << 10) = 3, "window width";
         k1: int(1..=1 << 10) = 3, "window height";
@@ -798,7 +798,7 @@ fn pool_out(c: &Case) -> Result<Ne, CaseError> {
     Ok([ow, oh, c.ne[2], c.ne[3]])
 }
 
-pub const POOL_2D: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
     name: "pool_2d",
     upstream: "POOL_2D",
     about: "2-D average or max pooling of [W, H, C, N]; f32 result",
@@ -916,12 +916,12 @@ pub const POOL_2D: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// SSM_CONV's kernel width.
-    pub struct SsmConvParams {
+    pub(crate) struct SsmConvParams {
         d_conv: int(1..=64) = 4, "convolution width (CUDA's kernel has 3, 4, 5, 9 and 15)";
     }
 }
 
-pub const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
     name: "ssm_conv",
     upstream: "SSM_CONV",
     about: "Mamba's depthwise causal convolution: sx [d_conv - 1 + n_t, d_inner, n_s, 1], weights [d_conv, d_inner]; f32 [d_inner, n_t, n_s]",

@@ -9,7 +9,7 @@ use kedge_ggml::{SortOrder, Type};
 /// index `row * ncols` in int read or write out of bounds there, while the pair partner (the
 /// last row ends at 2^31 - 1) passes. The generated count boundary stops at exactly 2^31
 /// elements, whose last index still fits, so these are declared.
-pub fn row_start_2p31(label: &str, ne0: i64, reach: Reach) -> Boundary {
+pub(crate) fn row_start_2p31(label: &str, ne0: i64, reach: Reach) -> Boundary {
     let rows = (1i64 << 31) / ne0;
     Boundary::ne(
         format!("{label}: the row past {rows} starts at element 2^31 (int row offset)"),
@@ -34,13 +34,13 @@ fn matrix_probe() -> Option<ProbeBase> {
     })
 }
 
-pub const REACH_LOGITS: Reach = Reach(
+pub(crate) const REACH_LOGITS: Reach = Reach(
     "rows of all-logits output (perplexity, imatrix): vocab 152k x 14k tokens is 2^31 elements",
 );
 
 // ---- SUM, SUM_ROWS, MEAN ---------------------------------------------------------------------
 
-pub const SUM: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SUM: GgmlOpEntry = GgmlOpEntry {
     name: "sum",
     upstream: "SUM",
     about: "the sum of all elements (one element); CUB DeviceReduce with an int64 count on CUDA: a control. Inputs in [-0.9, 1.1) as test-backend-ops draws them (no cancellation to zero)",
@@ -58,7 +58,7 @@ pub const SUM: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
-pub const SUM_ROWS: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SUM_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "sum_rows",
     upstream: "SUM_ROWS",
     about: "each row's sum: [1, ne1, ne2, ne3]",
@@ -91,7 +91,7 @@ pub const SUM_ROWS: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
-pub const MEAN: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const MEAN: GgmlOpEntry = GgmlOpEntry {
     name: "mean",
     upstream: "MEAN",
     about: "each row's mean: f32 [1, ne1, ne2, ne3]. Inputs in [-0.9, 1.1) as test-backend-ops draws them",
@@ -131,7 +131,7 @@ pub const MEAN: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// A row op's input layout.
-    pub struct RowPadParams {
+    pub(crate) struct RowPadParams {
         row_pad: int(0..=1 << 20) = 0, "extra elements after each input row (a view: non-contiguous rows)";
     }
 }
@@ -173,7 +173,7 @@ fn noncontig_bound(tag: &str) -> Boundary {
     .with_values(vec![1, 1000])
 }
 
-pub const ARGMAX: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const ARGMAX: GgmlOpEntry = GgmlOpEntry {
     name: "argmax",
     upstream: "ARGMAX",
     about: "each row's index of its maximum, i32 [ne1]; exact comparison (rows are shuffled distinct values, as test-backend-ops draws them, so there are no ties). row_pad > 0 makes x a view with padded rows, which test_argmax cannot build: the line printed is the contiguous case (upstream reaches the padded one with --test-file: `18 26 2 1 1 1 0 1 0 5000 2 1 1 4 24000 48000 48000 -`)",
@@ -199,7 +199,7 @@ pub const ARGMAX: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
-pub const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
     name: "count_equal",
     upstream: "COUNT_EQUAL",
     about: "how many rows of a and b have their maximum at the same index: argmax of each, then count_equal (test-backend-ops' graph). ggml's result is one i64; kedge reads its low 32 bits as an i32 (a count below 2^30: CUDA's kernel asserts that bound); exact comparison",
@@ -249,7 +249,7 @@ pub const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// ARGSORT's order and input layout.
-    pub struct ArgsortParams {
+    pub(crate) struct ArgsortParams {
         order: choice(["asc", "desc"]) = "asc", "sort order";
         row_pad: int(0..=1 << 20) = 0, "extra elements after each input row (a view: non-contiguous rows)";
     }
@@ -263,7 +263,7 @@ fn sort_order(c: &Case) -> SortOrder {
     }
 }
 
-pub const ARGSORT: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const ARGSORT: GgmlOpEntry = GgmlOpEntry {
     name: "argsort",
     upstream: "ARGSORT",
     about: "the indices that sort each row, i32; exact comparison (rows are shuffled distinct values, as test-backend-ops draws them). row_pad > 0 makes x a view with padded rows, which test_argsort cannot build: the line printed is the contiguous case (upstream reaches the padded one with --test-file: `69 26 5000 2 1 1 1 1 1 0 5000 2 1 1 4 24000 48000 48000 -`)",
@@ -330,12 +330,12 @@ pub const ARGSORT: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// TOP_K's k.
-    pub struct TopKParams {
+    pub(crate) struct TopKParams {
         k: int(1..=1 << 20) = 4, "indices kept per row";
     }
 }
 
-pub const TOP_K: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
     name: "top_k",
     upstream: "TOP_K",
     about: "the indices of each row's k largest values. Their order is unspecified (ggml's CPU backend swaps the first two on purpose; test-backend-ops compares the sets), so the graph sorts each row's k indices ascending after the op (cast to f32, argsort, get_rows, on the same backend) and the output is f32 [k, ne1, ne2, ne3], compared exactly. Rows are shuffled distinct values",
@@ -397,13 +397,13 @@ pub const TOP_K: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// GROUP_NORM's groups and epsilon.
-    pub struct GroupNormParams {
+    pub(crate) struct GroupNormParams {
         num_groups: int(1..=1 << 20) = 32, "groups over ne[2]";
         eps: float(0.0..=f64::MAX) = 1e-6, "added to the variance";
     }
 }
 
-pub const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
     name: "group_norm",
     upstream: "GROUP_NORM",
     about:
@@ -475,12 +475,12 @@ pub const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
 
 kedge_core::params! {
     /// SOFT_MAX_BACK's scale (max_bias is 0: the CPU backend asserts it).
-    pub struct SoftMaxBackParams {
+    pub(crate) struct SoftMaxBackParams {
         scale: float = 1.0, "the forward pass' scale";
     }
 }
 
-pub const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
+pub(crate) const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
     name: "soft_max_back",
     upstream: "SOFT_MAX_BACK",
     about: "the gradient of soft_max_ext: dy in a, the softmax output in b; max_bias 0 (ggml's CPU backend asserts it, CUDA supports nothing else)",
