@@ -81,7 +81,7 @@ impl Backend {
     }
 
     /// The backend's name ("CPU", "CUDA0").
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -90,12 +90,13 @@ impl Backend {
         &self.device
     }
 
+    /// What kind of device it runs on (`ggml_backend_dev_type`).
     pub fn kind(&self) -> DeviceKind {
         self.kind
     }
 
     /// The default buffer type's name ("CPU", "CUDA0").
-    pub fn buffer_type(&self) -> String {
+    pub(crate) fn buffer_type(&self) -> String {
         // SAFETY: a live buffer type; the name is owned by it.
         unsafe { ffi::string((self.ggml.api().ggml_backend_buft_name)(self.buft.as_ptr())) }
     }

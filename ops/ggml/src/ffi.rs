@@ -17,9 +17,9 @@ use std::ffi::{c_char, c_int, c_void};
 /// `struct ggml_init_params`, passed by value to `ggml_init`.
 #[repr(C)]
 pub(crate) struct InitParams {
-    pub mem_size: usize,
-    pub mem_buffer: *mut c_void,
-    pub no_alloc: bool,
+    pub(crate) mem_size: usize,
+    pub(crate) mem_buffer: *mut c_void,
+    pub(crate) no_alloc: bool,
 }
 
 /// `ggml_to_float_t`: `n` elements of a row of blocks into floats.
@@ -31,13 +31,13 @@ pub(crate) type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, n:
 /// `to_float`.
 #[repr(C)]
 pub(crate) struct TypeTraits {
-    pub type_name: *const c_char,
-    pub blck_size: i64,
-    pub blck_size_interleave: i64,
-    pub type_size: usize,
-    pub is_quantized: bool,
-    pub to_float: Option<ToFloat>,
-    pub from_float_ref: *const c_void,
+    pub(crate) type_name: *const c_char,
+    pub(crate) blck_size: i64,
+    pub(crate) blck_size_interleave: i64,
+    pub(crate) type_size: usize,
+    pub(crate) is_quantized: bool,
+    pub(crate) to_float: Option<ToFloat>,
+    pub(crate) from_float_ref: *const c_void,
 }
 
 /// `ggml_log_callback`.
@@ -73,7 +73,7 @@ macro_rules! core_api {
     ($( $home:ident $sym:ident : fn($($arg:ty),* $(,)?) $(-> $ret:ty)? ; )*) => {
         /// The core symbols, resolved at load.
         pub(crate) struct Api {
-            $( pub $sym: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
+            $( pub(crate) $sym: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
         }
 
         impl Api {
@@ -209,7 +209,7 @@ macro_rules! op_table {
     ($( $sym:ident : fn($($arg:ty),* $(,)?) $(-> $ret:ty)? ; )*) => {
         /// The op constructors and op modifiers, each resolved if the build has it.
         pub(crate) struct Ops {
-            $( pub $sym: Option<unsafe extern "C" fn($($arg),*) $(-> $ret)?>, )*
+            $( pub(crate) $sym: Option<unsafe extern "C" fn($($arg),*) $(-> $ret)?>, )*
         }
 
         impl Ops {

@@ -66,11 +66,11 @@ pub(crate) enum ViewState {
 }
 
 pub(crate) struct Rec {
-    pub ptr: NonNull<c_void>,
-    pub ty: Option<Type>,
+    pub(crate) ptr: NonNull<c_void>,
+    pub(crate) ty: Option<Type>,
     /// The shape, where this crate set it (inputs, views, reshapes); ggml is asked otherwise.
-    pub ne: Option<[i64; 4]>,
-    pub view: ViewState,
+    pub(crate) ne: Option<[i64; 4]>,
+    pub(crate) view: ViewState,
 }
 
 /// Where a tensor's memory comes from (see [`Graph::alloc_with`]).
@@ -84,7 +84,9 @@ pub enum Placement {
     /// Caller memory at `offset`: for placements the guard modes do not cover. `offset` must
     /// keep the tensor inside `memory` and aligned to the backend's alignment.
     Host {
+        /// The memory; the graph keeps it alive until its buffers are freed.
         memory: Box<dyn HostMemory>,
+        /// Where in `memory` the tensor starts, in bytes.
         offset: usize,
     },
 }
@@ -92,9 +94,13 @@ pub enum Placement {
 /// The kind of [`Placement`] a tensor got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlacementKind {
+    /// A buffer of the backend's buffer type ([`Placement::Device`]).
     Device,
+    /// Host memory ending at a `PROT_NONE` page ([`Placement::GuardAfter`]).
     GuardAfter,
+    /// Host memory starting right after a `PROT_NONE` page ([`Placement::GuardBefore`]).
     GuardBefore,
+    /// Caller memory ([`Placement::Host`]).
     Host,
 }
 
@@ -116,6 +122,7 @@ pub struct TensorInfo {
 /// One tensor's own buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllocationInfo {
+    /// The tensor's name (see [`TensorInfo::name`]).
     pub name: String,
     /// Address of the tensor's first byte (a device address for device buffers).
     pub base: usize,
@@ -129,6 +136,7 @@ pub struct AllocationInfo {
     /// For [`PlacementKind::GuardAfter`]: bytes between the tensor's end and the guard page,
     /// left by the buffer alignment ggml requires (0 when the size is a multiple of it).
     pub slack: usize,
+    /// Where the memory came from.
     pub placement: PlacementKind,
 }
 
@@ -136,15 +144,28 @@ pub struct AllocationInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Located {
     /// Inside tensor `name`'s bytes, at `offset`.
-    Inside { name: String, offset: usize },
+    Inside {
+        /// The tensor whose buffer holds the address.
+        name: String,
+        /// Bytes from the tensor's first byte.
+        offset: usize,
+    },
     /// `past_end` bytes past the end of tensor `name` (the nearest allocation below).
-    After { name: String, past_end: usize },
+    After {
+        /// The tensor whose buffer ends closest below the address.
+        name: String,
+        /// Bytes from the tensor's end (0: the first byte past it).
+        past_end: usize,
+    },
 }
 
 /// An op node the backend cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unsupported {
+    /// The tensor's name: the one given with [`Graph::set_name`], else the one this crate
+    /// made ("RMS_NORM#3").
     pub name: String,
+    /// `ggml_op_desc` of it ("SOFT_MAX", "MUL_MAT", ...).
     pub op: String,
 }
 
@@ -231,7 +252,7 @@ impl Ggml {
 
 impl Graph {
     /// A new, empty graph with room for `options.max_tensors` tensors.
-    pub fn new(ggml: Ggml, options: GraphOptions) -> Result<Graph, GraphError> {
+    pub(crate) fn new(ggml: Ggml, options: GraphOptions) -> Result<Graph, GraphError> {
         let api = ggml.api();
         // Room for what the caller asked plus the extra tensors some ops make, and the graph itself.
         let slots = options.max_tensors.max(1).saturating_add(3);
@@ -441,7 +462,7 @@ impl Graph {
     // ---- what a tensor is -------------------------------------------------------------
 
     /// `ggml_get_name`.
-    pub fn name(&self, t: Tensor) -> Result<String, GraphError> {
+    pub(crate) fn name(&self, t: Tensor) -> Result<String, GraphError> {
         let p = self.ptr(t)?;
         // SAFETY: a live tensor; the name is a buffer inside it.
         Ok(unsafe { ffi::string((self.api().ggml_get_name)(p)) })
@@ -469,7 +490,7 @@ impl Graph {
     }
 
     /// `ggml_nbytes`.
-    pub fn nbytes(&self, t: Tensor) -> Result<usize, GraphError> {
+    pub(crate) fn nbytes(&self, t: Tensor) -> Result<usize, GraphError> {
         let p = self.ptr(t)?;
         // SAFETY: a live tensor.
         Ok(unsafe { (self.api().ggml_nbytes)(p) })
@@ -585,12 +606,15 @@ impl Graph {
         }
     }
 
+    /// A vector of `ne0` elements (`ggml_new_tensor_1d`).
     pub fn new_tensor_1d(&mut self, ty: Type, ne0: i64) -> Result<Tensor, GraphError> {
         self.new_tensor(ty, &[ne0])
     }
+    /// `ne1` rows of `ne0` elements (`ggml_new_tensor_2d`).
     pub fn new_tensor_2d(&mut self, ty: Type, ne0: i64, ne1: i64) -> Result<Tensor, GraphError> {
         self.new_tensor(ty, &[ne0, ne1])
     }
+    /// A tensor of shape `[ne0, ne1, ne2]` (`ggml_new_tensor_3d`).
     pub fn new_tensor_3d(
         &mut self,
         ty: Type,
@@ -600,6 +624,7 @@ impl Graph {
     ) -> Result<Tensor, GraphError> {
         self.new_tensor(ty, &[ne0, ne1, ne2])
     }
+    /// A tensor of shape `[ne0, ne1, ne2, ne3]` (`ggml_new_tensor_4d`).
     pub fn new_tensor_4d(
         &mut self,
         ty: Type,
@@ -711,9 +736,12 @@ impl Graph {
         self.push(r, "ggml_view", ty, Some(full), state)
     }
 
+    /// `ne0` contiguous elements of `a` from byte `offset` (`ggml_view_1d`).
     pub fn view_1d(&mut self, a: Tensor, ne0: i64, offset: usize) -> Result<Tensor, GraphError> {
         self.view(a, &[ne0], &[], offset)
     }
+    /// `ne1` rows of `ne0` elements, rows `nb1` bytes apart, from byte `offset` of `a`
+    /// (`ggml_view_2d`).
     pub fn view_2d(
         &mut self,
         a: Tensor,
@@ -724,6 +752,8 @@ impl Graph {
     ) -> Result<Tensor, GraphError> {
         self.view(a, &[ne0, ne1], &[nb1], offset)
     }
+    /// A `[ne0, ne1, ne2]` view with byte strides `nb1`, `nb2`, from byte `offset` of `a`
+    /// (`ggml_view_3d`).
     #[allow(clippy::too_many_arguments)]
     pub fn view_3d(
         &mut self,
@@ -737,6 +767,8 @@ impl Graph {
     ) -> Result<Tensor, GraphError> {
         self.view(a, &[ne0, ne1, ne2], &[nb1, nb2], offset)
     }
+    /// A view of shape `ne` with byte strides `nb1`, `nb2`, `nb3`, from byte `offset` of `a`
+    /// (`ggml_view_4d`).
     #[allow(clippy::too_many_arguments)]
     pub fn view_4d(
         &mut self,
@@ -792,12 +824,15 @@ impl Graph {
         self.push(r, "ggml_reshape_4d", ty, Some(full), state)
     }
 
+    /// [`reshape`](Graph::reshape) to a vector of `ne0` elements.
     pub fn reshape_1d(&mut self, a: Tensor, ne0: i64) -> Result<Tensor, GraphError> {
         self.reshape(a, &[ne0])
     }
+    /// [`reshape`](Graph::reshape) to `[ne0, ne1]`.
     pub fn reshape_2d(&mut self, a: Tensor, ne0: i64, ne1: i64) -> Result<Tensor, GraphError> {
         self.reshape(a, &[ne0, ne1])
     }
+    /// [`reshape`](Graph::reshape) to `[ne0, ne1, ne2]`.
     pub fn reshape_3d(
         &mut self,
         a: Tensor,
@@ -807,6 +842,7 @@ impl Graph {
     ) -> Result<Tensor, GraphError> {
         self.reshape(a, &[ne0, ne1, ne2])
     }
+    /// [`reshape`](Graph::reshape) to `[ne0, ne1, ne2, ne3]`.
     pub fn reshape_4d(
         &mut self,
         a: Tensor,
@@ -922,6 +958,7 @@ impl Graph {
         Ok(())
     }
 
+    /// Whether [`build`](Graph::build) has run: no more tensors can be added.
     pub fn is_built(&self) -> bool {
         self.cgraph.is_some()
     }

@@ -23,8 +23,11 @@ use std::ptr::NonNull;
 /// `as_ptr()` must point to `len()` bytes that are valid for reads and writes, do not move, and
 /// stay so for as long as the value is alive; nothing else may use them meanwhile.
 pub unsafe trait HostMemory: Send {
+    /// The first byte.
     fn as_ptr(&self) -> *mut u8;
+    /// How many bytes from [`as_ptr`](HostMemory::as_ptr) may be used.
     fn len(&self) -> usize;
+    /// Whether there are no bytes at all (such memory can hold no tensor).
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -32,7 +35,7 @@ pub unsafe trait HostMemory: Send {
 
 /// Which side of the usable bytes the inaccessible page is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GuardSide {
+pub(crate) enum GuardSide {
     /// The page follows the usable bytes: a read past the end faults.
     After,
     /// The page precedes the usable bytes: a read before the start faults.
@@ -42,7 +45,7 @@ pub enum GuardSide {
 /// An anonymous mapping: `len` usable bytes (rounded up to whole pages) and one `PROT_NONE`
 /// page on one side. Unmapped on drop.
 #[derive(Debug)]
-pub struct GuardedRegion {
+pub(crate) struct GuardedRegion {
     map: NonNull<u8>,
     map_len: usize,
     usable: NonNull<u8>,
@@ -61,7 +64,7 @@ fn page_size() -> usize {
 
 impl GuardedRegion {
     /// Maps at least `len` usable bytes (at least one page) with a guard page on `side`.
-    pub fn new(len: usize, side: GuardSide) -> io::Result<Self> {
+    pub(crate) fn new(len: usize, side: GuardSide) -> io::Result<Self> {
         let page = page_size();
         let usable_len = len
             .max(1)
@@ -108,14 +111,9 @@ impl GuardedRegion {
         })
     }
 
-    /// Where the guard page is.
-    pub fn side(&self) -> GuardSide {
-        self.side
-    }
-
     /// The address of the first inaccessible byte after the usable bytes (for `After`), or of
     /// the first usable byte, just past the guard (for `Before`).
-    pub fn boundary(&self) -> usize {
+    pub(crate) fn boundary(&self) -> usize {
         match self.side {
             GuardSide::After => self.usable.as_ptr() as usize + self.usable_len,
             GuardSide::Before => self.usable.as_ptr() as usize,

@@ -27,12 +27,13 @@ use std::sync::Mutex;
 use crate::types::LogLevel;
 
 /// How many warning and error lines the ring keeps.
-pub const RING_LINES: usize = 64;
+pub(crate) const RING_LINES: usize = 64;
 
 /// One message from ggml's logger.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogLine {
-    pub level: LogLevel,
+    /// The level; a continuation gets the level of the message it continues.
+    pub(crate) level: LogLevel,
     /// The text as ggml wrote it, without the trailing newline.
     pub text: String,
 }
@@ -99,7 +100,8 @@ pub(crate) fn set_hooks(on_log: Option<LogHook>, on_abort: Option<AbortHook>) {
     h.on_abort = on_abort;
 }
 
-/// The ring's lines, oldest first.
+/// The warning and error lines ggml logged since the build was loaded (or since
+/// [`clear_recent_log`]), at most the last 64, oldest first: what an [`AbortReport`] carries.
 pub fn recent_log() -> Vec<LogLine> {
     lock(&RING).lines.iter().map(|(_, l)| l.clone()).collect()
 }
@@ -119,7 +121,8 @@ pub(crate) fn since(mark: u64) -> Vec<String> {
         .collect()
 }
 
-/// Empties the ring (a worker does this between cases so a report names only its own case).
+/// Forgets the lines [`recent_log`] holds (a worker does this between cases so a report names
+/// only its own case).
 pub fn clear_recent_log() {
     let mut r = lock(&RING);
     r.lines.clear();

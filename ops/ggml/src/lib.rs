@@ -43,13 +43,15 @@
 //! are used by one at a time. ggml's log and abort hooks are process-global, and a process loads
 //! one ggml build.
 
+#![warn(missing_docs)]
+
 mod backend;
 mod elf;
 mod error;
 mod ffi;
 mod graph;
-pub mod guard;
-pub mod hooks;
+mod guard;
+mod hooks;
 mod load;
 mod ops;
 mod types;
@@ -60,10 +62,8 @@ pub use graph::{
     c_string, AllocationInfo, Graph, GraphOptions, Located, Placement, PlacementKind, Recording,
     Tensor, TensorInfo, Unsupported,
 };
-pub use guard::{GuardSide, GuardedRegion, HostMemory};
-pub use hooks::{
-    clear_recent_log, recent_log, AbortHook, AbortReport, LogHook, LogLine, RING_LINES,
-};
+pub use guard::HostMemory;
+pub use hooks::{clear_recent_log, recent_log, AbortHook, AbortReport, LogHook, LogLine};
 pub use load::{on_open, required_symbols, DeviceInfo, Ggml, Layout};
 pub use ops::RopeParams;
 pub use types::{

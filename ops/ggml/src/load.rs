@@ -45,20 +45,21 @@ pub struct DeviceInfo {
     pub name: String,
     /// The device's own description ("NVIDIA H200", the CPU model).
     pub description: String,
+    /// What kind of device it is (`ggml_backend_dev_type`).
     pub kind: DeviceKind,
 }
 
 pub(crate) struct Loaded {
-    pub dir: PathBuf,
-    pub layout: Layout,
-    pub api: Api,
-    pub ops: Ops,
-    pub libraries: Vec<PathBuf>,
-    pub module_problems: Vec<String>,
+    pub(crate) dir: PathBuf,
+    pub(crate) layout: Layout,
+    pub(crate) api: Api,
+    pub(crate) ops: Ops,
+    pub(crate) libraries: Vec<PathBuf>,
+    pub(crate) module_problems: Vec<String>,
     /// The element types the build has (see [`probe_types`]).
-    pub types: Vec<Type>,
+    pub(crate) types: Vec<Type>,
     /// Kept open for the life of the process (this struct is leaked).
-    pub libs: Vec<Library>,
+    pub(crate) libs: Vec<Library>,
 }
 
 /// A loaded ggml build. Cheap to copy; every copy refers to the same process-wide build.
@@ -464,6 +465,8 @@ impl Ggml {
         &self.inner.dir
     }
 
+    /// How the build packages its backends, found at load: a registry that is empty before
+    /// any module is loaded means [`Layout::Modules`].
     pub fn layout(&self) -> Layout {
         self.inner.layout
     }
@@ -674,7 +677,12 @@ impl Ggml {
         }
     }
 
-    /// Routes ggml's log and aborts to `on_log` and `on_abort` (see [`crate::hooks`]).
+    /// Routes ggml's log and aborts to `on_log` and `on_abort`.
+    ///
+    /// `on_log` sees every message ggml logs; whether or not there is one, the last warning and
+    /// error lines are kept ([`recent_log`](crate::recent_log)) and handed to `on_abort` in an
+    /// [`AbortReport`](crate::AbortReport). The hooks are plain functions because ggml calls
+    /// them from any of its threads, during a crash; a panic in one is caught and dropped.
     ///
     /// Without an `on_log`, warnings and errors go to stderr; without an `on_abort`, the
     /// [`AbortReport`](crate::AbortReport) goes to stderr. Either way the abort trampoline

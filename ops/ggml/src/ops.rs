@@ -174,10 +174,15 @@ simple_ops! {
     div => ggml_div(a: Tensor, b: Tensor) -> same(a);
     /// dst = a; dst's view (nb1, nb2, nb3, offset) += b.
     acc => ggml_acc(a: Tensor, b: Tensor, nb1: usize, nb2: usize, nb3: usize, offset: usize) -> same(a);
+    /// `a²`, element by element.
     sqr => ggml_sqr(a: Tensor) -> same(a);
+    /// The square root, element by element.
     sqrt => ggml_sqrt(a: Tensor) -> same(a);
+    /// The natural logarithm, element by element.
     log => ggml_log(a: Tensor) -> same(a);
+    /// The sine, element by element.
     sin => ggml_sin(a: Tensor) -> same(a);
+    /// The cosine, element by element.
     cos => ggml_cos(a: Tensor) -> same(a);
     /// The sum of all elements (one element).
     sum => ggml_sum(a: Tensor) -> same(a);
@@ -211,7 +216,10 @@ simple_ops! {
     group_norm => ggml_group_norm(a: Tensor, n_groups: i32, eps: f32) -> same(a);
     /// Indirect matrix product: `experts` (ggml's `as`) holds one matrix per expert, `ids` picks them.
     mul_mat_id => ggml_mul_mat_id(experts: Tensor, b: Tensor, ids: Tensor) -> fixed(F32);
+    /// Sum of outer products: `a` `[m, k]` and `b` `[n, k]` give f32 `[m, n]`, summed over `k`
+    /// (batch dims taken from `b`).
     out_prod => ggml_out_prod(a: Tensor, b: Tensor) -> fixed(F32);
+    /// `s*a`.
     scale => ggml_scale(a: Tensor, s: f32) -> same(a);
     /// Sets elements above the diagonal (past `n_past`) to -inf.
     diag_mask_inf => ggml_diag_mask_inf(a: Tensor, n_past: i32) -> same(a);
@@ -237,10 +245,15 @@ simple_ops! {
     argsort => ggml_argsort(a: Tensor, order: SortOrder) -> fixed(I32);
     /// Flash attention (see ggml.h for the shapes); the result is permuted, f32.
     flash_attn_ext => ggml_flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Option<Tensor>, scale: f32, max_bias: f32, logit_softcap: f32) -> fixed(F32);
+    /// Mamba's causal 1-D convolution: `sx` `[d_conv - 1 + n_t, d_inner, n_s]` (the carried
+    /// state before the tokens) by the kernels `c` `[d_conv, d_inner]`, giving `[d_inner, n_t, n_s]`.
     ssm_conv => ggml_ssm_conv(sx: Tensor, c: Tensor) -> fixed(F32);
     /// Mamba's selective scan; `k` (ggml's `K`) is how many state snapshots to keep.
     ssm_scan => ggml_ssm_scan(s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, ids: Tensor, k: i64) -> fixed(F32);
+    /// RWKV-6's WKV time mixing over `k`, `v`, `r`, the decays `tf`, `td`, and the carried `state`.
     rwkv_wkv6 => ggml_rwkv_wkv6(k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> fixed(F32);
+    /// Gated linear attention over `k`, `v`, `q` with gates `g` and the carried `state`; `scale`
+    /// multiplies the output.
     gated_linear_attn => ggml_gated_linear_attn(k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: f32) -> fixed(F32);
     /// SwiGLU with OpenAI's clamp (`alpha`, `limit`), gate in `b`.
     swiglu_oai => ggml_swiglu_oai(a: Tensor, b: Tensor, alpha: f32, limit: f32) -> same(a);
@@ -249,16 +262,24 @@ simple_ops! {
 /// Parameters of `ggml_rope_ext` beyond its tensors.
 #[derive(Clone, Copy, Debug)]
 pub struct RopeParams {
-    pub n_dims: i32,
-    /// `types::rope_mode::NORMAL` or `NEOX` (the multi-section modes need `ggml_rope_multi`).
-    pub mode: i32,
-    pub n_ctx_orig: i32,
-    pub freq_base: f32,
-    pub freq_scale: f32,
-    pub ext_factor: f32,
-    pub attn_factor: f32,
-    pub beta_fast: f32,
-    pub beta_slow: f32,
+    /// How many leading dimensions of each head are rotated.
+    pub(crate) n_dims: i32,
+    /// `rope_mode::NORMAL` or `NEOX` (the multi-section modes need `ggml_rope_multi`).
+    pub(crate) mode: i32,
+    /// The context length the model was trained with (YaRN).
+    pub(crate) n_ctx_orig: i32,
+    /// The base of the rotation frequencies.
+    pub(crate) freq_base: f32,
+    /// Position scaling (1: none).
+    pub(crate) freq_scale: f32,
+    /// YaRN's extrapolation mix (0: off).
+    pub(crate) ext_factor: f32,
+    /// Scales the rotated values' magnitude.
+    pub(crate) attn_factor: f32,
+    /// YaRN's high correction dimension.
+    pub(crate) beta_fast: f32,
+    /// YaRN's low correction dimension.
+    pub(crate) beta_slow: f32,
 }
 
 impl RopeParams {
