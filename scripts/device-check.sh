@@ -2,7 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
-#        (not by default: ggmlrepro maxtime; see each part for its parameters)
+#        (not by default: ggmlrepro maxtime before-after; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
@@ -19,7 +19,7 @@ if [ "${1:-}" = "--collect" ]; then
     cp "$SRC/summary.txt" "$DEST/" 2>/dev/null
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' \
-        $(ls -d own-* judging-* ggml-* confirm ci-* pr-* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -432,6 +432,20 @@ part_own-native() { own_sweep native --alloc exact; }
 part_own-guard() { own_sweep guard --alloc guard; }
 part_own-memcheck() {
   OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck --alloc exact --sanitize memcheck
+}
+
+# The same default suite natively with an earlier build of kedge (KEDGE_BEFORE, a binary of
+# another commit carried beside .bin/kedge) and with this one: every case both have must get the
+# same verdict, detector and output digests (scripts/compare-results.py). Cases only one build
+# plans (a suite that grew) are counted, not failed.
+part_before-after() {
+  local B=${KEDGE_BEFORE:-$PWD/.bin/kedge-before}
+  [ -x "$B" ] || { say "before-after: no KEDGE_BEFORE binary at $B"; return 0; }
+  run before-after-before "$B" sweep default --alloc exact --force --out "$W/before-after-before"
+  run before-after-after "$K" sweep default --alloc exact --force --out "$W/before-after-after"
+  python3 scripts/compare-results.py --ignore-only "$W/before-after-before/results.jsonl" \
+    "$W/before-after-after/results.jsonl" > "$W/before-after.txt" 2>&1
+  say "before-after: rc=$? $(sed -n 3p "$W/before-after.txt")"
 }
 
 # Sampled judging against whole judging, case by case, on the cases small enough for both
