@@ -50,12 +50,14 @@ pub struct Out<W: Write = std::io::Stdout> {
 }
 
 impl Out<std::io::Stdout> {
+    /// The process's stdout.
     pub fn stdout() -> Self {
         Out::new(std::io::stdout())
     }
 }
 
 impl<W: Write> Out<W> {
+    /// Output to any writer (a test's buffer), with the same closed-reader rules.
     pub fn new(w: W) -> Self {
         Out { w, closed: false }
     }
@@ -86,6 +88,7 @@ impl<W: Write> Out<W> {
             self.text(&format!("{line}\n"));
         }
     }
+    /// The writer back, with whatever was written to it.
     pub fn into_inner(self) -> W {
         self.w
     }
@@ -95,7 +98,7 @@ impl<W: Write> Out<W> {
 /// (no-color.org), off otherwise, so files and pipes get plain text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
-    pub color: bool,
+    color: bool,
 }
 
 impl Style {
@@ -105,12 +108,12 @@ impl Style {
         Style::detect(std::io::stdout().is_terminal())
     }
     /// For stderr.
-    pub fn stderr() -> Style {
+    fn stderr() -> Style {
         use std::io::IsTerminal;
         Style::detect(std::io::stderr().is_terminal())
     }
     /// Colour when `terminal` and `NO_COLOR` does not say otherwise.
-    pub fn detect(terminal: bool) -> Style {
+    fn detect(terminal: bool) -> Style {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style {
             color: terminal && !no_color,
@@ -136,7 +139,7 @@ impl Style {
     }
     /// The word a result line starts with, right-aligned: `       PASS`, `       FAIL`,
     /// `       SKIP`, `UNSUPPORTED`.
-    pub fn word(self, v: Verdict) -> String {
+    fn word(self, v: Verdict) -> String {
         let w = match v {
             Verdict::Pass => "PASS",
             Verdict::Skipped => "SKIP",
@@ -146,11 +149,11 @@ impl Style {
         self.paint(Style::code(v), &format!("{w:>11}"))
     }
     /// The verdict's name, coloured.
-    pub fn verdict(self, v: Verdict) -> String {
+    fn verdict(self, v: Verdict) -> String {
         self.paint(Style::code(v), v.name())
     }
     /// Bold.
-    pub fn bold(self, s: &str) -> String {
+    fn bold(self, s: &str) -> String {
         self.paint("1", s)
     }
 }
@@ -235,7 +238,7 @@ pub fn summary_text(
 }
 
 /// A summary event's closing lines (`Event::Summary`), as `summary_text` draws them.
-pub fn summary_of(style: Style, event: &Event) -> String {
+fn summary_of(style: Style, event: &Event) -> String {
     match event {
         Event::Summary {
             results,
@@ -309,7 +312,7 @@ fn closing(
 /// The console: a line per event on stderr (`kedge: ...`), verdicts as progress (a bar on a
 /// terminal with failures above it, a line per case otherwise), the closing summary as
 /// cargo-nextest ends.
-pub struct Console {
+pub(crate) struct Console {
     progress: Progress,
     state: Mutex<ConsoleState>,
 }
@@ -321,11 +324,11 @@ struct ConsoleState {
 
 impl Console {
     /// The console on stderr.
-    pub fn new(progress: Progress) -> Console {
+    fn new(progress: Progress) -> Console {
         Console::to(progress, Box::new(std::io::stderr()))
     }
     /// The console on `w` (a test's buffer).
-    pub fn to(progress: Progress, w: Box<dyn Write + Send>) -> Console {
+    pub(crate) fn to(progress: Progress, w: Box<dyn Write + Send>) -> Console {
         Console {
             progress,
             state: Mutex::new(ConsoleState {
@@ -390,7 +393,7 @@ impl Reporter for Console {
 }
 
 /// `[done/total] verdict detector case (gpu N)`: one verdict as progress.
-pub fn progress_line(done: usize, total: usize, r: &CaseResult) -> String {
+fn progress_line(done: usize, total: usize, r: &CaseResult) -> String {
     format!(
         "[{done}/{total}] {:<16} {:<12} {}{}",
         r.verdict.name(),

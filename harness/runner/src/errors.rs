@@ -3,8 +3,8 @@
 //! error knows its exit status (`Error::exit_code`), as cargo-nextest's `ExpectedError` does.
 //! The statuses are the README's table; scripts and CI rely on them.
 
-pub use crate::exit;
-pub use crate::exit::Status;
+use crate::exit;
+pub(crate) use crate::exit::Status;
 use crate::external::ExternalError;
 use crate::gate::GateError;
 use crate::provenance::ProvenanceError;
@@ -50,6 +50,8 @@ pub enum Error {
 }
 
 impl Error {
+    /// The process exit status this error ends a command with (2 bad input, 3 no GPU, 5 the
+    /// environment, 1 a case that did not reproduce; the README's table).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Select(_) | Error::Input(_) | Error::Provenance(_) => exit::BAD_INPUT,
@@ -84,29 +86,60 @@ impl From<GateError> for Error {
 /// An input file that cannot be used.
 #[derive(Debug, Error)]
 pub enum InputError {
+    /// A file that could not be read (missing, unreadable); an argument that is not JSON is
+    /// taken for a file name and ends here too.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file as given.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// A results file (`results.jsonl`) that cannot be read as one.
     #[error(transparent)]
     Results(ResultsError),
+    /// A baseline of known failures that cannot be read as one.
     #[error(transparent)]
     Baseline(GateError),
     /// `minimize` and `repro` take a case line, a verdict line, or a file holding either.
     #[error("{input}: not a case or verdict line: {msg}")]
-    NotACase { input: String, msg: String },
+    NotACase {
+        /// The file the line came from, or "the argument".
+        input: String,
+        /// Why it is not a case (the JSON or validation error).
+        msg: String,
+    },
     /// A directory (or another non-file) where a file is expected.
     #[error("{path} is {what}, not a file")]
-    NotAFile { path: PathBuf, what: &'static str },
+    NotAFile {
+        /// The path as given.
+        path: PathBuf,
+        /// What it is instead, with its article ("a directory").
+        what: &'static str,
+    },
+    /// A case file with nothing but blank lines and `#` comments.
     #[error("{path}: no case line in it (only blank lines and # comments)")]
-    NoCaseLine { path: PathBuf },
+    NoCaseLine {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file given to `compare-runs` that does not parse as a `SweepSummary`.
     #[error("{path}: not a sweep-summary.json: {msg}")]
-    NotASummary { path: PathBuf, msg: String },
+    NotASummary {
+        /// The file.
+        path: PathBuf,
+        /// The JSON error.
+        msg: String,
+    },
     /// Results a baseline cannot be made from.
     #[error("no baseline written from {}: {why}; finish the sweep (--resume) and write the baseline from its complete results", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
-    NotForBaseline { paths: Vec<PathBuf>, why: String },
+    NotForBaseline {
+        /// The results files the baseline was to be written from.
+        paths: Vec<PathBuf>,
+        /// What the gate rejects in them (files cut off mid-write, no results).
+        why: String,
+    },
 }
 
 /// A workflow that cannot do what was asked with what it was given.
@@ -114,16 +147,24 @@ pub enum InputError {
 pub enum WorkflowError {
     /// `minimize` on a case that passes.
     #[error("minimize needs a failing case: this one passes ({outcome})")]
-    NotFailing { outcome: String },
+    NotFailing {
+        /// What running it gave: `verdict (detector)`, or `plan fits (cpu)` on the CPU side.
+        outcome: String,
+    },
     /// The result given says one thing; running the case again says another.
     #[error(
         "the case did not reproduce: the result given says {given}, running it again gave {got}"
     )]
-    DidNotReproduce { given: String, got: String },
+    DidNotReproduce {
+        /// The outcome the given result states, as `verdict (detector)`.
+        given: String,
+        /// The outcome of running the case again, in the same form.
+        got: String,
+    },
 }
 
 impl WorkflowError {
-    pub fn exit_code(&self) -> i32 {
+    fn exit_code(&self) -> i32 {
         match self {
             WorkflowError::NotFailing { .. } => exit::BAD_INPUT,
             // It still fails, differently: a failure to look at.

@@ -44,80 +44,158 @@ impl Progress {
 /// `event` field names the variant (`{"event":"case-finished",...}`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
-pub enum Event {
+pub(crate) enum Event {
     /// The cases of a command are chosen: how many, and each way they will run.
-    PlanReady { cases: usize, runs: Vec<Under> },
+    PlanReady {
+        /// Cases selected.
+        cases: usize,
+        /// Each way they run, in order: `cpu`, `native` or a sanitizer tool's name.
+        runs: Vec<Under>,
+    },
     /// Impls from outside kedge joined the registry (plugins, source kernels, a ggml build).
-    ImplsAdded { note: String },
+    ImplsAdded {
+        /// The line that says which, for a person.
+        note: String,
+    },
     /// A run with a time limit: no case starts after it, cases run in order of expected yield.
-    TimeLimit { limit: String, order: String },
+    TimeLimit {
+        /// The limit as `--max-time` reads it (`4m 59.2s`).
+        limit: String,
+        /// The order the cases run in, in words.
+        order: String,
+    },
     /// The live GPU's limits differ from the profile the cases are built for.
     ProfileDiffers {
+        /// The GPU's name.
         device: String,
+        /// The profile's name (`h200`).
         profile: String,
+        /// One line per limit that differs: the GPU's value, then the profile's.
         differences: Vec<String>,
     },
     /// Cases the live GPU's own limits add, each with an id of its own.
-    ExtraCases { cases: usize },
+    ExtraCases {
+        /// How many.
+        cases: usize,
+    },
     /// Cases a selection left out, and why: never a silent drop.
-    LeftOut { cases: usize, why: LeftOutWhy },
+    LeftOut {
+        /// How many.
+        cases: usize,
+        /// Why, as an object whose `kind` names the reason.
+        why: LeftOutWhy,
+    },
     /// This shard's part of the selection.
     Shard {
+        /// The shard as given (`1/4`).
         shard: String,
+        /// Cases in this shard.
         cases: usize,
+        /// Cases selected over every shard.
         of: usize,
     },
     /// No GPU is used: only the CPU side of the cases runs.
     CpuSideOnly {
         /// "--cpu given" or "no CUDA driver on this machine".
         why: String,
+        /// The profile the launches are checked against.
         profile: String,
+        /// Cases whose GPU checks are skipped.
         cases: usize,
     },
     /// A flag that has nothing to act on in this run.
-    FlagNotUsed { flag: String, value: String },
+    FlagNotUsed {
+        /// The flag (`--sanitize`).
+        flag: String,
+        /// Its value as given.
+        value: String,
+    },
     /// Cases a library's host backend runs for real, without a GPU.
-    HostBackend { cases: usize },
+    HostBackend {
+        /// How many.
+        cases: usize,
+    },
     /// A resumed run: what the results file already holds for one way of running.
     Resuming {
+        /// The way of running.
         under: Under,
+        /// Cases with a result already, not run again.
         finished: usize,
+        /// Cases left to run.
         to_run: usize,
     },
     /// One executor starts on `cases` cases.
-    RunStarted { under: Under, cases: usize },
+    RunStarted {
+        /// How they run.
+        under: Under,
+        /// How many.
+        cases: usize,
+    },
     /// The `done`-th result of `total` of the run that started last.
     CaseFinished {
+        /// Results so far in this run, this one included.
         done: usize,
+        /// Cases in this run.
         total: usize,
+        /// The result, as its `results.jsonl` line.
         result: Box<CaseResult>,
     },
     /// The executor that started last is done.
-    RunEnded { under: Under },
+    RunEnded {
+        /// How its cases ran.
+        under: Under,
+    },
     /// Bigger cases run with fewer beside them: a tier of the admission.
     Tier {
+        /// How the cases run.
         under: Under,
+        /// Cases in the tier.
         cases: usize,
+        /// Device bytes of the tier's largest case's tensors.
         largest_bytes: u64,
+        /// Cases of the tier running at once on each GPU.
         per_gpu: usize,
     },
     /// A GPU that could not join the run (it could not start a worker or has other limits).
-    GpuLeftOut { gpu: u32, why: String },
+    GpuLeftOut {
+        /// Its ordinal.
+        gpu: u32,
+        /// Why.
+        why: String,
+    },
     /// A GPU lost mid-run; the others ran its unfinished cases.
     GpuLost {
+        /// How the cases were running.
         under: Under,
+        /// Its ordinal.
         gpu: u32,
+        /// Cases it ran before it was lost.
         after: usize,
+        /// Why it was given up.
         why: String,
     },
     /// A sanitized batch whose records could not be attributed, run again one case per worker.
-    BatchAgain { why: String, cases: usize },
+    BatchAgain {
+        /// Why the records could not be attributed.
+        why: String,
+        /// Cases run again.
+        cases: usize,
+    },
     /// A results line that could not be read (a torn write), and what was done with it.
-    TornLine { text: String },
+    TornLine {
+        /// The whole message, for a person.
+        text: String,
+    },
     /// Where the worker time of one way of running went.
-    TimeSpent { under: Under, time: TimeSpent },
+    TimeSpent {
+        /// The way of running.
+        under: Under,
+        /// The phases' sums and the slowest cases, in seconds.
+        time: TimeSpent,
+    },
     /// One way of running, summed up (a row of `sweep-summary.json`).
     RunSummed {
+        /// The row.
         row: Box<RunSummary>,
         /// Cases selected.
         of: usize,
@@ -125,10 +203,12 @@ pub enum Event {
         replaced: usize,
         /// What ran them (the executor's device).
         on: String,
+        /// The results file the row's counts come from.
         results: PathBuf,
     },
     /// The time limit ran out before the first case could run to its end.
     TooSmallForOne {
+        /// The limit as `--max-time` reads it.
         limit: String,
         /// The limit was used up before any case started (setting up).
         before_any: bool,
@@ -137,8 +217,11 @@ pub enum Event {
     },
     /// The time limit ran out: cases not run, where they are named, what they would cost.
     NotRun {
+        /// What ran out, and after how long, for a person.
         why: String,
+        /// Cases not run.
         cases: usize,
+        /// The file naming them (`not-run.jsonl`), a corpus `--resume` runs.
         file: PathBuf,
         /// Bytes of the tensors of the cases not run.
         bytes: u64,
@@ -146,68 +229,111 @@ pub enum Event {
         estimate_s: Option<f64>,
     },
     /// The reports are written.
-    ReportsWritten { results: usize, dir: PathBuf },
+    ReportsWritten {
+        /// Results they cover.
+        results: usize,
+        /// The directory they are in.
+        dir: PathBuf,
+    },
     /// The closing summary: the counts and the failures (at most `FAILURES_LISTED`).
     Summary {
+        /// Results in all.
         results: usize,
+        /// Of those, passing.
         passed: usize,
+        /// Failing (every verdict but pass, unsupported and skipped).
         failed: usize,
+        /// The impl refused the case.
         unsupported: usize,
+        /// Not run on a device (the CPU side only).
         skipped: usize,
+        /// The first failures, in results order.
         failures: Vec<CaseResult>,
         /// Failures not listed, and where to read them.
         more: usize,
+        /// The report that lists every failure.
         report: PathBuf,
     },
     /// How a sweep ends when not every case ran for real.
-    Ended { how: Ending, status: i32 },
+    Ended {
+        /// What was short.
+        how: Ending,
+        /// The exit status it ends with (4 or 6).
+        status: i32,
+    },
     /// How long a phase of a workflow took, in seconds.
-    Phase { name: &'static str, seconds: f64 },
+    Phase {
+        /// The phase (`plan`, `run`, `summary`, `reports`).
+        name: &'static str,
+        /// Wall time, to the millisecond.
+        seconds: f64,
+    },
     /// A fuzz run's progress.
     Fuzzed {
+        /// Cases generated and run so far.
         cases: usize,
+        /// Of those, failing.
         failures: usize,
+        /// Shrunk failures not in the finds file before.
         new_finds: usize,
         /// The run is done (the last of these).
         done: bool,
+        /// The generator's seed (`--fuzz-seed`), which generates the same cases again.
         seed: u64,
     },
     /// `minimize --cpu` was given a verdict line: only its case is taken (a GPU's verdict
     /// and detector differ from the CPU side's).
-    GivenNotCompared { verdict: String, detector: String },
+    GivenNotCompared {
+        /// The verdict the line states.
+        verdict: String,
+        /// The detector the line states.
+        detector: String,
+    },
     /// A case an op declared but rejects when validated (a selftest finding about kedge).
-    DeclaredRejected { detail: String },
+    DeclaredRejected {
+        /// The case's label and the validation error.
+        detail: String,
+    },
 }
 
 /// Why a selection left cases out.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
-pub enum LeftOutWhy {
+pub(crate) enum LeftOutWhy {
     /// Over `--max-elements` (or a host backend's default bound).
-    OverElements { limit: u64 },
+    OverElements {
+        /// The largest tensor allowed, in elements.
+        limit: u64,
+    },
     /// Generated probes and other dtypes' shapes the ops refuse.
     Refused,
     /// Incidents of ops this build does not have.
-    OtherOps { ops: Vec<String> },
+    OtherOps {
+        /// Those ops' names.
+        ops: Vec<String>,
+    },
 }
 
 /// How a sweep ended short of every case running for real.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Ending {
+pub(crate) enum Ending {
     /// The time limit ran out with cases not run.
-    OutOfTime { cases: usize },
+    OutOfTime {
+        /// How many.
+        cases: usize,
+    },
     /// Nothing ran on a GPU.
     GpuSkipped,
 }
 
 /// The failures a closing summary lists; the rest are counted.
-pub const FAILURES_LISTED: usize = 50;
+const FAILURES_LISTED: usize = 50;
 
 impl Event {
     /// The line a person reads on stderr (after `kedge: `), for the events that have one.
     /// Progress, the summary and phase timings are drawn by the console itself.
-    pub fn human(&self) -> Option<String> {
+    pub(crate) fn human(&self) -> Option<String> {
         Some(match self {
             Event::PlanReady { .. }
             | Event::RunStarted { .. }
@@ -358,7 +484,7 @@ impl Event {
 
     /// The closing summary of `results`, listing at most `FAILURES_LISTED` failures; `report`
     /// is where the rest are.
-    pub fn summary(results: &[CaseResult], report: PathBuf) -> Event {
+    pub(crate) fn summary(results: &[CaseResult], report: PathBuf) -> Event {
         use kedge_core::Verdict;
         let count = |f: &dyn Fn(Verdict) -> bool| results.iter().filter(|r| f(r.verdict)).count();
         let failed = count(&|v| v.is_failure());
@@ -411,7 +537,7 @@ fn run_line(
 }
 
 /// Something that takes events: the console, JSON lines, a test's list.
-pub trait Reporter: Send + Sync {
+pub(crate) trait Reporter: Send + Sync {
     /// Take one event. An error is kept by `Events` and returned when the workflow finishes.
     fn report(&self, event: &Event) -> Result<(), OutputError>;
 }
@@ -432,7 +558,7 @@ impl std::fmt::Debug for Events {
 
 impl Events {
     /// Events to `reporter`.
-    pub fn new(reporter: impl Reporter + 'static) -> Events {
+    pub(crate) fn new(reporter: impl Reporter + 'static) -> Events {
         Events {
             to: Arc::new(reporter),
             failed: Arc::new(Mutex::new(None)),
@@ -441,14 +567,14 @@ impl Events {
     /// The same reporter without the cases as they finish (`RunStarted`, `CaseFinished`,
     /// `RunEnded`): for a caller that reports its cases on its own (fuzzing, minimizing).
     /// Errors are kept with this handle's.
-    pub fn without_cases(&self) -> Events {
+    pub(crate) fn without_cases(&self) -> Events {
         Events {
             to: Arc::new(NoCases(self.to.clone())),
             failed: self.failed.clone(),
         }
     }
     /// Hand `event` to the reporter; its first error is kept for `finish`.
-    pub fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, event: Event) {
         if let Err(e) = self.to.report(&event) {
             if let Ok(mut f) = self.failed.lock() {
                 f.get_or_insert(e);
@@ -457,7 +583,7 @@ impl Events {
     }
     /// The first error a reporter returned, if any: a workflow returns it once its own work
     /// is done (and its files written).
-    pub fn finish(&self) -> Result<(), OutputError> {
+    pub(crate) fn finish(&self) -> Result<(), OutputError> {
         match self.failed.lock().ok().and_then(|mut f| f.take()) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -480,7 +606,7 @@ impl Reporter for NoCases {
 }
 
 /// Two reporters, each given every event.
-pub struct Both<A, B>(pub A, pub B);
+pub(crate) struct Both<A, B>(pub(crate) A, pub(crate) B);
 
 impl<A: Reporter, B: Reporter> Reporter for Both<A, B> {
     fn report(&self, event: &Event) -> Result<(), OutputError> {
@@ -533,7 +659,7 @@ impl<W: Write> Stream<W> {
 
 /// One executor's run as events: `RunStarted` when made, a counted `CaseFinished` per result,
 /// `RunEnded` at `end`.
-pub struct Ticker<'a> {
+pub(crate) struct Ticker<'a> {
     events: &'a Events,
     under: Under,
     total: usize,
@@ -542,7 +668,7 @@ pub struct Ticker<'a> {
 
 impl<'a> Ticker<'a> {
     /// `total` cases start under `under`.
-    pub fn start(events: &'a Events, under: Under, total: usize) -> Ticker<'a> {
+    pub(crate) fn start(events: &'a Events, under: Under, total: usize) -> Ticker<'a> {
         events.emit(Event::RunStarted {
             under,
             cases: total,
@@ -555,7 +681,7 @@ impl<'a> Ticker<'a> {
         }
     }
     /// One more result.
-    pub fn case(&self, r: &CaseResult) {
+    pub(crate) fn case(&self, r: &CaseResult) {
         let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         self.events.emit(Event::CaseFinished {
             done,
@@ -564,23 +690,23 @@ impl<'a> Ticker<'a> {
         });
     }
     /// The run is over.
-    pub fn end(self) {
+    pub(crate) fn end(self) {
         self.events.emit(Event::RunEnded { under: self.under });
     }
 }
 
 /// One JSON object a line, for programs.
-pub struct JsonLines {
+pub(crate) struct JsonLines {
     out: Mutex<Stream<Box<dyn Write + Send>>>,
 }
 
 impl JsonLines {
     /// JSON lines on stdout.
-    pub fn stdout() -> JsonLines {
+    pub(crate) fn stdout() -> JsonLines {
         JsonLines::to(Box::new(std::io::stdout()))
     }
     /// JSON lines on `w`.
-    pub fn to(w: Box<dyn Write + Send>) -> JsonLines {
+    fn to(w: Box<dyn Write + Send>) -> JsonLines {
         JsonLines {
             out: Mutex::new(Stream::new("stdout", w)),
         }
@@ -603,7 +729,7 @@ impl Reporter for JsonLines {
 
 /// Keeps every event: for tests, and for callers that render after the fact.
 #[derive(Default)]
-pub struct Collect(pub Mutex<Vec<Event>>);
+pub(crate) struct Collect(Mutex<Vec<Event>>);
 
 impl Reporter for Collect {
     fn report(&self, event: &Event) -> Result<(), OutputError> {

@@ -9,25 +9,27 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuRun {
     /// The GPU's ordinal.
-    pub gpu: u32,
+    pub(crate) gpu: u32,
     /// Cases it ran.
-    pub cases: usize,
+    pub(crate) cases: usize,
     /// Why it was lost mid-run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost: Option<String>,
+    pub(crate) lost: Option<String>,
 }
 
 /// One row of `sweep-summary.json`: one way the cases ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
+    /// How the cases ran: `cpu`, `native` or the sanitizer tool's name.
     pub under: Under,
     /// The allocation modes asked for (`exact` when none was).
-    pub allocs: String,
-    pub suite: String,
+    pub(crate) allocs: String,
+    /// The suite's name, or `given cases` for cases named on the command line or in a corpus.
+    pub(crate) suite: String,
     /// Selected cases with a result in `results.jsonl` (with `--resume`, earlier ones too).
     pub cases: usize,
     /// Of those, the failing ones.
-    pub failures: usize,
+    pub(crate) failures: usize,
     /// Selected cases with no result.
     #[serde(default)]
     pub missing: usize,
@@ -35,35 +37,39 @@ pub struct RunSummary {
     /// (`--max-time`; they are in `not-run.jsonl`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub not_run: usize,
-    /// Cases run by this invocation, and its wall time.
+    /// Cases run by this invocation.
     #[serde(default)]
     pub ran_now: usize,
-    pub wall_s: f64,
+    /// This invocation's wall time for them, in seconds.
+    pub(crate) wall_s: f64,
+    /// Worker processes this invocation started, replacements for ones that died included.
     #[serde(default)]
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// Seconds the worker slots waited for a worker to become ready with cases waiting,
     /// summed over the slots.
     #[serde(default)]
-    pub worker_wait_s: f64,
+    pub(crate) worker_wait_s: f64,
     /// Workers' start-up (their device opened, their libraries loaded), as each measured it:
     /// the median and the longest, in seconds. Absent when no worker started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker_start_s: Option<StartUp>,
+    pub(crate) worker_start_s: Option<StartUp>,
     /// The GPU (or the profile the CPU side checked against).
     pub device: String,
     /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
     #[serde(default)]
-    pub driver_version: i32,
+    pub(crate) driver_version: i32,
     /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
+    pub(crate) driver: Option<String>,
+    /// The ordinals of the GPUs the run used; empty without a GPU.
     #[serde(default)]
-    pub gpus: Vec<u32>,
+    pub(crate) gpus: Vec<u32>,
+    /// What each of them ran.
     #[serde(default)]
-    pub per_gpu: Vec<GpuRun>,
+    pub(crate) per_gpu: Vec<GpuRun>,
     /// Where the worker time of the cases run now went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<TimeSpent>,
+    pub(crate) time: Option<TimeSpent>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -72,16 +78,16 @@ fn is_zero(n: &usize) -> bool {
 
 /// How long workers took to start.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct StartUp {
+pub(crate) struct StartUp {
     /// Seconds, the median worker.
-    pub median: f64,
+    pub(crate) median: f64,
     /// Seconds, the slowest.
-    pub max: f64,
+    pub(crate) max: f64,
 }
 
 impl StartUp {
     /// The median and the longest of `times` (seconds), to the millisecond; `None` for none.
-    pub fn of(times: &[f64]) -> Option<StartUp> {
+    pub(crate) fn of(times: &[f64]) -> Option<StartUp> {
         let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
         if t.is_empty() {
             return None;
@@ -98,28 +104,28 @@ impl StartUp {
 /// Where the time of a run went: each phase summed over the cases run now (worker time, so
 /// with several workers it adds up to more than the wall time), and the slowest cases.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TimeSpent {
+pub(crate) struct TimeSpent {
     /// Cases the sums are over.
-    pub cases: usize,
+    cases: usize,
     /// Their verdict times, summed (every phase below, and the rest: messages, freeing).
-    pub cases_s: f64,
-    pub setup_s: f64,
-    pub upload_s: f64,
-    pub run_s: f64,
-    pub download_s: f64,
-    pub reference_s: f64,
-    pub compare_s: f64,
+    cases_s: f64,
+    setup_s: f64,
+    upload_s: f64,
+    run_s: f64,
+    download_s: f64,
+    reference_s: f64,
+    compare_s: f64,
     /// Cases whose outputs were the same, byte for byte, as the last case's of their key, and
     /// were judged by that case's comparison (no comparison time of their own).
     #[serde(default)]
-    pub compared_before: usize,
+    compared_before: usize,
     /// The five slowest cases: label and seconds.
-    pub slowest: Vec<(String, f64)>,
+    pub(crate) slowest: Vec<(String, f64)>,
 }
 
 impl TimeSpent {
     /// Sum the phases of `results`; `None` when there are none.
-    pub fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
+    pub(crate) fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
         if results.is_empty() {
             return None;
         }
@@ -163,7 +169,7 @@ impl TimeSpent {
     }
 
     /// One line a person reads.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let phases = self.setup_s
             + self.upload_s
             + self.run_s
@@ -207,11 +213,13 @@ impl TimeSpent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SweepSummary {
+    /// One row per way the cases ran, in the order they ran.
     pub runs: Vec<RunSummary>,
 }
 
 impl SweepSummary {
-    pub fn failures(&self) -> usize {
+    /// Failing results over every row.
+    pub(crate) fn failures(&self) -> usize {
         self.runs.iter().map(|r| r.failures).sum()
     }
 }

@@ -18,14 +18,18 @@ use std::path::PathBuf;
 /// What to time, and how.
 #[derive(Debug, Clone)]
 pub struct BenchRequest {
+    /// The cases: given, or named in `OP(vars)` form, or else the smoke suite's.
     pub selection: Selection,
+    /// Impls from outside kedge to time beside kedge's (plugins, source kernels, a ggml
+    /// build).
     pub external: ExternalSpec,
     /// Worker options; a bench runs one worker whatever `jobs` says.
     pub engine: EngineOptions,
     /// The GPU's ordinal.
     pub device: u32,
-    /// Untimed runs before the timed ones, and timed runs.
+    /// Untimed runs before the timed ones.
     pub warmup: u32,
+    /// Timed runs: the median, min and max are over these.
     pub reps: u32,
     /// Where bench.jsonl and bench.md go, if anywhere.
     pub out: Option<PathBuf>,
@@ -107,7 +111,7 @@ pub fn bench(req: &BenchRequest) -> Result<BenchOutcome, Error> {
 
 /// The timing table of a set of bench results, as Markdown: one section per shape (op, dtype,
 /// ne, params), one row per impl, with each impl's time against the section's first.
-pub fn render(results: &[CaseResult]) -> String {
+fn render(results: &[CaseResult]) -> String {
     let mut groups: BTreeMap<String, Vec<&CaseResult>> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for r in results {

@@ -89,7 +89,7 @@ pub fn case_input(input: &str, reg: &Registry) -> Result<(Case, Option<CaseResul
 /// can run either way decides here; `gpu` is whether it should try (`sweep` and `selftest`
 /// fall back to the CPU side without a driver: `on_gpu(cpu)`; `fuzz` runs its CPU side only
 /// when asked, `!cpu`).
-pub fn engine_or_profile(
+fn engine_or_profile(
     gpu: bool,
     profile: &LimitsProfile,
     build: impl FnOnce() -> Result<RunEngine, Error>,
@@ -104,6 +104,6 @@ pub fn engine_or_profile(
 
 /// Should a workflow that falls back to its CPU side run on a GPU: `--cpu` not given, and a
 /// CUDA driver on this machine.
-pub fn on_gpu(cpu: bool) -> bool {
+fn on_gpu(cpu: bool) -> bool {
     !cpu && kedge_core::cuda::driver_present()
 }

@@ -10,11 +10,13 @@ use std::fmt::Write as _;
 /// One case planned.
 #[derive(Debug, Clone)]
 pub struct Planned {
-    pub case: Case,
+    /// The case.
+    case: Case,
     /// The CPU-side check (`launch-error` / `resource-limit` when the plan breaks the profile,
     /// `unsupported` when the impl refuses, `skipped` when it fits).
     pub result: CaseResult,
-    pub plan: Option<Plan>,
+    /// Its launches and buffers; `None` when the impl refuses the case.
+    plan: Option<Plan>,
 }
 
 impl Planned {

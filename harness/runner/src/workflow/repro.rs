@@ -25,44 +25,60 @@ use std::fmt::Write as _;
 /// kernel edit does not change the repro's expected text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceMode {
+    /// The kernels' source text, so the file builds on its own.
     Embed,
+    /// A comment naming each kernel file where its text would be.
     Placeholder,
 }
 
 /// What `kedge repro` needs to know.
 pub struct ReproInput<'a> {
+    /// The registry the case resolves in (with any impls from outside kedge).
     pub reg: &'a Registry,
     /// A validated case (defaults filled).
     pub case: &'a Case,
+    /// The limits the upstream launch is checked against, and the `.cu` file's `nvcc -arch`.
     pub profile: &'a LimitsProfile,
     /// What kedge saw when it ran the case, if known (names the verdict in the comment).
     pub result: Option<&'a CaseResult>,
     /// The transition `kedge minimize` found, if any: both sides become lines.
     pub transition: Option<&'a Transition>,
+    /// Whether the `.cu` file holds the kernels' text.
     pub sources: SourceMode,
 }
 
+/// Parts (a) and (b): the case as upstream's test-backend-ops tests it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamSection {
     /// Comment lines and `test_cases.emplace_back(...)` lines, in order.
     pub lines: Vec<String>,
     /// `RMS_NORM(type=f32,ne=[...],...)`: what test-backend-ops prints for the case.
     pub vars_line: String,
+    /// The `test-backend-ops test -b CUDA0 -o OP -p REGEX` command that runs just the case.
     pub command: String,
 }
 
+/// Part (d): a standalone CUDA program that launches the case as kedge plans it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CuRepro {
+    /// Every launch of the plan is kedge's own: the program.
     Available {
+        /// The name the source is written under (`repro.cu`).
         file_name: String,
+        /// The program's text.
         source: String,
+        /// The `nvcc` command that builds it for the profile's architecture.
         build: String,
+        /// Commands that run it: plainly, then under compute-sanitizer memcheck.
         run: Vec<String>,
         /// The inputs' bytes, when the op makes its own and they are too large to embed: the
         /// `.cu` file reads them from `repro.inputs` beside it (`--out` writes both).
         inputs_file: Option<Vec<u8>>,
     },
+    /// No program can be written for this case.
     Unavailable {
+        /// Why (a plan kedge does not launch entirely itself, an impl that refuses the case,
+        /// inputs too large to reproduce).
         why: String,
     },
 }
@@ -70,7 +86,9 @@ pub enum CuRepro {
 /// A standalone C program against ggml's public API, for a case of a ggml build's impl.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GgmlRepro {
+    /// A ggml build is loaded: the program.
     Available {
+        /// The program's source, file name and build command.
         program: CProgram,
         /// `./repro DEVICE SIDE`, one per side, with what each must show.
         run: Vec<String>,
@@ -78,31 +96,37 @@ pub enum GgmlRepro {
         /// line loses)`.
         layout: Result<(), String>,
     },
+    /// No program can be written (no ggml build loaded, or it cannot build the case's graph).
     Unavailable {
+        /// Why.
         why: String,
     },
 }
 
+/// Every form of one case's repro; `render` prints them as (a) to (e).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repro {
-    pub label: String,
+    /// The case's label.
+    label: String,
     /// What kedge saw when it ran the case, when a result was given.
-    pub seen: Option<String>,
+    seen: Option<String>,
     /// `Err(why)` when upstream has no such op.
     pub upstream: Result<UpstreamSection, String>,
-    pub kedge_run: String,
+    /// Part (c): `kedge run --case '<json>'`.
+    kedge_run: String,
+    /// Part (d): the standalone `.cu` program, or why there is none.
     pub cu: CuRepro,
     /// For a case of a ggml build's impl (`ggml:CUDA0`): the C program.
     pub ggml: Option<GgmlRepro>,
 }
 
 /// Quote for a POSIX shell: single quotes, with `'` written as `'\''`.
-pub fn shell_quote(s: &str) -> String {
+fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Escape ECMAScript regex metacharacters (std::regex's default grammar).
-pub fn regex_escape(s: &str) -> String {
+fn regex_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 2);
     for ch in s.chars() {
         if "\\^$.|?*+()[]{}".contains(ch) {
@@ -116,7 +140,7 @@ pub fn regex_escape(s: &str) -> String {
 /// A `-p` regex that selects exactly this case: its whole `vars()`, anchored. (The shape alone
 /// is not enough: test-backend-ops has several cases of one shape that differ in a flag, and
 /// a run that matches a failing one aborts before the others print.)
-pub fn vars_filter(vars: &str) -> String {
+pub(crate) fn vars_filter(vars: &str) -> String {
     format!("^{}$", regex_escape(vars))
 }
 
@@ -548,12 +572,12 @@ const MAX_EMBEDDED_INPUT_BYTES: u64 = 1 << 20;
 /// kedge's input generator in C: SplitMix64 exactly as `kedge_core::model::rng::Rng`, filling
 /// each input as `kedge_core::contract::op::random_tensor` does (floats uniform in [-1, 1), integers in
 /// [0, 16)), so the `.cu` file's inputs are bit for bit the ones kedge used.
-pub const RNG_C: &str = kedge_core::model::rng::C_SOURCE;
+const RNG_C: &str = kedge_core::model::rng::C_SOURCE;
 
 /// f32 to f16 and bf16 in C, rounded to nearest even as kedge converts its host inputs
 /// (`HostTensor::from_f32`), for the `.cu` file of a case with 16-bit inputs: no CUDA header
 /// is needed for them.
-pub const HALF_C: &str = r#"/* f32 -> f16 and bf16 bits, rounded to nearest even as kedge converts its inputs on the host,
+const HALF_C: &str = r#"/* f32 -> f16 and bf16 bits, rounded to nearest even as kedge converts its inputs on the host,
  * so the file needs no CUDA header for them. */
 __attribute__((unused)) static uint16_t kedge_f16_bits(float f) {
     uint32_t x;
@@ -638,12 +662,13 @@ fn arg_decl(i: usize, a: &KernelArg, scratch: &[(String, u64)], looped: bool) ->
     }
 }
 
-/// The standalone `.cu` text, or why there is none.
 /// A standalone `.cu` file, and the inputs file it reads when the op's inputs are its own and
 /// too large to embed.
-pub struct CuFile {
-    pub source: String,
-    pub inputs_file: Option<Vec<u8>>,
+struct CuFile {
+    /// The program's text.
+    source: String,
+    /// The inputs' bytes, when the program reads them from `INPUTS_FILE`.
+    inputs_file: Option<Vec<u8>>,
 }
 
 /// How the `.cu` file gets the inputs kedge used.
@@ -660,7 +685,8 @@ enum InputSource {
 /// The name of the inputs file a `.cu` repro reads (in spec order, each input's bytes).
 pub const INPUTS_FILE: &str = "repro.inputs";
 
-pub fn cu_file(
+/// The standalone `.cu` text, or why there is none.
+fn cu_file(
     op: &dyn Op,
     imp: &dyn Impl,
     case: &Case,

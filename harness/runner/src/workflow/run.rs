@@ -16,10 +16,13 @@ use std::path::PathBuf;
 /// What to run, and how.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
+    /// The cases: given, or named in `OP(vars)` form, or else the smoke suite's.
     pub selection: Selection,
     /// Sanitizer tools, one run each; empty: natively.
     pub tools: Vec<Tool>,
+    /// Impls from outside kedge (plugins, source kernels, a ggml build).
     pub external: ExternalSpec,
+    /// Worker options, and where events go.
     pub engine: EngineOptions,
     /// The GPU's ordinal.
     pub device: u32,
@@ -31,8 +34,9 @@ pub struct RunRequest {
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     /// Results handed over.
-    pub ran: usize,
-    pub failures: usize,
+    ran: usize,
+    /// Of those, the failing ones.
+    failures: usize,
     /// Wall time from the first case to the last, in milliseconds.
     pub wall_ms: f64,
     /// 1 when a case failed.
@@ -88,7 +92,7 @@ pub fn run(req: &RunRequest, on: &mut dyn FnMut(&CaseResult)) -> Result<RunOutco
 
 /// Without cases given, the smoke suite; a case named in `OP(vars)` form is looked for
 /// among the default suite's (its boundaries too).
-pub fn suite_of(sel: &Selection) -> Suite {
+pub(crate) fn suite_of(sel: &Selection) -> Suite {
     if sel.names_cases() {
         Suite::Default
     } else {
@@ -116,7 +120,7 @@ fn results_file(path: &std::path::Path, sel: &Selection) -> Result<(ResultsWrite
 }
 
 /// The engine of a command that runs on one GPU.
-pub(crate) fn one_gpu_engine(
+fn one_gpu_engine(
     command: &'static str,
     external: ExternalSpec,
     opts: EngineOptions,

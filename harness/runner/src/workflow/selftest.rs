@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 pub const DEFAULT_TOOLS: [Tool; 3] = [Tool::Memcheck, Tool::Initcheck, Tool::Racecheck];
 
 /// Where a detector can see a bug: how to run and in which allocation mode.
-pub fn runs_for_detector(d: Detector) -> Vec<(Under, AllocMode)> {
+fn runs_for_detector(d: Detector) -> Vec<(Under, AllocMode)> {
     match d {
         Detector::GuardPage => vec![
             (Under::Native, AllocMode::Guard),
@@ -56,7 +56,7 @@ pub fn runs_for_detector(d: Detector) -> Vec<(Under, AllocMode)> {
 /// Why a run is in the plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Purpose {
+enum Purpose {
     Planted {
         op: String,
         imp: String,
@@ -74,18 +74,20 @@ pub enum Purpose {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct PlannedRun {
-    pub under: Under,
-    pub case: Case,
-    pub purpose: Purpose,
+struct PlannedRun {
+    under: Under,
+    case: Case,
+    purpose: Purpose,
 }
 
+/// What the selftest plan covers.
 #[derive(Debug, Clone)]
 pub struct PlanOptions {
     /// Sanitizer tools fixed impls are also run under (their smoke cases).
     pub fixed_tools: Vec<Tool>,
     /// Only these ops (empty: all).
     pub ops: Vec<String>,
+    /// The seed of every planned case.
     pub seed: u64,
     /// Fixed impls' cases whose largest tensor is over this are left out (the sweeps run
     /// them); planted impls keep theirs, since some bugs live only past a size.
@@ -104,14 +106,14 @@ impl Default for PlanOptions {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct SelftestPlan {
-    pub runs: Vec<PlannedRun>,
+struct SelftestPlan {
+    runs: Vec<PlannedRun>,
     #[serde(skip)]
     max_fixed_elements: MaxElements,
     /// Incidents whose op is not in the registry (a row each, never run).
-    pub missing_ops: Vec<(String, String)>,
+    missing_ops: Vec<(String, String)>,
     /// Cases an op declared that it then rejects (a broken declaration; reported).
-    pub rejected: Vec<String>,
+    rejected: Vec<String>,
 }
 
 /// A case of an op's first dtype for a selftest run.
@@ -131,7 +133,7 @@ fn case_of(
 impl SelftestPlan {
     /// Build the plan. `limits`: the profile boundary cases are generated for (the live
     /// device's on a GPU).
-    pub fn build(
+    fn build(
         reg: &Registry,
         limits: &LimitsProfile,
         incidents: &[Expectation],
@@ -273,7 +275,7 @@ impl SelftestPlan {
     }
 
     /// The cases to run, per run kind, each case once.
-    pub fn groups(&self) -> BTreeMap<Under, Vec<Case>> {
+    fn groups(&self) -> BTreeMap<Under, Vec<Case>> {
         let mut out: BTreeMap<Under, Vec<Case>> = BTreeMap::new();
         let mut seen = std::collections::HashSet::new();
         for r in &self.runs {
@@ -286,7 +288,7 @@ impl SelftestPlan {
 }
 
 /// Every detector a result names: its own, `also`, and each sanitizer finding's tool.
-pub fn detectors_seen(r: &CaseResult) -> BTreeSet<Detector> {
+fn detectors_seen(r: &CaseResult) -> BTreeSet<Detector> {
     let mut s = BTreeSet::new();
     if r.verdict.is_failure() {
         s.insert(r.detector);
@@ -299,7 +301,7 @@ pub fn detectors_seen(r: &CaseResult) -> BTreeSet<Detector> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+enum Status {
     Found,
     Missed,
     NotRun,
@@ -310,7 +312,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Status::Found => "FOUND",
             Status::Missed => "MISSED",
@@ -321,62 +323,66 @@ impl Status {
         }
     }
     /// Does this row fail the selftest?
-    pub fn is_bad(self) -> bool {
+    fn is_bad(self) -> bool {
         matches!(self, Status::Missed | Status::Fail)
     }
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct PlantedRow {
-    pub op: String,
-    pub imp: String,
-    pub bug: String,
+struct PlantedRow {
+    op: String,
+    imp: String,
+    bug: String,
     /// Each expected detector and whether a run planned for it saw the bug.
-    pub expect: Vec<(Detector, Status)>,
+    expect: Vec<(Detector, Status)>,
     /// Every detector that saw something in any of this impl's runs.
-    pub saw: BTreeSet<Detector>,
+    saw: BTreeSet<Detector>,
     /// One case that showed it, per expected detector that found it.
-    pub evidence: Vec<String>,
-    pub status: Status,
+    evidence: Vec<String>,
+    status: Status,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct FixedRow {
-    pub op: String,
-    pub imp: String,
-    pub runs: usize,
-    pub failures: Vec<String>,
-    pub status: Status,
+struct FixedRow {
+    op: String,
+    imp: String,
+    runs: usize,
+    failures: Vec<String>,
+    status: Status,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct IncidentRow {
-    pub incident: String,
-    pub case: String,
-    pub under: String,
-    pub expect: Option<Expected>,
-    pub got: Option<Expected>,
-    pub status: Status,
+struct IncidentRow {
+    incident: String,
+    case: String,
+    under: String,
+    expect: Option<Expected>,
+    got: Option<Expected>,
+    status: Status,
 }
 
+/// The selftest's verdict, row by row: what `render` prints as selftest.md's tables.
 #[derive(Debug, Clone, Serialize)]
 pub struct Table {
-    pub planted: Vec<PlantedRow>,
-    pub fixed: Vec<FixedRow>,
-    pub incidents: Vec<IncidentRow>,
+    /// A row per planted impl: each expected detector FOUND, MISSED or NOT RUN.
+    planted: Vec<PlantedRow>,
+    /// A row per fixed impl: PASS or FAIL.
+    fixed: Vec<FixedRow>,
+    /// A row per incident replica and way it ran: what it gave against what it should.
+    incidents: Vec<IncidentRow>,
     /// Results that no planned run asked for (ignored, counted).
-    pub unmatched_results: usize,
+    unmatched_results: usize,
 }
 
 impl Table {
     /// Every planted bug found, every fixed impl passing, every incident as expected
     /// (NOT RUN rows do not fail; `complete` says whether everything ran).
-    pub fn ok(&self) -> bool {
+    fn ok(&self) -> bool {
         self.planted.iter().all(|r| !r.status.is_bad())
             && self.fixed.iter().all(|r| !r.status.is_bad())
             && self.incidents.iter().all(|r| !r.status.is_bad())
     }
-    pub fn complete(&self) -> bool {
+    fn complete(&self) -> bool {
         self.planted.iter().all(|r| r.status != Status::NotRun)
             && self.fixed.iter().all(|r| r.status != Status::NotRun)
             && self.incidents.iter().all(|r| r.status != Status::NotRun)
@@ -384,7 +390,7 @@ impl Table {
 }
 
 /// Judge the results that came back against the plan.
-pub fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
+fn judge(plan: &SelftestPlan, results: &[CaseResult]) -> Table {
     let mut by_key: HashMap<(Under, String), &CaseResult> = HashMap::new();
     for r in results {
         by_key.insert((r.under, r.case.id()), r);
@@ -583,7 +589,7 @@ fn expected(e: &Option<Expected>) -> String {
 }
 
 /// The table as Markdown.
-pub fn render(t: &Table) -> String {
+fn render(t: &Table) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## Planted bugs");
     let _ = writeln!(s);
@@ -661,6 +667,7 @@ pub fn render(t: &Table) -> String {
 /// What `kedge selftest` runs.
 #[derive(Debug, Clone)]
 pub struct SelftestRequest {
+    /// What the plan covers.
     pub opts: PlanOptions,
     /// The profile boundary cases are generated for without a GPU.
     pub profile: LimitsProfile,
@@ -668,20 +675,27 @@ pub struct SelftestRequest {
     pub cpu: bool,
     /// The GPU to run on.
     pub device: u32,
+    /// Worker options, and where events go.
     pub engine: crate::run::EngineOptions,
+    /// The output directory: results.jsonl, selftest.md, workers' logs.
     pub out: std::path::PathBuf,
+    /// What to do with a results.jsonl already there: refuse, resume it, or start over.
     pub mode: crate::results::OutMode,
     /// The incidents corpus (default: the built-in one).
     pub incidents: Option<std::path::PathBuf>,
+    /// The kedge binary workers start from (default: this process's).
     pub exe: Option<std::path::PathBuf>,
 }
 
 /// How a selftest ended.
 #[derive(Debug, Clone)]
 pub struct SelftestOutcome {
+    /// Every row, judged.
     pub table: Table,
     /// selftest.md's text.
     pub text: String,
+    /// 1 when a planted bug was missed or a fixed impl or incident failed; else 4 when a
+    /// part could not run here (no GPU, a tool missing); else 0.
     pub status: crate::errors::Status,
 }
 

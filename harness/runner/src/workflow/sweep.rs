@@ -26,7 +26,8 @@ use crate::run::{
 };
 use crate::run::{MaxTime, RunStats, TimeBudget};
 use crate::select::{order, MaxElements, Selection, Shard, Suite};
-pub use crate::summary::{RunSummary, StartUp, SweepSummary, TimeSpent};
+pub use crate::summary::{RunSummary, SweepSummary};
+use crate::summary::{StartUp, TimeSpent};
 use kedge_core::{Case, LimitsProfile, Registry, SuiteInfo, Tool, Under};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -46,11 +47,14 @@ pub const GPU_MAX_ELEMENTS: u64 = 1 << 28;
 /// What to sweep, and how.
 #[derive(Debug, Clone)]
 pub struct SweepRequest {
+    /// The suite generated when the selection gives no cases of its own.
     pub suite: Suite,
+    /// Cases given (`--case`, `--corpus`) and the filters on the suite's.
     pub selection: Selection,
     /// The limits profile the cases are built for, on any machine (and the one the CPU side
     /// checks against).
     pub profile: LimitsProfile,
+    /// This machine's part of the selection (`--shard K/N`); all of it when absent.
     pub shard: Option<Shard>,
     /// `--max-elements` as given (0: no limit; absent: no limit, but `GPU_MAX_ELEMENTS` for a
     /// library's host backend).
@@ -59,10 +63,15 @@ pub struct SweepRequest {
     pub tools: Vec<Tool>,
     /// The CPU side only, even with a GPU.
     pub cpu: bool,
+    /// The GPUs the cases are spread over.
     pub gpus: Gpus,
+    /// Impls from outside kedge (plugins, source kernels, a ggml build).
     pub external: ExternalSpec,
+    /// Worker options, the time limit, and where events go.
     pub engine: EngineOptions,
+    /// The output directory: plan, results, summary, reports, workers' logs.
     pub out: PathBuf,
+    /// What to do with a `results.jsonl` already there: refuse, resume it, or start over.
     pub mode: OutMode,
     /// The kedge binary workers start from (default: this process's).
     pub exe: Option<PathBuf>,
@@ -70,7 +79,7 @@ pub struct SweepRequest {
 
 impl SweepRequest {
     /// The files a sweep reads (its corpus, plugins, source kernels): never written.
-    pub fn inputs(&self) -> impl Iterator<Item = &std::path::Path> {
+    fn inputs(&self) -> impl Iterator<Item = &std::path::Path> {
         self.selection
             .corpus
             .iter()
@@ -83,11 +92,16 @@ impl SweepRequest {
 /// How a sweep ended.
 #[derive(Debug, Clone)]
 pub struct SweepOutcome {
+    /// What `sweep-summary.json` holds: a row per way the cases ran.
     pub summary: SweepSummary,
+    /// 0, or 1 when a case failed; 4 when the GPU checks were skipped and 6 when the time ran
+    /// out, whatever failed (these two told as `Event::Ended`).
     pub status: Status,
     /// The selected cases (after the shard and `--max-elements`).
     pub cases: usize,
+    /// The `results.jsonl` every count comes from.
     pub results: PathBuf,
+    /// The reports written (Markdown, summary, JSON, JUnit).
     pub reports: Vec<PathBuf>,
     /// Cases not started because the time limit ran out, each with the run it was for, in
     /// the order they would have run (also in `not-run.jsonl`).
@@ -225,20 +239,20 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
 }
 
 /// The time each phase of a workflow took, told as `Event::Phase` when it ends.
-pub(crate) struct Phases<'a> {
+struct Phases<'a> {
     events: &'a Events,
     since: std::time::Instant,
 }
 
 impl<'a> Phases<'a> {
-    pub(crate) fn start(events: &'a Events) -> Phases<'a> {
+    fn start(events: &'a Events) -> Phases<'a> {
         Phases {
             events,
             since: std::time::Instant::now(),
         }
     }
     /// The phase `name` ended now; the next starts.
-    pub(crate) fn done(&mut self, name: &'static str) {
+    fn done(&mut self, name: &'static str) {
         let seconds = (self.since.elapsed().as_secs_f64() * 1e3).round() / 1e3;
         self.events.emit(Event::Phase { name, seconds });
         self.since = std::time::Instant::now();
@@ -837,7 +851,7 @@ fn out_of_time(
 /// the seconds of the case in `costs` (bytes, seconds: the cases run now) nearest to it in
 /// bytes (by ratio), the sum scaled by `wall_s` over the summed seconds of `costs` (the cases
 /// that ran at once). `None` without costs.
-pub fn estimate_s(costs: &[(u64, f64)], wall_s: f64, left: &[u64]) -> Option<f64> {
+fn estimate_s(costs: &[(u64, f64)], wall_s: f64, left: &[u64]) -> Option<f64> {
     let worker_s: f64 = costs.iter().map(|c| c.1).sum();
     if costs.is_empty() || worker_s <= 0.0 || wall_s <= 0.0 {
         return None;

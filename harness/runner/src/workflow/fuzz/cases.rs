@@ -20,8 +20,12 @@ use serde::{Deserialize, Serialize};
 /// What to generate.
 #[derive(Clone)]
 pub struct FuzzSpec {
+    /// The ops and impls drawn from, and what every case keeps (dtype, `--param`, seed,
+    /// `-p` filter).
     pub filters: Filters,
+    /// The allocation modes, one drawn per case.
     pub allocs: Vec<AllocMode>,
+    /// Cases with a larger tensor are drawn again.
     pub max_elements: MaxElements,
 }
 
@@ -128,6 +132,8 @@ pub struct CaseStream<'a> {
 }
 
 impl<'a> CaseStream<'a> {
+    /// At most `n` cases of `spec`'s ops, shapes biased toward their boundaries for `limits`;
+    /// the same `seed` gives the same cases.
     pub fn new(
         reg: &'a Registry,
         limits: &kedge_core::LimitsProfile,
@@ -233,20 +239,22 @@ impl Iterator for CaseStream<'_> {
 pub struct FuzzFind {
     /// The minimized case.
     pub case: Case,
+    /// The verdict it fails with, the generated case's too (shrinking keeps it).
     pub verdict: kedge_core::Verdict,
+    /// The detector that saw the failure, kept as the verdict is.
     pub detector: kedge_core::Detector,
     /// "native", "cpu", or a sanitizer tool.
-    pub under: Under,
+    under: Under,
     /// The case as generated, before shrinking.
-    pub original: Case,
+    original: Case,
     /// The transition, when one was found from both sides ("`ne[2]`: pass at 65535, ...").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transition: Option<String>,
-    pub detail: String,
+    detail: String,
 }
 
 impl FuzzFind {
-    pub fn new(
+    pub(crate) fn new(
         original: &Case,
         minimized: &Case,
         outcome: Outcome,
@@ -268,7 +276,7 @@ impl FuzzFind {
         }
     }
     /// Finds are the same when the minimized case and the outcome are.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!(
             "{}:{}:{}:{}",
             self.case.id(),
@@ -280,7 +288,7 @@ impl FuzzFind {
 }
 
 /// Keys of the finds already in a file (missing file: none).
-pub fn known_finds(path: &std::path::Path) -> std::collections::HashSet<String> {
+pub(crate) fn known_finds(path: &std::path::Path) -> std::collections::HashSet<String> {
     std::fs::read_to_string(path)
         .map(|t| {
             t.lines()

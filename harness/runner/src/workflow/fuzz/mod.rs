@@ -6,10 +6,11 @@
 //! is shrunk and its find appended as its chunk ends, so memory does not grow with
 //! `--cases` and a run stopped by Ctrl-C has written every find made so far.
 
-pub mod cases;
+mod cases;
 pub mod targets;
 
-pub use cases::{generate, known_finds, CaseStream, FuzzFind, FuzzSpec};
+use cases::known_finds;
+pub use cases::{generate, CaseStream, FuzzFind, FuzzSpec};
 
 use crate::errors::{Error, Status};
 use crate::events::Event;
@@ -24,16 +25,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Generated cases stay this small unless `--max-elements` says otherwise.
-pub const FUZZ_MAX_ELEMENTS: u64 = 1 << 26;
+const FUZZ_MAX_ELEMENTS: u64 = 1 << 26;
 
 /// What to fuzz.
 #[derive(Debug, Clone)]
 pub struct FuzzRequest {
     /// `-o`, `--impl`, `--dtype`, `-p`, `--filter`; `allocs` default `exact,guard`.
     pub selection: Selection,
+    /// Cases to generate and run (at least 1).
     pub cases: usize,
     /// The generator's seed.
     pub fuzz_seed: u64,
+    /// Run the CPU side only (the launch contract against `profile`), with no GPU.
     pub cpu: bool,
     /// The profile of the CPU side.
     pub profile: LimitsProfile,
@@ -45,8 +48,11 @@ pub struct FuzzRequest {
     pub max_elements: Option<u64>,
     /// Where finds are appended.
     pub finds: PathBuf,
+    /// Worker options, and where progress goes (`Event::Fuzzed`).
     pub engine: EngineOptions,
+    /// The GPU's ordinal.
     pub device: u32,
+    /// The kedge binary workers start from (default: this process's).
     pub exe: Option<PathBuf>,
 }
 
@@ -64,8 +70,10 @@ pub enum FuzzEvent<'a> {
 /// What fuzzing found, counted.
 #[derive(Debug, Clone)]
 pub struct FuzzOutcome {
-    pub generated: usize,
-    pub failures: usize,
+    /// Cases generated and run.
+    generated: usize,
+    /// Of those, the failing ones.
+    failures: usize,
     /// Shrunk failures not in the finds file before (now appended).
     pub new_finds: usize,
     /// Shrunk failures already in it.

@@ -43,7 +43,7 @@ pub fn case_line(reg: &Registry, data: &[u8]) {
 
 /// Shape values where kernels break: 1, warp and block multiples and their neighbours, the
 /// grid.y/z limit and its neighbours, the int32 edges.
-pub const EDGE_VALUES: [i64; 20] = [
+pub(crate) const EDGE_VALUES: [i64; 20] = [
     1,
     2,
     3,
@@ -103,7 +103,7 @@ fn param_value(u: &mut Unstructured<'_>, p: &ParamSpec) -> AResult<serde_json::V
 
 /// An arbitrary validated case of `op` (any impl), or `None` if the bytes ran out or the op
 /// rejects the shape.
-pub fn arbitrary_case(
+fn arbitrary_case(
     reg: &Registry,
     op: &dyn Op,
     u: &mut Unstructured<'_>,

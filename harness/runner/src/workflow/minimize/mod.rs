@@ -19,7 +19,7 @@ use kedge_core::{Case, CaseResult, Detector, LimitsProfile, Op, Params, Registry
 use std::path::PathBuf;
 
 /// The files `kedge minimize --out` may write: every probe, and the repro.
-pub const MINIMIZE_FILES: [&str; 4] = [
+const MINIMIZE_FILES: [&str; 4] = [
     "minimize.json",
     "repro.txt",
     "repro.cu",
@@ -33,12 +33,15 @@ pub struct MinimizeRequest {
     pub input: String,
     /// Shrink on the CPU-side check (the launch contract against `profile`), no GPU.
     pub cpu: bool,
+    /// The limits of the CPU-side check; on a GPU, the GPU's own limits are used.
     pub profile: LimitsProfile,
     /// Most predicate runs.
     pub budget: usize,
     /// The sanitizer tool the probes run under (else the given result's, else natively).
     pub tool: Option<Tool>,
+    /// Impls from outside kedge (plugins, source kernels) the case may name.
     pub external: ExternalSpec,
+    /// Worker options, and where events go.
     pub engine: EngineOptions,
     /// The GPU's ordinal.
     pub device: u32,
@@ -48,11 +51,13 @@ pub struct MinimizeRequest {
 
 /// What minimizing found, with what the caller needs to write the repro beside it.
 pub struct MinimizeOutcome {
+    /// The shrunk case, the transition if one was searched for, and every probe.
     pub report: Report,
     /// The registry the case was validated against (with the request's impls from outside).
     pub registry: Registry,
     /// The output directory, locked and checked, when one was given; minimize.json written.
     pub out: Option<OutDir>,
+    /// The files written (minimize.json), when an output directory was given.
     pub written: Vec<PathBuf>,
 }
 
@@ -129,7 +134,7 @@ pub enum Probes<'a> {
 }
 
 /// Every parameter's default, from the op's declaration.
-pub fn param_defaults(op: &dyn Op) -> Params {
+fn param_defaults(op: &dyn Op) -> Params {
     op.params()
         .iter()
         .map(|p| (p.name.to_string(), p.default_value()))
@@ -188,7 +193,7 @@ pub fn minimize(
 }
 
 /// A shrinking error as the command's error.
-pub fn lift<E: std::error::Error + Into<Error> + 'static>(e: MinimizeError<E>) -> Error {
+fn lift<E: std::error::Error + Into<Error> + 'static>(e: MinimizeError<E>) -> Error {
     match e {
         MinimizeError::NotFailing(o) => WorkflowError::NotFailing {
             outcome: o.to_string(),

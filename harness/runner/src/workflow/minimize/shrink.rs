@@ -23,23 +23,25 @@ use std::fmt;
 /// What a run says about a case, for shrinking: the verdict and the detector that saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Outcome {
+    /// The verdict; `skipped` from a CPU-side predicate means the plan fits.
     pub verdict: Verdict,
+    /// The detector that gave the verdict (`none` for a pass).
     pub detector: Detector,
 }
 
 impl Outcome {
-    pub fn of(r: &CaseResult) -> Outcome {
+    pub(crate) fn of(r: &CaseResult) -> Outcome {
         Outcome {
             verdict: r.verdict,
             detector: r.detector,
         }
     }
-    pub fn is_failure(&self) -> bool {
+    fn is_failure(&self) -> bool {
         self.verdict.is_failure()
     }
     /// The side of a transition below the failure: the case ran clean (`pass`), or, for a
     /// CPU-only predicate, its plan fits the profile (`skipped`: the device part did not run).
-    pub fn is_passing(&self) -> bool {
+    fn is_passing(&self) -> bool {
         matches!(self.verdict, Verdict::Pass | Verdict::Skipped)
     }
 }
@@ -59,20 +61,32 @@ impl fmt::Display for Outcome {
 #[derive(Debug, Clone, Serialize)]
 pub struct Probe {
     /// Why it ran: "initial", "param eps", "`ne[2]`", "bisect `ne[2]`" ...
-    pub step: String,
-    pub case: Case,
-    pub outcome: Outcome,
-    pub detail: String,
+    step: String,
+    /// The case run.
+    case: Case,
+    /// What it gave.
+    outcome: Outcome,
+    /// The result's detail line.
+    detail: String,
 }
 
+/// Why shrinking or bisecting could not start or go on; `E` is the predicate's own error.
 #[derive(Debug, thiserror::Error)]
 pub enum MinimizeError<E: std::error::Error + 'static> {
+    /// The case does not fail when run (or the probe budget was spent before it could run).
     #[error("the case does not fail: {0}")]
     NotFailing(Outcome),
+    /// A stored result said one outcome; running the case again gave another.
     #[error(
         "the case did not reproduce: the result given says {given}, running it again gave {got}"
     )]
-    DidNotReproduce { given: Outcome, got: Outcome },
+    DidNotReproduce {
+        /// The stored result's outcome.
+        given: Outcome,
+        /// The outcome of running the case now.
+        got: Outcome,
+    },
+    /// The predicate could not run a probe (a worker that could not start, say).
     #[error("running a probe failed: {0}")]
     Predicate(#[source] E),
 }
@@ -101,33 +115,41 @@ impl Default for ShrinkConfig {
 /// The result of shrinking.
 #[derive(Debug, Clone, Serialize)]
 pub struct Minimized {
-    pub original: Case,
+    /// The case as given.
+    pub(crate) original: Case,
+    /// The smallest case found with the same outcome.
     pub case: Case,
+    /// The outcome both have.
     pub outcome: Outcome,
     /// The result of running the minimized case (its verdict line).
     pub result: CaseResult,
     /// Dimensions that could not shrink further because a smaller value that was run changed
     /// the outcome, with the largest such value: where a transition lies.
-    pub blocked: Vec<(usize, i64)>,
+    blocked: Vec<(usize, i64)>,
     /// Shrinking stopped because the probe budget ran out (the case may shrink further).
-    pub budget_exhausted: bool,
+    pub(crate) budget_exhausted: bool,
 }
 
 /// "passes at N, fails at N+1", from two results that were run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Transition {
+    /// The axis bisected: `ne[2]`, or a parameter's name.
     pub axis: String,
+    /// The largest value that passed.
     pub pass_at: i64,
+    /// The value above it, which fails: `pass_at + 1`.
     pub fail_at: i64,
+    /// The result of the case at `pass_at`.
     pub pass: CaseResult,
+    /// The result of the case at `fail_at`.
     pub fail: CaseResult,
 }
 
 impl Transition {
-    pub fn pass_outcome(&self) -> Outcome {
+    pub(crate) fn pass_outcome(&self) -> Outcome {
         Outcome::of(&self.pass)
     }
-    pub fn fail_outcome(&self) -> Outcome {
+    fn fail_outcome(&self) -> Outcome {
         Outcome::of(&self.fail)
     }
 }
@@ -153,24 +175,42 @@ pub enum TransitionFinding {
     /// Both sides were run: pass at N, fail at N+1.
     Found(Box<Transition>),
     /// No value below the failing one that was run passed: no transition can be stated.
-    NoPassingValue { axis: String, tried: Vec<i64> },
+    NoPassingValue {
+        /// The axis: `ne[2]`, or a parameter's name.
+        axis: String,
+        /// The values below the failing one that were run, in the order they were.
+        tried: Vec<i64>,
+    },
     /// Between the passing and the failing value a third outcome appeared (a different
     /// failure): the boundary between pass and this failure is not a single step.
     OtherOutcome {
+        /// The axis.
         axis: String,
+        /// The value that gave the third outcome.
         value: i64,
+        /// That outcome.
         outcome: Outcome,
+        /// The largest value known to pass.
         pass_at: i64,
+        /// The smallest value known to fail as the case does.
         fail_at: i64,
     },
     /// The probe budget ran out: pass at `pass_at`, fail at `fail_at`, both run, not adjacent.
     Narrowed {
+        /// The axis.
         axis: String,
+        /// The largest value run that passed.
         pass_at: i64,
+        /// The smallest value run that failed.
         fail_at: i64,
     },
     /// The axis cannot be bisected (not an integer, or the failing value is already 1).
-    NotBisectable { axis: String, why: String },
+    NotBisectable {
+        /// The axis.
+        axis: String,
+        /// Why it cannot be bisected.
+        why: String,
+    },
 }
 
 impl fmt::Display for TransitionFinding {
@@ -206,7 +246,7 @@ impl fmt::Display for TransitionFinding {
     }
 }
 
-pub fn axis_name(a: &Axis) -> String {
+fn axis_name(a: &Axis) -> String {
     match a {
         Axis::Ne(d) => format!("ne[{d}]"),
         Axis::Param(p) => (*p).to_string(),
@@ -233,7 +273,7 @@ fn axis_set(case: &Case, a: &Axis, v: i64) -> Case {
 
 /// Smaller values to try for a dimension of value `v`, smallest first: 1, the powers of two
 /// below `v`, and `v / 2`.
-pub fn shrink_candidates(v: i64) -> Vec<i64> {
+fn shrink_candidates(v: i64) -> Vec<i64> {
     let mut out = Vec::new();
     let mut p = 1i64;
     while p < v {
@@ -256,8 +296,8 @@ pub fn shrink_candidates(v: i64) -> Vec<i64> {
 pub struct Minimizer<P> {
     predicate: P,
     cache: HashMap<String, CaseResult>,
-    pub log: Vec<Probe>,
-    pub cfg: ShrinkConfig,
+    log: Vec<Probe>,
+    cfg: ShrinkConfig,
     runs: usize,
 }
 
@@ -266,6 +306,7 @@ where
     P: FnMut(&Case) -> Result<CaseResult, E>,
     E: std::error::Error + 'static,
 {
+    /// A minimizer that runs cases with `predicate`, nothing run or cached yet.
     pub fn new(predicate: P, cfg: ShrinkConfig) -> Self {
         Minimizer {
             predicate,
@@ -503,6 +544,8 @@ where
         Ok((lo, tried))
     }
 
+    /// Bisect `axis` of the failing `case` down to "passes at N, fails at N+1", stated only
+    /// when both sides were run; values already run (by `minimize`) narrow the search first.
     pub fn transition(
         &mut self,
         case: &Case,
@@ -627,7 +670,7 @@ where
 
 /// Which axis to bisect after shrinking: a blocked dimension an op boundary names first,
 /// then the blocked dimension with the largest value. `None` when no dimension is blocked.
-pub fn transition_axis(m: &Minimized, boundaries: &[Boundary]) -> Option<Axis> {
+fn transition_axis(m: &Minimized, boundaries: &[Boundary]) -> Option<Axis> {
     let blocked: Vec<usize> = m.blocked.iter().map(|(d, _)| *d).collect();
     for b in boundaries {
         if let Axis::Ne(d) = b.axis {
@@ -646,9 +689,12 @@ pub fn transition_axis(m: &Minimized, boundaries: &[Boundary]) -> Option<Axis> {
 /// Everything `kedge minimize` found, for printing and for the JSON report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The shrunk case and its result.
     pub minimized: Minimized,
+    /// What bisecting the blocked axis found; `None` when no dimension was blocked.
     pub transition: Option<TransitionFinding>,
-    pub probes: Vec<Probe>,
+    /// Every predicate run, in order.
+    pub(crate) probes: Vec<Probe>,
 }
 
 /// The case being shrunk: the smallest so far with the target outcome, its result, and
@@ -727,7 +773,7 @@ where
 }
 
 /// The probe log as text, one line per run.
-pub fn render_log(probes: &[Probe]) -> String {
+pub(crate) fn render_log(probes: &[Probe]) -> String {
     let mut s = String::new();
     for (i, p) in probes.iter().enumerate() {
         s.push_str(&format!(
