@@ -312,7 +312,7 @@ fn closing(
 /// The console: a line per event on stderr (`kedge: ...`), verdicts as progress (a bar on a
 /// terminal with failures above it, a line per case otherwise), the closing summary as
 /// cargo-nextest ends.
-pub(crate) struct Console {
+pub struct Console {
     progress: Progress,
     state: Mutex<ConsoleState>,
 }
@@ -324,11 +324,11 @@ struct ConsoleState {
 
 impl Console {
     /// The console on stderr.
-    fn new(progress: Progress) -> Console {
+    pub fn new(progress: Progress) -> Console {
         Console::to(progress, Box::new(std::io::stderr()))
     }
     /// The console on `w` (a test's buffer).
-    pub(crate) fn to(progress: Progress, w: Box<dyn Write + Send>) -> Console {
+    pub fn to(progress: Progress, w: Box<dyn Write + Send>) -> Console {
         Console {
             progress,
             state: Mutex::new(ConsoleState {

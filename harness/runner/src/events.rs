@@ -44,7 +44,7 @@ impl Progress {
 /// `event` field names the variant (`{"event":"case-finished",...}`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
-pub(crate) enum Event {
+pub enum Event {
     /// The cases of a command are chosen: how many, and each way they will run.
     PlanReady {
         /// Cases selected.
@@ -299,7 +299,7 @@ pub(crate) enum Event {
 /// Why a selection left cases out.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
-pub(crate) enum LeftOutWhy {
+pub enum LeftOutWhy {
     /// Over `--max-elements` (or a host backend's default bound).
     OverElements {
         /// The largest tensor allowed, in elements.
@@ -317,7 +317,7 @@ pub(crate) enum LeftOutWhy {
 /// How a sweep ended short of every case running for real.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum Ending {
+pub enum Ending {
     /// The time limit ran out with cases not run.
     OutOfTime {
         /// How many.
@@ -333,7 +333,7 @@ const FAILURES_LISTED: usize = 50;
 impl Event {
     /// The line a person reads on stderr (after `kedge: `), for the events that have one.
     /// Progress, the summary and phase timings are drawn by the console itself.
-    pub(crate) fn human(&self) -> Option<String> {
+    pub fn human(&self) -> Option<String> {
         Some(match self {
             Event::PlanReady { .. }
             | Event::RunStarted { .. }
@@ -537,7 +537,7 @@ fn run_line(
 }
 
 /// Something that takes events: the console, JSON lines, a test's list.
-pub(crate) trait Reporter: Send + Sync {
+pub trait Reporter: Send + Sync {
     /// Take one event. An error is kept by `Events` and returned when the workflow finishes.
     fn report(&self, event: &Event) -> Result<(), OutputError>;
 }
@@ -558,7 +558,7 @@ impl std::fmt::Debug for Events {
 
 impl Events {
     /// Events to `reporter`.
-    pub(crate) fn new(reporter: impl Reporter + 'static) -> Events {
+    pub fn new(reporter: impl Reporter + 'static) -> Events {
         Events {
             to: Arc::new(reporter),
             failed: Arc::new(Mutex::new(None)),
@@ -567,14 +567,14 @@ impl Events {
     /// The same reporter without the cases as they finish (`RunStarted`, `CaseFinished`,
     /// `RunEnded`): for a caller that reports its cases on its own (fuzzing, minimizing).
     /// Errors are kept with this handle's.
-    pub(crate) fn without_cases(&self) -> Events {
+    pub fn without_cases(&self) -> Events {
         Events {
             to: Arc::new(NoCases(self.to.clone())),
             failed: self.failed.clone(),
         }
     }
     /// Hand `event` to the reporter; its first error is kept for `finish`.
-    pub(crate) fn emit(&self, event: Event) {
+    pub fn emit(&self, event: Event) {
         if let Err(e) = self.to.report(&event) {
             if let Ok(mut f) = self.failed.lock() {
                 f.get_or_insert(e);
@@ -583,7 +583,7 @@ impl Events {
     }
     /// The first error a reporter returned, if any: a workflow returns it once its own work
     /// is done (and its files written).
-    pub(crate) fn finish(&self) -> Result<(), OutputError> {
+    pub fn finish(&self) -> Result<(), OutputError> {
         match self.failed.lock().ok().and_then(|mut f| f.take()) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -606,7 +606,7 @@ impl Reporter for NoCases {
 }
 
 /// Two reporters, each given every event.
-pub(crate) struct Both<A, B>(pub(crate) A, pub(crate) B);
+pub struct Both<A, B>(pub A, pub B);
 
 impl<A: Reporter, B: Reporter> Reporter for Both<A, B> {
     fn report(&self, event: &Event) -> Result<(), OutputError> {
@@ -696,13 +696,13 @@ impl<'a> Ticker<'a> {
 }
 
 /// One JSON object a line, for programs.
-pub(crate) struct JsonLines {
+pub struct JsonLines {
     out: Mutex<Stream<Box<dyn Write + Send>>>,
 }
 
 impl JsonLines {
     /// JSON lines on stdout.
-    pub(crate) fn stdout() -> JsonLines {
+    pub fn stdout() -> JsonLines {
         JsonLines::to(Box::new(std::io::stdout()))
     }
     /// JSON lines on `w`.
@@ -729,7 +729,14 @@ impl Reporter for JsonLines {
 
 /// Keeps every event: for tests, and for callers that render after the fact.
 #[derive(Default)]
-pub(crate) struct Collect(Mutex<Vec<Event>>);
+pub struct Collect(Mutex<Vec<Event>>);
+
+impl Collect {
+    /// The events taken so far, in order.
+    pub fn events(&self) -> Vec<Event> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
 
 impl Reporter for Collect {
     fn report(&self, event: &Event) -> Result<(), OutputError> {

@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuRun {
     /// The GPU's ordinal.
-    pub(crate) gpu: u32,
+    pub gpu: u32,
     /// Cases it ran.
-    pub(crate) cases: usize,
+    pub cases: usize,
     /// Why it was lost mid-run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) lost: Option<String>,
+    pub lost: Option<String>,
 }
 
 /// One row of `sweep-summary.json`: one way the cases ran.
@@ -23,13 +23,13 @@ pub struct RunSummary {
     /// How the cases ran: `cpu`, `native` or the sanitizer tool's name.
     pub under: Under,
     /// The allocation modes asked for (`exact` when none was).
-    pub(crate) allocs: String,
+    pub allocs: String,
     /// The suite's name, or `given cases` for cases named on the command line or in a corpus.
-    pub(crate) suite: String,
+    pub suite: String,
     /// Selected cases with a result in `results.jsonl` (with `--resume`, earlier ones too).
     pub cases: usize,
     /// Of those, the failing ones.
-    pub(crate) failures: usize,
+    pub failures: usize,
     /// Selected cases with no result.
     #[serde(default)]
     pub missing: usize,
@@ -41,35 +41,35 @@ pub struct RunSummary {
     #[serde(default)]
     pub ran_now: usize,
     /// This invocation's wall time for them, in seconds.
-    pub(crate) wall_s: f64,
+    pub wall_s: f64,
     /// Worker processes this invocation started, replacements for ones that died included.
     #[serde(default)]
-    pub(crate) workers: usize,
+    pub workers: usize,
     /// Seconds the worker slots waited for a worker to become ready with cases waiting,
     /// summed over the slots.
     #[serde(default)]
-    pub(crate) worker_wait_s: f64,
+    pub worker_wait_s: f64,
     /// Workers' start-up (their device opened, their libraries loaded), as each measured it:
     /// the median and the longest, in seconds. Absent when no worker started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) worker_start_s: Option<StartUp>,
+    pub worker_start_s: Option<StartUp>,
     /// The GPU (or the profile the CPU side checked against).
     pub device: String,
     /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 without a GPU.
     #[serde(default)]
-    pub(crate) driver_version: i32,
+    pub driver_version: i32,
     /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) driver: Option<String>,
+    pub driver: Option<String>,
     /// The ordinals of the GPUs the run used; empty without a GPU.
     #[serde(default)]
-    pub(crate) gpus: Vec<u32>,
+    pub gpus: Vec<u32>,
     /// What each of them ran.
     #[serde(default)]
-    pub(crate) per_gpu: Vec<GpuRun>,
+    pub per_gpu: Vec<GpuRun>,
     /// Where the worker time of the cases run now went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) time: Option<TimeSpent>,
+    pub time: Option<TimeSpent>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -78,16 +78,16 @@ fn is_zero(n: &usize) -> bool {
 
 /// How long workers took to start.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct StartUp {
+pub struct StartUp {
     /// Seconds, the median worker.
-    pub(crate) median: f64,
+    pub median: f64,
     /// Seconds, the slowest.
-    pub(crate) max: f64,
+    pub max: f64,
 }
 
 impl StartUp {
     /// The median and the longest of `times` (seconds), to the millisecond; `None` for none.
-    pub(crate) fn of(times: &[f64]) -> Option<StartUp> {
+    pub fn of(times: &[f64]) -> Option<StartUp> {
         let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
         if t.is_empty() {
             return None;
@@ -104,7 +104,7 @@ impl StartUp {
 /// Where the time of a run went: each phase summed over the cases run now (worker time, so
 /// with several workers it adds up to more than the wall time), and the slowest cases.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TimeSpent {
+pub struct TimeSpent {
     /// Cases the sums are over.
     cases: usize,
     /// Their verdict times, summed (every phase below, and the rest: messages, freeing).
@@ -120,12 +120,12 @@ pub(crate) struct TimeSpent {
     #[serde(default)]
     compared_before: usize,
     /// The five slowest cases: label and seconds.
-    pub(crate) slowest: Vec<(String, f64)>,
+    pub slowest: Vec<(String, f64)>,
 }
 
 impl TimeSpent {
     /// Sum the phases of `results`; `None` when there are none.
-    pub(crate) fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
+    pub fn of(results: &[&kedge_core::CaseResult]) -> Option<TimeSpent> {
         if results.is_empty() {
             return None;
         }
@@ -169,7 +169,7 @@ impl TimeSpent {
     }
 
     /// One line a person reads.
-    pub(crate) fn line(&self) -> String {
+    pub fn line(&self) -> String {
         let phases = self.setup_s
             + self.upload_s
             + self.run_s
@@ -219,7 +219,7 @@ pub struct SweepSummary {
 
 impl SweepSummary {
     /// Failing results over every row.
-    pub(crate) fn failures(&self) -> usize {
+    pub fn failures(&self) -> usize {
         self.runs.iter().map(|r| r.failures).sum()
     }
 }

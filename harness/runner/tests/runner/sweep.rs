@@ -36,6 +36,59 @@ fn request(out: &Path, mode: OutMode) -> SweepRequest {
     }
 }
 
+/// A reporter of its own: what a program embedding the runner would plug in.
+#[test]
+fn a_sweep_tells_its_events_to_the_reporter_it_is_given() {
+    use kedge_runner::events::{Collect, Ending, Event};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let got = Arc::new(Collect::default());
+    let mut req = request(dir.path(), OutMode::Fresh);
+    req.engine.events = Events::new(got.clone());
+    let o = sweep(&req).unwrap();
+    let events = got.events();
+    let planned = events.iter().find_map(|e| match e {
+        Event::PlanReady { cases, runs } => Some((*cases, runs.clone())),
+        _ => None,
+    });
+    assert_eq!(planned, Some((o.cases, vec![Under::Cpu])));
+    // Every verdict, counted in order, the same as results.jsonl holds.
+    let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
+    let told: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CaseFinished { result, .. } => Some(result.case.id()),
+            _ => None,
+        })
+        .collect();
+    let written: Vec<String> = set.results.iter().map(|r| r.case.id()).collect();
+    assert_eq!(told, written);
+    let phases: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Phase { name, .. } => Some(*name),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(phases, ["plan", "run", "summary", "reports"]);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Summary { results, .. } if *results == o.cases
+    )));
+    // The last thing said is how it ended: the CPU side only, exit status 4.
+    assert!(
+        matches!(
+            events.last(),
+            Some(Event::Ended {
+                how: Ending::GpuSkipped,
+                status: 4
+            })
+        ),
+        "{:?}",
+        events.last()
+    );
+}
+
 #[test]
 fn a_cpu_sweep_writes_its_plan_results_summary_and_reports() {
     let dir = tempfile::tempdir().unwrap();
