@@ -32,13 +32,13 @@ impl Tolerance {
         elem_rel: 1e-3,
     };
     /// f16: half precision's rounding.
-    pub const F16: Tolerance = Tolerance {
+    const F16: Tolerance = Tolerance {
         nmse: 1e-5,
         elem_abs: 1e-3,
         elem_rel: 1e-2,
     };
     /// bf16: 8 bits of mantissa.
-    pub const BF16: Tolerance = Tolerance {
+    const BF16: Tolerance = Tolerance {
         nmse: 1e-4,
         elem_abs: 1e-2,
         elem_rel: 2e-2,
@@ -188,7 +188,7 @@ pub trait Op: Send + Sync {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowSampling {
     /// The range of each spec's draw.
-    pub ranges: Vec<(f32, f32)>,
+    pub(crate) ranges: Vec<(f32, f32)>,
 }
 
 impl RowSampling {

@@ -290,7 +290,11 @@ impl Plan {
     }
     /// Each buffer against the profile's largest single buffer, and all of them together
     /// (plus `tensor_bytes`, the case's own tensors) against the device's memory.
-    pub fn buffer_violations(&self, p: &LimitsProfile, tensor_bytes: u64) -> Vec<BufferViolation> {
+    pub(crate) fn buffer_violations(
+        &self,
+        p: &LimitsProfile,
+        tensor_bytes: u64,
+    ) -> Vec<BufferViolation> {
         let mut v: Vec<BufferViolation> = self
             .buffers
             .iter()

@@ -19,10 +19,10 @@ pub struct RunCtx<'a> {
     /// The case's tensors, in `Op::tensors` order.
     pub tensors: &'a [DeviceAlloc],
     /// The case's allocation mode (scratch buffers get it too).
-    pub alloc: AllocMode,
+    alloc: AllocMode,
     /// Synchronize and check after every launch (the default). Kernel timing turns it off and
     /// checks once after the timed region, so the host's wait is not timed.
-    pub sync_each_launch: bool,
+    pub(crate) sync_each_launch: bool,
     scratch: Vec<DeviceAlloc>,
     launched: Vec<String>,
     facts: serde_json::Map<String, serde_json::Value>,
@@ -30,18 +30,18 @@ pub struct RunCtx<'a> {
 
 /// What a run leaves behind for the verdict: the launches as issued, the op's own facts, and
 /// the scratch buffers (kept alive until their canaries are read).
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// The launches as issued (a repeated launch once, with its count).
-    pub launched: Vec<String>,
+    pub(crate) launched: Vec<String>,
     /// The op's own facts about the run.
-    pub facts: serde_json::Map<String, serde_json::Value>,
+    pub(crate) facts: serde_json::Map<String, serde_json::Value>,
     /// Scratch buffers the run allocated.
-    pub scratch: Vec<DeviceAlloc>,
+    pub(crate) scratch: Vec<DeviceAlloc>,
 }
 
 impl<'a> RunCtx<'a> {
     /// A context that synchronizes after every launch.
-    pub fn new(dev: &'a mut Device, tensors: &'a [DeviceAlloc], alloc: AllocMode) -> Self {
+    pub(crate) fn new(dev: &'a mut Device, tensors: &'a [DeviceAlloc], alloc: AllocMode) -> Self {
         RunCtx {
             dev,
             tensors,
@@ -178,7 +178,7 @@ impl<'a> RunCtx<'a> {
     }
 
     /// What the run leaves for the verdict.
-    pub fn finish(self) -> RunRecord {
+    pub(crate) fn finish(self) -> RunRecord {
         RunRecord {
             launched: self.launched,
             facts: self.facts,

@@ -14,7 +14,7 @@ impl Device {
     ///
     /// Exact mode packs the case's buffers in the arena natively (see `cuda::arena`), and
     /// uses `cuMemAlloc` when [`Device::packed_exact`] is off (under a sanitizer).
-    pub fn alloc(
+    pub(crate) fn alloc(
         &self,
         name: &str,
         bytes: u64,
@@ -188,7 +188,7 @@ impl Device {
     }
 
     /// Red zones that changed, as (allocation, "front"/"back", first changed offset).
-    pub fn check_canary(&self, a: &DeviceAlloc) -> Result<Option<String>, RunError> {
+    pub(crate) fn check_canary(&self, a: &DeviceAlloc) -> Result<Option<String>, RunError> {
         let AllocKind::Canary { base, total } = a.kind else {
             return Ok(None);
         };
@@ -229,13 +229,13 @@ fn annotate_oom(e: RunError, name: &str, bytes: u64) -> RunError {
 }
 
 /// Size of each canary red zone.
-pub const CANARY_BYTES: usize = 4096;
+const CANARY_BYTES: usize = 4096;
 /// The byte red zones are filled with.
-pub const CANARY_BYTE: u8 = 0xCA;
+const CANARY_BYTE: u8 = 0xCA;
 
 /// How an allocation was made, so it is freed the same way.
 #[derive(Debug)]
-pub enum AllocKind {
+pub(crate) enum AllocKind {
     /// `cuMemAlloc`.
     Plain {
         /// What `cuMemAlloc` returned.
@@ -264,18 +264,18 @@ pub enum AllocKind {
 #[derive(Debug)]
 pub struct DeviceAlloc {
     /// The tensor's or buffer's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Where the tensor starts.
     pub ptr: sys::CUdeviceptr,
     /// Its exact size in bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// How it was made.
-    pub kind: AllocKind,
+    pub(crate) kind: AllocKind,
 }
 
 impl DeviceAlloc {
     /// Bytes between the tensor's end and the first unmapped byte (guard mode), if any.
-    pub fn guard_slack(&self) -> Option<u64> {
+    pub(crate) fn guard_slack(&self) -> Option<u64> {
         match self.kind {
             AllocKind::Vmm { mapping: m, .. } if self.ptr != m.map_at => {
                 Some(m.map_at + m.mapped as u64 - (self.ptr + self.bytes))
@@ -308,7 +308,7 @@ impl Drop for DeviceAlloc {
 /// beside the allocation, so the device knows nothing of how its memory is allocated.
 impl Device {
     /// Copy `bytes` into the allocation.
-    pub fn upload(&self, a: &DeviceAlloc, bytes: &[u8]) -> Result<(), RunError> {
+    pub(crate) fn upload(&self, a: &DeviceAlloc, bytes: &[u8]) -> Result<(), RunError> {
         if bytes.len() as u64 > a.bytes {
             return Err(RunError::Unsupported(format!(
                 "upload of {} bytes into {} ({} bytes)",
@@ -335,7 +335,7 @@ impl Device {
 
     /// Copy the whole allocation back, saying whether it is the same, byte for byte, as the
     /// buffer handed back last ([`Device::hand_back`]).
-    pub fn download_compared(&self, a: &DeviceAlloc) -> Result<Download, RunError> {
+    pub(crate) fn download_compared(&self, a: &DeviceAlloc) -> Result<Download, RunError> {
         let n = a.bytes as usize;
         if n >= STAGED_FROM {
             if let Some(r) = self.with_staging(|st| self.download_staged(st, a.ptr, n)) {
@@ -355,7 +355,7 @@ impl Device {
     }
 
     /// Fill with a repeating pattern (the poison), element by element.
-    pub fn fill_pattern(&self, a: &DeviceAlloc, pattern: &[u8]) -> Result<(), RunError> {
+    pub(crate) fn fill_pattern(&self, a: &DeviceAlloc, pattern: &[u8]) -> Result<(), RunError> {
         // SAFETY: memset within the allocation.
         unsafe {
             match pattern.len() {

@@ -16,11 +16,11 @@ use cudarc::driver::sys;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Where each allocation starts: the alignment `cudaMalloc` gives.
-pub const ARENA_ALIGN: u64 = 256;
+const ARENA_ALIGN: u64 = 256;
 
 /// One reserved range, reused case after case.
 #[derive(Debug)]
-pub struct Arena {
+pub(crate) struct Arena {
     base: sys::CUdeviceptr,
     reserve: usize,
     granularity: usize,
@@ -39,7 +39,7 @@ pub struct Arena {
 unsafe impl Send for Arena {}
 
 /// A shared arena, one per device.
-pub type SharedArena = Arc<Mutex<Option<Arena>>>;
+pub(crate) type SharedArena = Arc<Mutex<Option<Arena>>>;
 
 fn lock(a: &SharedArena) -> std::sync::MutexGuard<'_, Option<Arena>> {
     a.lock().unwrap_or_else(PoisonError::into_inner)
@@ -48,7 +48,7 @@ fn lock(a: &SharedArena) -> std::sync::MutexGuard<'_, Option<Arena>> {
 /// Place `bytes` (aligned to `align`, at least [`ARENA_ALIGN`]) at the arena's top, mapping
 /// more granules when it reaches past what is mapped. The range is reserved on first use:
 /// `reserve` bytes, which bounds what one case can hold.
-pub fn alloc(
+pub(crate) fn alloc(
     shared: &SharedArena,
     bytes: u64,
     align: u64,
@@ -122,18 +122,18 @@ pub fn alloc(
 
 /// Where the next allocation goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+struct Slot {
     /// Its offset from the arena's base.
-    pub start: u64,
+    start: u64,
     /// Its end (the next allocation starts at or after it).
-    pub end: u64,
+    end: u64,
     /// Bytes to map past what is mapped (whole granules), 0 when it fits.
-    pub map_more: usize,
+    map_more: usize,
 }
 
 /// `bytes` at the first `align`-aligned offset (at least [`ARENA_ALIGN`]) at or after `top`,
 /// with `mapped` bytes mapped; `None` past `limit`.
-pub fn place(
+fn place(
     top: u64,
     mapped: usize,
     bytes: u64,
@@ -154,7 +154,7 @@ pub fn place(
 }
 
 /// One allocation is dropped; the last one unmaps everything.
-pub fn release(shared: &SharedArena) {
+pub(crate) fn release(shared: &SharedArena) {
     let mut guard = lock(shared);
     let Some(a) = guard.as_mut() else {
         return;

@@ -120,11 +120,11 @@ pub fn poison(dev: &Device, ptr: u64, bytes: u64, dtype: DType) -> Result<(), Ru
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Scan {
     /// Elements still holding the poison (never written).
-    pub unwritten: u64,
+    pub(crate) unwritten: u64,
     /// Non-finite elements (poison apart).
-    pub nonfinite: u64,
+    pub(crate) nonfinite: u64,
     /// Elements scanned.
-    pub elements: u64,
+    pub(crate) elements: u64,
 }
 
 impl Scan {

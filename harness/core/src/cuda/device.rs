@@ -48,13 +48,13 @@ pub struct Device {
     /// The device's primary context.
     pub ctx: Arc<cudarc::driver::CudaContext>,
     /// The stream every launch and copy goes on.
-    pub stream: Arc<cudarc::driver::CudaStream>,
+    stream: Arc<cudarc::driver::CudaStream>,
     /// The device's ordinal (after `CUDA_VISIBLE_DEVICES`).
-    pub ordinal: i32,
+    pub(crate) ordinal: i32,
     /// Its limits, read live.
     pub limits: LimitsProfile,
     /// `sm_XY`, what NVRTC compiles for.
-    pub arch: String,
+    arch: String,
     /// `cuDriverGetVersion`: the CUDA version the driver supports (13000 for 13.0).
     pub driver_version: i32,
     /// The kernel-mode driver's version (`580.159.04`), where the system says it.
@@ -64,7 +64,7 @@ pub struct Device {
     pub(crate) granularity: usize,
     /// Exact mode packs each case's buffers in `arena` (on by default); off, it calls
     /// `cuMemAlloc` per buffer (what a sanitizer needs to know each buffer's bounds).
-    pub packed_exact: bool,
+    pub(crate) packed_exact: bool,
     pub(crate) arena: crate::cuda::arena::SharedArena,
 }
 
@@ -113,12 +113,12 @@ impl Device {
     }
 
     /// The raw stream handle.
-    pub fn cu_stream(&self) -> sys::CUstream {
+    pub(crate) fn cu_stream(&self) -> sys::CUstream {
         self.stream.cu_stream()
     }
 
     /// Compile (through the on-disk cache) and load a kernel's module, once per process.
-    pub fn function(
+    fn function(
         &mut self,
         k: &Kernel,
         defines: &[(&str, String)],
@@ -303,7 +303,7 @@ impl Device {
     /// download into it that finds every byte the same says so with the tag
     /// ([`Download::same_as`]), so what was learnt from these bytes (their comparison with a
     /// reference) holds for the new ones.
-    pub fn hand_back(&self, buf: Vec<u8>, tag: Option<u64>) {
+    pub(crate) fn hand_back(&self, buf: Vec<u8>, tag: Option<u64>) {
         if buf.len() >= STAGED_FROM {
             if let Ok(mut g) = self.host_spare.lock() {
                 *g = Some(Spare { bytes: buf, tag });
@@ -313,7 +313,7 @@ impl Device {
 
     /// Let the kept download buffer go unless a coming output has its size: held beside a
     /// case of another size, it would be host memory admission did not count.
-    pub fn keep_spare_for(&self, sizes: &[u64]) {
+    pub(crate) fn keep_spare_for(&self, sizes: &[u64]) {
         if let Ok(mut g) = self.host_spare.lock() {
             if g.as_ref()
                 .is_some_and(|v| !sizes.contains(&(v.bytes.len() as u64)))
@@ -328,7 +328,7 @@ impl Device {
     /// synchronized after the launch, so a fault is attributed to the launch that caused it;
     /// without it (kernel timing), the caller synchronizes and checks after the timed region.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch(
+    pub(crate) fn launch(
         &mut self,
         kernel: &Kernel,
         grid: [u64; 3],
@@ -396,7 +396,7 @@ impl Device {
     }
 
     /// A device-to-device copy of `bytes` bytes from `src` to `dst`, on the stream.
-    pub fn copy_d2d(&self, dst: u64, src: u64, bytes: usize) -> Result<(), RunError> {
+    pub(crate) fn copy_d2d(&self, dst: u64, src: u64, bytes: usize) -> Result<(), RunError> {
         // SAFETY: both ranges lie in allocations of at least `bytes` bytes (the caller's).
         driver("cuMemcpyDtoDAsync", unsafe {
             sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.cu_stream())
@@ -412,7 +412,7 @@ impl Device {
 }
 
 /// Copies of this many bytes or more go through the pinned buffers (`Device::upload`).
-pub const STAGED_FROM: usize = 256 << 20;
+pub(crate) const STAGED_FROM: usize = 256 << 20;
 /// Bytes of each of the two pinned buffers.
 const STAGE_BYTES: usize = 64 << 20;
 /// Bytes each thread copies at a time between a pinned buffer and host memory.
@@ -454,13 +454,13 @@ impl Staging {
 
 /// A downloaded output, and whether it is the buffer handed back last with every byte as it
 /// was.
-pub struct Download {
+pub(crate) struct Download {
     /// The allocation's bytes.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// The tag the buffer was handed back with, when the download found every byte the same.
-    pub same_as: Option<u64>,
+    pub(crate) same_as: Option<u64>,
     /// The bytes' digest (`judge::compare::digest`), when the copy made it on the way.
-    pub digest: Option<String>,
+    pub(crate) digest: Option<String>,
 }
 
 /// The last big download's buffer, kept for the next download of its size, and the tag that
@@ -522,7 +522,7 @@ impl Drop for Staging {
 /// How many bytes of freed guard mappings a worker keeps: a 64th of the device's memory
 /// (2.2 GiB on an H200), so eight workers' pools hold an eighth of it beside cases whose
 /// tensors admission keeps under half.
-pub fn guard_pool_cap(device_bytes: u64) -> usize {
+fn guard_pool_cap(device_bytes: u64) -> usize {
     usize::try_from(device_bytes / 64).unwrap_or(usize::MAX)
 }
 

@@ -91,7 +91,7 @@ pub enum RunError {
 
 impl RunError {
     /// After a sticky error the context is dead: the worker must exit.
-    pub fn is_sticky(&self) -> bool {
+    pub(crate) fn is_sticky(&self) -> bool {
         match self {
             RunError::Fault { sticky, .. } | RunError::Driver { sticky, .. } => *sticky,
             _ => false,
@@ -158,7 +158,7 @@ pub(crate) fn dev_err(call: &'static str, r: sys::CUresult) -> Result<(), Device
 
 /// `13000` as `CUDA 13.0`, `12040` as `CUDA 12.4` (cuDriverGetVersion's encoding:
 /// 1000 * major + 10 * minor). `0` (unknown) as `CUDA ?`.
-pub fn cuda_version_text(v: i32) -> String {
+pub(crate) fn cuda_version_text(v: i32) -> String {
     if v <= 0 {
         return "CUDA ?".into();
     }

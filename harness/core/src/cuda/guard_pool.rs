@@ -22,17 +22,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapping {
     /// Start of the reserved address range.
-    pub reserve_base: sys::CUdeviceptr,
+    pub(crate) reserve_base: sys::CUdeviceptr,
     /// Bytes reserved (mapped part and guard).
-    pub reserve: usize,
+    pub(crate) reserve: usize,
     /// Where the mapping starts.
-    pub map_at: sys::CUdeviceptr,
+    pub(crate) map_at: sys::CUdeviceptr,
     /// Bytes mapped.
-    pub mapped: usize,
+    pub(crate) mapped: usize,
     /// The physical allocation's handle.
-    pub handle: sys::CUmemGenericAllocationHandle,
+    pub(crate) handle: sys::CUmemGenericAllocationHandle,
     /// The unmapped granule is before the mapping (guard-front mode).
-    pub front: bool,
+    pub(crate) front: bool,
 }
 
 impl Mapping {
@@ -41,7 +41,7 @@ impl Mapping {
     ///
     /// # Safety
     /// The mapping was made by `Device::alloc` and is released once; no buffer uses it.
-    pub unsafe fn release(self) {
+    pub(crate) unsafe fn release(self) {
         sys::cuMemUnmap(self.map_at, self.mapped);
         sys::cuMemRelease(self.handle);
         sys::cuMemAddressFree(self.reserve_base, self.reserve);
@@ -76,7 +76,7 @@ pub struct GuardPool<M = Mapping> {
 
 impl<M: Pooled> GuardPool<M> {
     /// A pool that holds at most `cap` bytes.
-    pub fn new(cap: usize) -> Self {
+    fn new(cap: usize) -> Self {
         GuardPool {
             free: Vec::new(),
             held: 0,
@@ -95,7 +95,7 @@ impl<M: Pooled> GuardPool<M> {
     }
 
     /// A mapping of exactly `bytes` with its guard on the given side, the most recently freed.
-    pub fn take(&mut self, bytes: usize, front: bool) -> Option<M> {
+    pub(crate) fn take(&mut self, bytes: usize, front: bool) -> Option<M> {
         let i = self
             .free
             .iter()
@@ -107,7 +107,7 @@ impl<M: Pooled> GuardPool<M> {
 
     /// Keep `m` for later; returns what must be freed now (`m` itself when it is bigger than
     /// the cap, else the oldest mappings until the pool fits its cap).
-    pub fn put(&mut self, m: M) -> Vec<M> {
+    pub(crate) fn put(&mut self, m: M) -> Vec<M> {
         if m.bytes() > self.cap {
             return vec![m];
         }
@@ -123,22 +123,22 @@ impl<M: Pooled> GuardPool<M> {
     }
 
     /// Everything it holds, to be freed.
-    pub fn drain(&mut self) -> Vec<M> {
+    fn drain(&mut self) -> Vec<M> {
         self.held = 0;
         std::mem::take(&mut self.free)
     }
 }
 
 /// A device's pool, shared with the buffers that return their mappings to it.
-pub type SharedGuardPool = Arc<Mutex<GuardPool>>;
+pub(crate) type SharedGuardPool = Arc<Mutex<GuardPool>>;
 
 /// Lock a shared pool (a panic elsewhere leaves the bookkeeping usable).
-pub fn lock(p: &SharedGuardPool) -> std::sync::MutexGuard<'_, GuardPool> {
+pub(crate) fn lock(p: &SharedGuardPool) -> std::sync::MutexGuard<'_, GuardPool> {
     p.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Release every mapping in `ms`.
-pub fn release_all(ms: Vec<Mapping>) {
+pub(crate) fn release_all(ms: Vec<Mapping>) {
     for m in ms {
         // SAFETY: each came out of a pool, which holds mappings no buffer uses.
         unsafe { m.release() };
@@ -147,17 +147,17 @@ pub fn release_all(ms: Vec<Mapping>) {
 
 /// The device's handle on its pool: dropped before the context, it frees what the pool holds.
 #[derive(Debug)]
-pub struct DevicePool(pub SharedGuardPool);
+pub(crate) struct DevicePool(pub(crate) SharedGuardPool);
 
 impl DevicePool {
     /// A pool that holds at most `cap` bytes.
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         DevicePool(Arc::new(Mutex::new(GuardPool::new(cap))))
     }
 
     /// Free everything the pool holds (before trying an allocation again after running out
     /// of memory).
-    pub fn flush(&self) -> bool {
+    pub(crate) fn flush(&self) -> bool {
         let all = lock(&self.0).drain();
         let any = !all.is_empty();
         release_all(all);

@@ -2,18 +2,18 @@
 //! its CPU side without CUDA), one device's context, NVRTC compilation with an on-disk cache,
 //! allocation modes, and launches whose every status is checked.
 
-pub mod alloc;
-pub mod arena;
+pub(crate) mod alloc;
+mod arena;
 pub mod big;
-pub mod device;
+pub(crate) mod device;
 pub mod error;
 pub mod guard_pool;
 pub mod kernel;
 pub mod nvrtc;
-pub mod version;
+mod version;
 
 pub use alloc::DeviceAlloc;
 pub use device::{device_count, driver_present, kedge_case_marker, Device};
 pub use error::{DeviceError, RunError};
 pub use kernel::{KArg, Kernel};
-pub use version::{cuda_version_text, driver_text, MIN_DRIVER_CUDA};
+pub use version::driver_text;

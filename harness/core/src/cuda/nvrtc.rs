@@ -54,7 +54,7 @@ pub fn present() -> bool {
 }
 
 /// NVRTC's version (major, minor).
-pub fn version() -> Result<(i32, i32), NvrtcError> {
+fn version() -> Result<(i32, i32), NvrtcError> {
     if !present() {
         return Err(NvrtcError::Missing);
     }
@@ -78,7 +78,7 @@ fn check(r: nsys::nvrtcResult, call: &'static str) -> Result<(), NvrtcError> {
 
 /// Extra include directories: `KEDGE_CUDA_INCLUDE`, `$CUDA_HOME/include`, /usr/local/cuda/include,
 /// and the nvidia-cuda-runtime wheel's include dir if one is found next to the NVRTC wheel.
-pub fn include_dirs() -> Vec<PathBuf> {
+fn include_dirs() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Ok(p) = std::env::var("KEDGE_CUDA_INCLUDE") {
         v.extend(std::env::split_paths(&p));

@@ -11,21 +11,21 @@
 use crate::cuda::error::DeviceError;
 
 /// The oldest driver this build runs on, as `cuDriverGetVersion` reports it: CUDA 13.0.
-pub const MIN_DRIVER_CUDA: i32 = 13000;
+const MIN_DRIVER_CUDA: i32 = 13000;
 
-pub use crate::cuda::error::cuda_version_text;
+use crate::cuda::error::cuda_version_text;
 
 /// The kernel-mode driver's version (`580.159.04`) from `/proc/driver/nvidia/version`, which
 /// the driver API does not report. `None` where that file is absent (not Linux, a container
 /// without it).
-pub fn kernel_driver_version() -> Option<String> {
+pub(crate) fn kernel_driver_version() -> Option<String> {
     let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     parse_kernel_driver_version(&text)
 }
 
 /// The version in the `NVRM version:` line of `/proc/driver/nvidia/version`: the first word
 /// made of dot-separated numbers.
-pub fn parse_kernel_driver_version(text: &str) -> Option<String> {
+fn parse_kernel_driver_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
     line.split_whitespace()
         .find(|w| {
@@ -47,7 +47,7 @@ pub fn driver_text(kernel: Option<&str>, cuda: i32) -> String {
 }
 
 /// `Ok` when a driver reporting `cuda` (cuDriverGetVersion) can run this build.
-pub fn check_driver_version(cuda: i32) -> Result<(), DeviceError> {
+pub(crate) fn check_driver_version(cuda: i32) -> Result<(), DeviceError> {
     if cuda >= MIN_DRIVER_CUDA {
         Ok(())
     } else {

@@ -34,7 +34,7 @@ impl Default for BenchOptions {
     }
 }
 
-pub use crate::judge::result::Bench as Timing;
+use crate::judge::result::Bench as Timing;
 
 impl Timing {
     fn of(mut times: Vec<f64>, bytes: u64, flops: Option<u64>, method: &str) -> Timing {

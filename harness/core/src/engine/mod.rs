@@ -87,7 +87,7 @@ impl DeviceSlot {
         self
     }
     /// The device, opened if it was not.
-    pub fn get(&mut self) -> Result<&mut Device, DeviceError> {
+    fn get(&mut self) -> Result<&mut Device, DeviceError> {
         if self.dev.is_none() {
             let mut d = Device::open(self.ordinal)?;
             d.packed_exact = self.packed_exact;

@@ -179,7 +179,7 @@ impl ReferenceCache {
 
 impl ReferenceCache {
     /// Keep `comparison` of the case's output `output` (its bytes digested as `digest`): the
-    /// returned tag goes with the output's buffer to [`crate::cuda::Device::hand_back`].
+    /// returned tag goes with the output's buffer to `Device::hand_back`.
     /// Only the last one is kept, as the device keeps only the last buffer.
     pub fn remember_comparison(
         &mut self,

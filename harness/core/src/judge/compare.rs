@@ -49,7 +49,7 @@ pub fn poisoned_elements(out: &HostTensor) -> (u64, u64) {
 /// Whether every element of `out` (in logical order) still holds the poison pattern: what
 /// `poisoned_elements` says when its two counts are equal, but it stops at the first written
 /// element (usually the first), so judging a written output costs nothing here.
-pub fn all_poisoned(out: &HostTensor) -> bool {
+pub(crate) fn all_poisoned(out: &HostTensor) -> bool {
     let poison = poison_pattern(out.dtype);
     let rows = out_rows(out);
     rows.count > 0
@@ -69,7 +69,7 @@ pub fn all_poisoned(out: &HostTensor) -> bool {
 /// The verdict for an output of `n` elements that not one thread wrote: the op did no work at
 /// all. Reported apart from a partly unwritten output because that is how the sdpa_prefill
 /// incident looked: a request that "succeeded" with nothing in it. It needs no reference.
-pub fn nothing_written(name: &str, n: u64) -> Comparison {
+pub(crate) fn nothing_written(name: &str, n: u64) -> Comparison {
     Comparison {
         verdict: Verdict::SilentFailure,
         numbers: Numbers {
@@ -84,7 +84,7 @@ pub fn nothing_written(name: &str, n: u64) -> Comparison {
     }
 }
 
-pub use crate::model::digest::{digest, digest_of_chunks, words_digest, DIGEST_CHUNK};
+pub use crate::model::digest::digest;
 
 /// An output walked row by row: row `r` (over ne1, ne2, ne3) starts at a byte offset
 /// computed once, and its ne0 elements are `nb0` apart.
@@ -538,6 +538,7 @@ fn out_value(out: &HostTensor, flat: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::digest::words_digest;
 
     /// `compare`'s sums, maxima, counts and firsts, element by element through `step` alone.
     fn by_steps(out: &HostTensor, reference: &[f64], tol: Tolerance) -> Acc {

@@ -5,5 +5,5 @@
 pub mod abort;
 pub mod compare;
 pub mod result;
-pub mod run_info;
+pub(crate) mod run_info;
 pub mod sample;

@@ -55,7 +55,7 @@ pub struct Numbers {
 impl Numbers {
     /// `first_bad` as coordinates `[i0, i1, i2, i3]` of the output (ne0 the contiguous
     /// dimension), when the output's shape is known.
-    pub fn first_bad_coords(&self) -> Option<[u64; 4]> {
+    pub(crate) fn first_bad_coords(&self) -> Option<[u64; 4]> {
         let flat = self.first_bad?;
         let ne = self.output_ne?;
         let n: Vec<u64> = ne.iter().map(|&x| x.max(1) as u64).collect();
@@ -114,7 +114,7 @@ fn num(x: f64) -> String {
 mod finite_or_word {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(x) if x.is_finite() => s.serialize_f64(*x),
             Some(x) => s.serialize_str(&super::num(*x)),
@@ -129,7 +129,7 @@ mod finite_or_word {
         Word(String),
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         Ok(match Option::<Repr>::deserialize(d)? {
             None => None,
             Some(Repr::Num(x)) => Some(x),
@@ -218,7 +218,7 @@ impl Finding {
     }
 
     /// The device address the record names, parsed (`0x7f4c0012c000`).
-    pub fn address_value(&self) -> Option<u64> {
+    fn address_value(&self) -> Option<u64> {
         let a = self.address.as_deref()?.trim();
         let hex = a.strip_prefix("0x").or_else(|| a.strip_prefix("0X"))?;
         u64::from_str_radix(hex, 16).ok()
@@ -234,7 +234,7 @@ impl Finding {
 
 /// Where `addr` lies relative to `allocations`: inside one, or past the end / before the start
 /// of the nearest one.
-pub fn locate_address(addr: u64, allocations: &[Allocation]) -> Option<String> {
+fn locate_address(addr: u64, allocations: &[Allocation]) -> Option<String> {
     enum Place {
         Inside(u64),
         Past(u64),
@@ -405,7 +405,7 @@ pub struct Bench {
 
 impl Observed {
     /// Nothing observed?
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self == &Observed::default()
     }
 }
@@ -460,7 +460,7 @@ pub struct Timings {
 
 impl Timings {
     /// No time recorded?
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self == &Timings::default()
     }
 }

@@ -21,10 +21,10 @@ use crate::model::words::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// From this many elements in a case's largest tensor, `Judging::Auto` judges on sampled rows.
-pub const SAMPLED_FROM: u64 = 1 << 26;
+const SAMPLED_FROM: u64 = 1 << 26;
 
 /// Rows drawn at random (seeded by the case) beside the crossings and the ends.
-pub const RANDOM_ROWS: usize = 64;
+const RANDOM_ROWS: usize = 64;
 
 /// How a worker judges big cases' outputs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,7 +50,7 @@ impl Judging {
     }
     /// Whether a case whose largest tensor has `elements` elements is judged on sampled rows
     /// (when its op and impl allow it).
-    pub fn samples(self, elements: u64) -> bool {
+    fn samples(self, elements: u64) -> bool {
         match self {
             Judging::Auto => elements >= SAMPLED_FROM,
             Judging::Full => false,
@@ -75,7 +75,7 @@ impl std::str::FromStr for Judging {
 
 /// The case's rows (the product of `ne[1..3]`) when every tensor is dense and has them, which
 /// sampling needs; `None` otherwise.
-pub fn rows_of(case: &Case, specs: &[TensorSpec]) -> Option<u64> {
+pub(crate) fn rows_of(case: &Case, specs: &[TensorSpec]) -> Option<u64> {
     let rows = case.ne[1..]
         .iter()
         .try_fold(1u64, |a, &x| a.checked_mul(u64::try_from(x).ok()?))?;
@@ -104,7 +104,7 @@ pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) 
 }
 
 /// Elements of the case's largest tensor.
-pub fn largest(specs: &[TensorSpec]) -> u64 {
+fn largest(specs: &[TensorSpec]) -> u64 {
     specs.iter().map(TensorSpec::nelements).max().unwrap_or(0)
 }
 
@@ -112,7 +112,7 @@ pub fn largest(specs: &[TensorSpec]) -> u64 {
 /// tensor, the rows holding elements 2^31 - 1, 2^31, 2^32 - 1 and 2^32 and the byte offsets
 /// 2^31 and 2^32, each with its neighbours; the rows at 65535 and 65536 of each of `ne[1..3]`
 /// (a grid limit) with theirs; and `RANDOM_ROWS` rows drawn from the case's seed.
-pub fn sample_rows(case: &Case, specs: &[TensorSpec], rows: u64) -> Vec<u64> {
+pub(crate) fn sample_rows(case: &Case, specs: &[TensorSpec], rows: u64) -> Vec<u64> {
     let mut v: Vec<u64> = vec![0, 1, rows.saturating_sub(2), rows.saturating_sub(1)];
     let mut around = |r: u64| v.extend([r.saturating_sub(1), r, r + 1]);
     for s in specs {
@@ -142,7 +142,7 @@ pub fn sample_rows(case: &Case, specs: &[TensorSpec], rows: u64) -> Vec<u64> {
 
 /// The case of the sampled rows alone: the same op, dtype, parameters and seed on
 /// `[ne0, n, 1, 1]`.
-pub fn sliced(case: &Case, n: u64) -> Case {
+pub(crate) fn sliced(case: &Case, n: u64) -> Case {
     let mut c = case.clone();
     c.ne = [case.ne[0], n as i64, 1, 1];
     c
@@ -151,7 +151,7 @@ pub fn sliced(case: &Case, n: u64) -> Case {
 /// The sliced case's inputs: row `j` of input `i` is row `rows[j]` of the case's input `i`,
 /// drawn from the same stream at that row's offset (`random_tensor(seed, i, .., lo, hi)` with
 /// `ranges[i]`), so the reference of the sliced case is the reference of those rows.
-pub fn gathered_inputs(
+pub(crate) fn gathered_inputs(
     case: &Case,
     specs: &[TensorSpec],
     sliced_specs: &[TensorSpec],
@@ -204,7 +204,7 @@ pub fn gathered_inputs(
 /// (the scan), then wrong values in the sampled rows, then non-finite values anywhere where
 /// the sampled reference is finite. `first_bad` and the output's shape name the element in
 /// the whole output.
-pub fn judge_output(
+pub(crate) fn judge_output(
     spec: &TensorSpec,
     got_rows: &HostTensor,
     reference: &[f64],

@@ -25,18 +25,18 @@ pub fn digest(out: &HostTensor) -> String {
 }
 
 /// The bytes [`digest`] hashes apart, in parallel, when an output is longer.
-pub const DIGEST_CHUNK: usize = 1 << 20;
+pub(crate) const DIGEST_CHUNK: usize = 1 << 20;
 
 /// [`digest`] of bytes longer than [`DIGEST_CHUNK`], from the hashes ([`words_digest`]) of
 /// their chunks in order: a copy that holds each chunk in cache (the download's) hashes it
 /// there, and the output is not read again to digest it.
-pub fn digest_of_chunks(chunks: &[u64]) -> String {
+pub(crate) fn digest_of_chunks(chunks: &[u64]) -> String {
     let parts: Vec<u8> = chunks.iter().flat_map(|h| h.to_le_bytes()).collect();
     format!("{:016x}", words_digest(&parts))
 }
 
 /// [`digest`]'s hash of one run of bytes.
-pub fn words_digest(bytes: &[u8]) -> u64 {
+pub(crate) fn words_digest(bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     // The lanes start apart, so two words swapped between lanes change the digest.

@@ -142,11 +142,11 @@ impl DType {
         }
     }
     /// Is this a floating type whose outputs can be poisoned with a NaN payload?
-    pub const fn is_float(self) -> bool {
+    pub(crate) const fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::Bf16)
     }
     /// Every known spelling, for error messages.
-    pub fn known() -> String {
+    fn known() -> String {
         DType::ALL
             .iter()
             .map(|d| d.name())

@@ -21,20 +21,20 @@ pub struct HostTensor {
 /// canonical one, so a surviving payload means "never written".
 pub const POISON_F32: u32 = 0x7FC0_DEAD;
 /// The f16 poison.
-pub const POISON_F16: u16 = 0x7E5A;
+const POISON_F16: u16 = 0x7E5A;
 /// The bf16 poison.
-pub const POISON_BF16: u16 = 0x7FDA;
+const POISON_BF16: u16 = 0x7FDA;
 /// The i32 poison.
-pub const POISON_I32: u32 = 0x7EAD_BEEF;
+const POISON_I32: u32 = 0x7EAD_BEEF;
 /// The u8 poison.
-pub const POISON_U8: u8 = 0xDB;
+const POISON_U8: u8 = 0xDB;
 
 /// `n` zeroed bytes with every page already faulted in, by all threads when `n` is large.
 ///
 /// A fresh allocation's pages are mapped on first write, one fault per 4 KiB page; a driver
 /// copy into it (`cuMemcpyDtoH`) takes those faults in one thread, which made the download of
 /// a 2 GiB output take seconds. Faulting them in first, in parallel, leaves the copy a copy.
-pub fn zeroed_bytes(n: usize) -> Vec<u8> {
+pub(crate) fn zeroed_bytes(n: usize) -> Vec<u8> {
     faulted(vec![0u8; n])
 }
 
@@ -45,7 +45,7 @@ pub fn zeroed_bytes(n: usize) -> Vec<u8> {
 static RECYCLED: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 /// Offer a buffer no longer needed to the draw that follows.
-pub fn recycle(buf: Vec<u8>) {
+pub(crate) fn recycle(buf: Vec<u8>) {
     if let Ok(mut g) = RECYCLED.lock() {
         g.push(buf);
     }
@@ -55,19 +55,19 @@ pub fn recycle(buf: Vec<u8>) {
 static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Let every offered buffer go.
-pub fn clear_recycled() {
+pub(crate) fn clear_recycled() {
     if let Ok(mut g) = RECYCLED.lock() {
         g.clear();
     }
 }
 
 /// Bytes of offered buffers written over rather than made afresh, in this process's life.
-pub fn recycled_taken() -> u64 {
+pub(crate) fn recycled_taken() -> u64 {
     TAKEN.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `n` bytes the caller writes over entirely: an offered buffer of exactly that size (its old
-/// contents still in it), or zeros faulted in like [`zeroed_bytes`].
+/// contents still in it), or zeros faulted in like `zeroed_bytes`.
 pub fn bytes_to_overwrite(n: usize) -> Vec<u8> {
     let found = RECYCLED.lock().ok().and_then(|mut g| {
         let at = g.iter().position(|b| b.len() == n)?;
@@ -78,18 +78,18 @@ pub fn bytes_to_overwrite(n: usize) -> Vec<u8> {
 }
 
 /// `n` zeros of f32, faulted in like [`zeroed_bytes`].
-pub fn zeroed_f32(n: usize) -> Vec<f32> {
+pub(crate) fn zeroed_f32(n: usize) -> Vec<f32> {
     faulted(vec![0f32; n])
 }
 
-/// `n` zeros of f64 (a reference), faulted in like [`zeroed_bytes`].
+/// `n` zeros of f64 (a reference), faulted in like `zeroed_bytes`.
 pub fn zeroed_f64(n: usize) -> Vec<f64> {
     faulted(vec![0f64; n])
 }
 
 /// Ask for transparent huge pages (2 MiB) over the aligned inside of `bytes`, not yet
 /// faulted in. Advice only: where the kernel has none, nothing changes.
-pub fn advise_huge_pages(bytes: &mut [u8]) {
+pub(crate) fn advise_huge_pages(bytes: &mut [u8]) {
     const HUGE: usize = 2 << 20;
     let start = (bytes.as_ptr() as usize).next_multiple_of(HUGE);
     let end = (bytes.as_ptr() as usize + bytes.len()) / HUGE * HUGE;
@@ -235,7 +235,7 @@ impl HostTensor {
     }
 
     /// Raw element bits at a logical index, for poison detection.
-    pub fn raw_at(&self, flat: u64) -> &[u8] {
+    pub(crate) fn raw_at(&self, flat: u64) -> &[u8] {
         let ne = self.ne.map(|x| x as u64);
         let i0 = flat % ne[0];
         let i1 = (flat / ne[0]) % ne[1];
@@ -253,7 +253,7 @@ impl HostTensor {
 
 /// The element of `dtype` at byte offset `off`, as f64.
 #[inline]
-pub fn read_elem(dtype: DType, bytes: &[u8], off: usize) -> f64 {
+pub(crate) fn read_elem(dtype: DType, bytes: &[u8], off: usize) -> f64 {
     match dtype {
         DType::F32 => {
             f32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]) as f64

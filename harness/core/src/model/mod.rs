@@ -3,12 +3,12 @@
 //! against; and the words its verdict is made of. Nothing here touches a device.
 
 pub mod case;
-pub mod digest;
-pub mod dtype;
+pub(crate) mod digest;
+pub(crate) mod dtype;
 pub mod host;
 pub mod limits;
-pub mod ne;
+pub(crate) mod ne;
 pub mod params;
 pub mod rng;
 pub mod shape;
-pub mod words;
+pub(crate) mod words;

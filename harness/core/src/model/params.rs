@@ -143,7 +143,7 @@ impl ParamSpec {
 }
 
 /// `[min, max]` in words, an unbounded end as infinity.
-pub fn float_range(min: f64, max: f64) -> String {
+fn float_range(min: f64, max: f64) -> String {
     let lo = if min <= -f64::MAX {
         "(-inf".to_string()
     } else {

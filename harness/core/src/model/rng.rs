@@ -20,12 +20,12 @@ impl Rng {
     /// The same stream `n` draws further on, in constant time: SplitMix64's state only
     /// advances by a fixed increment, so a tensor can be filled in parallel chunks that give
     /// exactly the values one sequential pass gives.
-    pub fn skipped(&self, n: u64) -> Self {
+    pub(crate) fn skipped(&self, n: u64) -> Self {
         Rng(self.0.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
     }
     /// The generator's state: the next draw is a mix of `state + gamma` (what a device draws
     /// element `i` of the stream from, as `state + (i + 1) * gamma`).
-    pub fn state(&self) -> u64 {
+    pub(crate) fn state(&self) -> u64 {
         self.0
     }
     /// The next 64 bits.
@@ -37,7 +37,7 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in [0, 1) with 24 bits: exactly representable in f32.
-    pub fn unit_f32(&mut self) -> f32 {
+    fn unit_f32(&mut self) -> f32 {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
     /// Uniform in [lo, hi).

@@ -7,7 +7,7 @@ use crate::model::dtype::DType;
 pub use crate::model::ne::{fmt_ne, Ne};
 
 /// Checked element count: every dimension positive, the product fits in u64.
-pub fn nelements(ne: &Ne) -> Result<u64, CaseError> {
+fn nelements(ne: &Ne) -> Result<u64, CaseError> {
     let mut n: u64 = 1;
     for (i, &d) in ne.iter().enumerate() {
         if d <= 0 {
@@ -21,7 +21,7 @@ pub fn nelements(ne: &Ne) -> Result<u64, CaseError> {
 }
 
 /// Checked byte count of a dense tensor.
-pub fn nbytes(ne: &Ne, dtype: DType) -> Result<u64, CaseError> {
+pub(crate) fn nbytes(ne: &Ne, dtype: DType) -> Result<u64, CaseError> {
     whole_blocks(ne, dtype)?;
     (nelements(ne)? / dtype.block())
         .checked_mul(dtype.size())
@@ -55,7 +55,7 @@ pub fn dense_strides(ne: &Ne, dtype: DType) -> [u64; 4] {
 
 /// Bytes spanned by a strided tensor: offset of the last element (of the last block, for a
 /// block format) plus one element (block).
-pub fn span_bytes(ne: &Ne, nb: &[u64; 4], dtype: DType) -> Result<u64, CaseError> {
+pub(crate) fn span_bytes(ne: &Ne, nb: &[u64; 4], dtype: DType) -> Result<u64, CaseError> {
     nelements(ne)?;
     whole_blocks(ne, dtype)?;
     let mut last: u64 = 0;

@@ -47,7 +47,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// Every verdict.
-    pub const ALL: [Verdict; 17] = [
+    const ALL: [Verdict; 17] = [
         Verdict::Pass,
         Verdict::WrongValues,
         Verdict::UnwrittenOutput,
@@ -213,7 +213,7 @@ pub enum Tool {
 
 impl Tool {
     /// Every tool.
-    pub const ALL: [Tool; 4] = [
+    const ALL: [Tool; 4] = [
         Tool::Memcheck,
         Tool::Initcheck,
         Tool::Racecheck,
