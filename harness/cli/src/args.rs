@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// A numeric flag's declared range: a value outside it is a usage error (exit 2) that names
 /// the range, never clamped or accepted to fail later.
-pub fn in_range<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+pub(crate) fn in_range<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy + Send + Sync + 'static,
     T::Err: std::fmt::Display,
@@ -42,51 +42,52 @@ where
 }
 
 /// The ranges of the numeric flags, declared once.
-pub mod range {
+pub(crate) mod range {
     /// Workers per GPU.
-    pub const JOBS: (usize, usize) = (1, 256);
+    pub(crate) const JOBS: (usize, usize) = (1, 256);
     /// Cases per sanitized worker.
-    pub const BATCH: (usize, usize) = (1, 4096);
+    pub(crate) const BATCH: (usize, usize) = (1, 4096);
     /// Seconds a case may run: up to a week.
-    pub const TIMEOUT_S: (u64, u64) = (1, 604_800);
+    pub(crate) const TIMEOUT_S: (u64, u64) = (1, 604_800);
     /// MiB of sanitizer records per case (0: no limit).
-    pub const RECORD_CAP_MIB: (u64, u64) = (0, 1 << 20);
+    pub(crate) const RECORD_CAP_MIB: (u64, u64) = (0, 1 << 20);
     /// GPU ordinals.
-    pub const DEVICE: (u32, u32) = (0, 1023);
+    pub(crate) const DEVICE: (u32, u32) = (0, 1023);
     /// Threads per block of a source kernel.
-    pub const BLOCK: (u32, u32) = (1, 1024);
+    pub(crate) const BLOCK: (u32, u32) = (1, 1024);
     /// Predicate runs when shrinking (the case itself is the first).
-    pub const BUDGET: (usize, usize) = (1, 1_000_000);
+    pub(crate) const BUDGET: (usize, usize) = (1, 1_000_000);
     /// Cases a fuzz run generates.
-    pub const CASES: (usize, usize) = (1, usize::MAX);
+    pub(crate) const CASES: (usize, usize) = (1, usize::MAX);
     /// Failures a fuzz run shrinks.
-    pub const MAX_SHRINKS: (usize, usize) = (0, 1_000_000);
-    /// Timed repetitions and warm-up runs of `bench`.
-    pub const REPS: (u32, u32) = (1, 1_000_000);
-    pub const WARMUP: (u32, u32) = (0, 1_000_000);
+    pub(crate) const MAX_SHRINKS: (usize, usize) = (0, 1_000_000);
+    /// Timed repetitions of `bench`.
+    pub(crate) const REPS: (u32, u32) = (1, 1_000_000);
+    /// Untimed runs of `bench` before the timed ones.
+    pub(crate) const WARMUP: (u32, u32) = (0, 1_000_000);
     /// Seeds: any 64-bit value.
-    pub const SEED: (u64, u64) = (0, u64::MAX);
+    pub(crate) const SEED: (u64, u64) = (0, u64::MAX);
     /// Elements of a case's largest tensor (0: no limit).
-    pub const MAX_ELEMENTS: (u64, u64) = (0, u64::MAX);
+    pub(crate) const MAX_ELEMENTS: (u64, u64) = (0, u64::MAX);
 }
 
 /// `-o OP[,OP]`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct OpsArg {
+pub(crate) struct OpsArg {
     /// Op(s), comma separated, kedge's names or ggml's (`RMS_NORM`), like test-backend-ops -o;
     /// or one case in test-backend-ops' `OP(vars)` form, as `kedge repro` prints it:
     /// 'RMS_NORM(type=f32,ne=[64,1,65536,1],v=0,eps=0.000001,inplace=0)'.
     #[arg(short = 'o', long = "op", value_name = "OP[,OP]")]
-    pub ops: Vec<String>,
+    pub(crate) ops: Vec<String>,
 }
 
 impl OpsArg {
     /// The values as given, split at the commas between ops (`OP(vars)` kept whole).
-    pub fn list(&self) -> Vec<String> {
+    pub(crate) fn list(&self) -> Vec<String> {
         split_ops(&self.ops)
     }
     /// The op names alone (an `OP(vars)` as its op).
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.list()
             .iter()
             .map(|o| op_and_vars(o).0.to_string())
@@ -96,55 +97,56 @@ impl OpsArg {
 
 /// Which cases of a selection: the same filters in every command.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct FilterArgs {
+pub(crate) struct FilterArgs {
+    /// `-o`: which ops.
     #[command(flatten)]
-    pub ops: OpsArg,
+    pub(crate) ops: OpsArg,
     /// Impl(s), comma separated.
     #[arg(long = "impl", value_name = "IMPL[,IMPL]", value_delimiter = ',')]
-    pub impls: Vec<String>,
+    pub(crate) impls: Vec<String>,
     /// Only cases of this dtype (an op named with -o must have it).
     #[arg(long, value_name = "DTYPE")]
-    pub dtype: Option<String>,
+    pub(crate) dtype: Option<String>,
     /// Set an op parameter in every case (repeatable), checked against the op's declaration.
     #[arg(long = "param", value_name = "NAME=VALUE")]
-    pub params: Vec<String>,
+    pub(crate) params: Vec<String>,
     /// Keep cases whose test-backend-ops vars() string matches this regular expression, as
     /// test-backend-ops -p does (or whose kedge label does, for ops without an upstream line).
     #[arg(short = 'p', long, value_name = "REGEX")]
-    pub filter: Option<String>,
+    pub(crate) filter: Option<String>,
     /// Include planted calibration impls in generated suites.
     #[arg(long)]
-    pub include_planted: bool,
+    pub(crate) include_planted: bool,
 }
 
 /// Cases given explicitly.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct CaseArgs {
+pub(crate) struct CaseArgs {
     /// A case as one JSON line (repeatable).
     #[arg(long = "case", value_name = "JSON")]
-    pub cases: Vec<String>,
+    pub(crate) cases: Vec<String>,
     /// A corpus file: one case per line (an empty one is an error).
     #[arg(long, value_name = "FILE")]
-    pub corpus: Option<PathBuf>,
+    pub(crate) corpus: Option<PathBuf>,
     /// One case from flags (with one -o and one --impl), in ggml order: ne0,ne1,ne2,ne3
     /// (missing trailing dims are 1).
     #[arg(long, value_name = "NE0,NE1,NE2,NE3")]
-    pub ne: Option<String>,
+    pub(crate) ne: Option<String>,
     /// The seed of every case.
     #[arg(long, value_parser = in_range(range::SEED.0, range::SEED.1))]
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
 }
 
 /// `--alloc MODE[,MODE]`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct AllocArg {
+pub(crate) struct AllocArg {
     /// Allocation mode(s), comma separated: exact, guard, guard-front, canary.
     #[arg(long, value_name = "MODE[,MODE]")]
-    pub alloc: Option<String>,
+    pub(crate) alloc: Option<String>,
 }
 
 /// What to build a selection from.
-pub fn selection(f: &FilterArgs, c: Option<&CaseArgs>, a: &AllocArg) -> Selection {
+pub(crate) fn selection(f: &FilterArgs, c: Option<&CaseArgs>, a: &AllocArg) -> Selection {
     let c = c.cloned().unwrap_or_default();
     if let Some(re) = &f.filter {
         // `-p NAME=VALUE` set a parameter in kedge before it meant what test-backend-ops' -p
@@ -177,41 +179,42 @@ pub fn selection(f: &FilterArgs, c: Option<&CaseArgs>, a: &AllocArg) -> Selectio
 
 /// `--profile NAME`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ProfileArg {
+pub(crate) struct ProfileArg {
     /// Built-in limits profile: h200, h100, gb10, rtx3090, ada-12gb, m4-max.
     #[arg(long, default_value = "h200")]
-    pub profile: String,
+    pub(crate) profile: String,
 }
 
 impl ProfileArg {
-    pub fn get(&self) -> Result<LimitsProfile, Error> {
+    /// The built-in profile named; an unknown name is bad input (exit 2).
+    pub(crate) fn get(&self) -> Result<LimitsProfile, Error> {
         Ok(profile(&self.profile)?)
     }
 }
 
 /// How cases run on a GPU.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// Run workers under compute-sanitizer tools, comma separated: memcheck, initcheck,
     /// racecheck, synccheck. Each tool runs the whole selection once.
     #[arg(long, value_name = "TOOL[,TOOL]")]
-    pub sanitize: Option<String>,
+    pub(crate) sanitize: Option<String>,
     /// Extra compute-sanitizer options, overriding kedge's defaults: "--padding 0".
     #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
-    pub sanitizer_args: Option<String>,
+    pub(crate) sanitizer_args: Option<String>,
     /// Cases per sanitized worker (its XML is read when it ends).
     #[arg(long, default_value_t = 16, value_parser = in_range(range::BATCH.0, range::BATCH.1))]
-    pub batch: usize,
+    pub(crate) batch: usize,
     /// MiB of sanitizer records one case may write before kedge stops its worker and judges
     /// the records so far (a kernel whose every thread reads out of bounds gets one record per
     /// access); 0: no limit.
     #[arg(long, value_name = "MIB", default_value_t = kedge_runner::run::RECORD_CAP_BYTES >> 20,
           value_parser = in_range(range::RECORD_CAP_MIB.0, range::RECORD_CAP_MIB.1))]
-    pub record_cap: u64,
+    pub(crate) record_cap: u64,
     /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
     /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
     #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
-    pub max_elements: Option<u64>,
+    pub(crate) max_elements: Option<u64>,
     /// How big cases' outputs are judged. auto: a case of 2^26 elements or more whose op's
     /// rows are independent, on a ggml CUDA build, has its inputs drawn and its outputs
     /// scanned (poison, non-finite) on the device and the rows at every crossing, the ends
@@ -222,22 +225,24 @@ pub struct ExecArgs {
         value_name = "auto|full|sampled",
         default_value = "auto"
     )]
-    pub judging: kedge_core::judge::sample::Judging,
+    pub(crate) judging: kedge_core::judge::sample::Judging,
     /// Seconds a case may run before its worker is killed (verdict `timeout`).
     #[arg(long, value_name = "SECONDS", default_value_t = 120,
           value_parser = in_range(range::TIMEOUT_S.0, range::TIMEOUT_S.1))]
-    pub timeout: u64,
+    pub(crate) timeout: u64,
     /// GPU (ordinal) the workers use; default 0 (`sweep`: every GPU, see --devices).
     #[arg(long, value_name = "N", value_parser = in_range(range::DEVICE.0, range::DEVICE.1))]
-    pub device: Option<u32>,
+    pub(crate) device: Option<u32>,
     /// Workers per GPU, pulling from the one queue (default: half the CPU cores, at most 8).
     /// Cases too big to share the device's memory with the others run one at a time.
     #[arg(long, short = 'j', value_name = "N", value_parser = in_range(range::JOBS.0, range::JOBS.1))]
-    pub jobs: Option<usize>,
+    pub(crate) jobs: Option<usize>,
 }
 
 impl ExecArgs {
-    pub fn engine(&self) -> EngineOptions {
+    /// The run engine's options from these flags (`--record-cap` in bytes, 0 as no cap;
+    /// `--jobs` defaulted); the sanitizer tools are separate (`tools`).
+    pub(crate) fn engine(&self) -> EngineOptions {
         EngineOptions {
             timeout: Duration::from_secs(self.timeout),
             batch: self.batch,
@@ -250,7 +255,7 @@ impl ExecArgs {
         }
     }
     /// The sanitizer tools asked for (empty: natively).
-    pub fn tools(&self) -> Result<Vec<Tool>, Error> {
+    pub(crate) fn tools(&self) -> Result<Vec<Tool>, Error> {
         match &self.sanitize {
             None => Ok(Vec::new()),
             Some(s) => Ok(parse_tools(s)?),
@@ -260,32 +265,32 @@ impl ExecArgs {
 
 /// Impls from outside kedge.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ExtArgs {
+pub(crate) struct ExtArgs {
     /// A shared library implementing kedge.h (repeatable). Its impls are `plugin:<name>`.
     #[arg(long = "plugin", value_name = "PATH")]
-    pub plugins: Vec<PathBuf>,
+    pub(crate) plugins: Vec<PathBuf>,
     /// A CUDA source file with a kernel following kedge's published row-op ABI (kedge.h).
     #[arg(long, value_name = "FILE.cu", requires = "entry")]
-    pub kernel: Option<PathBuf>,
+    pub(crate) kernel: Option<PathBuf>,
     /// The kernel's `extern "C"` entry name.
     #[arg(long, value_name = "NAME")]
-    pub entry: Option<String>,
+    pub(crate) entry: Option<String>,
     /// The op the kernel implements (default: the single -o OP).
     #[arg(long, value_name = "OP")]
-    pub kernel_op: Option<String>,
+    pub(crate) kernel_op: Option<String>,
     /// Grid mapping for the source kernel: ggml (grid = rows, channels, samples) or clamped.
     #[arg(long, default_value = "clamped")]
-    pub geometry: Geometry,
+    pub(crate) geometry: Geometry,
     /// Threads per block for the source kernel.
     #[arg(long, default_value_t = 256, value_parser = in_range(range::BLOCK.0, range::BLOCK.1))]
-    pub block: u32,
+    pub(crate) block: u32,
     /// A ggml build (its shared libraries: libggml-base, libggml and the backends, linked or
     /// as loadable modules): each backend device becomes an impl, `ggml:CUDA0`, `ggml:CPU`.
     #[arg(long, value_name = "DIR")]
-    pub ggml: Option<PathBuf>,
+    pub(crate) ggml: Option<PathBuf>,
     /// Only these of the ggml build's devices (ggml's names, comma separated: CUDA0,CPU).
     #[arg(long, value_name = "LIST", requires = "ggml", value_delimiter = ',')]
-    pub ggml_device: Vec<String>,
+    pub(crate) ggml_device: Vec<String>,
     /// Test these backends of the ggml build, as test-backend-ops -b does: only their impls
     /// (`-b CUDA0` selects `ggml:CUDA0`), and only those devices loaded.
     #[arg(
@@ -295,12 +300,12 @@ pub struct ExtArgs {
         requires = "ggml",
         value_delimiter = ','
     )]
-    pub backends: Vec<String>,
+    pub(crate) backends: Vec<String>,
 }
 
 impl ExtArgs {
     /// `sel` narrowed to the `-b` backends' impls (`ggml:BACKEND`), beside any `--impl`.
-    pub fn narrow(&self, mut sel: Selection) -> Selection {
+    pub(crate) fn narrow(&self, mut sel: Selection) -> Selection {
         for b in &self.backends {
             let imp = format!("ggml:{b}");
             if !sel.impls.contains(&imp) {
@@ -312,7 +317,7 @@ impl ExtArgs {
 
     /// The external impls; `ops` are the -o names (a source kernel's op when --kernel-op is
     /// not given and exactly one op is).
-    pub fn spec(&self, ops: &[String]) -> Result<ExternalSpec, Error> {
+    pub(crate) fn spec(&self, ops: &[String]) -> Result<ExternalSpec, Error> {
         let mut spec = ExternalSpec {
             plugins: self.plugins.clone(),
             sources: Vec::new(),
@@ -345,17 +350,18 @@ impl ExtArgs {
 
 /// `--resume` / `--force` for a results file that is already there.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// Continue the run in --out: keep results.jsonl, skip finished cases.
     #[arg(long, conflicts_with = "force")]
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// Start over in --out: the results already there are discarded.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 impl ResumeArgs {
-    pub fn mode(&self) -> kedge_runner::results::OutMode {
+    /// What to do with a results file already in `--out`.
+    pub(crate) fn mode(&self) -> kedge_runner::results::OutMode {
         kedge_runner::results::OutMode::of_flags(self.resume, self.force)
     }
 }

@@ -5,6 +5,8 @@
 //! running it (`Cli::try_parse_from`): the tests check every `kedge` line of the CI examples
 //! that way.
 
+#![warn(missing_docs)]
+
 mod args;
 mod cmd;
 
@@ -12,7 +14,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// kedge's version and the commit it was built from (harness/cli/build.rs).
-pub const VERSION: &str = concat!(
+pub(crate) const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("KEDGE_COMMIT"),

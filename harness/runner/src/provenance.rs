@@ -28,30 +28,53 @@ pub enum ProvenanceError {
     /// One set of results with two values of what must be one.
     #[error("the results mix two {what}s: {first} and {second}; one run is one {what}: report and gate each run on its own (against a baseline of its {what})")]
     Mixed {
+        /// What differs: `profile`, `mode` or `suite`.
         what: &'static str,
+        /// The first value met, with the file and line it is on.
         first: String,
+        /// The other value, with its file and line.
         second: String,
     },
     /// Some results carry run metadata and some do not: not one run.
     #[error("the results mix runs of two kedges: {with} carries run metadata and {without} does not (written by a kedge older than run metadata); report and gate each on its own")]
-    MixedOld { with: String, without: String },
+    MixedOld {
+        /// The first line with run metadata, as FILE:LINE.
+        with: String,
+        /// The first line without, as FILE:LINE.
+        without: String,
+    },
     /// A baseline of another profile, mode or suite.
     #[error("{baseline}: the baseline is of {what} {expected}, the results of {what} {got}: a baseline judges only results of its own {what}; gate against a baseline made from results like these (kedge gate --update BASELINE RESULTS)")]
     Mismatch {
+        /// The baseline file.
         baseline: PathBuf,
+        /// What differs: `profile`, `mode` or `suite`.
         what: &'static str,
+        /// The baseline's value.
         expected: String,
+        /// The results' value.
         got: String,
     },
     /// `--resume` into results of another run.
     #[error("{path} holds results of another run ({differences}): --resume would mix the two runs in one file; pass --force to start over, or give another --out")]
-    ResumeMismatch { path: PathBuf, differences: String },
+    ResumeMismatch {
+        /// The results file.
+        path: PathBuf,
+        /// What differs, each side named ("profile h200 here, b200 now"), `; `-separated.
+        differences: String,
+    },
     /// `--resume` into results that carry no run metadata.
     #[error("{path} holds results without run metadata (written by an older kedge), so they cannot be checked to be of this sweep; pass --force to start over, or give another --out")]
-    ResumeUnknown { path: PathBuf },
+    ResumeUnknown {
+        /// The results file.
+        path: PathBuf,
+    },
+    /// A results file that cannot be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file as given.
         path: PathBuf,
+        /// The system's reason.
         #[source]
         source: std::io::Error,
     },
@@ -59,7 +82,7 @@ pub enum ProvenanceError {
 
 /// Two runs' suites are the same when they are the same cases: the same count and digest of
 /// ids (their names may spell the same selection differently: `-b CPU`, `--impl ggml:CPU`).
-pub fn same_suite(a: &Option<SuiteInfo>, b: &Option<SuiteInfo>) -> bool {
+fn same_suite(a: &Option<SuiteInfo>, b: &Option<SuiteInfo>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a.cases == b.cases && a.digest == b.digest,
         (None, None) => true,
@@ -76,7 +99,7 @@ pub fn set_build(version: &str, commit: &str) {
 }
 
 /// This process's kedge: its version and commit (`unknown` unless `set_build` said).
-pub fn build() -> (String, String) {
+fn build() -> (String, String) {
     BUILD
         .get()
         .cloned()
@@ -85,7 +108,7 @@ pub fn build() -> (String, String) {
 
 /// A run's mode: what ran the cases (`cpu`, `native`, tools; several joined with `+`) and the
 /// allocation modes asked for (`exact` when none was), as `native/exact`.
-pub fn mode(runs: &[Under], allocs: Option<&str>) -> String {
+pub(crate) fn mode(runs: &[Under], allocs: Option<&str>) -> String {
     let mut names: Vec<&str> = Vec::new();
     for u in runs {
         if !names.contains(&u.name()) {
@@ -110,7 +133,7 @@ pub fn mode(runs: &[Under], allocs: Option<&str>) -> String {
 
 /// The suite's name with the flags that shape its cases, as typed: `default -o rms_norm
 /// --impl ggml:CPU`. The shard is not among them: every shard is of the same suite.
-pub fn suite_name(suite: Suite, sel: &Selection, max: MaxElements) -> String {
+pub(crate) fn suite_name(suite: Suite, sel: &Selection, max: MaxElements) -> String {
     let mut words: Vec<String> = Vec::new();
     if !sel.cases.is_empty() || sel.ne.is_some() {
         words.push("given cases".into());
@@ -157,7 +180,7 @@ pub fn suite_name(suite: Suite, sel: &Selection, max: MaxElements) -> String {
 
 /// Where the impls of `cases` come from: `kedge`, `plugin FILE`, `source FILE`, `ggml VERSION
 /// (COMMIT)`, kedge first.
-pub fn impl_sources(reg: &Registry, cases: &[Case], ext: &ExternalSpec) -> Vec<String> {
+pub(crate) fn impl_sources(reg: &Registry, cases: &[Case], ext: &ExternalSpec) -> Vec<String> {
     let mut kedge = false;
     let mut others: BTreeSet<String> = BTreeSet::new();
     let file = |p: &Path| {
@@ -197,7 +220,12 @@ pub fn impl_sources(reg: &Registry, cases: &[Case], ext: &ExternalSpec) -> Vec<S
 }
 
 /// The metadata of a sweep about to run.
-pub fn sweep_info(profile: &str, mode: String, impls: Vec<String>, suite: SuiteInfo) -> RunInfo {
+pub(crate) fn sweep_info(
+    profile: &str,
+    mode: String,
+    impls: Vec<String>,
+    suite: SuiteInfo,
+) -> RunInfo {
     let (kedge, commit) = build();
     RunInfo {
         kedge,
@@ -220,12 +248,12 @@ struct RunOnly {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResultsRun {
     /// Their run metadata (the first line's), when they carry it.
-    pub info: Option<RunInfo>,
+    pub(crate) info: Option<RunInfo>,
     /// The builds that wrote them, when more than one did (shards of one suite run by two
     /// kedge or ggml builds).
-    pub builds: Vec<String>,
+    pub(crate) builds: Vec<String>,
     /// Result lines read.
-    pub lines: usize,
+    pub(crate) lines: usize,
 }
 
 impl ResultsRun {
@@ -249,7 +277,7 @@ impl ResultsRun {
     }
 
     /// As `load`, from text; `name` is used in messages.
-    pub fn from_texts(texts: &[(&str, &str)]) -> Result<ResultsRun, ProvenanceError> {
+    fn from_texts(texts: &[(&str, &str)]) -> Result<ResultsRun, ProvenanceError> {
         let mut out = ResultsRun::default();
         // (where, info) of the first line with metadata, and of the first without.
         let mut first: Option<(String, RunInfo)> = None;
@@ -318,7 +346,7 @@ impl ResultsRun {
     }
 
     /// The build(s) that wrote the results, in words.
-    pub fn build_words(&self) -> Option<String> {
+    fn build_words(&self) -> Option<String> {
         if !self.builds.is_empty() {
             return Some(self.builds.join(" and "));
         }
@@ -398,7 +426,7 @@ pub fn check_baseline(
 }
 
 /// `--resume` into `path`: its results must be of this run (`now`), or none at all.
-pub fn check_resume(path: &Path, now: &RunInfo) -> Result<(), ProvenanceError> {
+pub(crate) fn check_resume(path: &Path, now: &RunInfo) -> Result<(), ProvenanceError> {
     if !path.exists() {
         return Ok(());
     }

@@ -5,7 +5,7 @@ use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     filter: FilterArgs,
     #[command(flatten)]
@@ -27,7 +27,7 @@ pub struct Args {
     ext: ExtArgs,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let outcome = bench(&BenchRequest {
         external: a.ext.spec(&a.filter.ops.names())?,
         selection: a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc)),

@@ -4,13 +4,13 @@ use kedge_runner::{Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// sweep-summary.json files.
     #[arg(required = true)]
     summaries: Vec<PathBuf>,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let s = read(&a.summaries)?;
     Out::stdout().text(&render(&s));
     Ok(Status::Ok)

@@ -5,7 +5,7 @@ use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     filter: FilterArgs,
     /// Allocation modes to draw from (default exact,guard).
@@ -35,7 +35,7 @@ pub struct Args {
     finds: PathBuf,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let req = FuzzRequest {
         selection: selection(&a.filter, None, &a.alloc),
         cases: a.cases,

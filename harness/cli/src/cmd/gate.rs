@@ -13,7 +13,7 @@ use kedge_runner::{note, Error, Status};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Known failures: a run line (the profile, mode and suite they are of), then JSON lines
     /// {"id":..,"verdict":..,"detector":..,"reason":..,"case":{..}}.
     #[arg(long, required_unless_present_any = ["write_baseline", "update"])]
@@ -43,12 +43,12 @@ pub struct Args {
 
 /// How the gate's verdict is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GateFormat {
+pub(crate) enum GateFormat {
     Text,
     Github,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let profile = a.profile.get()?;
     let set = ResultSet::load(&a.results)?;
     // One run: one profile, one mode, one suite (exit 2 naming both sides otherwise).

@@ -4,7 +4,7 @@ use kedge_runner::errors::NoGpu;
 use kedge_runner::{Error, Status};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// A built-in profile instead of the live device: h200, h100, gb10, rtx3090, ada-12gb,
     /// m4-max.
     #[arg(long)]
@@ -13,7 +13,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let (prof, driver) = match a.profile {
         Some(name) => (ProfileArg { profile: name }.get()?, None),
         None => {

@@ -4,7 +4,7 @@ use kedge_runner::select::{suite, Filters, Selection};
 use kedge_runner::{Error, Status};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     ops: OpsArg,
     #[command(flatten)]
@@ -13,7 +13,7 @@ pub struct Args {
     ext: ExtArgs,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let prof = a.profile.get()?;
     let (reg, _) = a.ext.spec(&a.ops.names())?.registry()?;
     let f = Filters::resolve(

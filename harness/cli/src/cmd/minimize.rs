@@ -7,7 +7,7 @@ use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// A case (JSON line), a verdict line from results.jsonl (its case and outcome), or a file
     /// whose first case line is either.
     input: String,
@@ -30,7 +30,7 @@ pub struct Args {
     ext: ExtArgs,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let prof = a.profile.get()?;
     let outcome = minimize(&MinimizeRequest {
         input: a.input,

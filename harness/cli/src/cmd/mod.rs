@@ -18,7 +18,7 @@ mod worker;
 use kedge_runner::Error;
 
 #[derive(clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Print a device's limits: the live device, or a built-in profile (--profile).
     Limits(limits::Args),
     /// List ops, impls and their roles, params, boundaries with reachability.
@@ -62,12 +62,12 @@ pub enum Command {
 impl Command {
     /// Whether this process may start workers and temporary directories: then Ctrl-C and
     /// SIGTERM end them before kedge exits (a worker is itself watched from inside).
-    pub fn supervises(&self) -> bool {
+    pub(crate) fn supervises(&self) -> bool {
         !matches!(self, Command::Worker | Command::ProbeExternal)
     }
 
     /// The subcommand's name as typed.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Command::Limits(_) => "limits",
             Command::List(_) => "list",
@@ -89,7 +89,7 @@ impl Command {
 }
 
 /// Run a command; its exit status.
-pub fn dispatch(cmd: Command) -> Result<i32, Error> {
+pub(crate) fn dispatch(cmd: Command) -> Result<i32, Error> {
     let status = match cmd {
         Command::Limits(a) => limits::run(a)?,
         Command::List(a) => list::run(a)?,

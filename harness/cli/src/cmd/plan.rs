@@ -6,7 +6,7 @@ use kedge_runner::workflow::plan::plan_case;
 use kedge_runner::{note, Error, Status};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     filter: FilterArgs,
     #[command(flatten)]
@@ -28,7 +28,7 @@ pub struct Args {
     ext: ExtArgs,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let prof = a.profile.get()?;
     let (reg, _) = a.ext.spec(&a.filter.ops.names())?.registry()?;
     let sel = a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc));

@@ -7,7 +7,7 @@ use kedge_runner::{note, Error, Status};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// results.jsonl files (shards are merged; the same case run again keeps its last line).
     #[arg(required = true)]
     results: Vec<PathBuf>,
@@ -50,7 +50,7 @@ fn devices(results: &[PathBuf]) -> Vec<String> {
     out
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let set = ResultSet::load(&a.results)?;
     for t in &set.torn {
         note!("{t}");

@@ -11,7 +11,7 @@ use kedge_runner::{note, Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// A case (JSON line), a verdict line (its verdict is named in the comment), or a file
     /// whose first case line is either.
     input: String,
@@ -25,7 +25,7 @@ pub struct Args {
     ext: ExtArgs,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let (reg, _) = a.ext.spec(&[])?.registry()?;
     let prof = a.profile.get()?;
     let (case, result) = case_input(&a.input, &reg)?;
@@ -42,7 +42,7 @@ pub fn run(a: Args) -> Result<Status, Error> {
 }
 
 /// Print a case's repro, and write repro.txt (and repro.cu) into `out`.
-pub fn show(
+pub(crate) fn show(
     reg: &Registry,
     case: &Case,
     prof: &LimitsProfile,

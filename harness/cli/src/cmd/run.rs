@@ -5,7 +5,7 @@ use kedge_runner::{Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     filter: FilterArgs,
     #[command(flatten)]
@@ -28,12 +28,12 @@ pub struct Args {
 
 /// How `kedge run` prints its results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RunFormat {
+pub(crate) enum RunFormat {
     Human,
     Json,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let req = RunRequest {
         external: a.ext.spec(&a.filter.ops.names())?,
         selection: a.ext.narrow(selection(&a.filter, Some(&a.cases), &a.alloc)),

@@ -7,7 +7,7 @@ use kedge_runner::{Error, Status};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Only the CPU part (incident plans and references); no GPU runs.
     #[arg(long)]
     cpu: bool,
@@ -29,7 +29,7 @@ pub struct Args {
     resume: ResumeArgs,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     let reg = kedge_ops::registry();
     let ops: Vec<String> = if a.ops.ops.is_empty() {
         Vec::new()

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// smoke, boundary, incidents, selftest or default (smoke + boundary).
     #[arg(default_value = "default")]
     suite: Suite,
@@ -59,12 +59,12 @@ pub struct Args {
 
 /// How `kedge sweep` tells what happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SweepFormat {
+pub(crate) enum SweepFormat {
     Human,
     Json,
 }
 
-pub fn run(a: Args) -> Result<Status, Error> {
+pub(crate) fn run(a: Args) -> Result<Status, Error> {
     // The time limit counts from here.
     let budget = a.max_time.map(|t| Arc::new(TimeBudget::new(t.duration())));
     let mut engine = a.exec.engine();

@@ -2,6 +2,6 @@
 //! is its typed `WorkerSpec` (GPU, plugins, source kernels); case lines follow.
 
 /// The worker's exit status.
-pub fn run() -> i32 {
+pub(crate) fn run() -> i32 {
     kedge_runner::run::worker::main()
 }

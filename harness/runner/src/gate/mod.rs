@@ -18,34 +18,58 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A baseline that cannot be read (bad input: exit 2). `path` is the baseline file, `line`
+/// a line of it, from 1.
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
+    /// The file cannot be read.
     #[error("{path}: {source}")]
     Io {
+        /// The baseline file.
         path: PathBuf,
+        /// The system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// A line that is neither a run line nor a known failure.
     #[error("{path}:{line}: not a baseline line (expected {{\"id\":...,\"verdict\":...}}): {msg}")]
     Malformed {
+        /// The baseline file.
         path: PathBuf,
+        /// The line.
         line: usize,
+        /// Why it does not parse.
         msg: String,
     },
+    /// An entry whose verdict is not a failure (`pass`, `skipped`, `unsupported`).
     #[error("{path}:{line}: verdict '{verdict}' is not a failure; a baseline lists failures")]
     NotAFailure {
+        /// The baseline file.
         path: PathBuf,
+        /// The line.
         line: usize,
+        /// The verdict it gives.
         verdict: Verdict,
     },
+    /// A case id with two entries.
     #[error("{path}:{line}: case id {id} listed twice")]
     Duplicate {
+        /// The baseline file.
         path: PathBuf,
+        /// The second entry's line.
         line: usize,
+        /// The case id.
         id: String,
     },
+    /// More than one run line.
     #[error("{path}:{line}: a second run line (a baseline is made from one run)")]
-    SecondRun { path: PathBuf, line: usize },
+    SecondRun {
+        /// The baseline file.
+        path: PathBuf,
+        /// The second run line.
+        line: usize,
+    },
+    /// No results to write a baseline from; holds the results given, in words.
     #[error("{0}: no results to make a baseline of (did the sweep run?)")]
     NoResults(String),
 }
@@ -54,7 +78,10 @@ pub enum GateError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineEntry {
+    /// The case's id: what results are matched by.
     pub id: String,
+    /// The failing verdict that is known; the same case failing with another verdict is a
+    /// new failure.
     pub verdict: Verdict,
     /// The detector that saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +89,7 @@ pub struct BaselineEntry {
     /// What failed, in the result's words (its detail's first line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The case itself, to name it in messages and re-run it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub case: Option<Case>,
 }
@@ -89,6 +117,7 @@ fn reason_of(detail: &str) -> Option<String> {
     Some(r)
 }
 
+/// Known failures, with the run they are of: what `kedge gate` judges results against.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Baseline {
     /// The run the baseline was made from; absent in baselines of older kedges.
@@ -98,6 +127,7 @@ pub struct Baseline {
 }
 
 impl Baseline {
+    /// Read and parse the baseline file at `path`.
     pub fn load(path: &Path) -> Result<Baseline, GateError> {
         let text = std::fs::read_to_string(path).map_err(|source| GateError::Io {
             path: path.to_path_buf(),
@@ -231,6 +261,7 @@ pub struct BaselineChanges {
     pub removed: Vec<(BaselineEntry, String)>,
     /// Known failures that fail differently: (before, after).
     pub changed: Vec<(BaselineEntry, BaselineEntry)>,
+    /// Known failures that fail as before.
     pub unchanged: usize,
 }
 
@@ -286,6 +317,7 @@ impl BaselineChanges {
         c
     }
 
+    /// Did nothing change (the count of unchanged entries aside)?
     pub fn is_empty(&self) -> bool {
         self.run.is_empty()
             && self.added.is_empty()
@@ -345,13 +377,16 @@ impl BaselineChanges {
 /// A failure the baseline does not excuse.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewFailure {
+    /// The case's worst failing result.
     pub result: CaseResult,
     /// Set when the case is in the baseline with another verdict (it fails differently now).
     pub known_as: Option<Verdict>,
 }
 
+/// The gate's verdict on a set of results, with everything it counted: what `gate` returns.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GateOutcome {
+    /// Failing cases the baseline does not excuse, in the order of the results.
     pub new_failures: Vec<NewFailure>,
     /// Failing results whose case and verdict are in the baseline.
     pub still_failing_known: Vec<CaseResult>,
@@ -391,7 +426,7 @@ impl GateOutcome {
     }
 
     /// Why the gate fails, one reason each; empty when it passes.
-    pub fn reasons(&self) -> Vec<String> {
+    fn reasons(&self) -> Vec<String> {
         let mut v = Vec::new();
         if self.results == 0 {
             v.push("no results: there is nothing to gate (did the sweep run?)".to_string());
@@ -423,6 +458,7 @@ impl GateOutcome {
     pub fn exit_code(&self) -> i32 {
         i32::from(!self.reasons().is_empty())
     }
+    /// Does the gate pass (`exit_code` 0)?
     pub fn passed(&self) -> bool {
         self.exit_code() == 0
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// What each allocation mode can and cannot see.
-pub fn alloc_mode_note(mode: AllocMode) -> &'static str {
+fn alloc_mode_note(mode: AllocMode) -> &'static str {
     match mode {
         AllocMode::Exact => {
             "each tensor and staging buffer is its own allocation of exactly its bytes, so \
@@ -48,7 +48,7 @@ pub fn render_markdown(results: &[CaseResult]) -> String {
 }
 
 /// The Markdown report.
-pub fn render_markdown_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> String {
+fn render_markdown_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> String {
     let s = summarize_with(results, opts);
     body(results, &s)
 }

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 /// One cell: the verdict of one case in one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
+    /// The result's verdict.
     pub verdict: Verdict,
+    /// The case id, which marks the cell known when a baseline lists it.
     pub id: String,
     /// The result carries leak records.
     pub leaks: bool,
@@ -20,9 +22,12 @@ pub struct Cell {
 /// One row: an impl in one allocation mode and run kind.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MatrixRow {
+    /// The impl (`impl` in JSON).
     #[serde(rename = "impl")]
     pub imp: String,
+    /// The allocation mode.
     pub alloc: AllocMode,
+    /// The run kind: `native`, `memcheck`, `cpu` ...
     pub under: String,
     /// One per value of the line; `None` where this row has no result there.
     pub cells: Vec<Option<Cell>>,
@@ -31,7 +36,9 @@ pub struct MatrixRow {
 /// A line of probes: one axis moved, everything else fixed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeLine {
+    /// The op.
     pub op: String,
+    /// The dtype, by name.
     pub dtype: String,
     /// `ne[2]` or a parameter name.
     pub axis: String,
@@ -39,12 +46,13 @@ pub struct ProbeLine {
     pub fixed: String,
     /// The values probed, in increasing order.
     pub values: Vec<Value>,
+    /// One per impl × allocation mode × run kind that has a result on the line.
     pub rows: Vec<MatrixRow>,
 }
 
 impl ProbeLine {
     /// Does any cell fail?
-    pub fn has_failure(&self) -> bool {
+    pub(crate) fn has_failure(&self) -> bool {
         self.rows
             .iter()
             .flat_map(|r| r.cells.iter().flatten())

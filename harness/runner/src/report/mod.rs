@@ -15,7 +15,7 @@ mod matrix;
 mod summary_md;
 
 pub use junit::render_junit;
-pub use markdown::{alloc_mode_note, render_markdown, render_markdown_with};
+pub use markdown::render_markdown;
 pub use matrix::{probe_lines, MatrixRow, ProbeLine};
 pub use summary_md::render_summary_md;
 
@@ -28,10 +28,13 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+/// A report that cannot be serialized.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// `junit.xml`.
     #[error("JUnit XML: {0}")]
     Junit(#[from] quick_junit::SerializeError),
+    /// `report.json`.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
@@ -69,7 +72,7 @@ pub struct NotRun {
 impl NotRun {
     /// "**12 cases not run**: WHY; every one is in FILE, and `kedge sweep --resume` with the
     /// same flags runs them."
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         format!(
             "**{} {} not run**: {}. Every one is in `{}`; `kedge sweep --resume` with the same flags and `--out` runs them.",
             self.cases.len(),
@@ -83,10 +86,15 @@ impl NotRun {
 /// Counts of one set of results.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Counts {
+    /// Result lines (a case run natively and under memcheck counts twice).
     pub results: usize,
+    /// Results that passed.
     pub pass: usize,
+    /// Results with a failing verdict, known failures among them.
     pub fail: usize,
+    /// Results whose impl refused the shape with a clear error: allowed, not a failure.
     pub unsupported: usize,
+    /// Results whose CPU-side checks ran but whose device part was skipped.
     pub skipped: usize,
     /// Failing verdicts only.
     pub failures_by_verdict: BTreeMap<Verdict, usize>,
@@ -129,28 +137,39 @@ impl Counts {
 }
 
 /// Does the result carry leak records?
-pub fn has_leaks(r: &CaseResult) -> bool {
+pub(crate) fn has_leaks(r: &CaseResult) -> bool {
     r.findings.iter().any(|f| f.kind() == FindingKind::Leak)
 }
 
 /// Adjacent tested values of one axis, all else equal, where one passes and the next fails.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Transition {
+    /// The op.
     pub op: String,
+    /// The impl (`impl` in JSON).
     #[serde(rename = "impl")]
     pub imp: String,
+    /// The dtype, by name.
     pub dtype: String,
+    /// The failing case's allocation mode.
     pub alloc: AllocMode,
+    /// The run kind both results are of: `native`, `memcheck`, `cpu` ...
     pub under: String,
     /// `ne[2]` or a parameter name.
     pub axis: String,
     /// The other coordinates: `ne=[64,1,*,1] eps=0.000001 seed=1`.
     pub fixed: String,
+    /// The value on the axis where it passes.
     pub pass_at: Value,
+    /// The neighbouring value where it fails.
     pub fail_at: Value,
+    /// The failing side's verdict.
     pub verdict: Verdict,
+    /// What saw the failure.
     pub detector: Detector,
+    /// The passing case's id.
     pub pass_id: String,
+    /// The failing case's id.
     pub fail_id: String,
 }
 
@@ -193,6 +212,7 @@ pub struct UpstreamLine {
 /// allocations.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FindingSummary {
+    /// The finding as the result records it (its fields inline in JSON).
     #[serde(flatten)]
     pub finding: Finding,
     /// "4 bytes past the end of `x` (a 1,048,576-byte allocation)".
@@ -203,15 +223,24 @@ pub struct FindingSummary {
 /// One failing result as the report shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FailureSummary {
+    /// The case id.
     pub id: String,
+    /// The case's label: op, impl, dtype, shape, parameters, seed, allocation mode.
     pub label: String,
+    /// The impl (`impl` in JSON).
     #[serde(rename = "impl")]
     pub imp: String,
+    /// The failing verdict.
     pub verdict: Verdict,
+    /// What saw it.
     pub detector: Detector,
+    /// The run kind: `native`, `memcheck`, `cpu` ...
     pub under: String,
+    /// The case's allocation mode.
     pub alloc: AllocMode,
+    /// The result's own words: what failed and where.
     pub detail: String,
+    /// The command that runs just this case again (with the sanitizer that saw it).
     pub rerun: String,
     /// Against the baseline, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -219,14 +248,20 @@ pub struct FailureSummary {
     /// "first bad element (1024, 0, 0, 0) of `dst`: got 7, expected 0.5 (...)".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_bad: Option<String>,
+    /// test-backend-ops' line and command for the case, when a registry was given and
+    /// upstream has the case.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream: Option<UpstreamLine>,
+    /// Which real workload reaches this shape, or "synthetic: ...".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reach: Option<String>,
+    /// What the allocation mode can and cannot see.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alloc_note: Option<String>,
+    /// Other detectors that saw something too.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub also: Vec<Detector>,
+    /// The sanitizer findings, leak records left out (those are in `Summary::leaks`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<FindingSummary>,
 }
@@ -234,7 +269,9 @@ pub struct FailureSummary {
 /// A known failure whose case now passes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FixedKnown {
+    /// The case id.
     pub id: String,
+    /// The case's label.
     pub label: String,
     /// The verdict the baseline knows it by.
     pub was: Verdict,
@@ -243,31 +280,43 @@ pub struct FixedKnown {
 /// A result with leak records.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeakSummary {
+    /// The case id.
     pub id: String,
+    /// The case's label.
     pub label: String,
+    /// The run kind that recorded the leaks.
     pub under: String,
+    /// The result's verdict, which the leaks do not change.
     pub verdict: Verdict,
+    /// The leak records only.
     pub findings: Vec<FindingSummary>,
 }
 
+/// One op's part of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OpSummary {
+    /// The op.
     pub op: String,
+    /// Its results' counts (inline in JSON).
     #[serde(flatten)]
     pub counts: Counts,
+    /// Its pass/fail transitions (`find_transitions`).
     pub transitions: Vec<Transition>,
+    /// Its failing results, in report order.
     pub failures: Vec<FailureSummary>,
 }
 
 /// The machine-readable report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
+    /// Counts over every result (inline in JSON).
     #[serde(flatten)]
     pub counts: Counts,
     /// Distinct case ids (a case run natively and under memcheck is one case, two results).
     pub cases: usize,
     /// Results per run kind: native, memcheck, cpu ...
     pub by_under: BTreeMap<String, usize>,
+    /// Results per allocation mode.
     pub by_alloc: BTreeMap<AllocMode, usize>,
     /// Failing results whose case is not a known failure, when a baseline was given.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -278,8 +327,10 @@ pub struct Summary {
     /// Known failures whose case now passes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fixed_known: Vec<FixedKnown>,
+    /// Results that carry leak records.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub leaks: Vec<LeakSummary>,
+    /// Where the results ran, one line each (`ReportOptions::devices`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
     /// What the results are of and which builds made them (and the baseline).
@@ -288,16 +339,17 @@ pub struct Summary {
     /// Cases the sweep did not start, when its time limit ran out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_run: Option<NotRun>,
+    /// Per op, by op name.
     pub ops: Vec<OpSummary>,
 }
 
 impl Summary {
     /// Every failure, op by op.
-    pub fn failures(&self) -> impl Iterator<Item = &FailureSummary> {
+    pub(crate) fn failures(&self) -> impl Iterator<Item = &FailureSummary> {
         self.ops.iter().flat_map(|o| o.failures.iter())
     }
     /// Was a baseline given?
-    pub fn judged(&self) -> bool {
+    pub(crate) fn judged(&self) -> bool {
         self.new_failures.is_some()
     }
     /// "5 fail (4 new, 1 known)" or "5 fail".
@@ -308,7 +360,7 @@ impl Summary {
         }
     }
     /// "13 results of 13 cases: 6 pass, 5 fail (4 new, 1 known), 1 unsupported, 1 skipped."
-    pub fn counts_sentence(&self) -> String {
+    pub(crate) fn counts_sentence(&self) -> String {
         let c = &self.counts;
         let mut s = format!(
             "{} results of {} cases: {} pass, {}, {} unsupported, {} skipped",
@@ -497,7 +549,7 @@ fn upstream_backend(imp: &str) -> &str {
 
 /// The op's test-backend-ops line and command for a case, when the registry knows the op
 /// and upstream has it.
-pub fn upstream_line(reg: &Registry, r: &CaseResult) -> Option<UpstreamLine> {
+pub(crate) fn upstream_line(reg: &Registry, r: &CaseResult) -> Option<UpstreamLine> {
     let op = reg.op(&r.case.op).ok()?;
     let up = op.upstream(&r.case)?;
     Some(UpstreamLine {
@@ -528,7 +580,7 @@ pub fn summarize(results: &[CaseResult]) -> Summary {
 }
 
 /// The summary every report is rendered from.
-pub fn summarize_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> Summary {
+pub(crate) fn summarize_with(results: &[CaseResult], opts: &ReportOptions<'_>) -> Summary {
     let judgement = Judgement::of(results, opts.baseline);
     let sorted = order(results);
     let mut counts = Counts::default();
@@ -627,7 +679,7 @@ pub(crate) fn md_line(s: &str) -> String {
 }
 
 /// One finding in words: tool, verdict (or `leak`), kernel, the tool's text, where.
-pub fn finding_line(f: &FindingSummary) -> String {
+pub(crate) fn finding_line(f: &FindingSummary) -> String {
     use std::fmt::Write as _;
     let x = &f.finding;
     let what = match x.kind() {
@@ -670,7 +722,7 @@ pub fn render_json(results: &[CaseResult]) -> Result<String, ReportError> {
 }
 
 /// The JSON summary with a baseline and the registry.
-pub fn render_json_with(
+pub(crate) fn render_json_with(
     results: &[CaseResult],
     opts: &ReportOptions<'_>,
 ) -> Result<String, ReportError> {
@@ -682,9 +734,13 @@ pub fn render_json_with(
 /// Every report from merged result files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {
+    /// `report.md`.
     pub markdown: String,
+    /// `summary.md`.
     pub summary: String,
+    /// `report.json`.
     pub json: String,
+    /// `junit.xml`.
     pub junit: String,
 }
 
@@ -718,7 +774,7 @@ pub fn result_line(r: &CaseResult, word: &str) -> String {
 }
 
 /// A duration in a fixed width, as cargo-nextest prints it: `  12ms`, ` 1.20s`.
-pub fn ms_text(ms: f64) -> String {
+pub(crate) fn ms_text(ms: f64) -> String {
     if !ms.is_finite() || ms < 0.0 {
         return "     ?".into();
     }

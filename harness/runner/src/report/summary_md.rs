@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 /// The most items of one list `summary.md` shows; the rest are in report.md.
-pub const LIST_LIMIT: usize = 50;
+const LIST_LIMIT: usize = 50;
 
 /// `summary.md` for results.
 pub fn render_summary_md(results: &[CaseResult], opts: &ReportOptions<'_>) -> String {

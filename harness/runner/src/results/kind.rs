@@ -27,7 +27,7 @@ pub enum FileKind {
 
 impl FileKind {
     /// The kind in words, as an article and a noun ("a results file").
-    pub fn words(self) -> &'static str {
+    pub(crate) fn words(self) -> &'static str {
         match self {
             FileKind::Results => "a results file (kedge verdict lines)",
             FileKind::Baseline => "a gate baseline (known failures)",
@@ -40,7 +40,7 @@ impl FileKind {
 
     /// The kind of `text`; `None` when it holds no complete line but blanks and comments (a
     /// file any kind may start as, or one whose only line was cut off mid-write).
-    pub fn of_text(text: &str) -> Option<FileKind> {
+    fn of_text(text: &str) -> Option<FileKind> {
         let mut lines = text.split_inclusive('\n');
         let line = lines.find(|l| {
             let t = l.trim();
@@ -67,7 +67,7 @@ impl FileKind {
 
     /// The kind of the file at `path` (never through a link); `None` when there is no file or
     /// nothing that decides. Only the first megabyte is read.
-    pub fn of_path(path: &Path) -> Result<Option<FileKind>, OutputError> {
+    fn of_path(path: &Path) -> Result<Option<FileKind>, OutputError> {
         let Some(m) = super::outfile::lstat(path)? else {
             return Ok(None);
         };
@@ -96,7 +96,11 @@ impl FileKind {
 
     /// Refuse `path` unless it is missing, undecided, or of kind `want`; `command` is what
     /// writes it, for the message.
-    pub fn expect(path: &Path, want: FileKind, command: &'static str) -> Result<(), OutputError> {
+    pub(crate) fn expect(
+        path: &Path,
+        want: FileKind,
+        command: &'static str,
+    ) -> Result<(), OutputError> {
         match FileKind::of_path(path)? {
             Some(found) if found != want => Err(OutputError::WrongKind {
                 path: path.to_path_buf(),

@@ -5,22 +5,23 @@
 //! target of another kind than it writes (`kind`) or one of its own inputs.
 
 mod error;
-pub mod kind;
+mod kind;
 mod outdir;
-pub mod outfile;
+pub(crate) mod outfile;
 mod reader;
 mod writer;
 
 pub use error::OutputError;
 pub use kind::FileKind;
 pub use outdir::{OutDir, OutMode, REPORT_FILES};
-pub use reader::{finished_ids, ResultSet, ResultsError, TornLine};
+pub(crate) use reader::finished_ids;
+pub use reader::{ResultSet, ResultsError, TornLine};
 pub use writer::ResultsWriter;
 
 use kedge_core::CaseResult;
 
 /// One shell word: `'...'` with any `'` inside escaped.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

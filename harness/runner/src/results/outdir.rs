@@ -30,6 +30,7 @@ pub enum OutMode {
 }
 
 impl OutMode {
+    /// From `--resume` and `--force`; `--resume` wins when both are given.
     pub fn of_flags(resume: bool, force: bool) -> OutMode {
         match (resume, force) {
             (true, _) => OutMode::Resume,
@@ -40,7 +41,7 @@ impl OutMode {
 }
 
 /// The lock file's name inside an output directory.
-pub const LOCK_FILE: &str = ".kedge.lock";
+const LOCK_FILE: &str = ".kedge.lock";
 
 /// The reports `kedge sweep` and `kedge report` write.
 pub const REPORT_FILES: [&str; 4] = ["report.md", "summary.md", "report.json", "junit.xml"];
@@ -172,18 +173,20 @@ impl OutDir {
         Ok(p)
     }
 
+    /// The directory, as given to `open`.
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
-    pub fn join(&self, name: &str) -> PathBuf {
+    /// The path of `name` in the directory (nothing is checked: see `check_target`).
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
     /// A directory inside this one (`workers/native/gpu0`), made when missing; a link or a
     /// file anywhere along it is refused, as is a link anywhere under it (worker logs are
     /// written there).
-    pub fn subdir(&self, rel: &str) -> Result<PathBuf, OutputError> {
+    pub(crate) fn subdir(&self, rel: &str) -> Result<PathBuf, OutputError> {
         let p = outfile::make_dirs(&self.dir, Path::new(rel))?;
         if let Some(link) = outfile::first_link_under(&p) {
             return Err(OutputError::Link { path: link });
@@ -192,12 +195,12 @@ impl OutDir {
     }
 
     /// `DIR/results.jsonl`.
-    pub fn results_path(&self) -> PathBuf {
+    pub(crate) fn results_path(&self) -> PathBuf {
         self.dir.join("results.jsonl")
     }
 
     /// Does `results.jsonl` hold anything?
-    pub fn has_results(&self) -> bool {
+    fn has_results(&self) -> bool {
         std::fs::symlink_metadata(self.results_path()).is_ok_and(|m| m.len() > 0)
     }
 
@@ -206,7 +209,7 @@ impl OutDir {
     /// and what is replaced or continued is a results file.
     /// With `--resume`, what is there is read now (each stored id rechecked against its
     /// case), before anything is written.
-    pub fn check_results(&self, mode: OutMode) -> Result<(), crate::Error> {
+    pub(crate) fn check_results(&self, mode: OutMode) -> Result<(), crate::Error> {
         self.check_results_file(mode)?;
         if mode == OutMode::Resume && self.has_results() {
             super::ResultSet::load(std::slice::from_ref(&self.results_path()))?;
@@ -230,7 +233,7 @@ impl OutDir {
     }
 
     /// The results writer, as `mode` says (see `check_results`).
-    pub fn results(&self, mode: OutMode) -> Result<ResultsWriter, OutputError> {
+    pub(crate) fn results(&self, mode: OutMode) -> Result<ResultsWriter, OutputError> {
         self.check_results_file(mode)?;
         let p = self.results_path();
         match mode {
@@ -260,7 +263,7 @@ impl OutDir {
 
     /// A file lines are appended to (a finds corpus), never through a link; with `kind`, a
     /// file of another kind is refused.
-    pub fn append(
+    pub(crate) fn append(
         &self,
         name: &str,
         kind: Option<(FileKind, &'static str)>,

@@ -6,25 +6,35 @@ use kedge_core::{CaseResult, Under};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+/// A results file that cannot be read back (bad input: exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
+    /// The file cannot be read.
     #[error("cannot read results {path}: {source}")]
     Io {
+        /// The file as given.
         path: PathBuf,
+        /// The system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// A complete line that is not a result (a cut-off last line is a `TornLine` instead).
     #[error("{path}:{line}: not a kedge result line: {msg}")]
     Malformed {
+        /// The file as given.
         path: PathBuf,
+        /// The line's number, from 1.
         line: usize,
+        /// Why it does not parse.
         msg: String,
     },
     /// Stored ids that are not their case's id: written by another kedge (another id
     /// scheme) or edited. Such a result cannot be matched to its case.
     #[error("{path}: {count} result(s) whose stored id is not the id of their case ({}{}): results from another kedge version, or edited; run the cases again (a sweep: --force)", first.join("; "), if *count > first.len() { "; ..." } else { "" })]
     IdMismatch {
+        /// The file as given.
         path: PathBuf,
+        /// How many lines of it have a stored id that is not their case's.
         count: usize,
         /// The first few, as "line N: stored X, its case's id is Y".
         first: Vec<String>,
@@ -37,8 +47,11 @@ const MISMATCHES_NAMED: usize = 3;
 /// A last line without its newline that does not parse: an interrupted write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornLine {
+    /// The results file.
     pub path: PathBuf,
+    /// The cut-off line's number, from 1.
     pub line: usize,
+    /// What is wrong with it: the parse error, or how many bytes lack their newline.
     pub msg: String,
 }
 
@@ -57,6 +70,7 @@ impl std::fmt::Display for TornLine {
 /// Merged results, in first-seen order.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResultSet {
+    /// One result per case and run kind (`under`): the last line read of each.
     pub results: Vec<CaseResult>,
     /// Lines replaced by a later line of the same case and run (re-runs, overlapping shards).
     pub replaced: usize,
@@ -162,7 +176,7 @@ impl ResultSet {
 
 /// Ids of the cases `path` has a result for under `under` (for `--resume`), and the torn last
 /// line if there is one (that case runs again). A missing file has none.
-pub fn finished_ids(
+pub(crate) fn finished_ids(
     path: &Path,
     under: Under,
 ) -> Result<(HashSet<String>, Option<TornLine>), ResultsError> {

@@ -9,10 +9,12 @@ use kedge_core::CaseResult;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+/// An open, locked `results.jsonl` that verdicts are appended to.
 #[derive(Debug)]
 pub struct ResultsWriter {
     path: PathBuf,
     file: std::fs::File,
+    /// Lines written through this writer.
     pub written: usize,
     /// A cut-off last line found (and cut) when appending: that case runs again.
     pub torn: Option<TornLine>,
@@ -57,10 +59,12 @@ impl ResultsWriter {
         })
     }
 
+    /// The results file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Append one verdict line (flushed, in one write).
     pub fn write(&mut self, r: &CaseResult) -> Result<(), OutputError> {
         outfile::append_line(&mut self.file, &self.path, &r.to_line())?;
         self.written += 1;

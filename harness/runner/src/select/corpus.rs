@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 /// corpora/incidents.jsonl as this kedge was built with it (through the crate's link to it,
 /// so the packaged crate carries its own copy).
-pub const INCIDENTS: &str = include_str!("../../incidents.jsonl");
+const INCIDENTS: &str = include_str!("../../incidents.jsonl");
 
 /// Where a corpus came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// The incidents corpus built into kedge.
     BuiltinIncidents,
+    /// A file, as its path was given.
     File(PathBuf),
 }
 
@@ -32,11 +33,15 @@ impl std::fmt::Display for Source {
 /// A corpus's text and where it came from.
 #[derive(Debug, Clone)]
 pub struct Corpus {
-    pub source: Source,
+    /// Where it came from: its messages name it.
+    pub(crate) source: Source,
+    /// The whole file, unparsed.
     pub text: String,
 }
 
 impl Corpus {
+    /// The corpus file at `path`; one that cannot be read is bad input
+    /// ([`SelectError::Corpus`]).
     pub fn read(path: &Path) -> Result<Corpus, SelectError> {
         let text = std::fs::read_to_string(path).map_err(|source| SelectError::Corpus {
             path: path.to_path_buf(),
@@ -100,20 +105,27 @@ impl Corpus {
 /// An incident entry: the case and what kedge must say about it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Expectation {
+    /// The case that reproduces the incident.
     pub case: Case,
+    /// The incident's name; the several cases of one incident (both sides of its boundary,
+    /// its fix) share it.
     pub incident: String,
     /// Verdict and detector expected natively (no sanitizer).
     pub expect: Expected,
     /// What the CPU alone must say (plan and reference).
     #[serde(default)]
     pub expect_cpu: Option<Expected>,
+    /// Why the case says what it says, for people.
     #[serde(default)]
     pub note: String,
 }
 
+/// A verdict and the detector that must give it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Expected {
+    /// The verdict the case must get.
     pub verdict: Verdict,
+    /// What must see it: `none` for a pass or a skip.
     pub detector: Detector,
 }
 

@@ -3,9 +3,9 @@
 //! `--filter`, `--alloc`, `--seed`), into validated cases. No filter is ever dropped: an
 //! unknown op, impl, dtype or parameter, or a selection left empty, is an error that says why.
 
-pub mod corpus;
+mod corpus;
 pub mod order;
-pub mod shard;
+mod shard;
 pub mod suite;
 
 pub use corpus::{Corpus, Expectation, Expected};
@@ -23,60 +23,108 @@ use thiserror::Error;
 /// Bad input while selecting cases (exit status 2).
 #[derive(Debug, Error)]
 pub enum SelectError {
+    /// A case or filter the ops refuse (an unknown op or impl, a dtype or parameter an op
+    /// lacks, a value out of range) where no line or `--case` number names it.
     #[error(transparent)]
     Case(#[from] CaseError),
     /// A case line given with `--case` (numbered from 1 in the order given).
     #[error("--case #{index}: {error}")]
-    CaseFlag { index: usize, error: Box<CaseError> },
+    CaseFlag {
+        /// Which `--case`, from 1.
+        index: usize,
+        /// What is wrong with it.
+        error: Box<CaseError>,
+    },
+    /// A corpus file that cannot be read.
     #[error("cannot read corpus {path}: {source}")]
     Corpus {
+        /// The file as given.
         path: PathBuf,
+        /// Why it cannot be read.
         #[source]
         source: std::io::Error,
     },
+    /// A corpus whose text does not parse as case lines (the line is in `error`).
     #[error("{source_name}: {error}")]
     InCorpus {
+        /// The corpus in words: its path, or the built-in incidents corpus.
         source_name: String,
+        /// The parse error, naming its line.
         error: Box<CaseError>,
     },
+    /// A case line that parses but is not a valid case.
     #[error("{source_name}: line {line}: {error}")]
     AtLine {
+        /// Where the line came from: a corpus's path, `--case` or a plan file.
         source_name: String,
+        /// Its line number, from 1.
         line: usize,
+        /// Why the case is refused.
         error: Box<CaseError>,
     },
+    /// A corpus with no case line at all: it would select nothing.
     #[error("{source_name}: no case in it (it is empty or only comments), so it selects nothing")]
-    EmptyCorpus { source_name: String },
+    EmptyCorpus {
+        /// The corpus in words: its path, or the built-in incidents corpus.
+        source_name: String,
+    },
+    /// `--profile` names no built-in limits profile.
     #[error("unknown profile '{name}' (built in: {known})")]
-    UnknownProfile { name: String, known: String },
-    #[error("{0}")]
-    BadAlloc(String),
-    #[error("{0}")]
-    BadDtype(String),
-    #[error("--ne takes 1 to 4 comma-separated dimensions: {0}")]
-    BadNe(String),
-    #[error("--param takes NAME=VALUE, got '{0}'")]
-    BadParamFlag(String),
-    #[error("-p/--filter '{regex}' is not a regular expression: {msg}")]
-    BadFilter { regex: String, msg: String },
-    #[error("no selected op has an impl '{imp}' (impls of {ops}: {known})")]
-    UnknownImpl {
-        imp: String,
-        ops: String,
+    UnknownProfile {
+        /// The name given.
+        name: String,
+        /// The built-in profiles, comma-separated.
         known: String,
     },
+    /// An `--alloc` value that names no allocation mode (the message lists them).
+    #[error("{0}")]
+    BadAlloc(String),
+    /// A `--dtype` value that names no dtype (the message lists them).
+    #[error("{0}")]
+    BadDtype(String),
+    /// An `--ne` value that is not 1 to 4 comma-separated integers.
+    #[error("--ne takes 1 to 4 comma-separated dimensions: {0}")]
+    BadNe(String),
+    /// A `--param` value without `NAME=`.
+    #[error("--param takes NAME=VALUE, got '{0}'")]
+    BadParamFlag(String),
+    /// A `-p`/`--filter` value that is not a regular expression.
+    #[error("-p/--filter '{regex}' is not a regular expression: {msg}")]
+    BadFilter {
+        /// The expression as given.
+        regex: String,
+        /// The regex crate's reason.
+        msg: String,
+    },
+    /// An `--impl` that none of the selected ops has.
+    #[error("no selected op has an impl '{imp}' (impls of {ops}: {known})")]
+    UnknownImpl {
+        /// The impl as given.
+        imp: String,
+        /// The selected ops, comma-separated.
+        ops: String,
+        /// Their impls, comma-separated.
+        known: String,
+    },
+    /// `--ne` without exactly one op and one impl to build the case of.
     #[error("a case from flags (--ne) needs exactly one -o OP and one --impl IMPL")]
     NeedsOneOpImpl,
     /// An op's own declaration yields a case it rejects: a bug in the op.
     #[error("op {op} declared a case it rejects: {case}: {error}")]
     Declared {
+        /// The op's name.
         op: String,
+        /// The case's label.
         case: String,
+        /// Why the op rejects it.
         error: Box<CaseError>,
     },
     /// Nothing left to run, and why.
     #[error("no case selected: {why}")]
-    Empty { why: String },
+    Empty {
+        /// Which filters left nothing of which cases, with any hint.
+        why: String,
+    },
 }
 
 /// What the user asked for, as given (the CLI's flags, uninterpreted).
@@ -149,7 +197,7 @@ pub fn op_and_vars(s: &str) -> (&str, Option<&str>) {
 }
 
 /// A comma list: `a,b` → [a, b], blanks dropped.
-pub fn split_list(s: &str) -> Vec<String> {
+fn split_list(s: &str) -> Vec<String> {
     s.split(',')
         .map(|x| x.trim().to_string())
         .filter(|x| !x.is_empty())
@@ -157,7 +205,7 @@ pub fn split_list(s: &str) -> Vec<String> {
 }
 
 /// `exact,guard` → the modes, in order.
-pub fn parse_allocs(s: &str) -> Result<Vec<AllocMode>, SelectError> {
+pub(crate) fn parse_allocs(s: &str) -> Result<Vec<AllocMode>, SelectError> {
     let v = split_list(s);
     if v.is_empty() {
         return Err(SelectError::BadAlloc(
@@ -170,7 +218,7 @@ pub fn parse_allocs(s: &str) -> Result<Vec<AllocMode>, SelectError> {
 }
 
 /// `64,1,65536` → [64, 1, 65536, 1].
-pub fn parse_ne(s: &str) -> Result<kedge_core::Ne, SelectError> {
+fn parse_ne(s: &str) -> Result<kedge_core::Ne, SelectError> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.is_empty() || parts.len() > 4 {
         return Err(SelectError::BadNe(format!("got '{s}'")));
@@ -185,7 +233,7 @@ pub fn parse_ne(s: &str) -> Result<kedge_core::Ne, SelectError> {
 }
 
 /// `NAME=VALUE`: the value as JSON when it parses (`1e-3`, `true`), else as a string.
-pub fn parse_param(s: &str) -> Result<(String, Value), SelectError> {
+fn parse_param(s: &str) -> Result<(String, Value), SelectError> {
     let (k, v) = s
         .split_once('=')
         .filter(|(k, _)| !k.trim().is_empty())
@@ -208,22 +256,28 @@ pub struct Filters {
     /// The ops selected (all when `-o` was not given), in registry order.
     pub ops: Vec<&'static dyn Op>,
     /// Whether `-o` named them.
-    pub ops_named: bool,
+    pub(crate) ops_named: bool,
     /// Exact test-backend-ops `vars()` strings asked for with `-o OP(vars)`: (op, vars). A case
     /// of such an op is selected only when its upstream line's vars() is one of them.
-    pub vars: Vec<(String, String)>,
-    pub impls: Vec<String>,
-    pub dtype: Option<DType>,
-    pub params: Vec<(String, Value)>,
-    pub seed: Option<u64>,
+    pub(crate) vars: Vec<(String, String)>,
+    /// `--impl`: the impls kept (every impl when empty); each is an impl of a selected op.
+    pub(crate) impls: Vec<String>,
+    /// `--dtype`: only cases in this dtype.
+    pub(crate) dtype: Option<DType>,
+    /// `--param`: set in every case, each checked against every selected op's declaration.
+    pub(crate) params: Vec<(String, Value)>,
+    /// `--seed`: every case's seed.
+    pub(crate) seed: Option<u64>,
     /// `Some` when `--alloc` was given.
-    pub allocs: Option<Vec<AllocMode>>,
-    pub include_planted: bool,
-    pub regex: Option<Regex>,
+    pub(crate) allocs: Option<Vec<AllocMode>>,
+    /// `--include-planted`: generated suites include the planted calibration impls.
+    pub(crate) include_planted: bool,
+    /// `-p`/`--filter`, compiled.
+    pub(crate) regex: Option<Regex>,
     /// The filters as given, for messages.
     given: Vec<String>,
     /// Ops left out because they lack the dtype or a parameter (not named by `-o`).
-    pub left_out: Vec<String>,
+    pub(crate) left_out: Vec<String>,
 }
 
 impl Filters {
@@ -381,7 +435,7 @@ impl Filters {
     }
 
     /// Is `imp` selected? Planted calibration impls only when `planted` or named.
-    pub fn impl_selected(&self, imp: &dyn Impl, planted: bool) -> bool {
+    pub(crate) fn impl_selected(&self, imp: &dyn Impl, planted: bool) -> bool {
         let named = self.impls.iter().any(|i| i == imp.name());
         if !self.impls.is_empty() && !named {
             return false;
@@ -389,13 +443,14 @@ impl Filters {
         named || planted || !matches!(imp.role(), ImplRole::Planted { .. })
     }
 
-    pub fn op_selected(&self, name: &str) -> bool {
+    /// Is the op of this name among the selected ones?
+    fn op_selected(&self, name: &str) -> bool {
         self.ops.iter().any(|o| o.name() == name)
     }
 
     /// The case with the parameter and seed overrides, once per allocation mode asked for
     /// (its own mode when none was).
-    pub fn expand(&self, mut c: Case) -> Vec<Case> {
+    pub(crate) fn expand(&self, mut c: Case) -> Vec<Case> {
         for (k, v) in &self.params {
             c.params.insert(k.clone(), v.clone());
         }
@@ -411,7 +466,7 @@ impl Filters {
     /// Does a validated case pass `-o OP(vars)` and `-p`/`--filter`? `OP(vars)` selects the
     /// case whose upstream `vars()` string is exactly `vars`; the regex is searched in the op's
     /// upstream `vars()` string (what test-backend-ops' `-p` matches), else in the kedge label.
-    pub fn matches(&self, op: &dyn Op, c: &Case) -> bool {
+    pub(crate) fn matches(&self, op: &dyn Op, c: &Case) -> bool {
         let mut wanted = self
             .vars
             .iter()
@@ -439,7 +494,7 @@ impl Filters {
     /// dtype select among them, `-p`/`--seed`/`--alloc` override, `--filter` selects; each
     /// is validated, naming its line. `from_flags`: the cases were built from these very
     /// flags (`--ne`), so op, impl and dtype are not filters.
-    pub fn explicit(
+    pub(crate) fn explicit(
         &self,
         reg: &Registry,
         numbered: Vec<(usize, Case)>,
@@ -480,7 +535,7 @@ impl Filters {
     }
 
     /// Why nothing is left of `total` cases from `what`.
-    pub fn why_empty(&self, what: &str, total: usize) -> String {
+    pub(crate) fn why_empty(&self, what: &str, total: usize) -> String {
         let mut why = if self.given.is_empty() {
             format!("{what} has no case for the selected ops")
         } else {
@@ -500,7 +555,7 @@ impl Filters {
 
     /// When `-p` holds `NAME=VALUE` for a parameter of a selected op: the old meaning of `-p`
     /// (it set the parameter; now it is test-backend-ops' regex), and the flag that does that.
-    pub fn param_hint(&self) -> Option<String> {
+    fn param_hint(&self) -> Option<String> {
         let re = self.regex.as_ref()?.as_str();
         let (name, value) = re.split_once('=')?;
         let param = self
@@ -537,14 +592,14 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
 impl Selection {
     /// Does `-o` name single cases in test-backend-ops' `OP(vars)` form? (Commands that run
     /// the smoke suite by default look for them in the default suite.)
-    pub fn names_cases(&self) -> bool {
+    pub(crate) fn names_cases(&self) -> bool {
         split_ops(&self.ops)
             .iter()
             .any(|o| op_and_vars(o).1.is_some())
     }
 
     /// Were cases given explicitly (JSON lines, a corpus, or `--ne`)?
-    pub fn is_explicit(&self) -> bool {
+    pub(crate) fn is_explicit(&self) -> bool {
         !self.cases.is_empty() || self.corpus.is_some() || self.ne.is_some()
     }
 
@@ -608,7 +663,7 @@ impl Selection {
 /// Elements of a case's largest tensor: what `--max-elements` bounds. (The product of `ne` is
 /// not a size for every op: a GEMM's ne = [K, M, N] multiplies to its work.) A case whose
 /// tensors cannot be described counts as the product of its `ne`.
-pub fn largest_tensor_elements(reg: &Registry, c: &Case) -> u64 {
+pub(crate) fn largest_tensor_elements(reg: &Registry, c: &Case) -> u64 {
     let product = |ne: &kedge_core::Ne| {
         ne.iter()
             .map(|&x| x.max(0) as u64)
@@ -629,7 +684,8 @@ pub fn largest_tensor_elements(reg: &Registry, c: &Case) -> u64 {
 pub struct MaxElements(Option<u64>);
 
 impl MaxElements {
-    pub const NONE: MaxElements = MaxElements(None);
+    /// No limit.
+    pub(crate) const NONE: MaxElements = MaxElements(None);
     /// The flag's value, or `default` when it was not given; 0 is no limit.
     pub fn from_flag(flag: Option<u64>, default: Option<u64>) -> MaxElements {
         MaxElements(match flag {
@@ -638,17 +694,19 @@ impl MaxElements {
             None => default,
         })
     }
-    pub fn limit(self) -> Option<u64> {
+    /// The most elements a case's largest tensor may have; `None`: no limit.
+    pub(crate) fn limit(self) -> Option<u64> {
         self.0
     }
     /// Keep the cases within the limit; returns how many were left out.
-    pub fn retain(self, reg: &Registry, cases: &mut Vec<Case>) -> usize {
+    pub(crate) fn retain(self, reg: &Registry, cases: &mut Vec<Case>) -> usize {
         let Some(max) = self.0 else { return 0 };
         let before = cases.len();
         cases.retain(|c| largest_tensor_elements(reg, c) <= max);
         before - cases.len()
     }
-    pub fn allows(self, reg: &Registry, c: &Case) -> bool {
+    /// Is the case within the limit (its largest tensor, as `largest_tensor_elements` counts)?
+    pub(crate) fn allows(self, reg: &Registry, c: &Case) -> bool {
         self.0
             .is_none_or(|max| largest_tensor_elements(reg, c) <= max)
     }

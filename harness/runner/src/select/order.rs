@@ -22,21 +22,17 @@ use std::collections::HashMap;
 /// Both sides of a boundary crossing.
 pub const CROSSING: u8 = 0;
 /// A dtype other than the op's first.
-pub const OTHER_DTYPE: u8 = 1;
+pub(crate) const OTHER_DTYPE: u8 = 1;
 /// Everything else.
-pub const REST: u8 = 2;
+pub(crate) const REST: u8 = 2;
 
 /// What each class is, as the sweep says it.
-pub const CLASSES: &str = "both sides of each boundary crossing first, then dtypes other than each op's first, then the rest";
+pub(crate) const CLASSES: &str = "both sides of each boundary crossing first, then dtypes other than each op's first, then the rest";
 
 /// The rank of every case's key. A case is a boundary's probe when its op, dtype and shape are
 /// those of one of the boundary's probes and it has the boundary's parameters (other
 /// parameters, `-p` overrides among them, do not matter).
-pub fn ranks(
-    reg: &Registry,
-    limits: &LimitsProfile,
-    cases: &[Case],
-) -> HashMap<ReferenceKey, Rank> {
+fn ranks(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> HashMap<ReferenceKey, Rank> {
     let mut out: HashMap<ReferenceKey, Rank> = HashMap::new();
     // Each (op, dtype)'s boundaries, computed once.
     let mut bounds: HashMap<(String, DType), Vec<Boundary>> = HashMap::new();

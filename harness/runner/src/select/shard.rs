@@ -7,14 +7,23 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use std::str::FromStr;
 
+/// A `--shard` value that names no shard; each variant holds the value as given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShardError {
+    /// Not two integers around a `/`.
     #[error("--shard '{0}': expected K/N, e.g. 2/4 (1-based K)")]
     Format(String),
+    /// N is 0.
     #[error("--shard '{0}': N must be at least 1")]
     ZeroCount(String),
+    /// K is 0 or past N.
     #[error("--shard '{spec}': K must be between 1 and {count} (K is 1-based)")]
-    IndexOutOfRange { spec: String, count: u32 },
+    IndexOutOfRange {
+        /// The value as given.
+        spec: String,
+        /// N.
+        count: u32,
+    },
 }
 
 /// Shard K of N, K 1-based.
@@ -25,6 +34,7 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// Shard `index` (1-based) of `count`; refused unless 1 <= index <= count.
     pub fn new(index: u32, count: u32) -> Result<Shard, ShardError> {
         let spec = format!("{index}/{count}");
         if count == 0 {
@@ -43,20 +53,21 @@ impl Shard {
     pub fn index(self) -> u32 {
         self.index
     }
+    /// How many shards the suite is split into (N).
     pub fn count(self) -> u32 {
         self.count
     }
     /// Does this shard own the case with this id?
-    pub fn owns_id(self, id: &str) -> bool {
+    fn owns_id(self, id: &str) -> bool {
         shard_of_id(id, self.count) == self.index
     }
     /// Does this shard own this case? Pass the validated case (defaults filled), so the id
     /// is the one its result line will carry.
-    pub fn owns(self, case: &Case) -> bool {
+    fn owns(self, case: &Case) -> bool {
         self.owns_id(&case.id())
     }
     /// Keep this shard's cases, in their order.
-    pub fn select(self, cases: Vec<Case>) -> Vec<Case> {
+    pub(crate) fn select(self, cases: Vec<Case>) -> Vec<Case> {
         cases.into_iter().filter(|c| self.owns(c)).collect()
     }
     /// Keep this shard's items of any kind, by the id `id_of` gives.
@@ -71,7 +82,7 @@ impl Shard {
 /// The 1-based shard (of `count`) that owns `id`: SHA-256 of the id, first 8 bytes, mod N.
 /// SHA-256 rather than std's hasher: the value must not change between Rust versions or
 /// machines, or two machines of one CI matrix would disagree.
-pub fn shard_of_id(id: &str, count: u32) -> u32 {
+fn shard_of_id(id: &str, count: u32) -> u32 {
     let d = Sha256::digest(id.as_bytes());
     let mut b = [0u8; 8];
     b.copy_from_slice(&d[..8]);

@@ -13,10 +13,16 @@ use kedge_core::{Axis, Boundary, Case, DType, Impl, LimitsProfile, Op, Registry}
 use std::collections::HashSet;
 use std::fmt;
 
+/// A built-in set of cases (`--suite`), generated from the ops' declarations for a limits
+/// profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Suite {
+    /// Each op's small shapes: quick, and far from any limit.
     Smoke,
+    /// Both sides of every boundary: the op's own and those generated from the profile's
+    /// limits.
     Boundary,
+    /// The incidents corpus: the cases of known real-world failures, for this build's ops.
     Incidents,
     /// Smoke + boundary of every impl, planted calibration impls included.
     Selftest,
@@ -25,14 +31,16 @@ pub enum Suite {
 }
 
 impl Suite {
-    pub const ALL: [Suite; 5] = [
+    /// Every suite, in the order `--suite`'s message lists them.
+    const ALL: [Suite; 5] = [
         Suite::Smoke,
         Suite::Boundary,
         Suite::Incidents,
         Suite::Selftest,
         Suite::Default,
     ];
-    pub fn name(self) -> &'static str {
+    /// What `--suite` calls it.
+    fn name(self) -> &'static str {
         match self {
             Suite::Smoke => "smoke",
             Suite::Boundary => "boundary",
@@ -85,7 +93,7 @@ pub fn boundaries(op: &dyn Op, limits: &LimitsProfile, dtype: DType) -> Vec<Boun
 
 /// The dtypes a suite spans for an op: `dtype` when one is asked for, else every dtype the op
 /// declares (the op's first is its default; the others are as much the kernels users ship).
-pub fn dtypes_of(op: &dyn Op, dtype: Option<DType>) -> Vec<DType> {
+fn dtypes_of(op: &dyn Op, dtype: Option<DType>) -> Vec<DType> {
     match dtype {
         Some(d) => vec![d],
         None => op.dtypes().to_vec(),
@@ -100,7 +108,7 @@ pub fn dtypes_of(op: &dyn Op, dtype: Option<DType>) -> Vec<DType> {
 /// checked in that one; a shape declared for f32 may not exist in q4_K). Those are left out
 /// and counted; a refused case of the first dtype is a declaration error. Dtypes the impl
 /// does not compute (`Impl::dtypes`) are not generated for it.
-pub fn raw_cases(
+fn raw_cases(
     op: &dyn Op,
     imp: &dyn Impl,
     suite: Suite,
@@ -145,7 +153,7 @@ pub fn raw_cases(
 }
 
 /// Build the cases of a suite for a limits profile, filtered and validated.
-pub fn generate(
+pub(crate) fn generate(
     reg: &Registry,
     suite: Suite,
     limits: &LimitsProfile,
