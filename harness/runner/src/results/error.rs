@@ -101,7 +101,7 @@ pub enum OutputError {
 impl OutputError {
     /// 2 (bad input) where the command line asks for a write kedge refuses; 5 (environment)
     /// where the file system is in the way.
-    pub(crate) fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> i32 {
         match self {
             OutputError::ResultsExist { .. }
             | OutputError::WrongKind { .. }
