@@ -18,15 +18,21 @@ use thiserror::Error;
 /// A plugin or source kernel that cannot be added (bad input: exit 2).
 #[derive(Debug, Error)]
 pub enum ExternalError {
+    /// A plugin that could not be loaded or registered.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// A source kernel that could not be read, checked or registered.
     #[error("kernel {file}: {error}")]
     Source {
+        /// The `.cu` file.
         file: PathBuf,
+        /// What went wrong with it.
         error: Box<SourceError>,
     },
+    /// `--kernel` without `--kernel-op`, and not exactly one `-o` to take the op from.
     #[error("--kernel needs the op it implements: --kernel-op OP or a single -o OP")]
     KernelOpMissing,
+    /// A ggml build that could not be loaded or registered.
     #[error(transparent)]
     Ggml(#[from] kedge_ops::on_ggml::SetupError),
     /// A library that ended the process loading it (in the probe's child): a signal, an
@@ -35,17 +41,26 @@ pub enum ExternalError {
         "{what} {path}: {how}; it was opened in a separate process first, so kedge did not load it"
     )]
     LoadFailed {
+        /// What the library was, for the message: `plugin` or `ggml build`.
         what: &'static str,
+        /// The file the child was opening when it ended; before it said any, the plugin file
+        /// or ggml build directory given.
         path: PathBuf,
+        /// How the child ended: the signal, the exit status, or the time it took.
         how: String,
     },
     /// The probe's child could not be started (exit 5).
     #[error("{path}: cannot check the library before loading it: {msg}")]
-    ProbeFailed { path: PathBuf, msg: String },
+    ProbeFailed {
+        /// The library to be checked.
+        path: PathBuf,
+        /// Why the child could not be started.
+        msg: String,
+    },
 }
 
 impl ExternalError {
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             ExternalError::ProbeFailed { .. } => crate::exit::ENVIRONMENT,
             _ => crate::exit::BAD_INPUT,
@@ -80,12 +95,15 @@ pub struct ExternalSpec {
 /// What adding an external impl did, for the person running kedge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Added {
-    pub op: String,
-    pub imp: String,
-    pub note: String,
+    /// The op of the impl added; empty for a ggml build, which adds many.
+    op: String,
+    /// The impl's name (`plugin:<name>`, `source:<entry>:<geometry>`); empty for a ggml build.
+    imp: String,
+    pub(crate) note: String,
 }
 
 impl ExternalSpec {
+    /// No plugin, source kernel or ggml build: the registry is kedge's own.
     pub fn is_empty(&self) -> bool {
         self.plugins.is_empty() && self.sources.is_empty() && self.ggml.is_none()
     }
@@ -119,7 +137,7 @@ impl ExternalSpec {
 
     /// `registry` without the child-process check: in a process whose end costs nothing
     /// (a worker, the probe itself), or when the libraries were checked already.
-    pub fn registry_here(&self) -> Result<(Registry, Vec<Added>), ExternalError> {
+    pub(crate) fn registry_here(&self) -> Result<(Registry, Vec<Added>), ExternalError> {
         let mut reg = kedge_ops::registry();
         let mut added = Vec::new();
         for p in &self.plugins {

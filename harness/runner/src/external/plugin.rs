@@ -30,11 +30,11 @@ use thiserror::Error;
 /// The ABI version this kedge speaks (`KEDGE_ABI_VERSION` in kedge.h).
 pub const ABI_VERSION: u32 = 1;
 /// `KEDGE_OK`, `KEDGE_UNSUPPORTED`, `KEDGE_ERROR`.
-pub const STATUS_OK: c_int = 0;
-pub const STATUS_UNSUPPORTED: c_int = 1;
-pub const STATUS_ERROR: c_int = 2;
+const STATUS_OK: c_int = 0;
+const STATUS_UNSUPPORTED: c_int = 1;
+const STATUS_ERROR: c_int = 2;
 /// The symbol every plugin exports.
-pub const INFO_SYMBOL: &str = "kedge_plugin_info";
+const INFO_SYMBOL: &str = "kedge_plugin_info";
 /// Size of the message buffer handed to an entry.
 pub const MSG_LEN: usize = 4096;
 /// Longest name or message kedge reads from a plugin's own strings: a string without a NUL
@@ -46,24 +46,24 @@ const MAX_OPS: u32 = 4096;
 /// `kedge_tensor`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct KedgeTensor {
-    pub data: *mut c_void,
-    pub dtype: i32,
-    pub reserved: i32,
-    pub ne: [i64; 4],
-    pub nb: [u64; 4],
-    pub name: *const c_char,
+struct KedgeTensor {
+    data: *mut c_void,
+    dtype: i32,
+    reserved: i32,
+    ne: [i64; 4],
+    nb: [u64; 4],
+    name: *const c_char,
 }
 
 /// `kedge_params_json`.
 #[repr(C)]
 #[derive(Debug)]
 pub struct ParamsJson {
-    pub json: *const c_char,
+    json: *const c_char,
 }
 
 /// `kedge_entry_fn`.
-pub type EntryFn = unsafe extern "C" fn(
+type EntryFn = unsafe extern "C" fn(
     inputs: *const KedgeTensor,
     n_in: c_int,
     outputs: *mut KedgeTensor,
@@ -96,56 +96,118 @@ struct RawPlugin {
 
 type InfoFn = unsafe extern "C" fn() -> *const RawPlugin;
 
+/// Why a plugin could not be loaded or registered. Every variant names the file as given.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum PluginError {
+    /// No file at the path (a directory is `NotALibrary`).
     #[error("plugin {path}: file not found")]
-    NotFound { path: PathBuf },
+    NotFound {
+        /// The plugin file as given.
+        path: PathBuf,
+    },
+    /// The dynamic loader refused the file: not a shared library, or an unresolved symbol.
     #[error("plugin {path}: could not be loaded as a shared library: {msg}")]
-    NotALibrary { path: PathBuf, msg: String },
+    NotALibrary {
+        /// The plugin file as given.
+        path: PathBuf,
+        /// The loader's message.
+        msg: String,
+    },
+    /// The library does not export `kedge_plugin_info`.
     #[error("plugin {path}: no symbol `kedge_plugin_info` (export it with extern \"C\" and default visibility, see harness/include/kedge.h): {msg}")]
-    MissingInfo { path: PathBuf, msg: String },
+    MissingInfo {
+        /// The plugin file as given.
+        path: PathBuf,
+        /// The loader's message.
+        msg: String,
+    },
+    /// `kedge_plugin_info()` returned a NULL table.
     #[error("plugin {path}: kedge_plugin_info() returned NULL")]
-    NullInfo { path: PathBuf },
+    NullInfo {
+        /// The plugin file as given.
+        path: PathBuf,
+    },
+    /// The table's `abi_version` is not [`ABI_VERSION`]; nothing else of it was read.
     #[error("plugin {path}: built for kedge ABI version {found}, but this kedge speaks ABI version {expected}; rebuild it against this kedge's harness/include/kedge.h")]
     AbiMismatch {
+        /// The plugin file as given.
         path: PathBuf,
+        /// The version the plugin was built for.
         found: u32,
+        /// The version this kedge speaks.
         expected: u32,
     },
+    /// A pointer of the table that must not be NULL is.
     #[error("plugin {path}: {what} is NULL")]
-    NullPointer { path: PathBuf, what: String },
+    NullPointer {
+        /// The plugin file as given.
+        path: PathBuf,
+        /// Which pointer, in words (`op entry 2 (rms_norm): the entry function pointer`).
+        what: String,
+    },
+    /// A string of the plugin is not valid UTF-8 or has no NUL within 4096 bytes, or a name
+    /// or variant is empty or has characters outside `[A-Za-z0-9_.-]`.
     #[error("plugin {path}: {what} is not a usable string: {why}")]
     BadString {
+        /// The plugin file as given.
         path: PathBuf,
+        /// Which string, in words (`the plugin's name`).
         what: String,
+        /// What is wrong with it.
         why: String,
     },
+    /// The op table is empty, or says it has more than 4096 entries (garbage, not a count).
     #[error("plugin {path}: {what}")]
-    BadTable { path: PathBuf, what: String },
+    BadTable {
+        /// The plugin file as given.
+        path: PathBuf,
+        /// What is wrong with the table.
+        what: String,
+    },
+    /// An op entry names an op the registry does not have.
     #[error("plugin {path}: op entry {index} names op '{op}', which kedge does not know (known: {known})")]
     UnknownOp {
+        /// The plugin file as given.
         path: PathBuf,
+        /// The entry's position in the op table, from 0.
         index: usize,
+        /// The op name the entry gives.
         op: String,
+        /// The ops kedge knows, comma separated.
         known: String,
     },
+    /// An op entry's dtype mask has bits kedge.h does not define, or covers none of the op's
+    /// dtypes.
     #[error("plugin {path}: op entry {index} ({op}): dtype mask {mask:#x}: {why}")]
     BadDtypes {
+        /// The plugin file as given.
         path: PathBuf,
+        /// The entry's position in the op table, from 0.
         index: usize,
+        /// The entry's op.
         op: String,
+        /// The mask as the plugin gave it (bit n: `KEDGE_DTYPE` code n).
         mask: u32,
+        /// What is wrong with it.
         why: String,
     },
+    /// Two entries, or an entry and an impl already registered, would have the same impl
+    /// name; nothing of the plugin was added.
     #[error("plugin {path}: impl name '{name}' of op {op} is taken (by the plugin itself or an impl already registered); give entries distinct variants or choose another name")]
     NameTaken {
+        /// The plugin file as given.
         path: PathBuf,
+        /// The op of the clashing impl.
         op: String,
+        /// The impl name that is taken.
         name: String,
     },
+    /// The registry refused an impl.
     #[error("plugin {path}: {error}")]
     Registry {
+        /// The plugin file as given.
         path: PathBuf,
+        /// The registry's error.
         error: Box<CaseError>,
     },
 }
@@ -164,7 +226,10 @@ pub enum EntryError {
 /// One op a loaded plugin provides.
 #[derive(Clone)]
 pub struct PluginEntry {
+    /// The op the entry implements (checked against the registry).
     pub op: &'static dyn Op,
+    /// The entry's variant name, which its impl name ends with (`plugin:<name>:<variant>`);
+    /// `None`: the plugin's one entry for this op.
     pub variant: Option<String>,
     /// The op's dtypes that the entry's mask covers.
     pub dtypes: Vec<DType>,
@@ -173,10 +238,14 @@ pub struct PluginEntry {
 
 /// A loaded, checked plugin.
 pub struct Plugin {
-    pub path: PathBuf,
+    path: PathBuf,
+    /// The plugin's own name (`[A-Za-z0-9_.-]`); its impls are `plugin:<name>` by default.
     pub name: String,
+    /// Its one-line description, if it gives one.
     pub about: Option<String>,
+    /// The ABI version its table declares (always [`ABI_VERSION`]: another is refused).
     pub abi_version: u32,
+    /// Its op entries, in table order.
     pub entries: Vec<PluginEntry>,
     lib: Arc<Library>,
 }
@@ -202,7 +271,7 @@ impl std::fmt::Debug for Plugin {
 
 /// kedge.h's `KEDGE_DTYPE_*` code of a dtype (its bit in an entry's mask). The ABI has codes
 /// for the plain types only; a block format (ggml's quantized types) gets -1, no bit.
-pub fn dtype_code(d: DType) -> i32 {
+fn dtype_code(d: DType) -> i32 {
     match d {
         DType::F32 => 0,
         DType::F16 => 1,
@@ -421,7 +490,7 @@ impl Plugin {
 
     /// The impl name of an entry: `<base>` or `<base>:<variant>`, where base is the
     /// user's choice or `plugin:<plugin name>`.
-    pub fn impl_name(&self, e: &PluginEntry, base: Option<&str>) -> String {
+    fn impl_name(&self, e: &PluginEntry, base: Option<&str>) -> String {
         let base = base
             .map(str::to_string)
             .unwrap_or_else(|| format!("plugin:{}", self.name));
@@ -518,7 +587,12 @@ pub enum EntryParams {
     Struct(Vec<u32>),
     /// Every other op: the case's params as one JSON object. `raw` points into `text`, whose
     /// heap buffer does not move when the enum does.
-    Json { text: CString, raw: ParamsJson },
+    Json {
+        /// The JSON text, NUL-terminated.
+        text: CString,
+        /// The `kedge_params_json` struct the entry receives a pointer to.
+        raw: ParamsJson,
+    },
 }
 
 impl EntryParams {
@@ -568,7 +642,7 @@ impl EntryParams {
     }
 
     /// The `params` pointer an entry receives.
-    pub fn as_ptr(&self) -> *const c_void {
+    fn as_ptr(&self) -> *const c_void {
         match self {
             EntryParams::Struct(words) => words.as_ptr() as *const c_void,
             EntryParams::Json { raw, .. } => raw as *const ParamsJson as *const c_void,
@@ -580,8 +654,8 @@ impl EntryParams {
 /// name strings the descriptors point to.
 pub struct TensorDescs {
     _names: Vec<CString>,
-    pub inputs: Vec<KedgeTensor>,
-    pub outputs: Vec<KedgeTensor>,
+    inputs: Vec<KedgeTensor>,
+    outputs: Vec<KedgeTensor>,
 }
 
 impl TensorDescs {
@@ -636,18 +710,21 @@ pub struct PluginImpl {
 }
 
 impl PluginImpl {
+    /// The op this entry implements.
     pub fn op(&self) -> &'static dyn Op {
         self.op
     }
+    /// The name of the plugin the entry comes from (its own name, not the file).
     pub fn plugin_name(&self) -> &str {
         &self.plugin
     }
+    /// The op's dtypes the entry's mask covers; a case of any other is refused at plan.
     pub fn dtypes(&self) -> &[DType] {
         &self.dtypes
     }
 
     /// What `Impl::plan` says is not checked.
-    pub fn unchecked_note(&self) -> String {
+    fn unchecked_note(&self) -> String {
         format!(
             "plugin {} launches its own kernels: launch contract not checked",
             self.plugin

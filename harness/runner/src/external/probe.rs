@@ -24,7 +24,7 @@ pub const SUBCOMMAND: &str = "probe-external";
 
 /// How long one library may take to load before it counts as hung (a ggml build with a CUDA
 /// backend opens every GPU while registering).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(180);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(180);
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -114,7 +114,7 @@ fn signal_words(sig: i32) -> String {
 /// Load each library of `spec` in a child process of `exe` first; `Ok` when every child got
 /// through (the load itself may still report a typed error, which the caller's in-process
 /// load will give).
-pub fn check(spec: &ExternalSpec, exe: &Path) -> Result<(), ExternalError> {
+pub(crate) fn check(spec: &ExternalSpec, exe: &Path) -> Result<(), ExternalError> {
     let mut units: Vec<ExternalSpec> = spec
         .plugins
         .iter()

@@ -26,23 +26,23 @@ use thiserror::Error;
 
 /// The row ABI's parameter list as PTX types: x, dst, ncols, nrows, nchannels, nsamples,
 /// stride_row, stride_channel, stride_sample, eps_or_scale.
-pub const ROW_ABI_PTX: [&str; 10] = [
+const ROW_ABI_PTX: [&str; 10] = [
     ".u64", ".u64", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64", ".f32",
 ];
 /// The same, as C, for messages (T: float for `NAME`, a 16-bit type for `NAME_f16` and
 /// `NAME_bf16`).
-pub const ROW_ABI_C: &str = "extern \"C\" __global__ void NAME(const T* x, T* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps_or_scale)";
+const ROW_ABI_C: &str = "extern \"C\" __global__ void NAME(const T* x, T* dst, int ncols, long long nrows, long long nchannels, long long nsamples, long long stride_row, long long stride_channel, long long stride_sample, float eps_or_scale)";
 
 /// The element types a source kernel may provide, each with its entry's suffix: `NAME` is
 /// f32, `NAME_f16` f16 and `NAME_bf16` bf16 (as kedge's own kernels are named).
-pub const ENTRY_SUFFIXES: [(DType, &str); 3] = [
+const ENTRY_SUFFIXES: [(DType, &str); 3] = [
     (DType::F32, ""),
     (DType::F16, "_f16"),
     (DType::Bf16, "_bf16"),
 ];
 
 /// The architecture the signature check compiles for (PTX, no GPU needed).
-pub const CHECK_ARCH: &str = "compute_90";
+const CHECK_ARCH: &str = "compute_90";
 
 /// How rows map onto the grid (one row per block either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,8 +55,8 @@ pub enum Geometry {
 }
 
 impl Geometry {
-    pub const ALL: [Geometry; 2] = [Geometry::Ggml, Geometry::Clamped];
-    pub fn name(self) -> &'static str {
+    const ALL: [Geometry; 2] = [Geometry::Ggml, Geometry::Clamped];
+    fn name(self) -> &'static str {
         match self {
             Geometry::Ggml => "ggml",
             Geometry::Clamped => "clamped",
@@ -78,18 +78,19 @@ impl FromStr for Geometry {
 /// [--block B]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceSpec {
-    pub op: String,
-    pub file: PathBuf,
-    pub entry: String,
-    pub geometry: Geometry,
+    op: String,
+    pub(crate) file: PathBuf,
+    entry: String,
+    geometry: Geometry,
     /// Threads per block (a multiple of 32, at most 1024).
     pub block: u32,
     /// Impl name; default `source:<entry>:<geometry>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    name: Option<String>,
 }
 
 impl SourceSpec {
+    /// A spec with the default block (256 threads) and impl name (`source:<entry>:<geometry>`).
     pub fn new(op: &str, file: &Path, entry: &str, geometry: Geometry) -> Self {
         SourceSpec {
             op: op.to_string(),
@@ -100,48 +101,81 @@ impl SourceSpec {
             name: None,
         }
     }
-    pub fn impl_name(&self) -> String {
+    fn impl_name(&self) -> String {
         self.name
             .clone()
             .unwrap_or_else(|| format!("source:{}:{}", self.entry, self.geometry.name()))
     }
 }
 
+/// Why a source kernel could not be added.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum SourceError {
+    /// The op has no row-kernel ABI that a source kernel could follow.
     #[error("op '{op}' has no published kernel ABI for source kernels (ops with one: {known})")]
-    NoAbi { op: String, known: String },
+    NoAbi {
+        /// The op given with `--kernel-op`.
+        op: String,
+        /// The ops that have one, comma separated.
+        known: String,
+    },
+    /// The op is unknown, or the registry refused the impl.
     #[error(transparent)]
     Registry(#[from] CaseError),
+    /// The `.cu` file could not be read.
     #[error("kernel file {path}: {msg}")]
-    Read { path: PathBuf, msg: String },
+    Read {
+        /// The file as given.
+        path: PathBuf,
+        /// The I/O error.
+        msg: String,
+    },
+    /// `--entry` is not a C identifier, so it cannot name an `extern "C"` kernel.
     #[error("entry '{0}' is not a C identifier")]
     BadEntry(String),
+    /// `--block` is not a multiple of 32 from 32 to 1024.
     #[error("block size {0}: must be a multiple of 32 from 32 to 1024")]
     BadBlock(u32),
+    /// NVRTC could not compile the file for the signature check.
     #[error("{0}")]
     Compile(#[from] NvrtcError),
+    /// The compiled PTX has none of the entries `NAME`, `NAME_f16`, `NAME_bf16`.
     #[error("{file}: no kernel entry '{entry}' (nor '{entry}_f16' or '{entry}_bf16') in the compiled PTX (entries found: {found}); declare it extern \"C\" __global__ so its name is not mangled")]
     EntryMissing {
+        /// The `.cu` file.
         file: String,
+        /// The entry name looked for.
         entry: String,
+        /// The entries the PTX has, comma separated, or `none`.
         found: String,
     },
+    /// An entry's PTX parameter types differ from the row ABI's.
     #[error("{file}: entry '{entry}' has parameters ({found}) but the row ABI is ({expected}): {abi}", abi = ROW_ABI_C)]
     Signature {
+        /// The `.cu` file.
         file: String,
+        /// The entry whose parameters differ.
         entry: String,
+        /// Its PTX parameter types, space separated (`.u64 .u64 .u32 ...`).
         found: String,
+        /// The row ABI's PTX parameter types, space separated.
         expected: String,
     },
+    /// The registry already has an impl of this name for the op.
     #[error("impl '{name}' of op {op} already exists; choose another name")]
-    NameTaken { op: String, name: String },
+    NameTaken {
+        /// The op.
+        op: String,
+        /// The impl name that is taken.
+        name: String,
+    },
 }
 
 /// What `add_source_impl` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Added {
-    pub op: String,
+    pub(crate) op: String,
+    /// The impl's name in the registry.
     pub name: String,
     /// Whether the compile and signature check ran (false: NVRTC is not installed here; the
     /// kernel is compiled when first launched, on the GPU machine).
@@ -264,7 +298,7 @@ impl SourceImpl {
     /// Compile for `CHECK_ARCH` (through the cache), find the entries `NAME`, `NAME_f16` and
     /// `NAME_bf16` in the PTX (at least one must be there) and compare each one's parameters
     /// with the row ABI. The entries found are the impl's element types.
-    pub fn check_signature(&mut self) -> Result<(), SourceError> {
+    fn check_signature(&mut self) -> Result<(), SourceError> {
         let c = nvrtc::compile(&self.kernel, CHECK_ARCH, &[])?;
         let ptx = String::from_utf8_lossy(&c.image);
         let entries = ptx_entries(&ptx);
@@ -323,7 +357,7 @@ pub fn declares_kernel(source: &str, name: &str) -> bool {
 }
 
 /// Every `.entry` in a PTX text with its parameter types, in order.
-pub fn ptx_entries(ptx: &str) -> Vec<(String, Vec<String>)> {
+fn ptx_entries(ptx: &str) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
     let mut rest = ptx;
     while let Some(i) = rest.find(".entry ") {
@@ -350,7 +384,7 @@ pub fn ptx_entries(ptx: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// The named entry's parameters match `ROW_ABI_PTX`.
-pub fn check_ptx_signature(ptx: &str, file: &str, entry: &str) -> Result<(), SourceError> {
+fn check_ptx_signature(ptx: &str, file: &str, entry: &str) -> Result<(), SourceError> {
     let entries = ptx_entries(ptx);
     let Some((_, types)) = entries.iter().find(|(n, _)| n == entry) else {
         return Err(SourceError::EntryMissing {
@@ -386,12 +420,19 @@ pub fn check_ptx_signature(ptx: &str, file: &str, entry: &str) -> Result<(), Sou
 /// this case does not fit the ABI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowArgs {
+    /// Elements per row (`ne[0]`); at most `i32::MAX`, as the ABI passes an `int`.
     pub ncols: i64,
+    /// Rows per channel (`ne[1]`).
     pub nrows: i64,
+    /// Channels per sample (`ne[2]`).
     pub nchannels: i64,
+    /// Samples (`ne[3]`).
     pub nsamples: i64,
+    /// Elements (not bytes) from one row of `x` to the next.
     pub stride_row: i64,
+    /// Elements from one channel of `x` to the next.
     pub stride_channel: i64,
+    /// Elements from one sample of `x` to the next.
     pub stride_sample: i64,
 }
 

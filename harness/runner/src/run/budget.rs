@@ -22,10 +22,10 @@ pub trait Clock: Send + Sync {
 
 /// The wall clock, from when it was made.
 #[derive(Debug)]
-pub struct WallClock(Instant);
+struct WallClock(Instant);
 
 impl WallClock {
-    pub fn start() -> Self {
+    fn start() -> Self {
         WallClock(Instant::now())
     }
 }
@@ -42,6 +42,7 @@ impl Clock for WallClock {
 pub struct MaxTime(pub Duration);
 
 impl MaxTime {
+    /// The parsed limit (`1h30m`: 5400 s).
     pub fn duration(self) -> Duration {
         self.0
     }
@@ -95,7 +96,7 @@ impl fmt::Display for MaxTime {
 }
 
 /// `4m 59.2s`, `1h 2m 3s`, `12.5s`.
-pub fn human_duration(d: Duration) -> String {
+pub(crate) fn human_duration(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s < 60.0 {
         return format!("{}s", (s * 10.0).round() / 10.0);
@@ -150,23 +151,23 @@ impl TimeBudget {
         }
     }
 
-    pub fn limit(&self) -> Duration {
+    pub(crate) fn limit(&self) -> Duration {
         self.limit
     }
 
-    pub fn elapsed(&self) -> Duration {
+    pub(crate) fn elapsed(&self) -> Duration {
         self.clock.elapsed()
     }
 
     /// Is the time up?
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         self.clock.elapsed() >= self.limit
     }
 
     /// May a case start now? Yes while there is time, and for the sweep's first case whatever
     /// the time: a limit too small for one case still runs that one. Each `true` counts as a
     /// case started.
-    pub fn may_start(&self) -> bool {
+    fn may_start(&self) -> bool {
         let ok = if !self.is_up() {
             self.started.store(true, Ordering::SeqCst);
             true
@@ -184,24 +185,24 @@ impl TimeBudget {
 
     /// Nothing more starts: the time is up and the first case has had its start. A queue
     /// hands out nothing more from here.
-    pub fn exhausted(&self) -> bool {
+    pub(crate) fn exhausted(&self) -> bool {
         self.is_up() && self.started.load(Ordering::SeqCst)
     }
 
     /// Cases started under this budget.
-    pub fn started(&self) -> usize {
+    pub(crate) fn started(&self) -> usize {
         self.cases.load(Ordering::SeqCst)
     }
 
     /// The time was up before any case started (the limit, or the sweep's set-up, took it
     /// all): the first case ran anyway.
-    pub fn first_past_limit(&self) -> bool {
+    pub(crate) fn first_past_limit(&self) -> bool {
         self.first_past_limit.load(Ordering::SeqCst)
     }
 }
 
 /// A budget, where a run has one: `None` starts every case.
-pub fn may_start(b: Option<&TimeBudget>) -> bool {
+pub(crate) fn may_start(b: Option<&TimeBudget>) -> bool {
     b.is_none_or(TimeBudget::may_start)
 }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The environment variable that tells a worker which process supervises it.
-pub const SUPERVISOR_PID_ENV: &str = "KEDGE_SUPERVISOR_PID";
+pub(crate) const SUPERVISOR_PID_ENV: &str = "KEDGE_SUPERVISOR_PID";
 
 static LIVE_WORKERS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// Held while a line or a file is written: a signal's exit waits for it, so what is written
@@ -28,13 +28,13 @@ static ON_SIGNAL: Mutex<Vec<Box<dyn Fn() -> String + Send>>> = Mutex::new(Vec::n
 
 /// While the guard lives, a signal's exit waits (up to two seconds) for the write it covers to
 /// finish: a results or finds line is written whole, a file replaced or not.
-pub fn hold_exit() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn hold_exit() -> std::sync::MutexGuard<'static, ()> {
     WRITING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Add a line to what is said when a signal ends this process (how much was written, and
 /// where).
-pub fn on_signal(note: impl Fn() -> String + Send + 'static) {
+pub(crate) fn on_signal(note: impl Fn() -> String + Send + 'static) {
     if let Ok(mut v) = ON_SIGNAL.lock() {
         v.push(Box::new(note));
     }
@@ -82,7 +82,7 @@ pub fn live_workers() -> usize {
 }
 
 /// Kill every live worker's process group. Returns how many there were.
-pub fn kill_every_worker() -> usize {
+fn kill_every_worker() -> usize {
     let pids: Vec<i32> = LIVE_WORKERS
         .lock()
         .map(|mut v| std::mem::take(&mut *v))
@@ -104,14 +104,14 @@ fn kill_groups(pids: &[i32]) {
 /// removed when the last holder drops it, unless a case failed in it, and removed on a
 /// signal either way.
 #[derive(Debug)]
-pub struct TempWorkDir {
+pub(crate) struct TempWorkDir {
     path: PathBuf,
     keep: AtomicBool,
 }
 
 impl TempWorkDir {
     /// Create `kedge-{command}-XXXXXX` under the temporary directory.
-    pub fn create(command: &str) -> std::io::Result<Arc<TempWorkDir>> {
+    pub(crate) fn create(command: &str) -> std::io::Result<Arc<TempWorkDir>> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("kedge-{command}-"))
             .tempdir()?;
@@ -124,11 +124,11 @@ impl TempWorkDir {
             keep: AtomicBool::new(false),
         }))
     }
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
     /// A case failed: keep the directory and name it at the end.
-    pub fn keep(&self) {
+    pub(crate) fn keep(&self) {
         self.keep.store(true, Ordering::Relaxed);
     }
 }
@@ -226,7 +226,7 @@ pub fn handle_signals() {
 
 /// In a worker: end this process when its supervisor is gone (`kill -9` of kedge). Polls
 /// the supervisor's pid, named in the environment by the supervisor that started it.
-pub fn watch_supervisor() {
+pub(crate) fn watch_supervisor() {
     let Some(pid) = std::env::var(SUPERVISOR_PID_ENV)
         .ok()
         .and_then(|v| v.parse::<i32>().ok())

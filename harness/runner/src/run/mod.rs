@@ -7,15 +7,16 @@
 
 pub mod budget;
 pub mod lifecycle;
-pub mod protocol;
+pub(crate) mod protocol;
 pub mod schedule;
 pub mod supervisor;
 pub mod worker;
 
-pub use crate::events::Progress;
+use crate::events::Progress;
 use crate::events::{Event, Events, Ticker};
 pub use budget::{MaxTime, TimeBudget};
-pub use protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec};
+pub(crate) use protocol::BenchSpec;
+pub use protocol::{FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
 pub use supervisor::{
     standbys_wanted, warm_up_cases, SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError,
@@ -40,6 +41,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 #[error("kedge {command} needs a GPU: {why}{}", hint.map(|h| format!("; {h}")).unwrap_or_default())]
 pub struct NoGpu {
+    /// The command that needs it (`run`, `minimize`), as the message names it.
     pub command: &'static str,
     /// "no CUDA driver: ..." / "no CUDA device: ...".
     pub why: String,
@@ -50,49 +52,77 @@ pub struct NoGpu {
 /// The worker pool could not run the cases.
 #[derive(Debug, Error)]
 pub enum EngineError {
+    /// The worker started to read a GPU's limits did not become ready.
     #[error("starting a worker on gpu {gpu}: {source}")]
     Probe {
+        /// The GPU's ordinal.
         gpu: u32,
+        /// Why the worker did not become ready.
         #[source]
         source: SupervisorError,
     },
+    /// A worker became ready without limits (it opened no GPU).
     #[error("the worker on gpu {gpu} reported no limits")]
-    NoLimits { gpu: u32 },
+    NoLimits {
+        /// The GPU's ordinal.
+        gpu: u32,
+    },
+    /// A listed GPU has other limits than the first: cases are built for one set of limits.
     #[error("gpu {gpu} ({device}) has other limits than gpu {first} ({first_device}): a sweep builds its cases for one GPU's limits; sweep each kind of GPU on its own (--devices)")]
     MixedLimits {
+        /// The GPU whose limits differ.
         gpu: u32,
+        /// Its name, as its worker reported it.
         device: String,
+        /// The first GPU, whose limits the cases are built for.
         first: u32,
+        /// The first GPU's name.
         first_device: String,
     },
+    /// The scheduler stopped before every case had a result (every GPU lost, a fatal error).
     #[error("the {under} run on GPUs {gpus} stopped after {written} results: {source}{left}")]
     Stopped {
+        /// How the run was running (natively or under a sanitizer tool).
         under: Under,
+        /// The GPUs of the run, comma separated.
         gpus: String,
+        /// Results passed on before it stopped.
         written: usize,
         /// "; not run: ..." when every GPU was lost.
         left: String,
+        /// Why the scheduler stopped.
         #[source]
         source: Box<schedule::ScheduleError<SupervisorError>>,
     },
+    /// A one-case run (`GpuExecutor::run_one`) ended without a result for its case.
     #[error("the worker returned no verdict for {case}")]
-    NoVerdict { case: String },
+    NoVerdict {
+        /// The case's label.
+        case: String,
+    },
+    /// This process's own executable, which workers are started from, cannot be found.
     #[error("cannot find the kedge binary to start workers: {0}")]
     Exe(std::io::Error),
+    /// The temporary directory for worker logs could not be created.
     #[error("cannot create a temporary directory for worker logs (set TMPDIR to a writable directory): {0}")]
     TempDir(std::io::Error),
+    /// The workers of a library's host backend stopped.
     #[error("the host-backend run stopped: {0}")]
     Host(SupervisorError),
     /// Where the results go failed them (the results file, the console).
     #[error(transparent)]
     Sink(#[from] OutputError),
+    /// No CUDA driver, for a command that needs a GPU.
     #[error(transparent)]
     NoGpu(#[from] NoGpu),
+    /// compute-sanitizer is missing, or its options are bad.
     #[error(transparent)]
     Sanitizer(#[from] SanitizerError),
 }
 
 impl EngineError {
+    /// The exit status: 3 without a GPU, 2 for GPUs of mixed limits, the sink's or the
+    /// sanitizer's own status, else 5.
     pub fn exit_code(&self) -> i32 {
         match self {
             EngineError::Probe {
@@ -113,23 +143,25 @@ impl EngineError {
 pub struct RunStats {
     /// Cases that got a result.
     pub ran: usize,
-    pub wall_s: f64,
-    /// Worker processes started, and how many of them replaced one that died.
+    /// Wall time of the run, in seconds.
+    pub(crate) wall_s: f64,
+    /// Worker processes started.
     pub workers: usize,
-    pub replaced: usize,
+    /// How many of them replaced one that died.
+    pub(crate) replaced: usize,
     /// Time slots spent waiting for a worker to become ready with cases waiting, summed
     /// over the slots (worker time, like the phases of `TimeSpent`).
     #[serde(default)]
-    pub worker_wait_s: f64,
+    pub(crate) worker_wait_s: f64,
     /// Each worker's start-up in seconds (as it measured it: its device opened, its
     /// libraries loaded), in the order they were taken.
     #[serde(default)]
-    pub worker_start_s: Vec<f64>,
+    pub(crate) worker_start_s: Vec<f64>,
     /// Per GPU: cases run and why it was lost, if it was.
-    pub per_gpu: Vec<GpuRun>,
+    pub(crate) per_gpu: Vec<GpuRun>,
 }
 
-pub use crate::summary::GpuRun;
+use crate::summary::GpuRun;
 
 /// Where results go as they become final.
 pub type Sink<'a> = dyn FnMut(CaseResult) -> Result<(), OutputError> + 'a;
@@ -155,21 +187,21 @@ pub trait Executor {
 }
 
 /// Does running the case need a GPU (every kernel impl does; a library's host backend not)?
-pub fn needs_gpu(reg: &Registry, c: &Case) -> bool {
+pub(crate) fn needs_gpu(reg: &Registry, c: &Case) -> bool {
     reg.resolve(c).map(|(_, i)| i.needs_gpu()).unwrap_or(true)
 }
 
 /// Cases whose impl runs on a library's host backend (ggml's CPU backend), run natively in
 /// worker processes that open no GPU, on a machine that may have none: the library is under
 /// test, so it runs crash-isolated like any impl.
-pub struct HostExecutor<'a> {
+pub(crate) struct HostExecutor<'a> {
     reg: &'a Registry,
     sup: Supervisor,
     events: Events,
 }
 
 impl<'a> HostExecutor<'a> {
-    pub fn new(
+    pub(crate) fn new(
         reg: &'a Registry,
         exe: Option<PathBuf>,
         external: ExternalSpec,
@@ -249,23 +281,25 @@ impl Executor for HostExecutor<'_> {
 /// references up to `reference_limit` multiply-adds, the reference. Results are `skipped`
 /// when the plan fits (the device part did not run).
 pub struct CpuExecutor<'a> {
-    pub reg: &'a Registry,
-    pub limits: LimitsProfile,
+    reg: &'a Registry,
+    limits: LimitsProfile,
     /// Leave the cases a host executor runs (a library's host backend) to it.
-    pub skip_host: bool,
+    pub(crate) skip_host: bool,
     /// Compute references of at most this much work (`Op::reference_work`); `None`: none.
-    pub reference_limit: Option<u64>,
+    reference_limit: Option<u64>,
     /// Where its verdicts are told as they come.
-    pub events: Events,
+    pub(crate) events: Events,
     /// The run's time limit: once it is up, no new case is checked.
-    pub budget: Option<Arc<TimeBudget>>,
+    pub(crate) budget: Option<Arc<TimeBudget>>,
 }
 
 /// References above this many multiply-adds are not computed by a CPU-side sweep (it would
 /// need tens of GiB); the GPU sweep computes them.
-pub const CPU_REFERENCE_LIMIT: u64 = 1 << 26;
+pub(crate) const CPU_REFERENCE_LIMIT: u64 = 1 << 26;
 
 impl<'a> CpuExecutor<'a> {
+    /// Contracts only: no references, every case taken, no time limit, and its verdicts told
+    /// to the console without progress.
     pub fn new(reg: &'a Registry, limits: LimitsProfile) -> Self {
         CpuExecutor {
             reg,
@@ -276,13 +310,13 @@ impl<'a> CpuExecutor<'a> {
             budget: None,
         }
     }
-    pub fn with_references(mut self, limit: u64) -> Self {
+    pub(crate) fn with_references(mut self, limit: u64) -> Self {
         self.reference_limit = Some(limit);
         self
     }
 
     /// One case's CPU-side result.
-    pub fn check(&self, c: &Case) -> CaseResult {
+    pub(crate) fn check(&self, c: &Case) -> CaseResult {
         let with_ref = self.reference_limit.is_some_and(|lim| {
             self.reg
                 .op(&c.op)
@@ -402,14 +436,14 @@ impl Default for EngineOptions {
 /// The GPUs a run uses, and what their workers said.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fleet {
-    pub gpus: Vec<u32>,
+    pub(crate) gpus: Vec<u32>,
     /// The first GPU's limits: every case is built for them.
-    pub limits: LimitsProfile,
-    pub device: String,
+    limits: LimitsProfile,
+    pub(crate) device: String,
     /// `cuDriverGetVersion` of the first GPU's worker (13000: CUDA 13.0).
-    pub driver_version: i32,
+    pub(crate) driver_version: i32,
     /// The kernel-mode driver's version (`580.159.04`), where the worker could read it.
-    pub driver: Option<String>,
+    pub(crate) driver: Option<String>,
 }
 
 impl Fleet {
@@ -418,7 +452,7 @@ impl Fleet {
         kedge_core::cuda::driver_text(self.driver.as_deref(), self.driver_version)
     }
 
-    pub fn gpu_list(&self) -> String {
+    fn gpu_list(&self) -> String {
         self.gpus
             .iter()
             .map(u32::to_string)
@@ -448,15 +482,16 @@ impl RunEngineBuilder {
         self.exe = Some(exe.into());
         self
     }
-    pub fn external(mut self, e: ExternalSpec) -> Self {
+    pub(crate) fn external(mut self, e: ExternalSpec) -> Self {
         self.external = e;
         self
     }
     /// Workers time each case after judging it (`kedge bench`).
-    pub fn bench(mut self, b: BenchSpec) -> Self {
+    pub(crate) fn bench(mut self, b: BenchSpec) -> Self {
         self.bench = Some(b);
         self
     }
+    /// Timeouts, workers per GPU, sanitizer options, events and the time limit.
     pub fn options(mut self, o: EngineOptions) -> Self {
         self.opts = o;
         self
@@ -466,13 +501,14 @@ impl RunEngineBuilder {
         self.work_dir = Some(d.into());
         self
     }
+    /// The GPUs to probe and run on (default: GPU 0).
     pub fn gpus(mut self, g: Gpus) -> Self {
         self.gpus = g;
         self
     }
     /// Keep a native worker between `run` calls (a sweep), or start each call clean
     /// (`minimize`'s probes).
-    pub fn keep_workers(mut self, keep: bool) -> Self {
+    pub(crate) fn keep_workers(mut self, keep: bool) -> Self {
         self.keep_workers = keep;
         self
     }
@@ -563,11 +599,12 @@ impl RunEngine {
         }
     }
 
+    /// The GPUs kept after probing, and what their workers reported.
     pub fn fleet(&self) -> &Fleet {
         &self.fleet
     }
 
-    pub fn limits(&self) -> &LimitsProfile {
+    pub(crate) fn limits(&self) -> &LimitsProfile {
         &self.fleet.limits
     }
 
@@ -710,7 +747,7 @@ impl Workers {
 
     /// The compute-sanitizer wrapping for one tool: kedge's defaults, the user's overrides,
     /// and the parser that attributes each worker's records to its cases.
-    pub fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, EngineError> {
+    fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, EngineError> {
         let path = san::find_sanitizer()?;
         let mut cfg = SanitizerConfig::new(tool);
         if let Some(a) = &self.opts.sanitizer_args {
@@ -771,34 +808,34 @@ const GPU_MAX_FAILURES: usize = 3;
 
 /// Cases that run with the same number of workers per GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tier {
+struct Tier {
     /// Workers per GPU for these cases.
-    pub slots: usize,
+    slots: usize,
     /// Indices into the cases.
-    pub cases: Vec<usize>,
+    cases: Vec<usize>,
     /// The largest case's tensor bytes.
-    pub largest: u64,
+    largest: u64,
 }
 
 /// A case's tensor bytes on the device and what its host side holds of them: as much again
 /// (inputs drawn, outputs downloaded, a reference) for a case judged whole, nothing for one
 /// judged on sampled rows (`judge::sample`: drawn, run and scanned on the device).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CaseBytes {
+struct CaseBytes {
     /// Bytes of its tensors on the device.
-    pub device: u64,
+    device: u64,
     /// Bytes of them the host holds.
-    pub host: u64,
+    host: u64,
 }
 
 impl CaseBytes {
     /// A case judged whole: its tensors on both sides.
-    pub fn whole(b: u64) -> CaseBytes {
+    fn whole(b: u64) -> CaseBytes {
         CaseBytes { device: b, host: b }
     }
     /// A case's bytes as `judging` runs it: judged on sampled rows (a ggml CUDA build's op
     /// whose rows are independent, big enough), nothing of it on the host.
-    pub fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> CaseBytes {
+    fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> CaseBytes {
         let Ok(specs) = op.tensors(c) else {
             return CaseBytes::whole(u64::MAX);
         };
@@ -834,7 +871,7 @@ impl CaseBytes {
 /// so side by side they take as long in all as one after the other (on the H200 a 2^29-element
 /// rms_norm took 2 s alone and 15 to 20 s eight at a time) and hold several times the host
 /// memory.
-pub const ALONE_FROM_BYTES: u64 = 4 << 30;
+const ALONE_FROM_BYTES: u64 = 4 << 30;
 
 /// Group cases by how many may run at once on one GPU: `slots` cases of `bytes` each must fit
 /// in half the device's memory (the rest is the driver's, cuBLASLt's workspaces and
@@ -842,7 +879,7 @@ pub const ALONE_FROM_BYTES: u64 = 4 << 30;
 /// downloaded outputs and an f64 reference: about three times the tensors). Most slots
 /// first; a tier's cases keep their order, so verdicts and their order within a tier do not
 /// depend on `jobs`.
-pub fn admission_tiers(
+fn admission_tiers(
     bytes: &[CaseBytes],
     jobs: usize,
     device_bytes: u64,
@@ -913,7 +950,7 @@ pub struct GpuExecutor {
 
 impl GpuExecutor {
     /// Run one case and return its result (a predicate for `minimize`).
-    pub fn run_one(&mut self, case: &Case) -> Result<CaseResult, EngineError> {
+    pub(crate) fn run_one(&mut self, case: &Case) -> Result<CaseResult, EngineError> {
         let mut got = None;
         self.run(std::slice::from_ref(case), &mut |r| {
             got = Some(r);
@@ -924,7 +961,7 @@ impl GpuExecutor {
 
     /// Tell this executor's events to `events` instead (a caller that reports on its own
     /// gives a console without progress).
-    pub fn set_events(&mut self, events: Events) {
+    pub(crate) fn set_events(&mut self, events: Events) {
         self.events = events;
     }
 }
@@ -1119,7 +1156,7 @@ impl GpuExecutor {
 /// Threads each worker of a tier of `n` workers may use, out of `pools` slots and `cores`:
 /// every core (`None`) when every slot is in use (small cases) or one worker runs alone, else
 /// an equal part (see `GpuExecutor::run_on`).
-pub fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
+fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
     (n > 1 && n < pools).then(|| (cores / n).max(1))
 }
 
@@ -1130,17 +1167,18 @@ pub fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
 /// units.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Rank {
+    /// Every unit of a lower class runs before any unit of a higher one.
     pub class: u8,
     /// Units with the same class and group run next to each other; `None`: a group of its own.
-    pub group: Option<u32>,
+    pub(crate) group: Option<u32>,
 }
 
 /// A run's order of expected yield (`select::order::by_yield`): each key's rank, and where
 /// its cases stand in the order of the whole selection.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct YieldOrder {
-    pub ranks: std::collections::HashMap<ReferenceKey, Rank>,
-    pub positions: std::collections::HashMap<ReferenceKey, usize>,
+    pub(crate) ranks: std::collections::HashMap<ReferenceKey, Rank>,
+    pub(crate) positions: std::collections::HashMap<ReferenceKey, usize>,
 }
 
 impl YieldOrder {
@@ -1152,7 +1190,7 @@ impl YieldOrder {
             .unwrap_or_default()
     }
     /// Where a case's key stands in the order (after every ranked key when it is not).
-    pub fn position(&self, c: &Case) -> usize {
+    fn position(&self, c: &Case) -> usize {
         self.positions
             .get(&ReferenceKey::of(c))
             .copied()
@@ -1163,10 +1201,7 @@ impl YieldOrder {
 /// `cases` as units of one `ReferenceKey` each (numbered as `units_by_reference` numbers
 /// them), the units in the order of `position` (ties: first seen first): a subset of a run
 /// (a tier, what is left to resume) keeps the order of the whole.
-pub fn units_by_position(
-    cases: &[Case],
-    position: impl Fn(&Case) -> usize,
-) -> (Vec<Case>, Vec<usize>) {
+fn units_by_position(cases: &[Case], position: impl Fn(&Case) -> usize) -> (Vec<Case>, Vec<usize>) {
     let mut first: std::collections::HashMap<ReferenceKey, usize> = Default::default();
     let mut unit_pos: Vec<usize> = Vec::new();
     let keys: Vec<usize> = cases
@@ -1196,7 +1231,7 @@ pub fn units_by_position(
 /// slow or faulting cases (guard mode's FP8 over-reads each end a worker) then reaches the
 /// slots a few at a time over the sweep, where a standby worker keeps up, instead of every
 /// slot at once.
-pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
+fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
     units_ranked(cases, |_| Rank::default())
 }
 
@@ -1204,7 +1239,10 @@ pub fn units_by_reference(cases: &[Case]) -> (Vec<Case>, Vec<usize>) {
 /// units of one group together (in the order they first appear) and each op's groups spread
 /// over the class as `units_by_reference` spreads each op's units over the whole order. With
 /// one rank for every case it is `units_by_reference`. A unit's rank is its first case's.
-pub fn units_ranked(cases: &[Case], rank: impl Fn(&Case) -> Rank) -> (Vec<Case>, Vec<usize>) {
+pub(crate) fn units_ranked(
+    cases: &[Case],
+    rank: impl Fn(&Case) -> Rank,
+) -> (Vec<Case>, Vec<usize>) {
     let mut first: std::collections::HashMap<ReferenceKey, usize> = Default::default();
     // Per unit: its op's number and its rank.
     let mut unit_op: Vec<usize> = Vec::new();

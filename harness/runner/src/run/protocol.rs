@@ -8,31 +8,33 @@ use kedge_core::{Case, CaseResult, LimitsProfile};
 use serde::{Deserialize, Serialize};
 
 /// The protocol this kedge speaks; a worker refuses a spec of another.
-pub const PROTOCOL: u32 = 3;
+pub(crate) const PROTOCOL: u32 = 3;
 
 /// Exit code of a worker whose context died after a case (the result was written first).
-pub const EXIT_CONTEXT_DEAD: i32 = 86;
+pub(crate) const EXIT_CONTEXT_DEAD: i32 = 86;
 
 /// What a worker is: its GPU and the impls beyond kedge's own (plugins, source kernels).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSpec {
+    /// The protocol the spec is written in ([`WorkerSpec::new`] sets this kedge's); a
+    /// worker refuses another.
     pub protocol: u32,
     /// The GPU ordinal (after `CUDA_VISIBLE_DEVICES`).
-    pub device: u32,
+    pub(crate) device: u32,
     #[serde(default)]
-    pub external: ExternalSpec,
+    pub(crate) external: ExternalSpec,
     /// Open the GPU at start (the default). A worker that only runs impls on a host backend
     /// (ggml's CPU backend) needs none, so it runs on a machine without a GPU.
     #[serde(default = "yes")]
-    pub open_gpu: bool,
+    pub(crate) open_gpu: bool,
     /// Time each case after its judged run (`kedge bench`): warm-up and timed repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bench: Option<BenchSpec>,
+    pub(crate) bench: Option<BenchSpec>,
     /// The worker runs under compute-sanitizer: exact mode then allocates each buffer with
     /// `cuMemAlloc`, whose bounds the sanitizer knows, instead of packing them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub sanitized: bool,
+    pub(crate) sanitized: bool,
     /// Cases like the ones this worker will probably run, to get ready for before it says it
     /// is ready (`Impl::load`), not to run: a worker started ahead of need loads what
     /// they load while another worker runs cases.
@@ -40,7 +42,7 @@ pub struct WorkerSpec {
     pub warm_up: Vec<Case>,
     /// How big cases are judged (`--judge`): sampled rows from 2^26 elements by default.
     #[serde(default, skip_serializing_if = "is_auto")]
-    pub judging: Judging,
+    pub(crate) judging: Judging,
 }
 
 fn is_auto(j: &Judging) -> bool {
@@ -49,9 +51,9 @@ fn is_auto(j: &Judging) -> bool {
 
 /// How a bench worker times its cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BenchSpec {
-    pub warmup: u32,
-    pub reps: u32,
+pub(crate) struct BenchSpec {
+    pub(crate) warmup: u32,
+    pub(crate) reps: u32,
 }
 
 fn yes() -> bool {
@@ -59,6 +61,7 @@ fn yes() -> bool {
 }
 
 impl WorkerSpec {
+    /// A native worker on GPU `device` that opens it at start, with `external`'s impls.
     pub fn new(device: u32, external: ExternalSpec) -> WorkerSpec {
         WorkerSpec {
             protocol: PROTOCOL,
@@ -72,12 +75,13 @@ impl WorkerSpec {
         }
     }
     /// The same spec on another GPU.
-    pub fn on(&self, device: u32) -> WorkerSpec {
+    pub(crate) fn on(&self, device: u32) -> WorkerSpec {
         WorkerSpec {
             device,
             ..self.clone()
         }
     }
+    /// The spec as the one JSON line a worker reads first.
     pub fn to_line(&self) -> String {
         // A plain struct of strings, numbers and paths: serialization cannot fail.
         serde_json::to_string(self).unwrap_or_default()
@@ -102,8 +106,11 @@ pub enum FatalKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerMsg {
+    /// The worker's device is open and its libraries loaded: it takes cases now.
     Ready {
+        /// The GPU's name, or `host (no GPU opened)`.
         device: String,
+        /// `cuDriverGetVersion` (13000: CUDA 13.0); 0 for a worker that opened no GPU.
         driver_version: i32,
         /// The kernel-mode driver's version (`580.159.04`), where the system says it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,6 +118,8 @@ pub enum WorkerMsg {
         /// The GPU's limits; absent for a worker that runs host backends only (no GPU opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limits: Option<Box<LimitsProfile>>,
+        /// The worker's own process id: under compute-sanitizer, the tool's child, which the
+        /// supervisor can end alone so that the tool still writes its report.
         pid: u32,
         /// GPUs this worker's driver shows (`sweep`'s default is all of them). Absent when
         /// the driver could not say.
@@ -121,33 +130,41 @@ pub enum WorkerMsg {
         #[serde(default)]
         startup_s: f64,
     },
+    /// A case's final result, in the order the cases were sent.
     Result(Box<CaseResult>),
     /// The worker cannot run at all.
     Fatal {
+        /// What is wrong, for a person.
         message: String,
+        /// What kind of failure: no GPU (exit 3) or a bad setup (exit 5).
         kind: FatalKind,
     },
     /// A line it could not read (the supervisor validates first, so this is a bug).
     Error {
+        /// The line's parse error.
         message: String,
     },
     /// Sent just before the `result` of a case after which the context is dead: the worker
     /// exits after that result, so the supervisor must not send it another case.
     Retiring {
+        /// What left the context dead (the case's detail).
         reason: String,
     },
     /// A library under test is aborting the process (ggml on a CUDA error or a failed
     /// assertion): its own last words, sent from its abort hook before it dies. The case in
     /// flight is judged from them.
     Aborting {
+        /// The library's abort message (ggml: `FILE:LINE: what`).
         message: String,
+        /// The library's last warning and error lines before the abort, oldest first.
         #[serde(default)]
         log: Vec<String>,
     },
 }
 
 impl WorkerMsg {
-    pub fn to_line(&self) -> String {
+    /// The message as one JSON line, as the worker writes it.
+    pub(crate) fn to_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 }

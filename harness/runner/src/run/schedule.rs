@@ -33,7 +33,9 @@ pub enum BatchError<E> {
 
 /// One device: runs batches of cases, one at a time.
 pub trait Runner<T> {
+    /// What a finished case gives (a supervisor's: its `CaseResult`).
     type Output: Send;
+    /// Why a batch did not finish, inside a [`BatchError`].
     type Error: std::error::Error + Send + Sync + 'static;
     /// Run `batch`, calling `done(k, output)` as soon as `batch[k]` has its final output.
     /// `Ok` means every case was reported; on `Err`, the cases not reported are run again
@@ -49,15 +51,16 @@ pub trait Runner<T> {
 }
 
 /// Cases of the queue passed to `Runner::upcoming` before each batch.
-pub const UPCOMING: usize = 8;
+const UPCOMING: usize = 8;
 
+/// How cases are handed out and when a device is given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     /// Cases handed out per pull. Small keeps devices level: 1 when a runner keeps its
     /// worker between batches; a sanitized worker's batch when each batch is a worker.
-    pub batch: usize,
+    pub(crate) batch: usize,
     /// Failed batches in a row after which a device is lost (a success resets the count).
-    pub max_failures: usize,
+    pub(crate) max_failures: usize,
 }
 
 impl Default for Options {
@@ -73,20 +76,22 @@ impl Default for Options {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished<O> {
     /// Position of the case in the slice given to [`run`].
-    pub index: usize,
+    index: usize,
+    /// The device that ran it.
     pub device: DeviceId,
+    /// What its runner gave for it.
     pub output: O,
 }
 
 /// What one device did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceReport {
-    pub device: DeviceId,
+    pub(crate) device: DeviceId,
     /// Cases it finished.
-    pub ran: usize,
-    pub batches: usize,
+    pub(crate) ran: usize,
+    batches: usize,
     /// Every failed batch, oldest first (a device can fail and recover).
-    pub failures: Vec<String>,
+    failures: Vec<String>,
     /// Why it was given up, if it was.
     pub lost: Option<String>,
 }
@@ -106,42 +111,53 @@ impl DeviceReport {
 /// A finished run: one report per device, in the order the devices were given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
+    /// What each device did, in the order the devices were given.
     pub devices: Vec<DeviceReport>,
     /// Positions (in the slice given to [`run`]) of the cases not started because the time
     /// budget ran out, ascending. Empty without a budget.
-    pub not_run: Vec<usize>,
+    not_run: Vec<usize>,
 }
 
 impl Summary {
-    pub fn ran(&self) -> usize {
+    pub(crate) fn ran(&self) -> usize {
         self.devices.iter().map(|d| d.ran).sum()
     }
-    pub fn lost(&self) -> impl Iterator<Item = &DeviceReport> {
+    pub(crate) fn lost(&self) -> impl Iterator<Item = &DeviceReport> {
         self.devices.iter().filter(|d| d.lost.is_some())
     }
 }
 
+/// Why a run stopped before every case was finished.
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleError<E: std::error::Error + 'static> {
+    /// No device was given.
     #[error("no devices to run on")]
     NoDevices,
+    /// Every device was lost with cases left.
     #[error(
         "every device was lost ({}); {} of {total} cases were not run",
         describe_lost(lost),
         not_run.len()
     )]
     AllLost {
+        /// The lost devices' reports, each with why it was given up.
         lost: Vec<DeviceReport>,
         /// Positions (in the slice given to [`run`]) of the cases never finished, ascending.
         not_run: Vec<usize>,
+        /// Cases given to the run.
         total: usize,
     },
+    /// A device reported [`BatchError::Fatal`]: another device would do no better.
     #[error("device {device} stopped the run")]
     Fatal {
+        /// The device that reported it.
         device: DeviceId,
+        /// Its error.
         #[source]
         source: E,
     },
+    /// The sink refused a result (a results file that cannot be written); nothing more was
+    /// handed out.
     #[error("the sink could not take a result")]
     Sink(#[source] crate::results::OutputError),
 }
@@ -301,7 +317,7 @@ where
 ///
 /// With a `budget`, no unit is handed out once it is exhausted; a batch its runner ended early
 /// for lack of time is not a device failure. The cases never started are `Summary::not_run`.
-pub fn run_units<T, R>(
+pub(crate) fn run_units<T, R>(
     cases: &[T],
     units: &[usize],
     devices: &mut [(DeviceId, R)],
@@ -470,17 +486,32 @@ fn device_loop<T: Clone, R: Runner<T>>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceList(Vec<DeviceId>);
 
+/// A `--devices` list that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceListError {
+    /// No ordinal at all.
     #[error("--devices: no GPU given; expected ordinals separated by commas, e.g. 0,1")]
     Empty,
+    /// An item is not a non-negative integer.
     #[error("--devices '{list}': '{item}' is not a GPU ordinal (expected e.g. 0,1)")]
-    NotOrdinal { list: String, item: String },
+    NotOrdinal {
+        /// The list as given.
+        list: String,
+        /// The item that is not an ordinal, trimmed.
+        item: String,
+    },
+    /// A GPU listed twice: two worker pools on one GPU would be two GPUs in the results.
     #[error("--devices '{list}': GPU {ordinal} is listed twice")]
-    Duplicate { list: String, ordinal: DeviceId },
+    Duplicate {
+        /// The list as given.
+        list: String,
+        /// The GPU listed twice.
+        ordinal: DeviceId,
+    },
 }
 
 impl DeviceList {
+    /// These ordinals, in this order: refused when empty or when one is there twice.
     pub fn new(ordinals: Vec<DeviceId>) -> Result<DeviceList, DeviceListError> {
         let list = ordinals
             .iter()
@@ -504,6 +535,7 @@ impl DeviceList {
         }
         Ok(DeviceList(ordinals))
     }
+    /// The ordinals, in the order given.
     pub fn ordinals(&self) -> &[DeviceId] {
         &self.0
     }

@@ -17,6 +17,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Why a supervisor could not run its cases.
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
     /// The worker found no driver or could not open its GPU.
@@ -25,15 +26,27 @@ pub enum SupervisorError {
     /// The worker could not read its spec or build its registry.
     #[error("the worker could not start: {0}")]
     Setup(String),
+    /// The worker process could not be started, or it ended (or said something other than
+    /// `ready`) before it was ready.
     #[error("could not start a worker ({cmd}): {err}")]
-    Spawn { cmd: String, err: std::io::Error },
+    Spawn {
+        /// The command line, or `kedge worker` once the process was running.
+        cmd: String,
+        /// What went wrong, with the end of the worker's stderr where there is one.
+        err: std::io::Error,
+    },
+    /// No `ready` line within the ready timeout (the timeout, and the end of the worker's
+    /// stderr); the worker was killed.
     #[error("worker did not become ready within {0:?}{1}")]
     NotReady(Duration, String),
+    /// The sink refused a result.
     #[error("writing results: {0}")]
     Sink(OutputError),
     /// A worker's log could not be created.
     #[error("could not create the worker's log: {0}")]
     Log(OutputError),
+    /// A sanitized worker's XML could not be read (a batch whose records cannot be split
+    /// between its cases is run again one case per worker instead).
     #[error("{0}")]
     Sanitizer(String),
 }
@@ -49,6 +62,7 @@ pub type Attribute = Box<
 
 /// How to wrap a worker in a sanitizer and read back what it found.
 pub struct SanitizeSpec {
+    /// The compute-sanitizer tool the workers run under.
     pub tool: Tool,
     /// Program and arguments placed before the worker command; `{xml}` is replaced by the
     /// XML file of that worker.
@@ -72,7 +86,7 @@ pub struct SanitizeSpec {
 const TIMEOUT_S_PER_GIB: u64 = 15;
 
 /// A case's timeout: `base` (`--timeout`) and `TIMEOUT_S_PER_GIB` for each GiB of its tensors.
-pub fn case_timeout(base: Duration, case: &Case) -> Duration {
+fn case_timeout(base: Duration, case: &Case) -> Duration {
     let bytes = kedge_ops::registry()
         .op(&case.op)
         .and_then(|op| op.tensors(case))
@@ -85,12 +99,19 @@ pub fn case_timeout(base: Duration, case: &Case) -> Duration {
 /// millisecond a record on the H200, so a case stops within seconds).
 pub const RECORD_CAP_BYTES: u64 = 4 << 20;
 
+/// What a supervisor starts its workers from and how long it waits for them.
 pub struct SupervisorConfig {
     /// The kedge binary (workers are `kedge worker`, reading `spec` as their first line).
     pub exe: PathBuf,
+    /// What every worker is; the supervisor sets `sanitized` and `warm_up` itself.
     pub spec: WorkerSpec,
+    /// A case without a result after this long (plus 15 s per GiB of its tensors) is a
+    /// `timeout`, and its worker is killed.
     pub timeout: Duration,
+    /// How long a worker may take to say it is ready (its device opened, its libraries
+    /// loaded).
     pub ready_timeout: Duration,
+    /// Run the workers under compute-sanitizer; `None`: natively.
     pub sanitize: Option<SanitizeSpec>,
     /// Where worker logs (stderr) and sanitizer XML go.
     pub work_dir: PathBuf,
@@ -103,15 +124,19 @@ pub struct SupervisorConfig {
 /// What happened, beyond the results themselves.
 #[derive(Debug, Default, Clone)]
 pub struct RunSummary {
+    /// Workers taken for this call's cases (a worker kept from the last call is not counted).
     pub workers_started: usize,
+    /// Of those, the ones after the first: each took over from a worker that ended (a fault,
+    /// a hang, a sanitized batch read out).
     pub workers_replaced: usize,
-    pub device: Option<String>,
-    pub driver_version: Option<i32>,
+    pub(crate) device: Option<String>,
+    pub(crate) driver_version: Option<i32>,
     /// The kernel-mode driver's version, where the worker could read it.
-    pub driver: Option<String>,
-    pub limits: Option<LimitsProfile>,
+    pub(crate) driver: Option<String>,
+    pub(crate) limits: Option<LimitsProfile>,
     /// GPUs the worker's driver shows (what `sweep` runs on when not told).
-    pub device_count: Option<usize>,
+    pub(crate) device_count: Option<usize>,
+    /// Cases that got a result.
     pub ran: usize,
 }
 
@@ -232,7 +257,7 @@ fn stderr_tail(log: &std::path::Path) -> String {
     )
 }
 
-pub fn describe_exit(s: Option<std::process::ExitStatus>) -> String {
+fn describe_exit(s: Option<std::process::ExitStatus>) -> String {
     match s {
         None => "was killed".into(),
         Some(s) => match (s.code(), s.signal()) {
@@ -243,6 +268,8 @@ pub fn describe_exit(s: Option<std::process::ExitStatus>) -> String {
     }
 }
 
+/// One worker slot on one GPU: starts `kedge worker` processes (and standbys ahead of need),
+/// feeds them cases one line at a time and passes their verdicts on.
 pub struct Supervisor {
     cfg: SupervisorConfig,
     spawned: usize,
@@ -296,6 +323,8 @@ impl Drop for Supervisor {
 }
 
 impl Supervisor {
+    /// A supervisor with no worker started yet, no time limit, and events told to the
+    /// console.
     pub fn new(cfg: SupervisorConfig) -> Self {
         Supervisor {
             cfg,
@@ -316,17 +345,17 @@ impl Supervisor {
 
     /// A time limit shared with the rest of the run: once it is up, `run` sends no new case
     /// (the case a worker is running finishes) and returns with the rest unreported.
-    pub fn set_budget(&mut self, budget: Option<Arc<TimeBudget>>) {
+    pub(crate) fn set_budget(&mut self, budget: Option<Arc<TimeBudget>>) {
         self.budget = budget;
     }
 
     /// Where the supervisor tells what it does on its own.
-    pub fn set_events(&mut self, events: Events) {
+    pub(crate) fn set_events(&mut self, events: Events) {
         self.events = events;
     }
 
     /// Let the idle worker and the standby go (this pool sits out a tier of bigger cases).
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         if let Some((mut w, _)) = self.idle.take() {
             w.finish(Duration::from_secs(30));
         }
@@ -337,7 +366,7 @@ impl Supervisor {
     /// from now on; workers started with another number are let go. Workers that each take
     /// every core for long parallel work only oversubscribe the host: a tier of big cases
     /// gives each its part.
-    pub fn set_threads(&mut self, threads: Option<usize>) {
+    pub(crate) fn set_threads(&mut self, threads: Option<usize>) {
         if self.threads != threads {
             self.threads = threads;
             self.release();
@@ -346,7 +375,7 @@ impl Supervisor {
 
     /// Cases each worker runs before it is read out and replaced (a sanitized worker's
     /// batch); `None`: a worker runs until it dies.
-    pub fn cases_per_worker(&self) -> Option<usize> {
+    pub(crate) fn cases_per_worker(&self) -> Option<usize> {
         self.cfg.sanitize.as_ref().map(|s| s.batch.max(1))
     }
 
@@ -368,7 +397,7 @@ impl Supervisor {
 
     /// Time spent so far waiting for a worker to become ready while cases waited (a fresh
     /// start, or a standby not ready yet).
-    pub fn waited(&self) -> Duration {
+    pub(crate) fn waited(&self) -> Duration {
         self.waited
     }
 
@@ -376,7 +405,7 @@ impl Supervisor {
     /// worker), in guard mode (every read past a tensor ends it), and natively once a worker
     /// was lost running cases (a case that faults tends to have neighbours that fault); else
     /// none.
-    pub fn standbys_wanted(&self) -> usize {
+    fn standbys_wanted(&self) -> usize {
         standbys_wanted(self.cfg.sanitize.is_some() || self.guarded, self.lost)
     }
 
@@ -960,7 +989,7 @@ fn aborted(case: &Case, message: &str, log: &[String]) -> CaseResult {
 }
 
 /// How a case's detail starts when its sanitizer records passed `SanitizeSpec::record_cap`.
-pub const STOPPED_FOR_RECORDS: &str = "stopped by kedge: the sanitizer kept reporting";
+const STOPPED_FOR_RECORDS: &str = "stopped by kedge: the sanitizer kept reporting";
 
 /// The result of a case stopped for writing `bytes` of sanitizer records (its records so far
 /// judge it when the worker's XML is read).
@@ -993,6 +1022,6 @@ fn died(case: &Case, what: &str) -> CaseResult {
 }
 
 /// Fold a case's sanitizer findings into its result (see `sanitizer::merge_into_result`).
-pub fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
+fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
     crate::sanitizer::merge_into_result(r, &cf);
 }

@@ -58,7 +58,13 @@ pub enum RecordClass {
     Kernel(Verdict),
     /// A CUDA API call that failed. `sticky` for the errors that mean the context died
     /// (`CUDA_ERROR_LAUNCH_FAILED` after memcheck aborted a kernel, ...).
-    Api { verdict: Verdict, sticky: bool },
+    Api {
+        /// `device-fault` for a sticky error, `resource-limit` for out of memory, else
+        /// `launch-error`.
+        verdict: Verdict,
+        /// The error is one a dead context returns.
+        sticky: bool,
+    },
     /// A leak report at exit: kept, but it fails nothing.
     Leak,
 }
@@ -78,13 +84,15 @@ const STICKY: [(&str, i64); 10] = [
 ];
 
 /// Is this API error one that a dead context returns?
-pub fn is_sticky_fault(error: &str, result: Option<i64>) -> bool {
+fn is_sticky_fault(error: &str, result: Option<i64>) -> bool {
     STICKY
         .iter()
         .any(|(name, code)| error == *name || result == Some(*code))
 }
 
 impl RecordClass {
+    /// What `r` means in a worker run under `tool` (which decides a kernel record's verdict:
+    /// memcheck's by the access's direction, initcheck's `uninit-read`, ...).
     pub fn of(r: &Record, tool: Tool) -> RecordClass {
         if r.is_marker() {
             return RecordClass::Marker;
@@ -129,7 +137,10 @@ impl RecordClass {
 /// (leak reports).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CaseFindings {
+    /// Kernel findings and API errors, but for the sticky ones a kernel finding of the case
+    /// explains.
     pub primary: Vec<Finding>,
+    /// Sticky API errors that a kernel finding explains, and leak reports.
     pub secondary: Vec<Finding>,
 }
 
@@ -146,6 +157,7 @@ impl CaseFindings {
             .cloned()
             .collect()
     }
+    /// No finding at all, primary or secondary.
     pub fn is_empty(&self) -> bool {
         self.primary.is_empty() && self.secondary.is_empty()
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Environment variable naming the compute-sanitizer executable, over any search.
-pub const SANITIZER_ENV: &str = "KEDGE_COMPUTE_SANITIZER";
+pub(crate) const SANITIZER_ENV: &str = "KEDGE_COMPUTE_SANITIZER";
 
 /// Options that only this tool accepts, with the values mature CI uses (NVIDIA CCCL's
 /// sanitizer runs). `--padding` puts a red zone after each `cudaMalloc`-family allocation; it
@@ -54,12 +54,14 @@ const RESERVED: [&str; 4] = ["tool", "xml", "save", "log-file"];
 /// The compute-sanitizer command line for one tool: defaults, then user overrides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SanitizerConfig {
-    pub tool: Tool,
+    tool: Tool,
     /// (option without `--`, value), in command-line order.
     options: Vec<(String, String)>,
 }
 
 impl SanitizerConfig {
+    /// kedge's defaults for `tool`: the options every tool needs for attribution, then the
+    /// tool's own (memcheck: padding, leak check, device heap, stream-ordered races).
     pub fn new(tool: Tool) -> SanitizerConfig {
         let options = COMMON_DEFAULTS
             .iter()
@@ -69,10 +71,13 @@ impl SanitizerConfig {
         SanitizerConfig { tool, options }
     }
 
+    /// The options after `--tool`, `--xml` and `--save`, as (name without `--`, value), in
+    /// command-line order.
     pub fn options(&self) -> &[(String, String)] {
         &self.options
     }
 
+    /// An option's value, with or without its `--` (`get("padding")`), if it is set.
     pub fn get(&self, opt: &str) -> Option<&str> {
         let opt = opt.trim_start_matches('-');
         self.options
@@ -186,14 +191,12 @@ impl SanitizerConfig {
 
 /// Find compute-sanitizer: `$KEDGE_COMPUTE_SANITIZER`, then `PATH`, then `$CUDA_HOME/bin`,
 /// `$CUDA_PATH/bin`, `/usr/local/cuda/bin` (and the toolkit's `compute-sanitizer/` dir).
-pub fn find_sanitizer() -> Result<PathBuf, SanitizerError> {
+pub(crate) fn find_sanitizer() -> Result<PathBuf, SanitizerError> {
     find_sanitizer_with(|k| std::env::var_os(k))
 }
 
 /// As `find_sanitizer`, reading the environment through `env` (tests).
-pub fn find_sanitizer_with(
-    env: impl Fn(&str) -> Option<OsString>,
-) -> Result<PathBuf, SanitizerError> {
+fn find_sanitizer_with(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, SanitizerError> {
     if let Some(p) = env(SANITIZER_ENV).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return if is_executable(&p) {

@@ -13,48 +13,74 @@ mod text;
 mod xml;
 
 pub use attribute::{
-    attribute, case_findings, findings_to_verdict, is_sticky_fault, Attribution, CaseFindings,
-    RecordClass,
+    attribute, case_findings, findings_to_verdict, Attribution, CaseFindings, RecordClass,
 };
-pub use command::{
-    find_sanitizer, find_sanitizer_with, parse_tools, SanitizerConfig, Tool, SANITIZER_ENV,
-};
-pub use run::{analyze_run, finding_detail, merge_into_result, SanitizedRun};
-pub use text::{enrich_from_text, parse_allocation_hint, parse_text, TextRecord};
+pub(crate) use command::find_sanitizer;
+pub use command::{parse_tools, SanitizerConfig, Tool};
+pub(crate) use run::merge_into_result;
+pub use run::{analyze_run, SanitizedRun};
+pub use text::{enrich_from_text, parse_text, TextRecord};
 pub use xml::{parse_xml, parse_xml_file, ParsedXml};
 
+use command::SANITIZER_ENV;
 use std::fmt;
 use std::path::PathBuf;
 
 /// The host frame that marks the start of a case in the sanitizer's record stream.
-pub const MARKER_FRAME: &str = "kedge_case_marker";
+const MARKER_FRAME: &str = "kedge_case_marker";
 
+/// compute-sanitizer could not be found, set up as asked, or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SanitizerError {
+    /// No compute-sanitizer executable in any place searched.
     #[error(
         "compute-sanitizer not found: install the CUDA toolkit (it ships in $CUDA_HOME/bin) \
          or set {SANITIZER_ENV} (looked in: {looked})"
     )]
-    NotFound { looked: String },
+    NotFound {
+        /// The places searched, in words.
+        looked: String,
+    },
+    /// `KEDGE_COMPUTE_SANITIZER` names something that is not an executable file; no other
+    /// place is searched then.
     #[error("{SANITIZER_ENV}={path} does not name an executable file")]
-    BadOverride { path: PathBuf },
+    BadOverride {
+        /// The path the variable gives.
+        path: PathBuf,
+    },
+    /// A `--sanitize` list with a name that is not a tool.
     #[error("unknown sanitizer tool '{0}' (known: memcheck, initcheck, racecheck, synccheck)")]
     UnknownTool(String),
+    /// An option kedge sets itself (`--tool`, `--xml`, `--save`, `--log-file`), or an attempt
+    /// to drop `--report-api-errors`, which attribution needs.
     #[error("sanitizer option '{0}' is set by kedge itself and cannot be overridden")]
     ReservedOption(String),
+    /// Extra sanitizer options that cannot be used: not `--option value`, an empty option
+    /// name, a missing value, or a value that would hide the case markers.
     #[error("sanitizer option '{opt}': {msg}")]
-    BadOption { opt: String, msg: String },
+    BadOption {
+        /// The option (or token) at fault.
+        opt: String,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// A saved XML file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// Not compute-sanitizer XML, or XML that is wrong somewhere other than a cut-off end.
     #[error("malformed compute-sanitizer XML at line {line}, column {column}: {msg}")]
     Malformed {
+        /// 1-based line of the error in the file.
         line: usize,
+        /// 1-based column of the error.
         column: usize,
+        /// What is wrong there.
         msg: String,
     },
 }
@@ -62,7 +88,7 @@ pub enum SanitizerError {
 impl SanitizerError {
     /// A missing or unreadable tool is the environment (5); options the user gave are bad
     /// input (2).
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         use crate::exit;
         match self {
             SanitizerError::UnknownTool(_)
@@ -89,11 +115,12 @@ pub enum RecordKind {
     Hazard,
     /// A leak-check record at exit.
     Leak,
+    /// Any other `<kind>`, as the XML writes it.
     Other(String),
 }
 
 impl RecordKind {
-    pub fn parse(s: &str) -> RecordKind {
+    fn parse(s: &str) -> RecordKind {
         match s {
             "Precise" => RecordKind::Precise,
             "Imprecise" => RecordKind::Imprecise,
@@ -103,7 +130,9 @@ impl RecordKind {
             other => RecordKind::Other(other.to_string()),
         }
     }
-    pub fn name(&self) -> &str {
+    /// The kind as kedge names it (`Hazard` for racecheck's `RaceHazard`); another kind's own
+    /// text.
+    fn name(&self) -> &str {
         match self {
             RecordKind::Precise => "Precise",
             RecordKind::Imprecise => "Imprecise",
@@ -121,13 +150,17 @@ impl fmt::Display for RecordKind {
     }
 }
 
+/// Whether a bad access read or wrote memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Direction {
+    /// The access read.
     Read,
+    /// The access wrote.
     Write,
 }
 
 impl Direction {
+    /// `read` or `write`, as messages say it.
     pub fn name(self) -> &'static str {
         match self {
             Direction::Read => "read",
@@ -152,10 +185,13 @@ pub struct ApiError {
 /// "N bytes after the nearest allocation at A of size S bytes": how far past which allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AllocationHint {
+    /// How many bytes past the allocation's end (or before its start) the access landed.
     pub distance: u64,
     /// `true`: past the end ("after"); `false`: before the start.
     pub after: bool,
+    /// The allocation's start address, as the tool prints it (`0x7f...`).
     pub base: String,
+    /// The allocation's size in bytes.
     pub size: u64,
 }
 
@@ -175,6 +211,7 @@ impl fmt::Display for AllocationHint {
 /// One `<record>` of compute-sanitizer XML, typed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
+    /// `<kind>`: what sort of record.
     pub kind: RecordKind,
     /// `Error`, `Warning` ...
     pub level: Option<String>,
@@ -182,25 +219,34 @@ pub struct Record {
     pub text: String,
     /// `__global__`, `__shared__` ...
     pub space: Option<String>,
+    /// `<what><size>`: bytes of the access.
     pub size: Option<u64>,
+    /// `<what><direction>`: whether the access read or wrote.
     pub direction: Option<Direction>,
     /// `<what><error>`: `out of bounds`, `misaligned` ... (for `Api` records see `api`).
     pub error: Option<String>,
+    /// `<what><address>` (or `accessAddress`): the address accessed, `0x...`.
     pub address: Option<String>,
     /// `<where><func>`: the kernel.
     pub kernel: Option<String>,
+    /// `<where><pc>`: the faulting instruction's offset in the kernel.
     pub pc: Option<String>,
+    /// `<who><threadIdx>`: the thread, (x, y, z).
     pub thread: Option<[u64; 3]>,
+    /// `<who><blockIdx>`: the block, (x, y, z).
     pub block: Option<[u64; 3]>,
     /// Host stack, innermost first; frames without a symbol are left out.
     pub host_frames: Vec<String>,
+    /// The failing call, for an `Api` record (or any record with `<what><api>`).
     pub api: Option<ApiError>,
+    /// How far past which allocation the access landed, where a field of the record says so
+    /// (or, after [`enrich_from_text`], the tool's printed text).
     pub allocation: Option<AllocationHint>,
     /// Every leaf under the record as (path, text), e.g. (`what/text`, ...), so a field this
     /// parser does not type (hazard details, synccheck specifics) is still available.
-    pub fields: Vec<(String, String)>,
+    fields: Vec<(String, String)>,
     /// 1-based line of `<record>` in the file.
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 impl Record {

@@ -13,7 +13,7 @@ use std::path::Path;
 /// One sanitized worker's records, attributed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SanitizedRun {
-    pub tool: Option<Tool>,
+    tool: Option<Tool>,
     /// `per_case[k]`: findings of the k-th case this worker started.
     pub per_case: Vec<CaseFindings>,
     /// Findings before the first marker (worker start-up): belong to no case; report them
@@ -59,7 +59,7 @@ pub fn analyze_run(
 }
 
 /// One sentence for `CaseResult::detail` from the finding that decided the verdict.
-pub fn finding_detail(f: &Finding) -> String {
+fn finding_detail(f: &Finding) -> String {
     let mut s = format!("{}: {}", f.tool, f.text);
     if let Some(k) = &f.kernel {
         s.push_str(&format!(" in {k}"));
@@ -81,7 +81,7 @@ pub fn finding_detail(f: &Finding) -> String {
 /// a dead context), or when it names the kernel whose hardware exception the worker saw as
 /// a `device-fault` at its next sync; the displaced detector goes to `also`. Otherwise the
 /// sanitizer's tool goes to `also`.
-pub fn merge_into_result(result: &mut CaseResult, findings: &CaseFindings) {
+pub(crate) fn merge_into_result(result: &mut CaseResult, findings: &CaseFindings) {
     result.findings.extend(findings.all());
     let Some((verdict, tool)) = findings.verdict() else {
         return;

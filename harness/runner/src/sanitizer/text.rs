@@ -10,17 +10,22 @@ use super::{AllocationHint, Direction, Record};
 pub struct TextRecord {
     /// The first line: `Invalid __global__ read of size 4 bytes`.
     pub header: String,
+    /// From the header's `of size N bytes`: bytes of the access.
     pub size: Option<u64>,
+    /// From the header's `read` or `write`.
     pub direction: Option<Direction>,
     /// From `at KERNEL+0xPC`.
     pub kernel: Option<String>,
+    /// From `by thread (x,y,z)`.
     pub thread: Option<[u64; 3]>,
-    pub block: Option<[u64; 3]>,
+    block: Option<[u64; 3]>,
     /// From `Address 0x... is out of bounds` (or `Access at 0x...`).
     pub address: Option<String>,
+    /// From `N bytes after the nearest allocation at A of size S bytes`, on any line of the
+    /// block.
     pub allocation: Option<AllocationHint>,
     /// Every line of the block, prefix removed.
-    pub lines: Vec<String>,
+    lines: Vec<String>,
 }
 
 const PREFIX: &str = "=========";
@@ -137,7 +142,7 @@ fn parse_num(s: &str) -> Option<u64> {
 }
 
 /// Find "N bytes after|before the nearest allocation at ADDR of size S bytes" in a line.
-pub fn parse_allocation_hint(s: &str) -> Option<AllocationHint> {
+pub(crate) fn parse_allocation_hint(s: &str) -> Option<AllocationHint> {
     const MID: &str = " the nearest allocation at ";
     let i = s.find(MID)?;
     let head = &s[..i];

@@ -10,6 +10,7 @@ use std::path::Path;
 
 const ROOT: &str = "ComputeSanitizerOutput";
 
+/// One XML file read: its complete records, and whether it was cut off.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedXml {
     /// Complete records, in the order the tool wrote them (chronological).
