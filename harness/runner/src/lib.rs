@@ -13,8 +13,13 @@
 //! - `workflow`: the commands' work as functions with typed outcomes (sweep, plan,
 //!   minimize, repro, selftest, fuzz, compare-runs).
 //! - `external`: impls from outside kedge (plugins, NVRTC source kernels).
-//! - `errors`: one error type whose every variant knows its exit status; `console`: stderr
-//!   notes and a stdout that survives a closed pipe.
+//! - `events`: what the engine and the workflows tell as they work, as typed events, and the
+//!   reporters that take them; `console`: the reporter a person reads on stderr, notes, and a
+//!   stdout that survives a closed pipe.
+//! - `summary`: `sweep-summary.json`'s records.
+//! - `errors`: one error type whose every variant knows its exit status.
+
+#![warn(missing_docs)]
 
 pub mod console;
 pub mod errors;
