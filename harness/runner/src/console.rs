@@ -384,9 +384,14 @@ impl Reporter for Console {
                 let text = summary_of(Style::stderr(), event);
                 st.err.write(&text)
             }
-            e => match e.human() {
-                Some(line) => st.err.write(&format!("kedge: {line}\n")),
-                None => Ok(()),
+            e => match (e.human(), &st.bar) {
+                // Above a progress bar that is being drawn, so neither garbles the other.
+                (Some(line), Some(b)) => {
+                    b.println(format!("kedge: {line}"));
+                    Ok(())
+                }
+                (Some(line), None) => st.err.write(&format!("kedge: {line}\n")),
+                (None, _) => Ok(()),
             },
         }
     }
