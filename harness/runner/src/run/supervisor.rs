@@ -26,14 +26,20 @@ pub enum SupervisorError {
     /// The worker could not read its spec or build its registry.
     #[error("the worker could not start: {0}")]
     Setup(String),
-    /// The worker process could not be started, or it ended (or said something other than
-    /// `ready`) before it was ready.
+    /// The worker process could not be started.
     #[error("could not start a worker ({cmd}): {err}")]
     Spawn {
-        /// The command line, or `kedge worker` once the process was running.
+        /// The command line.
         cmd: String,
-        /// What went wrong, with the end of the worker's stderr where there is one.
+        /// Why the operating system refused it.
         err: std::io::Error,
+    },
+    /// The worker process started, then ended or said something other than `ready` before it
+    /// was ready.
+    #[error("could not start a worker (kedge worker): {why}")]
+    NotStarted {
+        /// How it ended (its status or signal, and the end of its stderr), or what it said.
+        why: String,
     },
     /// No `ready` line within the ready timeout (the timeout, and the end of the worker's
     /// stderr); the worker was killed.
@@ -510,10 +516,12 @@ impl Supervisor {
             err,
         })?;
         super::lifecycle::worker_started(child.id() as i32);
-        let stdout = child.stdout.take().ok_or_else(|| SupervisorError::Spawn {
-            cmd: argv.join(" "),
-            err: std::io::Error::other("no stdout"),
-        })?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| SupervisorError::NotStarted {
+                why: "its stdout was not a pipe kedge could read".into(),
+            })?;
         let mut stdin = child.stdin.take();
         // The spec first: everything the worker is. A worker that died at once shows up as
         // a worker that never became ready.
@@ -601,11 +609,8 @@ impl Supervisor {
                     }
                     Ok(other) => {
                         w.kill();
-                        return Err(SupervisorError::Spawn {
-                            cmd: "kedge worker".into(),
-                            err: std::io::Error::other(format!(
-                                "unexpected message before ready: {other:?}"
-                            )),
+                        return Err(SupervisorError::NotStarted {
+                            why: format!("unexpected message before ready: {other:?}"),
                         });
                     }
                     Err(_) => continue,
@@ -613,13 +618,12 @@ impl Supervisor {
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                     let st = w.finish(Duration::from_secs(5));
                     let log = self.cfg.work_dir.join(format!("worker-{}.log", w.index));
-                    return Err(SupervisorError::Spawn {
-                        cmd: "kedge worker".into(),
-                        err: std::io::Error::other(format!(
+                    return Err(SupervisorError::NotStarted {
+                        why: format!(
                             "worker {} before it was ready{}",
                             describe_exit(st),
                             stderr_tail(&log)
-                        )),
+                        ),
                     });
                 }
                 Err(RecvTimeoutError::Timeout) => {
@@ -966,6 +970,7 @@ impl super::schedule::Runner<Case> for Supervisor {
             // and its cases go to the others.
             SupervisorError::NoGpu(_)
             | SupervisorError::Spawn { .. }
+            | SupervisorError::NotStarted { .. }
             | SupervisorError::NotReady(..) => BatchError::Device(e),
             // An unreadable sanitizer report, results that cannot be written, a worker that
             // cannot build its registry: another GPU would do no better.
