@@ -131,7 +131,7 @@ impl Op for RowNormOp {
                 [0, 3, 2, 1],
                 Reach("a view of a larger tensor (test-backend-ops v=1)"),
             )
-            .with_param("row_pad", 5),
+            .with_params(|p: &mut crate::rows::RowParams| p.row_pad = 5),
         ];
         v.extend((self.more_boundaries)(limits));
         v

@@ -88,6 +88,18 @@ impl Boundary {
         self.params.insert(name.to_string(), v.into());
         self
     }
+    /// The same boundary (in every probe) with some of the op's parameters set, typed: `set` gets them as they
+    /// are (unset ones at their defaults) and changes what it names, e.g.
+    /// `.with_params(|p: &mut SoftmaxParams| p.mask = true)`.
+    pub fn with_params<P: crate::model::params::OpParams>(
+        mut self,
+        set: impl FnOnce(&mut P),
+    ) -> Self {
+        let mut p = P::from_params(&self.params);
+        set(&mut p);
+        self.params = p.to_params();
+        self
+    }
     /// Probe these values instead of `at - 1`, `at`, `at + 1`.
     pub fn with_values(mut self, values: Vec<i64>) -> Self {
         self.values = values;

@@ -119,6 +119,18 @@ impl Case {
         self.params.insert(name.to_string(), v.into());
         self
     }
+    /// The same case with some of the op's parameters set, typed: `set` gets them as they
+    /// are (unset ones at their defaults) and changes what it names, e.g.
+    /// `.with_params(|p: &mut SoftmaxParams| p.mask = true)`.
+    pub fn with_params<P: crate::model::params::OpParams>(
+        mut self,
+        set: impl FnOnce(&mut P),
+    ) -> Self {
+        let mut p = P::from_params(&self.params);
+        set(&mut p);
+        self.params = p.to_params();
+        self
+    }
     /// The same case in another allocation mode.
     pub fn with_alloc(mut self, alloc: AllocMode) -> Self {
         self.alloc = alloc;

@@ -160,6 +160,11 @@ fn float_range(min: f64, max: f64) -> String {
 /// Parameter values of a case, by name (sorted, so the JSON line is canonical).
 pub type Params = BTreeMap<String, Value>;
 
+/// A typed parameter value as it is stored in a case (`params!` writes the calls).
+pub fn value_of(v: impl Into<Value>) -> Value {
+    v.into()
+}
+
 /// An op's parameters as a typed struct. `params!` writes the struct, its defaults and its
 /// `ParamSpec` list from one declaration, so a default is written once and every read is typed.
 pub trait OpParams: Sized + Default + Clone + std::fmt::Debug + Send + Sync + 'static {
@@ -168,6 +173,8 @@ pub trait OpParams: Sized + Default + Clone + std::fmt::Debug + Send + Sync + 's
     /// The typed values of a parameter map. Values that are absent take their default; the
     /// map was checked against `SPECS` when the case was validated, so nothing is guessed.
     fn from_params(p: &Params) -> Self;
+    /// Every parameter as a case's parameter map.
+    fn to_params(&self) -> Params;
     /// The typed values of a case's parameters.
     fn of(case: &(impl HasParams + ?Sized)) -> Self {
         Self::from_params(case.params())
@@ -288,6 +295,17 @@ macro_rules! params {
                 $name {
                     $( $field: $crate::params!(@read p, $field, $kind, $default $(, $extra)?), )*
                 }
+            }
+            #[allow(unused_mut)]
+            fn to_params(&self) -> $crate::model::params::Params {
+                let mut p = $crate::model::params::Params::new();
+                $(
+                    p.insert(
+                        stringify!($field).to_string(),
+                        $crate::model::params::value_of(self.$field),
+                    );
+                )*
+                p
             }
         }
     };

@@ -236,7 +236,7 @@ impl Op for AddId {
                 [16, 0, 2, 1],
                 Reach(REACH_USED),
             )
-            .with_param("n_experts", gy + 2),
+            .with_params(|p: &mut AddIdParams| p.n_experts = gy + 2),
             Boundary::ne(
                 "ne[0] at the 768-thread cap",
                 0,
@@ -254,7 +254,7 @@ impl Op for AddId {
                 Reach(REACH_VIEW),
             )
             .with_values(vec![7, 8])
-            .with_param("n_experts", 8),
+            .with_params(|p: &mut AddIdParams| p.n_experts = 8),
         ]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {

@@ -195,7 +195,7 @@ impl Op for Cumsum {
                 [0, 3, 2, 1],
                 Reach("a view of a larger tensor"),
             )
-            .with_param("row_pad", 5),
+            .with_params(|p: &mut crate::rows::RowParams| p.row_pad = 5),
             // Upstream's device-wide path checks only that dim 0 is contiguous, then steps
             // rows by ne00. With padded rows (a view) it would scan the wrong data. Unverified
             // whether ggml's supports_op or any graph lets such a view reach CUMSUM.
@@ -207,7 +207,7 @@ impl Op for Cumsum {
                 Reach("synthetic: a row-padded view of two 8k rows; no known graph hands CUMSUM such a view"),
             )
             .with_values(vec![8193, 8194])
-            .with_param("row_pad", 7),
+            .with_params(|p: &mut crate::rows::RowParams| p.row_pad = 7),
             Boundary::ne(
                 "elements past 2^31: int32 flat offsets wrap ([1024, N]: 8 GiB per f32 tensor, 16 GiB per f32 case)",
                 1,

@@ -261,7 +261,7 @@ impl Op for Fp8Gemm {
                 [3072, 0, 256, 1],
                 Reach("calibration: the incident's plan read through plain loads; cuBLASLt's own kernels gave memcheck no precise record on the H200"),
             )
-            .with_param("gemm", "simt")
+            .with_params(|p: &mut Fp8GemmParams| p.gemm = "simt")
             .with_values(vec![2, 299, 300, 301]),
         );
         v.push(
@@ -306,7 +306,7 @@ impl Op for Fp8Gemm {
                 [3072, 300, 256, 1],
                 Reach("Mila's grow-only scratch: an earlier layer's larger request leaves slack; the overrun faults only when the slack is smaller than (bucket - M) x K"),
             )
-            .with_param("scratch", "pool")
+            .with_params(|p: &mut Fp8GemmParams| p.scratch = "pool")
             .with_values(vec![0, 300, 511, 512, 513]),
         );
         v.push(

@@ -39,7 +39,7 @@ fn padded_view_on_grid_y(limits: &LimitsProfile) -> Vec<Boundary> {
         Reach(REACH_NE2),
     )
     .with_values(vec![gy, gy + 1])
-    .with_param("row_pad", 64)]
+    .with_params(|p: &mut L2NormParams| p.row_pad = 64)]
 }
 
 pub(crate) static OP: RowNormOp = RowNormOp {

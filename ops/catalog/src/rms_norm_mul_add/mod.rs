@@ -152,7 +152,7 @@ impl Op for RmsNormMulAdd {
                 [64, 1, 0, 1],
                 Reach(REACH_NE2),
             )
-            .with_param("broadcast", "full"),
+            .with_params(|p: &mut RmsNormMulAddParams| p.broadcast = "full"),
             Boundary::ne(
                 "ne[0] at the 256 -> 1024 thread switch",
                 0,
@@ -176,7 +176,7 @@ impl Op for RmsNormMulAdd {
                 [0, 3, 2, 1],
                 Reach("a view of a larger tensor"),
             )
-            .with_param("row_pad", 5),
+            .with_params(|p: &mut RmsNormMulAddParams| p.row_pad = 5),
         ]
     }
     /// Each row is its own (broadcast scales and biases make the case one judged whole).

@@ -199,7 +199,11 @@ impl Op for Softmax {
         // scale != 1 keeps upstream off its cooperative column-parallel path on the generated
         // row probes (one row past the shared-memory limit), so ggml's row kernel is what they
         // measure, as kedge models it.
-        base.params.insert("scale".into(), 0.5.into());
+        base.params = SoftmaxParams {
+            scale: 0.5,
+            ..Default::default()
+        }
+        .to_params();
         Some(base)
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
@@ -215,8 +219,10 @@ impl Op for Softmax {
                 [32, 2, 0, 1],
                 Reach::SYNTHETIC,
             )
-            .with_param("mask", true)
-            .with_param("scale", 0.125),
+            .with_params(|p: &mut SoftmaxParams| {
+                p.mask = true;
+                p.scale = 0.125;
+            }),
             // scale != 1 keeps upstream off its cooperative column-parallel path (taken only
             // when scale == 1, no mask, no ALiBi and ncols/nrows > 8192), so ggml's fallback
             // row kernel is what this boundary measures.
@@ -231,7 +237,7 @@ impl Op for Softmax {
                 Reach(REACH_SMEM),
             )
             .with_values(vec![t - 32, t - 1, t, t + 1, t + 32])
-            .with_param("scale", 0.5),
+            .with_params(|p: &mut SoftmaxParams| p.scale = 0.5),
             Boundary::ne(
                 "ne[0] at the shared-memory threshold, masked",
                 0,
@@ -240,7 +246,7 @@ impl Op for Softmax {
                 Reach(REACH_SMEM),
             )
             .with_values(vec![t, t + 1])
-            .with_param("mask", true),
+            .with_params(|p: &mut SoftmaxParams| p.mask = true),
             Boundary::ne(
                 "ne[2] across a power of two with ALiBi (m0 -> m1 slopes)",
                 2,
@@ -248,8 +254,10 @@ impl Op for Softmax {
                 [64, 3, 0, 1],
                 Reach("ALiBi models (BLOOM, MPT) with a head count that is not a power of two"),
             )
-            .with_param("mask", true)
-            .with_param("max_bias", 8.0),
+            .with_params(|p: &mut SoftmaxParams| {
+                p.mask = true;
+                p.max_bias = 8.0;
+            }),
         ];
         // Upstream's ncols-specialized instances (ncols = 32 ... 4096 exactly take a
         // compile-time body, their neighbours the generic one); up to 1024 they are also the

@@ -160,7 +160,7 @@ impl Op for Tri {
             [8, 8, 0, 1],
             Reach(REACH_GRID),
         )
-        .with_param("mode", "upper_diag")]
+        .with_params(|p: &mut TriParams| p.mode = "upper_diag")]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
         let mut v = Vec::new();

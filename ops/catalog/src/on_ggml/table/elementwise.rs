@@ -702,7 +702,7 @@ fn bin_bounds(_: &LimitsProfile) -> Vec<Boundary> {
         Reach::SYNTHETIC,
     )
     .with_values(vec![65535, 65537])
-    .with_param("nr1", 1)]
+    .with_params(|p: &mut BinParams| p.nr1 = 1)]
 }
 
 const BIN_SMOKE: &[Smoke] = &[

@@ -96,7 +96,7 @@ pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
                 [64, 0, 1, 1],
                 Reach::SYNTHETIC,
             ))
-            .with_param("rp1", 1)
+            .with_params(|p: &mut PadParams| p.rp1 = 1)
             .with_values(vec![65534, 65535]),
             // B6: ne2*ne3 of the destination on grid.z.
             zero(Boundary::ne(
@@ -106,7 +106,7 @@ pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
                 [8, 1, 0, 1],
                 Reach::SYNTHETIC,
             ))
-            .with_param("rp2", 1)
+            .with_params(|p: &mut PadParams| p.rp2 = 1)
             .with_values(vec![65534, 65535]),
             // C18: pad.cu:28 computes the destination index in int.
             Boundary::ne(
@@ -238,9 +238,7 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
                 Reach("MLA-style concat of a permuted [d, n_head, n_tokens] view along dim 0 puts n_tokens on grid.y (ubatch >= 65536)"),
             )
             .with_values(vec![65535, 65536])
-            .with_param("dim", 0)
-            .with_param("ne_b_d", 16)
-            .with_param("v", 1)
+            .with_params(|p: &mut ConcatParams| { p.dim = 0; p.ne_b_d = 16; p.v = 1; })
         };
         vec![b7(2, "y", [16, 1, 0, 1]), b7(3, "z", [16, 1, 1, 0])]
     },
@@ -691,7 +689,7 @@ pub(crate) const CPY: GgmlOpEntry = GgmlOpEntry {
             Reach::SYNTHETIC,
         )
         .with_values(vec![536_870_910, 536_870_911])
-        .with_param("dst", "f32")]
+        .with_params(|p: &mut CpyParams| p.dst = "f32")]
     },
     upstream_line: |c| {
         let p = CpyParams::of(c);
@@ -798,7 +796,7 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
             Reach::SYNTHETIC,
         )
         .with_values(vec![524_287, 524_288])
-        .with_param("slice", true)]
+        .with_params(|p: &mut ContParams| p.slice = true)]
     },
     upstream_line: |c| {
         let slice = ContParams::of(c).slice;
@@ -896,8 +894,7 @@ pub(crate) const ACC: GgmlOpEntry = GgmlOpEntry {
             Reach::SYNTHETIC,
         )
         .with_values(vec![65_536, 65_537])
-        .with_param("b0", 256)
-        .with_param("b1", 16)]
+        .with_params(|p: &mut AccParams| { p.b0 = 256; p.b1 = 16; })]
     },
     upstream_line: |c| {
         let b = acc_b(c);

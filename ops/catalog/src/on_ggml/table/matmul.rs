@@ -338,7 +338,7 @@ pub(crate) const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
                 Reach("MoE with f16/bf16 expert tensors of 2^32 elements (Kimi-K2-size bf16 experts)"),
             )
             .with_values(vec![256, 257])
-            .with_param("n_used", 0)
+            .with_params(|p: &mut MulMatIdParams| p.n_used = 0)
             .dtype(DType::F16),
         ]
     },

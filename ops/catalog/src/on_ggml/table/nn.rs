@@ -102,7 +102,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
                 Reach::SYNTHETIC,
             )
             .with_values(vec![33_553_920, 33_553_922, 33_554_432])
-            .with_param("n_dims", 128),
+            .with_params(|p: &mut RopeCaseParams| p.n_dims = 128),
             // C14: rope.cu:159-160 `int idst`, `const int ix`: elements past 2^31.
             Boundary::ne(
                 "C14: elements past 2^31 (int idst/ix)",
@@ -112,7 +112,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
                 Reach("a Q of 524289 tokens x 32 heads x 128 in one ubatch (f16: 8 GiB)"),
             )
             .with_values(vec![524_288, 524_289])
-            .with_param("mode", "neox")
+            .with_params(|p: &mut RopeCaseParams| p.mode = "neox")
             .dtype(DType::F16),
         ]
     },
@@ -200,7 +200,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
             Reach("QK-norm models (Qwen3, Gemma-3, OLMo-2) with a ubatch of 65536 tokens: embedding or rerank models on 64k inputs"),
         )
         .with_values(vec![65535, 65536])
-        .with_param("mode", "neox")]
+        .with_params(|p: &mut RmsNormMulRopeParams| p.mode = "neox")]
     },
     upstream_line: |c| {
         let p = RmsNormMulRopeParams::of(c);
@@ -347,7 +347,7 @@ pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
             Reach("K/V laid out heads-outer (test-backend-ops' own layout; diffusion and video models); llama.cpp's KV cache interleaves heads and is immune"),
         )
         .with_values(vec![32, 33])
-        .with_param("kv", 131_072)]
+        .with_params(|p: &mut FlashAttnParams| p.kv = 131_072)]
     },
     upstream_line: |c| {
         let p = FlashAttnParams::of(c);
@@ -548,7 +548,7 @@ pub(crate) const UPSCALE: GgmlOpEntry = GgmlOpEntry {
             REACH_VAE,
         )
         .with_values(vec![2047, 2048])
-        .with_param("mode", "bilinear")]
+        .with_params(|p: &mut UpscaleParams| p.mode = "bilinear")]
     },
     upstream_line: |c| {
         let p = UpscaleParams::of(c);
@@ -735,7 +735,7 @@ pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
             Reach::SYNTHETIC,
         )
         .with_values(vec![14, 15, 32])
-        .with_param("dst", "f16")]
+        .with_params(|p: &mut Im2colParams| p.dst = "f16")]
     },
     upstream_line: |c| {
         let p = Im2colParams::of(c);
@@ -866,12 +866,14 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
             Reach::SYNTHETIC,
         )
         .with_values(vec![2048, 2049])
-        .with_param("k0", 2)
-        .with_param("k1", 2)
-        .with_param("s0", 2)
-        .with_param("s1", 2)
-        .with_param("p0", 0)
-        .with_param("p1", 0)]
+        .with_params(|p: &mut Pool2dParams| {
+            p.k0 = 2;
+            p.k1 = 2;
+            p.s0 = 2;
+            p.s1 = 2;
+            p.p0 = 0;
+            p.p1 = 0;
+        })]
     },
     upstream_line: |c| {
         let p = Pool2dParams::of(c);

@@ -374,7 +374,7 @@ pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
     boundaries: |_| {
         // top-k.cu:79-97 chunks the sort (without CUB's top-k), so the bitonic 2^31 overflow
         // of ARGSORT (C17) does not apply: a control.
-        vec![row_start_2p31("control for C17 (chunked)", 1024, REACH_LOGITS).with_param("k", 8)]
+        vec![row_start_2p31("control for C17 (chunked)", 1024, REACH_LOGITS).with_params(|p: &mut TopKParams| p.k = 8)]
     },
     upstream_line: |c| {
         let k = TopKParams::of(c).k;
