@@ -45,8 +45,7 @@ macro_rules! note {
 /// dropped quietly and the command carries on to its status; any other write error is
 /// reported once on stderr, output stops, and the command ends with exit status 5.
 pub struct Out<W: Write = std::io::Stdout> {
-    w: W,
-    closed: bool,
+    s: Stream<W>,
 }
 
 impl Out<std::io::Stdout> {
@@ -59,38 +58,30 @@ impl Out<std::io::Stdout> {
 impl<W: Write> Out<W> {
     /// Output to any writer (a test's buffer), with the same closed-reader rules.
     pub fn new(w: W) -> Self {
-        Out { w, closed: false }
+        Out {
+            s: Stream::new("stdout", w),
+        }
     }
-    /// Has the reader gone?
+    /// Has the reader gone (or has writing failed)?
     pub fn closed(&self) -> bool {
-        self.closed
+        self.s.stopped()
     }
     /// Write `text` as it is.
     pub fn text(&mut self, text: &str) {
-        if self.closed {
-            return;
-        }
-        if let Err(e) = self
-            .w
-            .write_all(text.as_bytes())
-            .and_then(|_| self.w.flush())
-        {
-            self.closed = true;
-            stream_failed(&e);
-            if e.kind() != std::io::ErrorKind::BrokenPipe {
-                note(format_args!("stdout: {e}; output stopped"));
-            }
+        if let Err(e) = self.s.write(text) {
+            STREAM_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+            note(format_args!("{e}; output stopped"));
         }
     }
     /// Write one line.
     pub fn line(&mut self, line: impl std::fmt::Display) {
-        if !self.closed {
+        if !self.closed() {
             self.text(&format!("{line}\n"));
         }
     }
     /// The writer back, with whatever was written to it.
     pub fn into_inner(self) -> W {
-        self.w
+        self.s.into_inner()
     }
 }
 
@@ -214,97 +205,58 @@ pub fn summary_text(
     limit: usize,
     more: impl Fn(usize) -> String,
 ) -> String {
-    let count = |f: &dyn Fn(Verdict) -> bool| results.iter().filter(|r| f(r.verdict)).count();
-    let failures: Vec<CaseResult> = results
-        .iter()
-        .filter(|r| r.verdict.is_failure())
-        .take(limit)
-        .cloned()
-        .collect();
-    let failed = count(&|v| v.is_failure());
-    closing(
-        style,
-        Counts {
-            results: results.len(),
-            passed: count(&|v| v == Verdict::Pass),
-            failed,
-            unsupported: count(&|v| v == Verdict::Unsupported),
-            skipped: count(&|v| v == Verdict::Skipped),
-        },
-        wall_ms,
-        &failures,
-        (failed > limit).then(|| more(failed - limit)),
-    )
+    let summary = Event::summary_listing(results, std::path::PathBuf::new(), limit);
+    closing(style, &summary, wall_ms, more)
 }
 
 /// A summary event's closing lines (`Event::Summary`), as `summary_text` draws them.
 fn summary_of(style: Style, event: &Event) -> String {
-    match event {
-        Event::Summary {
-            results,
-            passed,
-            failed,
-            unsupported,
-            skipped,
-            failures,
-            more,
-            report,
-        } => closing(
-            style,
-            Counts {
-                results: *results,
-                passed: *passed,
-                failed: *failed,
-                unsupported: *unsupported,
-                skipped: *skipped,
-            },
-            None,
-            failures,
-            (*more > 0).then(|| format!("{more} more: see {}", report.display())),
-        ),
+    let report = match event {
+        Event::Summary { report, .. } => report.display().to_string(),
         _ => String::new(),
-    }
+    };
+    closing(style, event, None, |n| format!("{n} more: see {report}"))
 }
 
-/// Results by verdict.
-struct Counts {
-    results: usize,
-    passed: usize,
-    failed: usize,
-    unsupported: usize,
-    skipped: usize,
-}
-
+/// The summary line, each listed failure's line, and `more(n)` for the `n` not listed.
 fn closing(
     style: Style,
-    n: Counts,
+    event: &Event,
     wall_ms: Option<f64>,
-    failures: &[CaseResult],
-    more: Option<String>,
+    more: impl Fn(usize) -> String,
 ) -> String {
+    let Event::Summary {
+        results,
+        passed,
+        failed,
+        unsupported,
+        skipped,
+        failures,
+        more: not_listed,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
     let mut s = String::from("------------\n");
     let time = wall_ms
         .map(|ms| format!(" [{}]", crate::report::ms_text(ms)))
         .unwrap_or_default();
     s.push_str(&format!(
-        "{}{time} {} results: {} passed, {} failed, {} unsupported, {} skipped\n",
+        "{}{time} {results} results: {passed} passed, {} failed, {unsupported} unsupported, {skipped} skipped\n",
         style.bold(&format!("{:>11}", "Summary")),
-        n.results,
-        n.passed,
-        if n.failed > 0 {
-            style.paint("1;31", &n.failed.to_string())
+        if *failed > 0 {
+            style.paint("1;31", &failed.to_string())
         } else {
             "0".into()
         },
-        n.unsupported,
-        n.skipped
     ));
     for r in failures {
         s.push_str(&result_line(style, r));
         s.push('\n');
     }
-    if let Some(m) = more {
-        s.push_str(&format!("{:>11} {m}\n", "..."));
+    if *not_listed > 0 {
+        s.push_str(&format!("{:>11} {}\n", "...", more(*not_listed)));
     }
     s
 }

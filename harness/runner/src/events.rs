@@ -485,6 +485,11 @@ impl Event {
     /// The closing summary of `results`, listing at most `FAILURES_LISTED` failures; `report`
     /// is where the rest are.
     pub(crate) fn summary(results: &[CaseResult], report: PathBuf) -> Event {
+        Event::summary_listing(results, report, FAILURES_LISTED)
+    }
+
+    /// The closing summary of `results`, listing at most `limit` failures.
+    pub(crate) fn summary_listing(results: &[CaseResult], report: PathBuf, limit: usize) -> Event {
         use kedge_core::Verdict;
         let count = |f: &dyn Fn(Verdict) -> bool| results.iter().filter(|r| f(r.verdict)).count();
         let failed = count(&|v| v.is_failure());
@@ -497,10 +502,10 @@ impl Event {
             failures: results
                 .iter()
                 .filter(|r| r.verdict.is_failure())
-                .take(FAILURES_LISTED)
+                .take(limit)
                 .cloned()
                 .collect(),
-            more: failed.saturating_sub(FAILURES_LISTED),
+            more: failed.saturating_sub(limit),
             report,
         }
     }
@@ -630,6 +635,14 @@ impl<W: Write> Stream<W> {
             w,
             gone: false,
         }
+    }
+    /// Has output stopped (the reader went away, or a write failed)?
+    pub(crate) fn stopped(&self) -> bool {
+        self.gone
+    }
+    /// The writer back.
+    pub(crate) fn into_inner(self) -> W {
+        self.w
     }
     pub(crate) fn write(&mut self, text: &str) -> Result<(), OutputError> {
         if self.gone {
