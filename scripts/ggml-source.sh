@@ -12,6 +12,10 @@
 #   --tarball PATH  an archive of that commit to use instead of downloading it (offline use);
 #                   also $KEDGE_GGML_TARBALL
 #
+# An archive that checked out is kept in ${XDG_CACHE_HOME:-~/.cache}/kedge/ (KEDGE_GGML_CACHE
+# names another directory), and used before fetching: another clone on the same machine builds
+# offline. It is checked by the same hash each time it is used.
+#
 # Exit status: 0 ok; 2 usage, an archive that is not the pinned commit, or no way to fetch it.
 set -euo pipefail
 
@@ -20,7 +24,7 @@ URL=https://github.com/ggml-org/ggml/archive/$COMMIT.tar.gz
 # scripts/ggml-source.sh --tree-hash on the extracted archive of $COMMIT.
 TREE_HASH=7e8f9b9393dc213dee308ec14daa37895c8b01b44e0ade5d250976a5dc6f048b
 
-usage() { sed -n '7,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '7,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "ggml-source.sh: $*" >&2; exit 2; }
 
 # The hash of a tree: sha256 over `sha256sum` of every file (sorted by path, bytewise) and then
@@ -33,6 +37,7 @@ tree_hash() {
 }
 
 TARBALL=${KEDGE_GGML_TARBALL:-}
+CACHE=${KEDGE_GGML_CACHE:-${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/kedge}/ggml-$COMMIT.tar.gz
 DIR=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -55,6 +60,9 @@ if [ -f "$TREE/.kedge-tree-hash" ] && [ "$(cat "$TREE/.kedge-tree-hash")" = "$TR
   exit 0
 fi
 
+if [ -z "$TARBALL" ] && [ -s "$CACHE" ]; then
+  TARBALL=$CACHE
+fi
 if [ -z "$TARBALL" ]; then
   TARBALL=$DIR/ggml-$COMMIT.tar.gz
   if [ ! -s "$TARBALL" ]; then
@@ -81,6 +89,11 @@ TOP=$(find "$STAGE" -mindepth 2 -maxdepth 2 -name CMakeLists.txt -printf '%h\n' 
 GOT=$(tree_hash "$TOP")
 if [ "$GOT" != "$TREE_HASH" ]; then
   die "$TARBALL is not ggml $COMMIT: its tree hashes to $GOT, the commit's to $TREE_HASH"
+fi
+if [ "$TARBALL" != "$CACHE" ] && [ ! -s "$CACHE" ]; then
+  # Best effort: a cache that cannot be written costs only the next clone a download.
+  mkdir -p "$(dirname "$CACHE")" 2>/dev/null && cp "$TARBALL" "$CACHE.part.$$" 2>/dev/null \
+    && mv "$CACHE.part.$$" "$CACHE" 2>/dev/null || rm -f "$CACHE.part.$$" 2>/dev/null || true
 fi
 rm -rf "$TREE"
 mv "$TOP" "$TREE"
