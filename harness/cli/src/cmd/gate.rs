@@ -54,63 +54,7 @@ pub(crate) fn run(a: Args) -> Result<Status, Error> {
     // One run: one profile, one mode, one suite (exit 2 naming both sides otherwise).
     let run = ResultsRun::load(&a.results)?;
     if let Some(w) = a.write_baseline.as_ref().or(a.update.as_ref()) {
-        for t in &set.torn {
-            note!("{t}");
-        }
-        // What the gate rejects makes no baseline: it would not hold what the sweep found.
-        let why = if !set.torn.is_empty() {
-            Some(format!(
-                "{} results file(s) cut off mid-write, which the gate rejects",
-                set.torn.len()
-            ))
-        } else if set.results.is_empty() {
-            Some("no results in them, which the gate rejects".to_string())
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(InputError::NotForBaseline {
-                paths: a.results.clone(),
-                why,
-            }
-            .into());
-        }
-        let command = if a.update.is_some() {
-            "gate --update"
-        } else {
-            "gate --write-baseline"
-        };
-        let (dir, name) = OutDir::for_file(w, command)?;
-        let dir = dir.reading(a.results.iter().chain(&a.baseline).map(PathBuf::as_path));
-        dir.check_target(&name, Some((FileKind::Baseline, command)))?;
-        let b = Baseline::from_results(&set.results);
-        // An update keeps the file's own comment header.
-        let (old, header) = match (&a.update, w.exists()) {
-            (Some(_), true) => {
-                let text = std::fs::read_to_string(w).map_err(|source| GateError::Io {
-                    path: w.clone(),
-                    source,
-                })?;
-                (Some(Baseline::parse(w, &text)?), comment_header(&text))
-            }
-            _ => (None, None),
-        };
-        let header = header.unwrap_or_else(|| KNOWN_FAILURES_HEADER_GENERIC.to_string());
-        let written = dir.write(&name, &b.to_jsonl_with(Some(&header)))?;
-        if a.update.is_some() {
-            let changes = BaselineChanges::between(&old.unwrap_or_default(), &b, &set.results);
-            Out::stdout().text(&changes.render(w));
-        }
-        note!(
-            "baseline of {} known failures (from {} results{}) written to {}",
-            b.entries.len(),
-            set.results.len(),
-            run.describe()
-                .map(|d| format!("; {d}"))
-                .unwrap_or_else(|| "; they carry no run metadata, so neither does it".into()),
-            written.display()
-        );
-        return Ok(Status::Ok);
+        return write_baseline(&a, w, &set, &run);
     }
     let Some(path) = &a.baseline else {
         return Ok(Status::Ok);
@@ -131,6 +75,69 @@ pub(crate) fn run(a: Args) -> Result<Status, Error> {
         out.text(&outcome.render_github());
     }
     Ok(Status::failed_if(!outcome.passed()))
+}
+
+/// `--write-baseline FILE` and `--update BASELINE`: the results' failures (and their run)
+/// become the baseline, written atomically into the file's directory under its lock; an
+/// update prints what changed. Results the gate would reject make no baseline.
+fn write_baseline(a: &Args, w: &Path, set: &ResultSet, run: &ResultsRun) -> Result<Status, Error> {
+    for t in &set.torn {
+        note!("{t}");
+    }
+    // What the gate rejects makes no baseline: it would not hold what the sweep found.
+    let why = if !set.torn.is_empty() {
+        Some(format!(
+            "{} results file(s) cut off mid-write, which the gate rejects",
+            set.torn.len()
+        ))
+    } else if set.results.is_empty() {
+        Some("no results in them, which the gate rejects".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(InputError::NotForBaseline {
+            paths: a.results.clone(),
+            why,
+        }
+        .into());
+    }
+    let command = if a.update.is_some() {
+        "gate --update"
+    } else {
+        "gate --write-baseline"
+    };
+    let (dir, name) = OutDir::for_file(w, command)?;
+    let dir = dir.reading(a.results.iter().chain(&a.baseline).map(PathBuf::as_path));
+    dir.check_target(&name, Some((FileKind::Baseline, command)))?;
+    let b = Baseline::from_results(&set.results);
+    // An update keeps the file's own comment header.
+    let (old, header) = match (&a.update, w.exists()) {
+        (Some(_), true) => {
+            let text = std::fs::read_to_string(w).map_err(|source| GateError::Io {
+                path: w.to_path_buf(),
+                source,
+            })?;
+            (Some(Baseline::parse(w, &text)?), comment_header(&text))
+        }
+        _ => (None, None),
+    };
+    let header = header.unwrap_or_else(|| KNOWN_FAILURES_HEADER_GENERIC.to_string());
+    let written = dir.write(&name, &b.to_jsonl_with(Some(&header)))?;
+    if a.update.is_some() {
+        let changes = BaselineChanges::between(&old.unwrap_or_default(), &b, &set.results);
+        Out::stdout().text(&changes.render(w));
+    }
+    note!(
+        "baseline of {} known failures (from {} results{}) written to {}",
+        b.entries.len(),
+        set.results.len(),
+        run.describe()
+            .map(|d| format!("; {d}"))
+            .unwrap_or_else(|| "; they carry no run metadata, so neither does it".into()),
+        written.display()
+    );
+    Ok(Status::Ok)
 }
 
 /// Say which of the missing cases a time-limited sweep left for lack of time: they are in its

@@ -69,9 +69,6 @@ pub enum GateError {
         /// The second run line.
         line: usize,
     },
-    /// No results to write a baseline from; holds the results given, in words.
-    #[error("{0}: no results to make a baseline of (did the sweep run?)")]
-    NoResults(String),
 }
 
 /// One known failure.
