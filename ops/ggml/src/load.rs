@@ -28,6 +28,7 @@ use crate::error::{GraphError, LoadError};
 use crate::ffi::{self, Api, Home, Ops};
 use crate::hooks::{self, AbortHook, LogHook};
 use crate::types::{DeviceKind, LogLevel, Type};
+use rayon::prelude::*;
 
 /// How the build's backends are packaged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -573,22 +574,35 @@ impl Ggml {
         if imatrix.is_none() && self.requires_imatrix(ty)? {
             return Err(bad("needs an importance matrix".into()));
         }
-        let nrows = src.len() as i64 / n_per_row;
-        let mut dst = vec![0u8; row * nrows as usize];
-        let im = imatrix.map_or(std::ptr::null(), |m| m.as_ptr());
-        // SAFETY: `src` holds nrows * n_per_row floats, `dst` nrows rows of `row` bytes
-        // (ggml_row_size), `im` is null or n_per_row floats; ggml writes only into `dst`.
-        let wrote = unsafe {
-            (self.api().ggml_quantize_chunk)(
-                ty.raw(),
-                src.as_ptr(),
-                dst.as_mut_ptr() as *mut c_void,
-                0,
-                nrows,
-                n_per_row,
-                im,
-            )
-        };
+        let nrows = src.len() / n_per_row as usize;
+        let mut dst = vec![0u8; row * nrows];
+        let im = imatrix.map_or(std::ptr::null(), |m| m.as_ptr()) as usize;
+        let quantize = self.api().ggml_quantize_chunk;
+        let n_per_row = n_per_row as usize;
+        // Rows are quantized independently of each other (and the types' tables set up once,
+        // under ggml's own lock), so chunks of rows on every core give the bytes of one call:
+        // a 2^32-value input takes minutes on one core in the slower formats.
+        let chunk_rows = rows_per_chunk(nrows, n_per_row);
+        let wrote: usize = dst
+            .par_chunks_mut(row * chunk_rows)
+            .zip(src.par_chunks(n_per_row * chunk_rows))
+            .map(|(d, s)| {
+                // SAFETY: `s` holds `d.len() / row` rows of `n_per_row` floats and `d` as many
+                // rows of `row` bytes (ggml_row_size), `im` is null or n_per_row floats (checked
+                // above); ggml writes only into `d`.
+                unsafe {
+                    quantize(
+                        ty.raw(),
+                        s.as_ptr(),
+                        d.as_mut_ptr() as *mut c_void,
+                        0,
+                        (d.len() / row) as i64,
+                        n_per_row as i64,
+                        im as *const f32,
+                    )
+                }
+            })
+            .sum();
         if wrote != dst.len() {
             return Err(bad(format!(
                 "ggml_quantize_chunk wrote {wrote} bytes, {} expected",
@@ -624,10 +638,17 @@ impl Ggml {
         let to_float = traits
             .to_float
             .ok_or_else(|| bad("the type has no to_float".into()))?;
-        let n = bytes.len() / size * block as usize;
+        let block = block as usize;
+        let n = bytes.len() / size * block;
         let mut out = vec![0f32; n];
-        // SAFETY: `bytes` holds n / block whole blocks, `out` n floats.
-        unsafe { to_float(bytes.as_ptr() as *const c_void, out.as_mut_ptr(), n as i64) };
+        // Whole blocks on every core, as `quantize` does rows.
+        let blocks = rows_per_chunk(n / block, block);
+        out.par_chunks_mut(blocks * block)
+            .zip(bytes.par_chunks(blocks * size))
+            .for_each(|(o, b)| {
+                // SAFETY: `b` holds o.len() / block whole blocks, `o` their o.len() floats.
+                unsafe { to_float(b.as_ptr() as *const c_void, o.as_mut_ptr(), o.len() as i64) };
+            });
         Ok(out)
     }
 
@@ -718,6 +739,14 @@ impl Ggml {
         // SAFETY: same size; the caller vouches for the type.
         Some(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
     }
+}
+
+/// Rows (or blocks) of `per` values per chunk of a parallel pass over `n` of them: chunks of
+/// at least 64Ki values, about four per thread.
+fn rows_per_chunk(n: usize, per: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    let min = (1usize << 16).div_ceil(per.max(1));
+    n.div_ceil(threads * 4).max(min).max(1)
 }
 
 #[cfg(test)]

@@ -945,6 +945,62 @@ unsafe fn gg_dup(
     f
 }
 
+/// Quantizing and dequantizing run in chunks of rows on every core; the bytes must be those of
+/// the rows done one call at a time, in every block format the build has (a format whose rows
+/// depended on each other would differ here).
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn chunked_quantizing_gives_the_bytes_of_one_row_at_a_time() {
+    let ggml = ggml("chunked_quantizing_gives_the_bytes_of_one_row_at_a_time");
+    const ROW: usize = 256;
+    const ROWS: usize = 512;
+    // Two chunks at least on any thread count (a chunk is 64Ki values or more), values of
+    // every sign and size.
+    let vals: Vec<f32> = (0..ROW * ROWS)
+        .map(|i| (((i as u64).wrapping_mul(2654435761) % 20011) as f32 / 10005.0 - 1.0) * 3.0)
+        .collect();
+    let ones = vec![1.0f32; ROW];
+    let mut checked = 0;
+    for &ty in Type::ALL {
+        let block = ggml.block_size(ty);
+        if !ggml.has_type(ty) || block <= 1 || ROW as i64 % block != 0 {
+            continue;
+        }
+        let im = ggml
+            .requires_imatrix(ty)
+            .unwrap()
+            .then_some(ones.as_slice());
+        let Ok(whole) = ggml.quantize(ty, &vals, ROW as i64, im) else {
+            continue; // a type the build cannot quantize (none in the pinned snapshot)
+        };
+        let mut by_row = Vec::with_capacity(whole.len());
+        for r in vals.chunks(ROW) {
+            by_row.extend(ggml.quantize(ty, r, ROW as i64, im).unwrap());
+        }
+        assert!(
+            whole == by_row,
+            "{ty:?}: chunked quantizing differs from row by row"
+        );
+        let back = ggml.dequantize(ty, &whole).unwrap();
+        let row_bytes = whole.len() / ROWS;
+        let mut back_by_row = Vec::with_capacity(back.len());
+        for r in whole.chunks(row_bytes) {
+            back_by_row.extend(ggml.dequantize(ty, r).unwrap());
+        }
+        assert!(
+            back.iter()
+                .map(|v| v.to_bits())
+                .eq(back_by_row.iter().map(|v| v.to_bits())),
+            "{ty:?}: chunked dequantizing differs from row by row"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} block formats checked");
+}
+
 /// Rows of f32 values quantized by the build and dequantized by its own `to_float` come back
 /// close to what went in, for a 32-element, a 256-element and an importance-matrix type; a
 /// row that is not whole blocks, or a type that needs an importance matrix without one, is

@@ -218,7 +218,12 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
             if s.dtype.is_block() {
                 let bytes = super::exec::input_bytes(ggml, s, &h)
                     .map_err(|e| format!("{}: {e}", side.name))?;
-                Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes))
+                Ok(HostTensor::from_bytes(
+                    s.dtype,
+                    s.ne,
+                    s.nb,
+                    bytes.into_owned(),
+                ))
             } else {
                 Ok(h)
             }

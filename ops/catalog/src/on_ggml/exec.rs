@@ -13,6 +13,7 @@ use kedge_ggml::{
     Backend, ComputeError, DeviceKind, Ggml, Graph, GraphError, GraphOptions, Placement, Tensor,
     Type,
 };
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -125,10 +126,15 @@ pub(crate) fn ggml_type(d: DType) -> Result<Type, RunError> {
 
 /// A block-format input's bytes: kedge's f32 values quantized by the build under test
 /// (`ggml_quantize_chunk`, as test-backend-ops does; an importance matrix of ones where the
-/// type needs one). Already quantized bytes pass through.
-pub(crate) fn input_bytes(ggml: Ggml, s: &TensorSpec, h: &HostTensor) -> Result<Vec<u8>, RunError> {
+/// type needs one). Already quantized bytes, and every other type's, pass through uncopied
+/// (a big case's input is gigabytes).
+pub(crate) fn input_bytes<'a>(
+    ggml: Ggml,
+    s: &TensorSpec,
+    h: &'a HostTensor,
+) -> Result<Cow<'a, [u8]>, RunError> {
     if !s.dtype.is_block() || h.dtype == s.dtype {
-        return Ok(h.bytes.clone());
+        return Ok(Cow::Borrowed(&h.bytes));
     }
     let span = (s.bytes / s.dtype.size()).saturating_mul(s.dtype.block());
     if h.dtype != DType::F32 || h.bytes.len() as u64 != span.saturating_mul(4) {
@@ -153,6 +159,7 @@ pub(crate) fn input_bytes(ggml: Ggml, s: &TensorSpec, h: &HostTensor) -> Result<
         Err(e) => return Err(RunError::Unsupported(e.to_string())),
     };
     ggml.quantize(ty, vals, s.ne[0], imatrix)
+        .map(Cow::Owned)
         .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
 }
 

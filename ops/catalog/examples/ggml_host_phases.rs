@@ -1,0 +1,83 @@
+//! What the host side of a ggml-table op's big case costs: drawing the inputs and the
+//! reference (the same graph on ggml's CPU backend: quantizing block-format inputs, uploading,
+//! computing, reading back), each timed. A device run of the case pays the same input
+//! preparation again, so this is most of a whole-judged big case's time that the GPU does not
+//! set.
+//!
+//!     cargo run --release -p kedge-ops --example ggml_host_phases GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]
+
+use kedge_core::{Case, DType, Op};
+use std::process::ExitCode;
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() < 4 {
+        eprintln!("usage: ggml_host_phases GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]");
+        return ExitCode::from(2);
+    }
+    let mut reg = kedge_ops::registry();
+    if let Err(e) = kedge_ops::on_ggml::register(&mut reg, std::path::Path::new(&a[0]), &[]) {
+        eprintln!("ggml_host_phases: {e}");
+        return ExitCode::from(2);
+    }
+    let Ok(dtype) = a[2].parse::<DType>() else {
+        eprintln!("ggml_host_phases: unknown dtype {}", a[2]);
+        return ExitCode::from(2);
+    };
+    let ne: Vec<i64> = a[3].split(',').filter_map(|x| x.parse().ok()).collect();
+    let Ok(ne) = <[i64; 4]>::try_from(ne) else {
+        eprintln!("ggml_host_phases: NE must be four numbers");
+        return ExitCode::from(2);
+    };
+    let mut case = Case::new(&a[1], "ggml:CUDA0", dtype, ne);
+    for kv in &a[4..] {
+        let Some((k, v)) = kv.split_once('=') else {
+            eprintln!("ggml_host_phases: {kv} is not NAME=VALUE");
+            return ExitCode::from(2);
+        };
+        let v = serde_json::from_str(v).unwrap_or(serde_json::Value::String(v.into()));
+        case = case.with_param(k, v);
+    }
+    let op: &dyn Op = match reg.op(&a[1]) {
+        Ok(op) => op,
+        Err(e) => {
+            eprintln!("ggml_host_phases: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // The table's ops have no impl on the CPU backend (it is their reference), so the case's
+    // parameters are checked against the op's declaration directly.
+    let case = match kedge_core::model::params::check_params(op.name(), op.params(), &case.params) {
+        Ok(params) => Case { params, ..case },
+        Err(e) => {
+            eprintln!("ggml_host_phases: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let run = || -> Result<(), kedge_core::CaseError> {
+        let specs = op.tensors(&case)?;
+        let t = Instant::now();
+        let inputs = op.inputs(&case, &specs)?;
+        let t_in = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let refs = op.reference(&case, &inputs)?;
+        let t_ref = t.elapsed().as_secs_f64();
+        println!(
+            "{} {} {:?}: inputs {t_in:.3} s, reference {t_ref:.3} s ({} output values), {} threads",
+            case.op,
+            case.dtype,
+            case.ne,
+            refs.iter().map(Vec::len).sum::<usize>(),
+            rayon::current_num_threads()
+        );
+        Ok(())
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ggml_host_phases: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
