@@ -234,26 +234,10 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let under = self.under;
-        // The workers of a tier of big cases share the host's cores, each with its part for
-        // its CPU-side work (inputs, reference, comparison). With every slot in use the cases
-        // are small and each worker may use every core for its bursts: on the H200 (16 cores,
-        // 8 workers) the default suite took 7.2 s so and 11.2 s with two threads a worker.
-        // Pools this tier leaves idle let their workers go: an idle worker keeps its last
-        // inputs and reference, which a bigger case needs the room of.
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let threads = tier_threads(n, self.pools.len(), cores);
-        for (k, (_, s)) in self.pools.iter_mut().enumerate() {
-            if k < n {
-                s.set_threads(threads);
-            } else {
-                s.release();
-            }
-        }
+        self.fit_pools(n);
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
-        let started_before: Vec<usize> = pools.iter().map(|(_, s)| s.workers_started()).collect();
-        let waited_before: Duration = pools.iter().map(|(_, s)| s.waited()).sum();
-        let startups_before: Vec<usize> = pools.iter().map(|(_, s)| s.startups().len()).collect();
+        let before = PoolMarks::of(pools);
         // One case per pull keeps the GPUs level (a native worker stays alive between
         // pulls); a sanitized worker's XML is read when it ends, so there a pull is one
         // worker's batch.
@@ -293,26 +277,7 @@ impl GpuExecutor {
             Err(schedule::ScheduleError::Sink(e)) => return Err(EngineError::Sink(e)),
             res => res,
         };
-        let gpus = pools
-            .iter()
-            .map(|(g, _)| g.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let sched = res.map_err(|source| {
-            let left = match &source {
-                schedule::ScheduleError::AllLost { not_run, .. } => {
-                    format!("; not run: {}", name_cases(cases, not_run))
-                }
-                _ => String::new(),
-            };
-            EngineError::Stopped {
-                under,
-                gpus,
-                written,
-                left,
-                source: Box::new(source),
-            }
-        })?;
+        let sched = res.map_err(|source| stopped(source, under, pools, cases, written))?;
         for d in sched.lost() {
             self.events.emit(Event::GpuLost {
                 under,
@@ -321,12 +286,60 @@ impl GpuExecutor {
                 why: d.lost.clone().unwrap_or_default(),
             });
         }
+        Ok(before.stats(pools, &sched, t0))
+    }
+
+    /// Give the first `n` pools (a tier's) their threads, and let the others' workers go.
+    fn fit_pools(&mut self, n: usize) {
+        // The workers of a tier of big cases share the host's cores, each with its part for
+        // its CPU-side work (inputs, reference, comparison). With every slot in use the cases
+        // are small and each worker may use every core for its bursts: on the H200 (16 cores,
+        // 8 workers) the default suite took 7.2 s so and 11.2 s with two threads a worker.
+        // Pools this tier leaves idle let their workers go: an idle worker keeps its last
+        // inputs and reference, which a bigger case needs the room of.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let threads = tier_threads(n, self.pools.len(), cores);
+        for (k, (_, s)) in self.pools.iter_mut().enumerate() {
+            if k < n {
+                s.set_threads(threads);
+            } else {
+                s.release();
+            }
+        }
+    }
+}
+
+/// Where a tier's pools stood before it ran (workers started, time waited for workers,
+/// start-ups recorded): the tier's stats count what they did since.
+struct PoolMarks {
+    started: Vec<usize>,
+    waited: Duration,
+    startups: Vec<usize>,
+}
+
+impl PoolMarks {
+    fn of(pools: &[(u32, Supervisor)]) -> PoolMarks {
+        PoolMarks {
+            started: pools.iter().map(|(_, s)| s.workers_started()).collect(),
+            waited: pools.iter().map(|(_, s)| s.waited()).sum(),
+            startups: pools.iter().map(|(_, s)| s.startups().len()).collect(),
+        }
+    }
+
+    /// The tier's stats: what `pools` did since these marks, the scheduler's `sched`, and
+    /// the wall time since `t0`.
+    fn stats(
+        &self,
+        pools: &[(u32, Supervisor)],
+        sched: &schedule::Summary,
+        t0: Instant,
+    ) -> RunStats {
         let started: Vec<usize> = pools
             .iter()
-            .zip(&started_before)
+            .zip(&self.started)
             .map(|((_, s), before)| s.workers_started() - before)
             .collect();
-        Ok(RunStats {
+        RunStats {
             ran: sched.ran(),
             wall_s: t0.elapsed().as_secs_f64(),
             workers: started.iter().sum(),
@@ -335,11 +348,11 @@ impl GpuExecutor {
                 .iter()
                 .map(|(_, s)| s.waited())
                 .sum::<Duration>()
-                .saturating_sub(waited_before)
+                .saturating_sub(self.waited)
                 .as_secs_f64(),
             worker_start_s: pools
                 .iter()
-                .zip(&startups_before)
+                .zip(&self.startups)
                 .flat_map(|((_, s), &before)| s.startups()[before..].iter().copied())
                 .collect(),
             per_gpu: sched
@@ -351,13 +364,42 @@ impl GpuExecutor {
                     lost: d.lost.clone(),
                 })
                 .collect(),
-        })
+        }
+    }
+}
+
+/// The error of a tier the scheduler stopped: the GPUs of its `pools`, the results
+/// `written`, and (every GPU lost) the first of its `cases` not run.
+fn stopped(
+    source: schedule::ScheduleError<SupervisorError>,
+    under: Under,
+    pools: &[(u32, Supervisor)],
+    cases: &[Case],
+    written: usize,
+) -> EngineError {
+    let gpus = pools
+        .iter()
+        .map(|(g, _)| g.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let left = match &source {
+        schedule::ScheduleError::AllLost { not_run, .. } => {
+            format!("; not run: {}", name_cases(cases, not_run))
+        }
+        _ => String::new(),
+    };
+    EngineError::Stopped {
+        under,
+        gpus,
+        written,
+        left,
+        source: Box::new(source),
     }
 }
 
 /// Threads each worker of a tier of `n` workers may use, out of `pools` slots and `cores`:
 /// every core (`None`) when every slot is in use (small cases) or one worker runs alone, else
-/// an equal part (see `GpuExecutor::run_on`).
+/// an equal part (see `GpuExecutor::fit_pools`).
 fn tier_threads(n: usize, pools: usize, cores: usize) -> Option<usize> {
     (n > 1 && n < pools).then(|| (cores / n).max(1))
 }

@@ -345,9 +345,7 @@ where
         }),
         changed: Condvar::new(),
     };
-    let mut sink_err = None;
-    let mut fatal = None;
-    let reports = std::thread::scope(|s| {
+    let (Forwarded { sink_err, fatal }, reports) = std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel();
         let handles: Vec<_> = devices
             .iter_mut()
@@ -356,27 +354,14 @@ where
                 s.spawn(move || device_loop(id, runner, cases, queue, opts, tx))
             })
             .collect();
-        // The loop below ends when every device thread has dropped its sender.
+        // `forward` returns when every device thread has dropped its sender.
         drop(tx);
-        for ev in rx {
-            match ev {
-                Event::Done(f) => {
-                    if sink_err.is_none() {
-                        if let Err(e) = sink(f) {
-                            sink_err = Some(e);
-                            queue.stop();
-                        }
-                    }
-                }
-                Event::Fatal(d, e) => {
-                    fatal.get_or_insert((d, e));
-                }
-            }
-        }
-        handles
+        let forwarded = forward(rx, &queue, &mut sink);
+        let reports = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        (forwarded, reports)
     });
     if let Some((device, source)) = fatal {
         return Err(ScheduleError::Fatal { device, source });
@@ -401,6 +386,40 @@ where
         devices: reports,
         not_run: left,
     })
+}
+
+/// What the calling thread made of the devices' events: the sink's first failure, and the
+/// first fatal error.
+struct Forwarded<E> {
+    sink_err: Option<crate::results::OutputError>,
+    fatal: Option<(DeviceId, E)>,
+}
+
+/// Pass each finished case to `sink` on this thread, until the sink fails (then the queue
+/// stops), and keep the first fatal error; returns once every sender is gone.
+fn forward<O, E>(
+    rx: mpsc::Receiver<Event<O, E>>,
+    queue: &Queue<'_>,
+    sink: &mut impl FnMut(Finished<O>) -> Result<(), crate::results::OutputError>,
+) -> Forwarded<E> {
+    let mut sink_err = None;
+    let mut fatal = None;
+    for ev in rx {
+        match ev {
+            Event::Done(f) => {
+                if sink_err.is_none() {
+                    if let Err(e) = sink(f) {
+                        sink_err = Some(e);
+                        queue.stop();
+                    }
+                }
+            }
+            Event::Fatal(d, e) => {
+                fatal.get_or_insert((d, e));
+            }
+        }
+    }
+    Forwarded { sink_err, fatal }
 }
 
 fn device_loop<T: Clone, R: Runner<T>>(

@@ -644,275 +644,446 @@ impl Supervisor {
         cases: &[Case],
         sink: &mut dyn FnMut(CaseResult) -> Result<(), OutputError>,
     ) -> Result<RunSummary, SupervisorError> {
-        let mut summary = RunSummary::default();
         self.guarded |= cases
             .iter()
             .any(|c| matches!(c.alloc, AllocMode::Guard | AllocMode::GuardFront));
-        let under = self
-            .cfg
-            .sanitize
-            .as_ref()
-            .map(|s| Under::Tool(s.tool))
-            .unwrap_or(Under::Native);
-        let mut batch = self
-            .cfg
-            .sanitize
-            .as_ref()
-            .map(|s| s.batch.max(1))
-            .unwrap_or(usize::MAX);
-        // Set when a batch's records could not be split between its cases: its cases run
-        // again, one per worker, and their results say so.
-        let mut alone_from: Option<usize> = None;
-        let mut i = 0;
-        let mut emit = |r: CaseResult| -> Result<(), SupervisorError> {
-            sink(r).map_err(SupervisorError::Sink)
-        };
-        let keep = self.cfg.keep_worker && self.cfg.sanitize.is_none();
-        // Set once the time limit stops the next case from starting.
-        let mut out_of_time = false;
-        while i < cases.len() && !out_of_time {
+        let mut pass = Pass::new(&self.cfg, cases, sink);
+        while pass.i < cases.len() && !pass.out_of_time {
             // No worker is started for cases that will not run.
             if self.budget.as_ref().is_some_and(|b| b.exhausted()) {
                 break;
             }
-            let (mut w, info) = match self.take_idle() {
-                Some(kept) => kept,
-                None => {
-                    let (w, info) = self.ready_worker()?;
-                    summary.workers_started += 1;
-                    if summary.workers_started > 1 {
-                        summary.workers_replaced += 1;
-                    }
-                    self.start_standbys(cases.get(i + 1..).unwrap_or_default());
-                    (w, info)
-                }
-            };
-            summary.note_ready(&info);
-            let mut held: Vec<CaseResult> = Vec::new();
-            let mut started = 0usize;
-            let mut worker_gone = false;
-            // The worker gave its last verdict and exits by itself (its context died).
-            let mut retired = false;
-            while i < cases.len() && started < batch && !worker_gone {
-                if !super::budget::may_start(self.budget.as_deref()) {
-                    out_of_time = true;
-                    break;
-                }
-                let case = &cases[i];
-                let mut retiring = false;
-                let sent = match w.stdin.as_mut() {
-                    Some(s) => writeln!(s, "{}", case.to_line())
-                        .and_then(|_| s.flush())
-                        .is_ok(),
-                    None => false,
-                };
-                started += 1;
-                let t0 = Instant::now();
-                let mut aborting: Option<(String, Vec<String>)> = None;
-                let r = if !sent {
-                    worker_gone = true;
-                    let st = w.finish(Duration::from_secs(5));
-                    died(
-                        case,
-                        &format!("worker {} before the case could be sent", describe_exit(st)),
-                    )
-                } else {
-                    // Under a sanitizer the wait is cut into short slices to watch how much
-                    // the case has made the sanitizer write: to its XML, and the text it
-                    // prints on the worker's stdout.
-                    let mut printed = 0u64;
-                    let cap = self
-                        .cfg
-                        .sanitize
-                        .as_ref()
-                        .and_then(|s| s.record_cap)
-                        .zip(w.xml.clone())
-                        .map(|(cap, xml)| (cap, file_len(&xml), xml));
-                    let deadline = t0 + case_timeout(self.cfg.timeout, case);
-                    loop {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        let slice = match cap {
-                            Some(_) => left.min(Duration::from_millis(250)),
-                            None => left,
-                        };
-                        match w.recv(slice) {
-                            Ok(Some(line)) => match serde_json::from_str::<WorkerMsg>(&line) {
-                                Ok(WorkerMsg::Result(r)) => break *r,
-                                Ok(WorkerMsg::Retiring { .. }) => {
-                                    // Its result follows; then it exits. Send it nothing more.
-                                    retiring = true;
-                                    continue;
-                                }
-                                Ok(WorkerMsg::Aborting { message, log }) => {
-                                    // The worker dies next; its words judge the case.
-                                    aborting = Some((message, log));
-                                    continue;
-                                }
-                                Ok(WorkerMsg::Error { message }) => {
-                                    break CaseResult::new(
-                                        case,
-                                        Verdict::Unsupported,
-                                        Detector::Supervisor,
-                                        message,
-                                    )
-                                }
-                                // Stray output (the sanitizer's text): keep waiting, unless
-                                // there is too much of it.
-                                _ => {
-                                    printed += line.len() as u64 + 1;
-                                    match &cap {
-                                        Some((cap, _, _)) if printed > *cap => {
-                                            worker_gone = true;
-                                            w.stop_for_report(info.pid);
-                                            break records_cut(case, printed, t0);
-                                        }
-                                        _ => continue,
-                                    }
-                                }
-                            },
-                            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-                                worker_gone = true;
-                                let st = w.finish(Duration::from_secs(10));
-                                if let Some((message, log)) = aborting.take() {
-                                    let mut r = aborted(case, &message, &log);
-                                    r.detail
-                                        .push_str(&format!(" (worker {})", describe_exit(st)));
-                                    r.ms = t0.elapsed().as_secs_f64() * 1e3;
-                                    break r;
-                                }
-                                break died(
-                                    case,
-                                    &format!(
-                                        "worker {} while running this case (its log: {})",
-                                        describe_exit(st),
-                                        self.cfg
-                                            .work_dir
-                                            .join(format!("worker-{}.log", w.index))
-                                            .display()
-                                    ),
-                                );
-                            }
-                            Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
-                                let Some((cap, at_start, xml)) = &cap else {
-                                    continue;
-                                };
-                                let written = file_len(xml).saturating_sub(*at_start);
-                                if written <= *cap {
-                                    continue;
-                                }
-                                worker_gone = true;
-                                w.stop_for_report(info.pid);
-                                break records_cut(case, written, t0);
-                            }
-                            Err(RecvTimeoutError::Timeout) => {
-                                worker_gone = true;
-                                w.kill();
-                                let mut r = CaseResult::new(
-                                    case,
-                                    Verdict::Timeout,
-                                    Detector::Supervisor,
-                                    format!(
-                                        "no verdict within {:?} (--timeout and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed",
-                                        case_timeout(self.cfg.timeout, case)
-                                    ),
-                                );
-                                r.ms = t0.elapsed().as_secs_f64() * 1e3;
-                                break r;
-                            }
-                        }
-                    }
-                };
-                let mut r = r;
-                r.under = under;
-                i += 1;
-                summary.ran += 1;
-                if self.cfg.sanitize.is_some() {
-                    held.push(r);
-                } else {
-                    emit(r)?;
-                }
-                // A worker whose context died exits by itself after writing its verdict.
-                if retiring {
-                    worker_gone = true;
-                    retired = true;
-                }
-                if !worker_gone {
-                    if let Ok(Some(st)) = w.child.try_wait() {
-                        let _ = st;
-                        worker_gone = true;
-                    }
-                }
-            }
-            if started == 0 {
-                // The time ran out before this worker got a case: it has nothing to report.
-                if keep {
-                    self.idle = Some((w, info));
-                } else {
-                    w.finish(Duration::from_secs(60));
-                }
+            let (mut w, info) = self.next_worker(&mut pass)?;
+            pass.summary.note_ready(&info);
+            let turn = self.feed(&mut w, &info, &mut pass)?;
+            if !self.end_turn(w, info, turn, &mut pass)? {
                 break;
             }
-            if worker_gone {
-                self.lost += 1;
+        }
+        Ok(pass.summary)
+    }
+
+    /// The worker for the next cases: the one kept from the last call, else a ready one
+    /// (counted in the summary), with standbys started behind it for the cases after.
+    fn next_worker(&mut self, pass: &mut Pass<'_>) -> Result<(Worker, ReadyInfo), SupervisorError> {
+        let got = match self.take_idle() {
+            Some(kept) => kept,
+            None => {
+                let (w, info) = self.ready_worker()?;
+                pass.summary.workers_started += 1;
+                if pass.summary.workers_started > 1 {
+                    pass.summary.workers_replaced += 1;
+                }
+                self.start_standbys(pass.cases.get(pass.i + 1..).unwrap_or_default());
+                (w, info)
             }
-            if keep && !worker_gone && (i == cases.len() || out_of_time) {
-                // Alive and done with this run: the next run starts with it.
-                self.idle = Some((w, info));
+        };
+        Ok(got)
+    }
+
+    /// Send `w` the cases from `pass.i` on, one at a time, until its batch is sent, it ends,
+    /// or the time is up. Each result goes to the sink, or is held for the worker's sanitizer
+    /// report.
+    fn feed(
+        &self,
+        w: &mut Worker,
+        info: &ReadyInfo,
+        pass: &mut Pass<'_>,
+    ) -> Result<Turn, SupervisorError> {
+        let cases = pass.cases;
+        let mut turn = Turn {
+            held: Vec::new(),
+            started: 0,
+            worker_gone: false,
+            retired: false,
+        };
+        while pass.i < cases.len() && turn.started < pass.batch && !turn.worker_gone {
+            if !super::budget::may_start(self.budget.as_deref()) {
+                pass.out_of_time = true;
                 break;
             }
-            // A worker that exits EXIT_CONTEXT_DEAD after a sticky fault is expected; the
-            // next loop starts a fresh one. Natively its verdicts are all in, so it may take
-            // its time tearing its context down while the next worker runs cases.
-            if retired && self.cfg.sanitize.is_none() {
-                w.close_stdin();
-                self.exiting.push(w);
-                continue;
+            let case = &cases[pass.i];
+            turn.started += 1;
+            let end = self.run_case(w, info, case);
+            turn.worker_gone |= end.gone;
+            let mut r = end.result;
+            r.under = pass.under;
+            pass.i += 1;
+            pass.summary.ran += 1;
+            if self.cfg.sanitize.is_some() {
+                turn.held.push(r);
+            } else {
+                pass.emit(r)?;
             }
-            w.finish(Duration::from_secs(60));
-            if let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) {
-                if !xml.exists() {
-                    // The tool ended before writing a report (it was killed with its worker):
-                    // the cases keep their worker's verdicts and say what is missing.
-                    for mut r in held {
-                        r.detail.push_str(&format!(
-                            " (no {} report: the tool ended before writing one)",
-                            spec.tool
-                        ));
-                        emit(r)?;
-                    }
-                    continue;
-                }
-                let findings = match (spec.attribute)(xml, started) {
-                    Ok(f) => f,
-                    Err(why) if started > 1 => {
-                        // Never stop the sweep for it: run the batch again, one case per
-                        // worker, where every record is that case's.
-                        self.events.emit(Event::BatchAgain {
-                            why: why.clone(),
-                            cases: started,
-                        });
-                        i -= started;
-                        summary.ran -= started;
-                        batch = 1;
-                        alone_from = Some(i);
-                        continue;
-                    }
-                    Err(why) => return Err(SupervisorError::Sanitizer(why)),
-                };
-                for (r, f) in held.iter_mut().zip(findings) {
-                    merge_findings(r, f);
-                }
-                for mut r in held {
-                    if alone_from.is_some() {
-                        r.detail.push_str(
-                            " (run alone: its batch's sanitizer records could not be split between cases)",
-                        );
-                    }
-                    emit(r)?;
+            // A worker whose context died exits by itself after writing its verdict.
+            if end.retiring {
+                turn.worker_gone = true;
+                turn.retired = true;
+            }
+            if !turn.worker_gone {
+                if let Ok(Some(st)) = w.child.try_wait() {
+                    let _ = st;
+                    turn.worker_gone = true;
                 }
             }
         }
-        Ok(summary)
+        Ok(turn)
+    }
+
+    /// Send `case` to `w` and wait for its verdict (see `CaseWait`).
+    fn run_case(&self, w: &mut Worker, info: &ReadyInfo, case: &Case) -> CaseEnd {
+        let sent = match w.stdin.as_mut() {
+            Some(s) => writeln!(s, "{}", case.to_line())
+                .and_then(|_| s.flush())
+                .is_ok(),
+            None => false,
+        };
+        let t0 = Instant::now();
+        if !sent {
+            let st = w.finish(Duration::from_secs(5));
+            return CaseEnd {
+                result: died(
+                    case,
+                    &format!("worker {} before the case could be sent", describe_exit(st)),
+                ),
+                retiring: false,
+                gone: true,
+            };
+        }
+        // Under a sanitizer the wait is cut into short slices to watch how much the case has
+        // made the sanitizer write: to its XML, and the text it prints on the worker's stdout.
+        let cap = self
+            .cfg
+            .sanitize
+            .as_ref()
+            .and_then(|s| s.record_cap)
+            .zip(w.xml.clone())
+            .map(|(cap, xml)| (cap, file_len(&xml), xml));
+        let deadline = t0 + case_timeout(self.cfg.timeout, case);
+        CaseWait {
+            cfg: &self.cfg,
+            w,
+            pid: info.pid,
+            case,
+            t0,
+            deadline,
+            cap,
+            printed: 0,
+            aborting: None,
+            retiring: false,
+            gone: false,
+        }
+        .until_verdict()
+    }
+
+    /// After a worker's turn: keep it for the next call, let it exit on its own, or end it
+    /// and read out its sanitizer report. `false`: this call has nothing more to run.
+    fn end_turn(
+        &mut self,
+        mut w: Worker,
+        info: ReadyInfo,
+        turn: Turn,
+        pass: &mut Pass<'_>,
+    ) -> Result<bool, SupervisorError> {
+        if turn.started == 0 {
+            // The time ran out before this worker got a case: it has nothing to report.
+            if pass.keep {
+                self.idle = Some((w, info));
+            } else {
+                w.finish(Duration::from_secs(60));
+            }
+            return Ok(false);
+        }
+        if turn.worker_gone {
+            self.lost += 1;
+        }
+        if pass.keep && !turn.worker_gone && (pass.i == pass.cases.len() || pass.out_of_time) {
+            // Alive and done with this run: the next run starts with it.
+            self.idle = Some((w, info));
+            return Ok(false);
+        }
+        // A worker that exits EXIT_CONTEXT_DEAD after a sticky fault is expected; the next
+        // turn starts a fresh one. Natively its verdicts are all in, so it may take its time
+        // tearing its context down while the next worker runs cases.
+        if turn.retired && self.cfg.sanitize.is_none() {
+            w.close_stdin();
+            self.exiting.push(w);
+            return Ok(true);
+        }
+        w.finish(Duration::from_secs(60));
+        self.read_out(&w, turn.held, turn.started, pass)?;
+        Ok(true)
+    }
+
+    /// A sanitized worker has ended: fold its report's findings into the results held for
+    /// its `started` cases and pass them on. A batch whose records cannot be split between
+    /// its cases is set to run again, one case per worker.
+    fn read_out(
+        &mut self,
+        w: &Worker,
+        mut held: Vec<CaseResult>,
+        started: usize,
+        pass: &mut Pass<'_>,
+    ) -> Result<(), SupervisorError> {
+        let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) else {
+            return Ok(());
+        };
+        if !xml.exists() {
+            // The tool ended before writing a report (it was killed with its worker): the
+            // cases keep their worker's verdicts and say what is missing.
+            for mut r in held {
+                r.detail.push_str(&format!(
+                    " (no {} report: the tool ended before writing one)",
+                    spec.tool
+                ));
+                pass.emit(r)?;
+            }
+            return Ok(());
+        }
+        let findings = match (spec.attribute)(xml, started) {
+            Ok(f) => f,
+            Err(why) if started > 1 => {
+                // Never stop the sweep for it: run the batch again, one case per worker,
+                // where every record is that case's.
+                self.events.emit(Event::BatchAgain {
+                    why: why.clone(),
+                    cases: started,
+                });
+                pass.i -= started;
+                pass.summary.ran -= started;
+                pass.batch = 1;
+                pass.alone_from = Some(pass.i);
+                return Ok(());
+            }
+            Err(why) => return Err(SupervisorError::Sanitizer(why)),
+        };
+        for (r, f) in held.iter_mut().zip(findings) {
+            merge_findings(r, f);
+        }
+        for mut r in held {
+            if pass.alone_from.is_some() {
+                r.detail.push_str(
+                    " (run alone: its batch's sanitizer records could not be split between cases)",
+                );
+            }
+            pass.emit(r)?;
+        }
+        Ok(())
+    }
+}
+
+/// One `Supervisor::run` call's way through its cases, across the workers it takes.
+struct Pass<'a> {
+    cases: &'a [Case],
+    /// The next case to send.
+    i: usize,
+    summary: RunSummary,
+    under: Under,
+    /// Cases per worker: a sanitized worker's batch (one once a batch runs again alone),
+    /// natively no limit.
+    batch: usize,
+    /// Set when a batch's records could not be split between its cases: its cases run
+    /// again, one per worker, and their results say so.
+    alone_from: Option<usize>,
+    /// A worker still alive at the end is kept for the next call.
+    keep: bool,
+    /// Set once the time limit stops the next case from starting.
+    out_of_time: bool,
+    sink: &'a mut dyn FnMut(CaseResult) -> Result<(), OutputError>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(
+        cfg: &SupervisorConfig,
+        cases: &'a [Case],
+        sink: &'a mut dyn FnMut(CaseResult) -> Result<(), OutputError>,
+    ) -> Self {
+        let under = cfg
+            .sanitize
+            .as_ref()
+            .map(|s| Under::Tool(s.tool))
+            .unwrap_or(Under::Native);
+        let batch = cfg
+            .sanitize
+            .as_ref()
+            .map(|s| s.batch.max(1))
+            .unwrap_or(usize::MAX);
+        Pass {
+            cases,
+            i: 0,
+            summary: RunSummary::default(),
+            under,
+            batch,
+            alone_from: None,
+            keep: cfg.keep_worker && cfg.sanitize.is_none(),
+            out_of_time: false,
+            sink,
+        }
+    }
+
+    /// Pass a final result to the sink.
+    fn emit(&mut self, r: CaseResult) -> Result<(), SupervisorError> {
+        (self.sink)(r).map_err(SupervisorError::Sink)
+    }
+}
+
+/// What one worker's turn at the cases left.
+struct Turn {
+    /// Results waiting for the worker's sanitizer report (natively none: they went out).
+    held: Vec<CaseResult>,
+    /// Cases sent to the worker.
+    started: usize,
+    /// The worker ended or was stopped (a fault, a crash, a hang, a flood of records), or
+    /// is exiting.
+    worker_gone: bool,
+    /// The worker gave its last verdict and exits by itself (its context died).
+    retired: bool,
+}
+
+/// A sent case's end: its result, and what became of its worker.
+struct CaseEnd {
+    result: CaseResult,
+    /// The worker said it retires: this result was its last, and it exits.
+    retiring: bool,
+    /// The worker ended, or was stopped, with this case.
+    gone: bool,
+}
+
+/// One sent case's wait for its verdict, and what its worker said and printed meanwhile.
+struct CaseWait<'a> {
+    cfg: &'a SupervisorConfig,
+    w: &'a mut Worker,
+    /// The worker's own pid, from its ready line (`Worker::stop_for_report`).
+    pid: u32,
+    case: &'a Case,
+    t0: Instant,
+    deadline: Instant,
+    /// The record cap, the length of the worker's XML when the case was sent, and the XML.
+    cap: Option<(u64, u64, PathBuf)>,
+    /// Bytes of stray output (the sanitizer's text) so far.
+    printed: u64,
+    /// The worker dies next; its words judge the case.
+    aborting: Option<(String, Vec<String>)>,
+    retiring: bool,
+    gone: bool,
+}
+
+impl CaseWait<'_> {
+    /// Wait for the case's result: the worker's verdict, or what the supervisor makes of
+    /// the worker ending, hanging or flooding the sanitizer with records.
+    fn until_verdict(mut self) -> CaseEnd {
+        let result = loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let slice = match self.cap {
+                Some(_) => left.min(Duration::from_millis(250)),
+                None => left,
+            };
+            let got = match self.w.recv(slice) {
+                Ok(Some(line)) => self.on_line(&line),
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => Some(self.on_end()),
+                Err(RecvTimeoutError::Timeout) if Instant::now() < self.deadline => self.on_slice(),
+                Err(RecvTimeoutError::Timeout) => Some(self.on_timeout()),
+            };
+            if let Some(r) = got {
+                break r;
+            }
+        };
+        CaseEnd {
+            result,
+            retiring: self.retiring,
+            gone: self.gone,
+        }
+    }
+
+    /// A line from the worker: the case's result, or `None` to keep waiting.
+    fn on_line(&mut self, line: &str) -> Option<CaseResult> {
+        match serde_json::from_str::<WorkerMsg>(line) {
+            Ok(WorkerMsg::Result(r)) => Some(*r),
+            Ok(WorkerMsg::Retiring { .. }) => {
+                // Its result follows; then it exits. Send it nothing more.
+                self.retiring = true;
+                None
+            }
+            Ok(WorkerMsg::Aborting { message, log }) => {
+                // The worker dies next; its words judge the case.
+                self.aborting = Some((message, log));
+                None
+            }
+            Ok(WorkerMsg::Error { message }) => Some(CaseResult::new(
+                self.case,
+                Verdict::Unsupported,
+                Detector::Supervisor,
+                message,
+            )),
+            // Stray output (the sanitizer's text): keep waiting, unless there is too much
+            // of it.
+            _ => {
+                self.printed += line.len() as u64 + 1;
+                match &self.cap {
+                    Some((cap, _, _)) if self.printed > *cap => {
+                        self.gone = true;
+                        self.w.stop_for_report(self.pid);
+                        Some(records_cut(self.case, self.printed, self.t0))
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// The worker's stdout ended: it died running the case (by its library's abort, when it
+    /// said so first).
+    fn on_end(&mut self) -> CaseResult {
+        self.gone = true;
+        let st = self.w.finish(Duration::from_secs(10));
+        if let Some((message, log)) = self.aborting.take() {
+            let mut r = aborted(self.case, &message, &log);
+            r.detail
+                .push_str(&format!(" (worker {})", describe_exit(st)));
+            r.ms = self.t0.elapsed().as_secs_f64() * 1e3;
+            return r;
+        }
+        died(
+            self.case,
+            &format!(
+                "worker {} while running this case (its log: {})",
+                describe_exit(st),
+                self.cfg
+                    .work_dir
+                    .join(format!("worker-{}.log", self.w.index))
+                    .display()
+            ),
+        )
+    }
+
+    /// A slice of the wait passed with nothing said: stop the worker once the case's records
+    /// in its XML pass the cap, else `None` to keep waiting.
+    fn on_slice(&mut self) -> Option<CaseResult> {
+        let (cap, at_start, xml) = self.cap.as_ref()?;
+        let written = file_len(xml).saturating_sub(*at_start);
+        if written <= *cap {
+            return None;
+        }
+        self.gone = true;
+        self.w.stop_for_report(self.pid);
+        Some(records_cut(self.case, written, self.t0))
+    }
+
+    /// No verdict by the deadline: the case is a timeout, and its worker is killed.
+    fn on_timeout(&mut self) -> CaseResult {
+        self.gone = true;
+        self.w.kill();
+        let mut r = CaseResult::new(
+            self.case,
+            Verdict::Timeout,
+            Detector::Supervisor,
+            format!(
+                "no verdict within {:?} (--timeout and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed",
+                case_timeout(self.cfg.timeout, self.case)
+            ),
+        );
+        r.ms = self.t0.elapsed().as_secs_f64() * 1e3;
+        r
     }
 }
 

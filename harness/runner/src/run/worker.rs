@@ -3,13 +3,14 @@
 //! verdict line out. The supervisor owns it; a fault that kills the CUDA context kills only
 //! this process.
 
-use super::protocol::{FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
+use super::protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
 use crate::exit;
 use kedge_core::cuda::{device_count, kedge_case_marker, DeviceError};
 use kedge_core::engine::bench::{bench, copy_bandwidth, BenchOptions};
-use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};
-use kedge_core::Case;
+use kedge_core::engine::{execute, DeviceSlot, Executed, ReferenceCache};
+use kedge_core::{Case, Registry};
 use std::io::{BufRead, Write};
+use std::time::Instant;
 
 fn send(out: &mut impl Write, msg: &WorkerMsg) -> std::io::Result<()> {
     writeln!(out, "{}", msg.to_line())?;
@@ -26,29 +27,15 @@ fn fatal(out: &mut impl Write, kind: FatalKind, message: String) -> i32 {
 
 /// Run the worker on stdin/stdout. Returns the process exit code.
 pub fn main() -> i32 {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     super::lifecycle::watch_supervisor();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut out = std::io::stdout().lock();
-    let spec = match lines.next() {
-        Some(Ok(l)) => l,
-        _ => return fatal(&mut out, FatalKind::Setup, "no worker spec on stdin".into()),
-    };
-    let spec: WorkerSpec = match serde_json::from_str(&spec) {
+    let spec = match read_spec(lines.next()) {
         Ok(s) => s,
-        Err(e) => return fatal(&mut out, FatalKind::Setup, format!("bad worker spec: {e}")),
+        Err(why) => return fatal(&mut out, FatalKind::Setup, why),
     };
-    if spec.protocol != PROTOCOL {
-        return fatal(
-            &mut out,
-            FatalKind::Setup,
-            format!(
-                "worker spec of protocol {}, this kedge speaks {PROTOCOL}",
-                spec.protocol
-            ),
-        );
-    }
     // The supervisor loaded these libraries in a child process first; a crash here costs
     // this worker only.
     let reg = match spec.external.registry_here() {
@@ -60,30 +47,69 @@ pub fn main() -> i32 {
     if let Some(ggml) = kedge_ggml::Ggml::loaded() {
         ggml.install_hooks(None, Some(abort_hook));
     }
-    let slot = if spec.open_gpu {
-        match DeviceSlot::open(spec.device as usize) {
-            Ok(s) => s,
-            Err(e) => {
-                let kind = match e {
-                    DeviceError::NoDriver => FatalKind::NoDriver,
-                    DeviceError::OldDriver { .. } => FatalKind::OldDriver,
-                    _ => FatalKind::NoDevice,
-                };
-                return fatal(&mut out, kind, e.to_string());
-            }
-        }
-    } else {
-        DeviceSlot::new(spec.device as usize)
+    let slot = match open_slot(&spec, &mut out) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let mut slot = slot.packed_exact(!spec.sanitized).judging(spec.judging);
-    // Load what the cases this worker will probably run load (a worker started ahead of
-    // need), before saying it is ready.
-    for c in &spec.warm_up {
+    warm_up(&reg, &spec.warm_up);
+    if send(&mut out, &ready(&slot, started)).is_err() {
+        return exit::ENVIRONMENT;
+    }
+    serve(lines, &mut out, &spec, CaseRunner::new(&reg, &mut slot))
+}
+
+/// The worker's spec, its first line in; `Err`: why it cannot be used.
+fn read_spec(first: Option<std::io::Result<String>>) -> Result<WorkerSpec, String> {
+    let spec = match first {
+        Some(Ok(l)) => l,
+        _ => return Err("no worker spec on stdin".into()),
+    };
+    let spec: WorkerSpec = match serde_json::from_str(&spec) {
+        Ok(s) => s,
+        Err(e) => return Err(format!("bad worker spec: {e}")),
+    };
+    if spec.protocol != PROTOCOL {
+        return Err(format!(
+            "worker spec of protocol {}, this kedge speaks {PROTOCOL}",
+            spec.protocol
+        ));
+    }
+    Ok(spec)
+}
+
+/// The device slot the spec asks for: its GPU opened, or not (a host-only worker); `Err`:
+/// the exit code, told the supervisor.
+fn open_slot(spec: &WorkerSpec, out: &mut impl Write) -> Result<DeviceSlot, i32> {
+    if !spec.open_gpu {
+        return Ok(DeviceSlot::new(spec.device as usize));
+    }
+    match DeviceSlot::open(spec.device as usize) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let kind = match e {
+                DeviceError::NoDriver => FatalKind::NoDriver,
+                DeviceError::OldDriver { .. } => FatalKind::OldDriver,
+                _ => FatalKind::NoDevice,
+            };
+            Err(fatal(out, kind, e.to_string()))
+        }
+    }
+}
+
+/// Load what the cases this worker will probably run load (a worker started ahead of need),
+/// before saying it is ready.
+fn warm_up(reg: &Registry, cases: &[Case]) {
+    for c in cases {
         if let Ok(imp) = reg.op(&c.op).and_then(|op| reg.imp(op, &c.imp)) {
             imp.load(c);
         }
     }
-    let ready = match slot.opened() {
+}
+
+/// The `ready` line: the device the worker opened (or none), and its start-up so far.
+fn ready(slot: &DeviceSlot, started: Instant) -> WorkerMsg {
+    match slot.opened() {
         Some(dev) => WorkerMsg::Ready {
             device: dev.limits.device.clone(),
             driver_version: dev.driver_version,
@@ -102,14 +128,18 @@ pub fn main() -> i32 {
             device_count: None,
             startup_s: started.elapsed().as_secs_f64(),
         },
-    };
-    if send(&mut out, &ready).is_err() {
-        return exit::ENVIRONMENT;
     }
-    let mut refs = ReferenceCache::default();
+}
+
+/// Run one case per line in, one verdict line out, until the input ends (or the context
+/// dies). Returns the process exit code.
+fn serve(
+    lines: impl Iterator<Item = std::io::Result<String>>,
+    out: &mut impl Write,
+    spec: &WorkerSpec,
+    mut cases: CaseRunner<'_>,
+) -> i32 {
     let mut seq = 0u64;
-    // A bench worker measures the device's copy bandwidth once, the yardstick of its timings.
-    let mut copy_gb_per_s: Option<f64> = None;
     for line in lines {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
@@ -119,7 +149,7 @@ pub fn main() -> i32 {
             Ok(c) => c,
             Err(e) => {
                 let _ = send(
-                    &mut out,
+                    out,
                     &WorkerMsg::Error {
                         message: format!("bad case line: {e}"),
                     },
@@ -134,34 +164,16 @@ pub fn main() -> i32 {
         }
         seq += 1;
         let ex = match spec.bench {
-            None => execute(&reg, &mut slot, &case, &mut refs),
-            Some(b) => {
-                let mut ex = bench(
-                    &reg,
-                    &mut slot,
-                    &case,
-                    &mut refs,
-                    BenchOptions {
-                        warmup: b.warmup,
-                        reps: b.reps,
-                    },
-                );
-                if copy_gb_per_s.is_none() && !ex.context_dead && slot.opened().is_some() {
-                    copy_gb_per_s = copy_bandwidth(&mut slot, 1 << 30, 10).ok();
-                }
-                if let Some(t) = ex.result.observed.bench.as_mut() {
-                    t.copy_gb_per_s = copy_gb_per_s;
-                }
-                ex
-            }
+            None => cases.execute(&case),
+            Some(b) => cases.bench(&case, b),
         };
         if ex.context_dead {
             let reason = format!("the CUDA context is dead after: {}", ex.result.detail);
-            if send(&mut out, &WorkerMsg::Retiring { reason }).is_err() {
+            if send(out, &WorkerMsg::Retiring { reason }).is_err() {
                 return exit::ENVIRONMENT;
             }
         }
-        if send(&mut out, &WorkerMsg::Result(Box::new(ex.result))).is_err() {
+        if send(out, &WorkerMsg::Result(Box::new(ex.result))).is_err() {
             return exit::ENVIRONMENT;
         }
         if ex.context_dead {
@@ -170,6 +182,55 @@ pub fn main() -> i32 {
         }
     }
     exit::OK
+}
+
+/// Runs the worker's cases on its device slot, with what carries over from one case to
+/// the next.
+struct CaseRunner<'a> {
+    reg: &'a Registry,
+    slot: &'a mut DeviceSlot,
+    refs: ReferenceCache,
+    /// A bench worker measures the device's copy bandwidth once, the yardstick of its
+    /// timings.
+    copy_gb_per_s: Option<f64>,
+}
+
+impl<'a> CaseRunner<'a> {
+    fn new(reg: &'a Registry, slot: &'a mut DeviceSlot) -> Self {
+        CaseRunner {
+            reg,
+            slot,
+            refs: ReferenceCache::default(),
+            copy_gb_per_s: None,
+        }
+    }
+
+    /// Run and judge one case.
+    fn execute(&mut self, case: &Case) -> Executed {
+        execute(self.reg, self.slot, case, &mut self.refs)
+    }
+
+    /// Judge and time one case (`kedge bench`), the device's copy bandwidth beside its
+    /// timing.
+    fn bench(&mut self, case: &Case, b: BenchSpec) -> Executed {
+        let mut ex = bench(
+            self.reg,
+            self.slot,
+            case,
+            &mut self.refs,
+            BenchOptions {
+                warmup: b.warmup,
+                reps: b.reps,
+            },
+        );
+        if self.copy_gb_per_s.is_none() && !ex.context_dead && self.slot.opened().is_some() {
+            self.copy_gb_per_s = copy_bandwidth(self.slot, 1 << 30, 10).ok();
+        }
+        if let Some(t) = ex.result.observed.bench.as_mut() {
+            t.copy_gb_per_s = self.copy_gb_per_s;
+        }
+        ex
+    }
 }
 
 /// ggml's abort hook: one `aborting` line on stdout, written straight to the descriptor (the
