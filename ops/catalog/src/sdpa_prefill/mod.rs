@@ -358,11 +358,7 @@ impl Op for SdpaPrefill {
         ]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
-        let chunk = |c: i64| {
-            let mut m = Params::new();
-            m.insert("q_chunk".into(), c.into());
-            m
-        };
+        let chunk = |c: i64| crate::params_with(|p: &mut SdpaParams| p.q_chunk = c);
         vec![
             ([64, 7, 2, 1], Params::new()),
             ([64, 1, 1, 1], Params::new()),
