@@ -71,13 +71,9 @@ impl RowNormOp {
     }
 }
 
-/// Params with only `row_pad` set.
+/// Params with only `row_pad` set, through the parameter every row op takes (`RowParams`).
 pub(crate) fn pad(p: i64) -> Params {
-    let mut m = Params::new();
-    if p > 0 {
-        m.insert("row_pad".into(), p.into());
-    }
-    m
+    crate::params_with(|r: &mut crate::rows::RowParams| r.row_pad = p)
 }
 
 impl Op for RowNormOp {

@@ -258,11 +258,7 @@ impl Op for AddId {
         ]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
-        let experts = |n: i64| {
-            let mut m = Params::new();
-            m.insert("n_experts".into(), n.into());
-            m
-        };
+        let experts = |n: i64| crate::params_with(|p: &mut AddIdParams| p.n_experts = n);
         vec![
             ([128, 8, 10, 1], experts(16)),
             ([1, 1, 1, 1], experts(1)),

@@ -16,6 +16,32 @@
 //! 2^31/2^32 element counts on every free dimension. `tests.rs` lists each prediction with the
 //! case that reproduces it.
 
+/// A smoke case with parameters, set typed on the op's parameters at their defaults:
+/// `sp!([64, 3, 1, 1], |p: &mut ClampParams| { p.min = -0.1; p.max = 0.9 })`. The setter is a
+/// closure that captures nothing (or a function), so the case is const data; a field the struct
+/// does not have, or a value of another type, does not compile.
+macro_rules! sp {
+    ($ne:expr, $set:expr $(,)?) => {
+        $crate::on_ggml::table::Smoke {
+            ne: $ne,
+            params: || $crate::params_with($set),
+            dtype: None,
+        }
+    };
+}
+
+/// A smoke case with parameters, in one dtype: `spd!(ne, |p: &mut CpyParams| p.dst = "bf16",
+/// DType::F32)`.
+macro_rules! spd {
+    ($ne:expr, $set:expr, $dtype:expr $(,)?) => {
+        $crate::on_ggml::table::Smoke {
+            ne: $ne,
+            params: || $crate::params_with($set),
+            dtype: Some($dtype),
+        }
+    };
+}
+
 mod elementwise;
 mod layout;
 mod matmul;
@@ -104,39 +130,13 @@ pub(crate) const GET_ROWS_TYPES: &[DType] = ALL_TYPES_I32;
 /// Inputs for ops whose inputs need a domain.
 pub(crate) type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
 
-/// A parameter value in a static declaration (smoke cases).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Pv {
-    I(i64),
-    F(f64),
-    B(bool),
-    S(&'static str),
-}
-
-impl Pv {
-    fn value(self) -> serde_json::Value {
-        match self {
-            Pv::I(x) => x.into(),
-            Pv::F(x) => x.into(),
-            Pv::B(x) => x.into(),
-            Pv::S(x) => x.into(),
-        }
-    }
-}
-
-/// Parameters from a static list.
-pub(crate) fn params_of(list: &[(&str, Pv)]) -> Params {
-    list.iter()
-        .map(|(k, v)| (k.to_string(), v.value()))
-        .collect()
-}
-
-/// A smoke case: a shape, the parameters that differ from the defaults, and the one dtype it
-/// is for (`None`: every dtype of the op).
+/// A smoke case: a shape, its parameters, and the one dtype it is for (`None`: every dtype of
+/// the op). `params` makes the case's parameter map: the op's typed parameters at their
+/// defaults, changed by the declaration (`sp!`, `spd!`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Smoke {
     pub(crate) ne: Ne,
-    pub(crate) params: &'static [(&'static str, Pv)],
+    pub(crate) params: fn() -> Params,
     pub(crate) dtype: Option<DType>,
 }
 
@@ -144,26 +144,8 @@ pub(crate) struct Smoke {
 pub(crate) const fn s(ne: Ne) -> Smoke {
     Smoke {
         ne,
-        params: &[],
+        params: Params::new,
         dtype: None,
-    }
-}
-
-/// A smoke case with parameters.
-pub(crate) const fn sp(ne: Ne, params: &'static [(&'static str, Pv)]) -> Smoke {
-    Smoke {
-        ne,
-        params,
-        dtype: None,
-    }
-}
-
-/// A smoke case with parameters, in one dtype.
-pub(crate) const fn spd(ne: Ne, params: &'static [(&'static str, Pv)], dtype: DType) -> Smoke {
-    Smoke {
-        ne,
-        params,
-        dtype: Some(dtype),
     }
 }
 
@@ -277,7 +259,7 @@ impl Op for GgmlOpEntry {
         self.smoke
             .iter()
             .filter(|s| s.dtype.is_none_or(|d| d == dtype))
-            .map(|s| (s.ne, params_of(s.params)))
+            .map(|s| (s.ne, (s.params)()))
             .collect()
     }
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
@@ -410,7 +392,7 @@ pub fn cases(e: &GgmlOpEntry, limits: &LimitsProfile) -> Vec<(Case, String)> {
                 d,
                 kedge_core::contract::boundary::whole_blocks(sm.ne, d),
             );
-            c.params = params_of(sm.params);
+            c.params = (sm.params)();
             out.push((c, format!("smoke {i} {d}")));
         }
     }

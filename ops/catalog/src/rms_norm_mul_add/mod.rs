@@ -186,11 +186,7 @@ impl Op for RmsNormMulAdd {
         ))
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
-        let full = || {
-            let mut m = Params::new();
-            m.insert("broadcast".into(), "full".into());
-            m
-        };
+        let full = || crate::params_with(|p: &mut RmsNormMulAddParams| p.broadcast = "full");
         vec![
             ([64, 5, 4, 3], Params::new()),
             ([64, 5, 4, 3], full()),

@@ -306,7 +306,7 @@ impl Op for SdpaPrefill {
                 [64, 0, 2, 1],
                 Reach(REACH_CHUNK_EDGE),
             )
-            .with_param("q_chunk", INCIDENT_Q_CHUNK),
+            .with_params(|p: &mut SdpaParams| p.q_chunk = INCIDENT_Q_CHUNK),
             // bf16 in and out (scores still f32): the fused head dims and the fallback's 256.
             Boundary {
                 dtype: Some(DType::Bf16),
@@ -334,7 +334,7 @@ impl Op for SdpaPrefill {
                 [INCIDENT_HEAD_DIM, 0, INCIDENT_N_HEAD, 1],
                 Reach(REACH_LIMIT),
             )
-            .with_param("max_buffer_bytes", MODELLED_MAX_BUFFER_BYTES),
+            .with_params(|p: &mut SdpaParams| p.max_buffer_bytes = MODELLED_MAX_BUFFER_BYTES),
             Boundary::ne(
                 "head_dim at the fused kernel's support matrix {64, 80, 128}",
                 0,
@@ -350,17 +350,15 @@ impl Op for SdpaPrefill {
                 [64, 0, INCIDENT_N_HEAD, 1],
                 Reach(REACH_CHUNK),
             )
-            .with_param("max_buffer_bytes", MODELLED_MAX_BUFFER_BYTES)
-            .with_param("q_chunk", 256)
+            .with_params(|p: &mut SdpaParams| {
+                p.max_buffer_bytes = MODELLED_MAX_BUFFER_BYTES;
+                p.q_chunk = 256;
+            })
             .only(&["chunked"]),
         ]
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
-        let chunk = |c: i64| {
-            let mut m = Params::new();
-            m.insert("q_chunk".into(), c.into());
-            m
-        };
+        let chunk = |c: i64| crate::params_with(|p: &mut SdpaParams| p.q_chunk = c);
         vec![
             ([64, 7, 2, 1], Params::new()),
             ([64, 1, 1, 1], Params::new()),

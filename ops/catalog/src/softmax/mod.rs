@@ -293,11 +293,11 @@ impl Op for Softmax {
     }
     fn smoke(&self) -> Vec<(Ne, Params)> {
         let p = |mask: bool, scale: f64, max_bias: f64| {
-            let mut m = Params::new();
-            m.insert("mask".into(), mask.into());
-            m.insert("scale".into(), scale.into());
-            m.insert("max_bias".into(), max_bias.into());
-            m
+            crate::params_with(|p: &mut SoftmaxParams| {
+                p.mask = mask;
+                p.scale = scale;
+                p.max_bias = max_bias;
+            })
         };
         vec![
             ([10, 5, 4, 3], Params::new()),

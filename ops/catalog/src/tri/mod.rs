@@ -81,10 +81,8 @@ impl Mode {
     }
 }
 
-fn mode_params(mode: &str) -> Params {
-    let mut m = Params::new();
-    m.insert("mode".into(), mode.into());
-    m
+fn mode_params(mode: &'static str) -> Params {
+    crate::params_with(|p: &mut TriParams| p.mode = mode)
 }
 
 impl Op for Tri {
@@ -174,8 +172,10 @@ impl Op for Tri {
         for n in [255, 256, 257] {
             v.push(([n, n, 2, 1], mode_params("lower_diag")));
         }
-        let mut padded = mode_params("upper");
-        padded.insert("row_pad".into(), 3.into());
+        let padded = crate::params_with(|p: &mut TriParams| {
+            p.mode = "upper";
+            p.row_pad = 3;
+        });
         v.push(([33, 33, 2, 2], padded));
         v
     }

@@ -297,7 +297,10 @@ pub(crate) const CLAMP: GgmlOpEntry = GgmlOpEntry {
     probe: elementwise_probe,
     smoke: &[
         s([10, 5, 4, 3]),
-        sp([64, 3, 1, 1], &[("min", Pv::F(-0.1)), ("max", Pv::F(0.9))]),
+        sp!([64, 3, 1, 1], |p: &mut ClampParams| {
+            p.min = -0.1;
+            p.max = 0.9;
+        }),
     ],
     boundaries: |_| int_k_bounds("C8"),
     upstream_line: |c| {
@@ -393,10 +396,10 @@ pub(crate) const SCALE: GgmlOpEntry = GgmlOpEntry {
     probe: elementwise_probe,
     smoke: &[
         s([10, 10, 10, 10]),
-        sp(
-            [33, 3, 2, 1],
-            &[("scale", Pv::F(0.5)), ("bias", Pv::F(1.25))],
-        ),
+        sp!([33, 3, 2, 1], |p: &mut ScaleParams| {
+            p.scale = 0.5;
+            p.bias = 1.25;
+        }),
     ],
     boundaries: none,
     upstream_line: |c| {
@@ -500,9 +503,9 @@ fn glu_graph(
 
 const GLU_SMOKE: &[Smoke] = &[
     s([128, 2, 2, 2]),
-    sp([64, 3, 1, 1], &[("swapped", Pv::B(true))]),
-    sp([128, 2, 2, 1], &[("split", Pv::B(true))]),
-    sp([7, 5, 1, 1], &[("split", Pv::B(true))]),
+    sp!([64, 3, 1, 1], |p: &mut GluParams| p.swapped = true),
+    sp!([128, 2, 2, 1], |p: &mut GluParams| p.split = true),
+    sp!([7, 5, 1, 1], |p: &mut GluParams| p.split = true),
 ];
 
 macro_rules! glu_entry {
@@ -680,12 +683,12 @@ fn bin_line(c: &Case, op: &str, f: &str) -> UpstreamRepro {
 
 fn bin_probe() -> Option<ProbeBase> {
     Some(ProbeBase {
-        params: params_of(&[
-            ("nr0", Pv::I(1)),
-            ("nr1", Pv::I(1)),
-            ("nr2", Pv::I(1)),
-            ("nr3", Pv::I(1)),
-        ]),
+        params: crate::params_with(|p: &mut BinParams| {
+            p.nr0 = 1;
+            p.nr1 = 1;
+            p.nr2 = 1;
+            p.nr3 = 1;
+        }),
         ..elementwise_probe()?
     })
 }
@@ -707,16 +710,16 @@ fn bin_bounds(_: &LimitsProfile) -> Vec<Boundary> {
 
 const BIN_SMOKE: &[Smoke] = &[
     s([10, 10, 1, 1]),
-    sp(
-        [16, 5, 4, 3],
-        &[
-            ("nr0", Pv::I(2)),
-            ("nr1", Pv::I(1)),
-            ("nr2", Pv::I(2)),
-            ("nr3", Pv::I(2)),
-        ],
-    ),
-    sp([1, 1, 8, 1], &[("nr0", Pv::I(256)), ("nr1", Pv::I(3))]),
+    sp!([16, 5, 4, 3], |p: &mut BinParams| {
+        p.nr0 = 2;
+        p.nr1 = 1;
+        p.nr2 = 2;
+        p.nr3 = 2;
+    }),
+    sp!([1, 1, 8, 1], |p: &mut BinParams| {
+        p.nr0 = 256;
+        p.nr1 = 3;
+    }),
 ];
 
 macro_rules! bin_entry {

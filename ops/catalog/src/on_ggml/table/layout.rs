@@ -36,12 +36,13 @@ impl PadParams {
     }
 }
 
-const PAD_ZERO: &[(&str, Pv)] = &[
-    ("rp0", Pv::I(0)),
-    ("rp1", Pv::I(0)),
-    ("rp2", Pv::I(0)),
-    ("rp3", Pv::I(0)),
-];
+/// No padding after any dimension (the defaults pad after dims 0 and 1).
+fn pad_zero(p: &mut PadParams) {
+    p.rp0 = 0;
+    p.rp1 = 0;
+    p.rp2 = 0;
+    p.rp3 = 0;
+}
 
 pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
     name: "pad",
@@ -76,17 +77,17 @@ pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
     // No padding above dim 0, so every probed dimension is the destination's too.
     probe: || {
         Some(ProbeBase {
-            params: params_of(&[("rp0", Pv::I(1)), ("rp1", Pv::I(0))]),
+            params: crate::params_with(|p: &mut PadParams| { p.rp0 = 1; p.rp1 = 0; }),
             ..elementwise_probe()?
         })
     },
     smoke: &[
         s([512, 17, 1, 1]),
-        sp([10, 5, 4, 3], &[("lp0", Pv::I(2)), ("lp2", Pv::I(1)), ("rp3", Pv::I(2))]),
-        sp([8, 3, 2, 1], PAD_ZERO),
+        sp!([10, 5, 4, 3], |p: &mut PadParams| { p.lp0 = 2; p.lp2 = 1; p.rp3 = 2; }),
+        sp!([8, 3, 2, 1], pad_zero),
     ],
     boundaries: |_| {
-        let zero = |b: Boundary| PAD_ZERO.iter().fold(b, |b, (k, v)| b.with_param(k, v.value()));
+        let zero = |b: Boundary| b.with_params(pad_zero);
         vec![
             // B5: pad.cu:70, grid (ne0/256, ne1, ne2*ne3) of the destination: ne1 on grid.y.
             zero(Boundary::ne(
@@ -217,15 +218,15 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
     probe: || {
         Some(ProbeBase {
             ne: [16, 1, 1, 1],
-            params: params_of(&[("dim", Pv::I(0))]),
+            params: crate::params_with(|p: &mut ConcatParams| p.dim = 0),
             ..elementwise_probe()?
         })
     },
     smoke: &[
         s([10, 5, 5, 5]),
-        sp([10, 5, 5, 5], &[("dim", Pv::I(0)), ("ne_b_d", Pv::I(3)), ("v", Pv::I(1))]),
-        sp([10, 5, 5, 5], &[("dim", Pv::I(1)), ("v", Pv::I(2))]),
-        sp([10, 5, 5, 5], &[("dim", Pv::I(3)), ("ne_b_d", Pv::I(2)), ("v", Pv::I(12))]),
+        sp!([10, 5, 5, 5], |p: &mut ConcatParams| { p.dim = 0; p.ne_b_d = 3; p.v = 1; }),
+        sp!([10, 5, 5, 5], |p: &mut ConcatParams| { p.dim = 1; p.v = 2; }),
+        sp!([10, 5, 5, 5], |p: &mut ConcatParams| { p.dim = 3; p.ne_b_d = 2; p.v = 12; }),
     ],
     boundaries: |_| {
         // B7: concat.cu:166, the non-contiguous path's grid is (dst ne1, ne2, ne3).
@@ -288,7 +289,11 @@ impl RepeatParams {
 fn repeat_probe(ne0: i64) -> Option<ProbeBase> {
     Some(ProbeBase {
         ne: [ne0, 1, 1, 1],
-        params: params_of(&[("nr1", Pv::I(1)), ("nr2", Pv::I(1)), ("nr3", Pv::I(1))]),
+        params: crate::params_with(|p: &mut RepeatParams| {
+            p.nr1 = 1;
+            p.nr2 = 1;
+            p.nr3 = 1;
+        }),
         ..elementwise_probe()?
     })
 }
@@ -311,8 +316,8 @@ pub(crate) const REPEAT: GgmlOpEntry = GgmlOpEntry {
     probe: || repeat_probe(64),
     smoke: &[
         s([10, 5, 4, 3]),
-        sp([10, 5, 4, 1], &[("nr0", Pv::I(1)), ("nr1", Pv::I(1)), ("nr2", Pv::I(1)), ("nr3", Pv::I(1))]),
-        sp([1, 3, 1, 2], &[("nr0", Pv::I(64)), ("nr2", Pv::I(5))]),
+        sp!([10, 5, 4, 1], |p: &mut RepeatParams| { p.nr0 = 1; p.nr1 = 1; p.nr2 = 1; p.nr3 = 1; }),
+        sp!([1, 3, 1, 2], |p: &mut RepeatParams| { p.nr0 = 64; p.nr2 = 5; }),
     ],
     boundaries: none,
     upstream_line: |c| {
@@ -352,8 +357,8 @@ pub(crate) const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
     probe: || repeat_probe(8),
     smoke: &[
         s([8, 6, 4, 2]),
-        sp([8, 6, 4, 2], &[("nr0", Pv::I(1)), ("nr3", Pv::I(1))]),
-        sp([3, 5, 1, 1], &[("nr0", Pv::I(7)), ("nr1", Pv::I(1)), ("nr2", Pv::I(3)), ("nr3", Pv::I(1))]),
+        sp!([8, 6, 4, 2], |p: &mut RepeatParams| { p.nr0 = 1; p.nr3 = 1; }),
+        sp!([3, 5, 1, 1], |p: &mut RepeatParams| { p.nr0 = 7; p.nr1 = 1; p.nr2 = 3; p.nr3 = 1; }),
     ],
     boundaries: none,
     upstream_line: |c| {
@@ -417,8 +422,8 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([10, 5, 1, 1]),
-        sp([256, 80, 2, 3], &[("r", Pv::I(17))]),
-        sp([3, 1000, 1, 1], &[("r", Pv::I(700))]),
+        sp!([256, 80, 2, 3], |p: &mut GetRowsParams| p.r = 17),
+        sp!([3, 1000, 1, 1], |p: &mut GetRowsParams| p.r = 700),
     ],
     boundaries: |_| {
         vec![Boundary::param(
@@ -506,8 +511,8 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([16, 5, 1, 1]),
-        sp([64, 11, 2, 3], &[("r", Pv::I(7))]),
-        sp([32, 6, 2, 1], &[("r", Pv::I(3)), ("nr2", Pv::I(3)), ("nr3", Pv::I(2))]),
+        sp!([64, 11, 2, 3], |p: &mut SetRowsParams| p.r = 7),
+        sp!([32, 6, 2, 1], |p: &mut SetRowsParams| { p.r = 3; p.nr2 = 3; p.nr3 = 2; }),
     ],
     boundaries: |_| {
         // C22: set-rows.cu:145 decomposes the element index from `(uint32_t) i`: from 2^32
@@ -635,47 +640,47 @@ pub(crate) const CPY: GgmlOpEntry = GgmlOpEntry {
     probe: elementwise_probe,
     smoke: &[
         s([10, 10, 10, 1]),
-        sp([64, 3, 2, 1], &[("dst", Pv::S("f16"))]),
-        sp([33, 7, 1, 1], &[("dst", Pv::S("f32")), ("dst_row_pad", Pv::I(31))]),
-        sp([16, 4, 3, 1], &[("dst", Pv::S("bf16")), ("dst_row_pad", Pv::I(3))]),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("bf16"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("bf16"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("i32"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("i32"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_0"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_0"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_1"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_1"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_0"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_0"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_1"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_1"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q8_0"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q8_0"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q1_0"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q1_0"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_0"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_0"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("mxfp4"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("mxfp4"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("nvfp4"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("nvfp4"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_K"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q2_K"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q3_K"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q3_K"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_K"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q4_K"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_K"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q5_K"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q6_K"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("q6_K"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("tq2_0"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("tq2_0"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_nl"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_nl"))], DType::F16),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_xs"))], DType::F32),
-        spd([256, 4, 2, 1], &[("dst", Pv::S("iq4_xs"))], DType::F16),
+        sp!([64, 3, 2, 1], |p: &mut CpyParams| p.dst = "f16"),
+        sp!([33, 7, 1, 1], |p: &mut CpyParams| { p.dst = "f32"; p.dst_row_pad = 31; }),
+        sp!([16, 4, 3, 1], |p: &mut CpyParams| { p.dst = "bf16"; p.dst_row_pad = 3; }),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "bf16", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "bf16", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "i32", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "i32", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q4_0", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q4_0", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q4_1", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q4_1", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q5_0", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q5_0", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q5_1", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q5_1", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q8_0", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q8_0", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q1_0", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q1_0", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q2_0", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q2_0", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "mxfp4", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "mxfp4", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "nvfp4", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "nvfp4", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q2_K", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q2_K", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q3_K", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q3_K", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q4_K", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q4_K", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q5_K", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q5_K", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q6_K", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "q6_K", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "tq2_0", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "tq2_0", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "iq4_nl", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "iq4_nl", DType::F16),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "iq4_xs", DType::F32),
+        spd!([256, 4, 2, 1], |p: &mut CpyParams| p.dst = "iq4_xs", DType::F16),
     ],
     boundaries: |_| {
         // D1: cpy.cu:421-427, 476: a same-type copy with a contiguous prefix goes through
@@ -785,7 +790,7 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
     smoke: &[
         s([10, 10, 10, 1]),
         s([1, 300, 2, 1]),
-        sp([40, 9, 3, 1], &[("slice", Pv::B(true))]),
+        sp!([40, 9, 3, 1], |p: &mut ContParams| p.slice = true),
     ],
     boundaries: |_| {
         vec![Boundary::ne(
@@ -875,13 +880,13 @@ pub(crate) const ACC: GgmlOpEntry = GgmlOpEntry {
     probe: || {
         Some(ProbeBase {
             ne: [64, 2, 1, 1],
-            params: params_of(&[("b1", Pv::I(1))]),
+            params: crate::params_with(|p: &mut AccParams| p.b1 = 1),
             ..elementwise_probe()?
         })
     },
     smoke: &[
-        sp([256, 17, 2, 3], &[("b1", Pv::I(16))]),
-        sp([64, 8, 3, 1], &[("b0", Pv::I(32)), ("b1", Pv::I(3)), ("b2", Pv::I(2))]),
+        sp!([256, 17, 2, 3], |p: &mut AccParams| p.b1 = 16),
+        sp!([64, 8, 3, 1], |p: &mut AccParams| { p.b0 = 32; p.b1 = 3; p.b2 = 2; }),
         s([9, 4, 1, 1]),
     ],
     boundaries: |_| {
@@ -938,8 +943,8 @@ pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
     probe: || Some(ProbeBase::rows([64, 1, 1, 1])),
     smoke: &[
         s([10, 10, 3, 2]),
-        sp([40, 7, 2, 1], &[("n_past", Pv::I(0))]),
-        sp([5, 300, 1, 1], &[("n_past", Pv::I(100))]),
+        sp!([40, 7, 2, 1], |p: &mut DiagMaskParams| p.n_past = 0),
+        sp!([5, 300, 1, 1], |p: &mut DiagMaskParams| p.n_past = 100),
     ],
     boundaries: |_| {
         vec![

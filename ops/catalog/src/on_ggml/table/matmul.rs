@@ -209,10 +209,10 @@ pub(crate) const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
     probe: || None,
     smoke: &[
         s([32, 32, 32, 1]),
-        sp([32, 32, 32, 1], &[("bs0", Pv::I(10)), ("bs1", Pv::I(10)), ("nr0", Pv::I(2)), ("nr1", Pv::I(2))]),
+        sp!([32, 32, 32, 1], |p: &mut MulMatParams| { p.bs0 = 10; p.bs1 = 10; p.nr0 = 2; p.nr1 = 2; }),
         s([256, 64, 1, 1]),
         s([256, 16, 3, 1]),
-        sp([256, 16, 9, 1], &[("nr0", Pv::I(3))]),
+        sp!([256, 16, 9, 1], |p: &mut MulMatParams| p.nr0 = 3),
     ],
     boundaries: mul_mat_bounds,
     upstream_line: |c| {
@@ -302,9 +302,9 @@ pub(crate) const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
     probe: || None,
     smoke: &[
         s([32, 32, 32, 1]),
-        sp([32, 32, 32, 1], &[("b", Pv::B(true))]),
-        sp([64, 16, 3, 1], &[("n_mats", Pv::I(4)), ("n_used", Pv::I(0))]),
-        sp([256, 16, 5, 1], &[("n_used", Pv::I(4))]),
+        sp!([32, 32, 32, 1], |p: &mut MulMatIdParams| p.b = true),
+        sp!([64, 16, 3, 1], |p: &mut MulMatIdParams| { p.n_mats = 4; p.n_used = 0; }),
+        sp!([256, 16, 5, 1], |p: &mut MulMatIdParams| p.n_used = 4),
     ],
     boundaries: |_| {
         vec![
@@ -406,10 +406,10 @@ pub(crate) const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
     smoke: &[
         s([256, 16, 16, 1]),
         s([256, 1, 1, 1]),
-        sp([256, 16, 1, 1], &[("bs0", Pv::I(3)), ("bs1", Pv::I(3)), ("nr0", Pv::I(2)), ("nr1", Pv::I(2))]),
-        sp([256, 16, 16, 1], &[("trans_b", Pv::B(true))]),
-        sp([256, 16, 16, 1], &[("bs0", Pv::I(32))]),
-        sp([256, 16, 16, 1], &[("nr0", Pv::I(32))]),
+        sp!([256, 16, 1, 1], |p: &mut OutProdParams| { p.bs0 = 3; p.bs1 = 3; p.nr0 = 2; p.nr1 = 2; }),
+        sp!([256, 16, 16, 1], |p: &mut OutProdParams| p.trans_b = true),
+        sp!([256, 16, 16, 1], |p: &mut OutProdParams| p.bs0 = 32),
+        sp!([256, 16, 16, 1], |p: &mut OutProdParams| p.nr0 = 32),
     ],
     boundaries: none,
     upstream_line: |c| {

@@ -86,9 +86,9 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([10, 5, 3, 1]),
-        sp([128, 4, 7, 1], &[("mode", Pv::S("neox"))]),
-        sp([64, 3, 5, 2], &[("n_dims", Pv::I(32)), ("ff", Pv::B(true))]),
-        sp([80, 2, 9, 1], &[("mode", Pv::S("neox")), ("n_dims", Pv::I(40)), ("ff", Pv::B(true))]),
+        sp!([128, 4, 7, 1], |p: &mut RopeCaseParams| p.mode = "neox"),
+        sp!([64, 3, 5, 2], |p: &mut RopeCaseParams| { p.n_dims = 32; p.ff = true; }),
+        sp!([80, 2, 9, 1], |p: &mut RopeCaseParams| { p.mode = "neox"; p.n_dims = 40; p.ff = true; }),
     ],
     boundaries: |_| {
         vec![
@@ -186,7 +186,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([128, 8, 3, 1]),
-        sp([64, 4, 17, 1], &[("mode", Pv::S("neox"))]),
+        sp!([64, 4, 17, 1], |p: &mut RmsNormMulRopeParams| p.mode = "neox"),
         s([2, 1, 1, 1]),
     ],
     boundaries: |_| {
@@ -332,9 +332,9 @@ pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
     probe: || None,
     smoke: &[
         s([128, 8, 4, 1]),
-        sp([64, 3, 2, 1], &[("kv", Pv::I(300)), ("gqa", Pv::I(4))]),
-        sp([80, 1, 3, 1], &[("kv", Pv::I(513)), ("mask", Pv::B(false)), ("kv_view", Pv::B(false))]),
-        sp([192, 5, 2, 1], &[("hsv", Pv::I(128)), ("kv", Pv::I(128))]),
+        sp!([64, 3, 2, 1], |p: &mut FlashAttnParams| { p.kv = 300; p.gqa = 4; }),
+        sp!([80, 1, 3, 1], |p: &mut FlashAttnParams| { p.kv = 513; p.mask = false; p.kv_view = false; }),
+        sp!([192, 5, 2, 1], |p: &mut FlashAttnParams| { p.hsv = 128; p.kv = 128; }),
     ],
     boundaries: |_| {
         // C10: fattn-vec.cuh:110 (tile :857, mma :1816) `K += nb13*sequence + nb12*(head /
@@ -418,11 +418,11 @@ pub(crate) const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
     probe: || None,
     smoke: &[
         s([2, 1, 1, 1]),
-        sp([100, 1, 1, 1], &[("dim", Pv::I(63))]),
-        sp(
-            [7, 1, 1, 1],
-            &[("dim", Pv::I(1024)), ("max_period", Pv::I(500))],
-        ),
+        sp!([100, 1, 1, 1], |p: &mut TimestepParams| p.dim = 63),
+        sp!([7, 1, 1, 1], |p: &mut TimestepParams| {
+            p.dim = 1024;
+            p.max_period = 500;
+        }),
     ],
     boundaries: |_| {
         vec![
@@ -531,11 +531,11 @@ pub(crate) const UPSCALE: GgmlOpEntry = GgmlOpEntry {
     probe: resample_probe,
     smoke: &[
         s([16, 12, 3, 1]),
-        sp(
-            [10, 7, 2, 2],
-            &[("mode", Pv::S("bilinear")), ("scale_factor", Pv::I(3))],
-        ),
-        sp([9, 9, 1, 1], &[("mode", Pv::S("bicubic"))]),
+        sp!([10, 7, 2, 2], |p: &mut UpscaleParams| {
+            p.mode = "bilinear";
+            p.scale_factor = 3;
+        }),
+        sp!([9, 9, 1, 1], |p: &mut UpscaleParams| p.mode = "bicubic"),
     ],
     boundaries: |_| {
         // C12: upscale.cu:32, dst_total_elements is an int product: at 2^31 it is negative
@@ -612,9 +612,9 @@ pub(crate) const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
     },
     probe: resample_probe,
     smoke: &[
-        sp([2, 5, 7, 11], &[("t0", Pv::I(5)), ("t1", Pv::I(7)), ("t2", Pv::I(11)), ("t3", Pv::I(13))]),
-        sp([20, 9, 3, 1], &[("t0", Pv::I(7)), ("t1", Pv::I(30)), ("mode", Pv::S("bilinear"))]),
-        sp([12, 12, 2, 1], &[("t0", Pv::I(17)), ("t1", Pv::I(5)), ("mode", Pv::S("bicubic"))]),
+        sp!([2, 5, 7, 11], |p: &mut InterpolateParams| { p.t0 = 5; p.t1 = 7; p.t2 = 11; p.t3 = 13; }),
+        sp!([20, 9, 3, 1], |p: &mut InterpolateParams| { p.t0 = 7; p.t1 = 30; p.mode = "bilinear"; }),
+        sp!([12, 12, 2, 1], |p: &mut InterpolateParams| { p.t0 = 17; p.t1 = 5; p.mode = "bicubic"; }),
     ],
     boundaries: |_| {
         // C11: upscale.cu:3-22, nearest takes int byte strides and computes int offsets: a
@@ -723,8 +723,8 @@ pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([10, 10, 3, 1]),
-        sp([20, 11, 4, 2], &[("dst", Pv::S("f16")), ("s0", Pv::I(2)), ("d1", Pv::I(2))]),
-        sp([7, 9, 1, 1], &[("kw", Pv::I(5)), ("kh", Pv::I(1)), ("p1", Pv::I(0))]),
+        sp!([20, 11, 4, 2], |p: &mut Im2colParams| { p.dst = "f16"; p.s0 = 2; p.d1 = 2; }),
+        sp!([7, 9, 1, 1], |p: &mut Im2colParams| { p.kw = 5; p.kh = 1; p.p1 = 0; }),
     ],
     boundaries: |_| {
         vec![Boundary::ne(
@@ -842,19 +842,17 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([10, 10, 3, 1]),
-        sp(
-            [16, 9, 2, 2],
-            &[
-                ("op", Pv::S("max")),
-                ("k0", Pv::I(2)),
-                ("s0", Pv::I(2)),
-                ("p1", Pv::I(0)),
-            ],
-        ),
-        sp(
-            [7, 7, 5, 1],
-            &[("k1", Pv::I(1)), ("s1", Pv::I(3)), ("p0", Pv::I(0))],
-        ),
+        sp!([16, 9, 2, 2], |p: &mut Pool2dParams| {
+            p.op = "max";
+            p.k0 = 2;
+            p.s0 = 2;
+            p.p1 = 0;
+        }),
+        sp!([7, 7, 5, 1], |p: &mut Pool2dParams| {
+            p.k1 = 1;
+            p.s1 = 3;
+            p.p0 = 0;
+        }),
     ],
     boundaries: |_| {
         // C19: pool2d.cu:19 `src + nc * I_HW` and :91 `const int parallel_elements` in int.
@@ -959,8 +957,8 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
     },
     smoke: &[
         s([10, 128, 2, 1]),
-        sp([3, 256, 1, 1], &[("d_conv", Pv::I(3))]),
-        sp([78, 128, 3, 1], &[("d_conv", Pv::I(15))]),
+        sp!([3, 256, 1, 1], |p: &mut SsmConvParams| p.d_conv = 3),
+        sp!([78, 128, 3, 1], |p: &mut SsmConvParams| p.d_conv = 15),
         s([4, 1024, 1, 1]),
     ],
     boundaries: |_| {

@@ -190,7 +190,7 @@ pub(crate) const ARGMAX: GgmlOpEntry = GgmlOpEntry {
         s([10, 100, 1, 1]),
         s([32, 1, 1, 1]),
         s([1, 64, 1, 1]),
-        sp([300, 3, 1, 1], &[("row_pad", Pv::I(7))]),
+        sp!([300, 3, 1, 1], |p: &mut RowPadParams| p.row_pad = 7),
     ],
     boundaries: |_| vec![noncontig_bound("D3")],
     upstream_line: |c| elementwise::type_ne_line("test_argmax", "ARGMAX", c),
@@ -285,10 +285,10 @@ pub(crate) const ARGSORT: GgmlOpEntry = GgmlOpEntry {
     probe: rows_probe,
     smoke: &[
         s([16, 10, 10, 10]),
-        sp([60, 10, 10, 10], &[("order", Pv::S("desc"))]),
+        sp!([60, 10, 10, 10], |p: &mut ArgsortParams| p.order = "desc"),
         s([1023, 2, 1, 1]),
         s([1025, 2, 1, 1]),
-        sp([300, 3, 1, 1], &[("row_pad", Pv::I(5))]),
+        sp!([300, 3, 1, 1], |p: &mut ArgsortParams| p.row_pad = 5),
     ],
     boundaries: |_| {
         vec![
@@ -367,9 +367,9 @@ pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
     probe: rows_probe,
     smoke: &[
         s([16, 10, 10, 10]),
-        sp([60, 4, 1, 1], &[("k", Pv::I(1))]),
-        sp([1000, 3, 1, 1], &[("k", Pv::I(40))]),
-        sp([5, 2, 1, 1], &[("k", Pv::I(5))]),
+        sp!([60, 4, 1, 1], |p: &mut TopKParams| p.k = 1),
+        sp!([1000, 3, 1, 1], |p: &mut TopKParams| p.k = 40),
+        sp!([5, 2, 1, 1], |p: &mut TopKParams| p.k = 5),
     ],
     boundaries: |_| {
         // top-k.cu:79-97 chunks the sort (without CUB's top-k), so the bitonic 2^31 overflow
@@ -434,7 +434,7 @@ pub(crate) const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
     smoke: &[
         s([64, 64, 320, 1]),
         s([9, 7, 32, 2]),
-        sp([16, 16, 30, 1], &[("num_groups", Pv::I(6))]),
+        sp!([16, 16, 30, 1], |p: &mut GroupNormParams| p.num_groups = 6),
     ],
     boundaries: |_| {
         // C9: norm.cu:475 passes ggml_nelements as `const int ne_elements`; at exactly 2^31 the
@@ -501,7 +501,7 @@ pub(crate) const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
     probe: rows_probe,
     smoke: &[
         s([10, 5, 4, 3]),
-        sp([16, 16, 1, 1], &[("scale", Pv::F(0.125))]),
+        sp!([16, 16, 1, 1], |p: &mut SoftMaxBackParams| p.scale = 0.125),
         s([1500, 2, 1, 1]),
     ],
     boundaries: none,

@@ -528,7 +528,7 @@ fn every_dtype_of_every_entry_builds_a_graph_of_the_declared_shape() {
                 .find_map(|sm| {
                     let ne = kedge_core::contract::boundary::whole_blocks(sm.ne, d);
                     let mut c = Case::new(e.name, "ggml:CPU", d, ne);
-                    c.params = params_of(sm.params);
+                    c.params = (sm.params)();
                     (e.tensors)(&c).ok().map(|specs| (c, specs))
                 });
             let (c, specs) =
