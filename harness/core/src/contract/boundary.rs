@@ -147,6 +147,24 @@ impl Boundary {
     }
 }
 
+impl Boundary {
+    /// Whether `case` is one of this boundary's probes: its dtype, its shape (rounded to
+    /// whole blocks, as suites make them) and the boundary's parameters, other than those at
+    /// their defaults (`defaults`: the op's parameters filled in). A typed declaration writes
+    /// every parameter; one left at its default says nothing about the boundary, so a case
+    /// with another value there (a `--param` override) is still its probe.
+    pub fn probes(&self, case: &Case, defaults: &Params) -> bool {
+        self.cases(&case.op, &case.imp, case.dtype).iter().any(|p| {
+            p.dtype == case.dtype
+                && whole_blocks(p.ne, case.dtype) == case.ne
+                && p.params
+                    .iter()
+                    .filter(|(k, v)| defaults.get(*k) != Some(*v))
+                    .all(|(k, v)| case.params.get(k) == Some(v))
+        })
+    }
+}
+
 /// Where the generated boundaries of an op start (`Op::probe_base`): a small valid shape and
 /// which of its dimensions may move.
 #[derive(Debug, Clone, PartialEq)]
@@ -379,6 +397,40 @@ mod tests {
 
     fn h200() -> LimitsProfile {
         LimitsProfile::builtin("h200").expect("h200 profile")
+    }
+
+    /// A probe is recognised by its shape rounded to whole blocks and by the parameters the
+    /// boundary sets away from their defaults; a parameter it leaves at its default may differ.
+    #[test]
+    fn a_case_probes_a_boundary_by_shape_and_its_own_parameters() {
+        let mut b = Boundary::ne(
+            "ne[1] across 65535",
+            1,
+            65536,
+            [16, 1, 1, 1],
+            Reach::SYNTHETIC,
+        );
+        // As a typed declaration writes them: every parameter, `dim` its own, `v` at default.
+        b.params.insert("dim".into(), 1.into());
+        b.params.insert("v".into(), 0.into());
+        let defaults: Params = [("dim".to_string(), 0.into()), ("v".to_string(), 0.into())]
+            .into_iter()
+            .collect();
+        let case = |dtype: DType, ne: Ne, dim: i64, v: i64| {
+            let mut c = Case::new("op", "imp", dtype, ne);
+            c.params.insert("dim".into(), dim.into());
+            c.params.insert("v".into(), v.into());
+            c
+        };
+        assert!(b.probes(&case(DType::F32, [16, 65536, 1, 1], 1, 0), &defaults));
+        assert!(b.probes(&case(DType::F32, [16, 65535, 1, 1], 1, 0), &defaults));
+        // `v` overridden: still the probe; `dim` not the boundary's: not.
+        assert!(b.probes(&case(DType::F32, [16, 65536, 1, 1], 1, 1), &defaults));
+        assert!(!b.probes(&case(DType::F32, [16, 65536, 1, 1], 0, 0), &defaults));
+        // A block format's probe has whole blocks: ne[0] 16 becomes 32 in q4_0.
+        assert!(b.probes(&case(DType::Q4_0, [32, 65536, 1, 1], 1, 0), &defaults));
+        assert!(!b.probes(&case(DType::Q4_0, [16, 65536, 1, 1], 1, 0), &defaults));
+        assert!(!b.probes(&case(DType::F32, [16, 65534, 1, 1], 1, 0), &defaults));
     }
 
     fn values_of<'a>(bs: &'a [Boundary], label: &str) -> Vec<&'a Boundary> {

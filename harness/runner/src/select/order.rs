@@ -16,7 +16,8 @@
 use crate::run::{Rank, YieldOrder};
 use crate::select::suite;
 use kedge_core::engine::ReferenceKey;
-use kedge_core::{Boundary, Case, DType, LimitsProfile, Registry};
+use kedge_core::model::params::check_params;
+use kedge_core::{Boundary, Case, DType, LimitsProfile, Params, Registry};
 use std::collections::HashMap;
 
 /// Both sides of a boundary crossing.
@@ -30,12 +31,15 @@ pub(crate) const REST: u8 = 2;
 pub(crate) const CLASSES: &str = "both sides of each boundary crossing first, then dtypes other than each op's first, then the rest";
 
 /// The rank of every case's key. A case is a boundary's probe when its op, dtype and shape are
-/// those of one of the boundary's probes and it has the boundary's parameters (other
-/// parameters, `-p` overrides among them, do not matter).
+/// those of one of the boundary's probes and it has the boundary's parameters that are not
+/// at their defaults (other parameters, `--param` overrides among them, do not matter:
+/// `Boundary::probes`).
 fn ranks(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> HashMap<ReferenceKey, Rank> {
     let mut out: HashMap<ReferenceKey, Rank> = HashMap::new();
     // Each (op, dtype)'s boundaries, computed once.
     let mut bounds: HashMap<(String, DType), Vec<Boundary>> = HashMap::new();
+    // Each op's parameters at their defaults.
+    let mut defaults: HashMap<String, Params> = HashMap::new();
     // Group numbers, in the order groups are first met.
     let mut groups: HashMap<(String, DType, usize), u32> = HashMap::new();
     for c in cases {
@@ -57,13 +61,10 @@ fn ranks(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> HashMap<Refe
         let bs = bounds
             .entry((c.op.clone(), c.dtype))
             .or_insert_with(|| suite::boundaries(op, limits, c.dtype));
-        let probe = bs.iter().position(|b| {
-            b.cases(&c.op, &c.imp, c.dtype).iter().any(|p| {
-                p.dtype == c.dtype
-                    && p.ne == c.ne
-                    && p.params.iter().all(|(k, v)| c.params.get(k) == Some(v))
-            })
+        let defaults = defaults.entry(c.op.clone()).or_insert_with(|| {
+            check_params(op.name(), op.params(), &Params::new()).unwrap_or_default()
         });
+        let probe = bs.iter().position(|b| b.probes(c, defaults));
         let rank = match probe {
             Some(b) => {
                 let n = groups.len() as u32;

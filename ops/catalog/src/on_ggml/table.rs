@@ -283,14 +283,12 @@ impl Op for GgmlOpEntry {
 /// boundary fixes one, same shape, the boundary's parameters), unless it names no workload.
 fn boundary_reach(e: &GgmlOpEntry, case: &Case) -> Option<String> {
     let limits = LimitsProfile::builtin("h200")?;
+    let defaults =
+        kedge_core::model::params::check_params(e.name, e.params, &Params::new()).ok()?;
     (e.boundaries)(&limits)
         .into_iter()
         .filter(|b| b.reach != Reach::SYNTHETIC && b.dtype.is_none_or(|d| d == case.dtype))
-        .find(|b| {
-            b.cases(e.name, &case.imp, case.dtype).iter().any(|c| {
-                c.ne == case.ne && c.params.iter().all(|(k, v)| case.params.get(k) == Some(v))
-            })
-        })
+        .find(|b| b.probes(case, &defaults))
         .map(|b| format!("{}: {}", b.label, b.reach.0))
 }
 
