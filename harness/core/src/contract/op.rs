@@ -198,6 +198,13 @@ impl RowSampling {
             ranges: vec![(-1.0, 1.0); specs],
         }
     }
+    /// Every input uniform in [lo, hi) (integers as `uniform` draws them), as
+    /// `random_tensor(seed, i, spec, lo, hi)` draws input `i`: an op's domain.
+    pub fn uniform_in(specs: usize, lo: f32, hi: f32) -> RowSampling {
+        RowSampling {
+            ranges: vec![(lo, hi); specs],
+        }
+    }
 }
 
 /// An op's C ABI for external code (harness/include/kedge.h), as data.

@@ -127,8 +127,21 @@ const ALL_TYPES_I32_LIST: [DType; matmul::WEIGHT_TYPE_LIST.len() + 1] = {
 /// GET_ROWS' tables: every type test-backend-ops gathers from.
 pub(crate) const GET_ROWS_TYPES: &[DType] = ALL_TYPES_I32;
 
-/// Inputs for ops whose inputs need a domain.
+/// Inputs an entry makes itself (indices, positions, distinct rows).
 pub(crate) type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
+
+/// How an entry's inputs are drawn. Drawn inputs (`Default`, `Uniform`) are what the device
+/// draws too, so a big case of a row-independent op is judged on sampled rows; inputs an
+/// entry makes are judged whole.
+#[derive(Clone, Copy)]
+pub(crate) enum Inputs {
+    /// Every input uniform in [-1, 1) (`random_inputs`).
+    Default,
+    /// Every input uniform in [lo, hi): the op's domain, as test-backend-ops draws it.
+    Uniform(f32, f32),
+    /// Made by the entry.
+    Made(InputsFn),
+}
 
 /// A smoke case: a shape, its parameters, and the one dtype it is for (`None`: every dtype of
 /// the op). `params` makes the case's parameter map: the op's typed parameters at their
@@ -171,9 +184,9 @@ pub struct GgmlOpEntry {
     pub(crate) params: &'static [ParamSpec],
     /// The case's tensors: inputs (in the graph's argument order), then outputs.
     pub(crate) tensors: fn(&Case) -> Result<Vec<TensorSpec>, CaseError>,
-    /// Inputs that need a domain (indices in range, positive values); `None`: uniform in
-    /// [-1, 1), never all zero.
-    pub(crate) inputs: Option<InputsFn>,
+    /// How its inputs are drawn (uniform in [-1, 1) unless the op needs a domain: positive
+    /// values, indices in range), never all zero.
+    pub(crate) inputs: Inputs,
     pub(crate) graph: GraphFn,
     /// Where the generated boundaries start (`None`: the op's dimensions are not free).
     pub(crate) probe: fn() -> Option<ProbeBase>,
@@ -226,8 +239,9 @@ impl Op for GgmlOpEntry {
     }
     fn inputs(&self, case: &Case, specs: &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError> {
         match self.inputs {
-            Some(f) => f(case, specs),
-            None => Ok(kedge_core::contract::op::random_inputs(case.seed, specs)),
+            Inputs::Default => Ok(kedge_core::contract::op::random_inputs(case.seed, specs)),
+            Inputs::Uniform(lo, hi) => Ok(uniform_inputs(case, specs, lo, hi)),
+            Inputs::Made(f) => f(case, specs),
         }
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
@@ -265,13 +279,17 @@ impl Op for GgmlOpEntry {
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         Some((self.upstream_line)(case))
     }
-    /// Rows independent of each other, inputs drawn as `random_inputs` draws them.
+    /// Rows independent of each other, inputs drawn (in [-1, 1) or the op's domain), not made.
     fn row_sampling(&self, case: &Case) -> Option<RowSampling> {
-        if self.rows != Rows::Independent || self.inputs.is_some() {
+        if self.rows != Rows::Independent {
             return None;
         }
         let n = (self.tensors)(case).ok()?.len();
-        Some(RowSampling::uniform(n))
+        match self.inputs {
+            Inputs::Default => Some(RowSampling::uniform(n)),
+            Inputs::Uniform(lo, hi) => Some(RowSampling::uniform_in(n, lo, hi)),
+            Inputs::Made(_) => None,
+        }
     }
     /// The entry's own note, else the note of the declared boundary the case is a probe of.
     fn reach(&self, case: &Case) -> Option<String> {

@@ -59,7 +59,7 @@ macro_rules! unary_entry {
             dtypes: &[DType::F32, DType::F16],
             params: &[],
             tensors: same_shape,
-            inputs: None,
+            inputs: Inputs::Default,
             graph: |g, _c, x| Ok(vec![g.unary(x[0], UnaryOp::$method)?]),
             probe: elementwise_probe,
             smoke: &[s([128, 2, 2, 2]), s([5, 7, 3, 1]), s([1, 1, 1, 1])],
@@ -232,7 +232,7 @@ math_entry!(
     "SQR",
     "test_sqr",
     sqr,
-    None,
+    Inputs::Default,
     "x^2, elementwise (ggml SQR)"
 );
 math_entry!(
@@ -241,7 +241,7 @@ math_entry!(
     "SQRT",
     "test_sqrt",
     sqrt,
-    Some(|c, s| Ok(uniform_inputs(c, s, 50.0, 100.0))),
+    Inputs::Uniform(50.0, 100.0),
     "sqrt(x), elementwise (ggml SQRT); inputs in [50, 100) as test-backend-ops draws them"
 );
 math_entry!(
@@ -250,7 +250,7 @@ math_entry!(
     "LOG",
     "test_log",
     log,
-    Some(|c, s| Ok(uniform_inputs(c, s, 0.9, 1.1))),
+    Inputs::Uniform(0.9, 1.1),
     "ln(x), elementwise (ggml LOG); inputs in [0.9, 1.1) as test-backend-ops draws them"
 );
 math_entry!(
@@ -259,7 +259,7 @@ math_entry!(
     "SIN",
     "test_sin",
     sin,
-    Some(|c, s| Ok(uniform_inputs(c, s, -6.5, 6.5))),
+    Inputs::Uniform(-6.5, 6.5),
     "sin(x), elementwise (ggml SIN); inputs in [-6.5, 6.5) (two periods)"
 );
 math_entry!(
@@ -268,7 +268,7 @@ math_entry!(
     "COS",
     "test_cos",
     cos,
-    Some(|c, s| Ok(uniform_inputs(c, s, -6.5, 6.5))),
+    Inputs::Uniform(-6.5, 6.5),
     "cos(x), elementwise (ggml COS); inputs in [-6.5, 6.5) (two periods)"
 );
 
@@ -289,7 +289,7 @@ pub(crate) const CLAMP: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32, DType::F16],
     params: ClampParams::SPECS,
     tensors: same_shape,
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = ClampParams::of(c);
         Ok(vec![g.clamp(x[0], p.min as f32, p.max as f32)?])
@@ -342,7 +342,7 @@ pub(crate) const LEAKY_RELU: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32, DType::F16],
     params: LeakyReluParams::SPECS,
     tensors: same_shape,
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = LeakyReluParams::of(c);
         Ok(vec![g.leaky_relu(x[0], p.negative_slope as f32, true)?])
@@ -388,7 +388,7 @@ pub(crate) const SCALE: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32],
     params: ScaleParams::SPECS,
     tensors: same_shape,
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = ScaleParams::of(c);
         Ok(vec![g.scale_bias(x[0], p.scale as f32, p.bias as f32)?])
@@ -517,7 +517,7 @@ macro_rules! glu_entry {
             dtypes: &[DType::F32, DType::F16],
             params: GluParams::SPECS,
             tensors: glu_tensors,
-            inputs: None,
+            inputs: Inputs::Default,
             graph: |g, c, x| glu_graph(g, c, x, GluOp::$variant),
             probe: elementwise_probe,
             smoke: GLU_SMOKE,
@@ -587,7 +587,7 @@ pub(crate) const SWIGLU_OAI: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, c.ne)?,
         ])
     },
-    inputs: Some(|c, s| Ok(uniform_inputs(c, s, -10.0, 10.0))),
+    inputs: Inputs::Uniform(-10.0, 10.0),
     graph: |g, c, x| {
         let p = SwigluOaiParams::of(c);
         Ok(vec![g.swiglu_oai(
@@ -750,7 +750,7 @@ bin_entry!(
     "ADD",
     add,
     "ggml_add",
-    None,
+    Inputs::Default,
     "a + b, b (ne) broadcast over a (ne * nr)"
 );
 bin_entry!(
@@ -759,7 +759,7 @@ bin_entry!(
     "SUB",
     sub,
     "ggml_sub",
-    None,
+    Inputs::Default,
     "a - b, b (ne) broadcast over a (ne * nr)"
 );
 bin_entry!(
@@ -768,7 +768,7 @@ bin_entry!(
     "MUL",
     mul,
     "ggml_mul",
-    Some(|c, s| Ok(uniform_inputs(c, s, 0.9, 1.1))),
+    Inputs::Uniform(0.9, 1.1),
     "a * b, b (ne) broadcast over a (ne * nr); inputs in [0.9, 1.1) as test-backend-ops draws them"
 );
 bin_entry!(
@@ -777,6 +777,6 @@ bin_entry!(
     "DIV",
     div,
     "ggml_div",
-    Some(|c, s| Ok(uniform_inputs(c, s, 0.9, 1.1))),
+    Inputs::Uniform(0.9, 1.1),
     "a / b, b (ne) broadcast over a (ne * nr); inputs in [0.9, 1.1) as test-backend-ops draws them"
 );

@@ -58,7 +58,7 @@ pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
         }
         Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, dst)?])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = PadParams::of(c);
         let i = |v: i64| v as i32;
@@ -213,7 +213,7 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
         };
         Ok(vec![a, b, output("dst", c.dtype, out)?])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| Ok(vec![g.concat(x[0], x[1], ConcatParams::of(c).dim as i32)?]),
     probe: || {
         Some(ProbeBase {
@@ -308,7 +308,7 @@ pub(crate) const REPEAT: GgmlOpEntry = GgmlOpEntry {
         let dst = ne_times(c.ne, RepeatParams::of(c).nr());
         Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, dst)?])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let d = ne_times(c.ne, RepeatParams::of(c).nr());
         Ok(vec![g.repeat_4d(x[0], d[0], d[1], d[2], d[3])?])
@@ -348,7 +348,7 @@ pub(crate) const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
         let src = ne_times(c.ne, RepeatParams::of(c).nr());
         Ok(vec![input("src", c.dtype, src)?, output("dst", c.dtype, c.ne)?])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         // The target only gives the shape (ggml_repeat_back reads b->ne).
         let target = g.new_tensor(ggml_ty(c.dtype)?, &c.ne)?;
@@ -406,7 +406,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
             )?,
         ])
     },
-    inputs: Some(|c, s| {
+    inputs: Inputs::Made(|c, s| {
         let m = c.ne[1] as u64;
         let mut rng = Rng::stream(c.seed, 1);
         let n = s[1].nelements() as usize;
@@ -488,7 +488,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, dst)?,
         ])
     },
-    inputs: Some(|c, s| {
+    inputs: Inputs::Made(|c, s| {
         let (r, _) = set_rows_dims(c);
         let mut rng = Rng::stream(c.seed, 2);
         let mut rows = Vec::with_capacity(s[2].nelements() as usize);
@@ -621,7 +621,7 @@ pub(crate) const CPY: GgmlOpEntry = GgmlOpEntry {
         cpy_pair(c)?;
         Ok(vec![input("x", c.dtype, c.ne)?, cpy_dst(c)?])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let d = cpy_dst(c).map_err(|e| kedge_ggml::GraphError::Shape {
             op: "cpy",
@@ -769,7 +769,7 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, cont_out(c))?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let src = if ContParams::of(c).slice {
             let nb = dense_strides(&c.ne, c.dtype);
@@ -865,7 +865,7 @@ pub(crate) const ACC: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, c.ne)?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let nb = dense_strides(&c.ne, c.dtype);
         Ok(vec![g.acc(
@@ -938,7 +938,7 @@ pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32],
     params: DiagMaskParams::SPECS,
     tensors: same_shape,
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| Ok(vec![g.diag_mask_inf(x[0], DiagMaskParams::of(c).n_past as i32)?]),
     probe: || Some(ProbeBase::rows([64, 1, 1, 1])),
     smoke: &[

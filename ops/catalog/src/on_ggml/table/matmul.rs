@@ -204,7 +204,7 @@ pub(crate) const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
     dtypes: WEIGHT_TYPES,
     params: MulMatParams::SPECS,
     tensors: mul_mat_tensors,
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, _c, x| Ok(vec![g.mul_mat(x[0], x[1])?]),
     probe: || None,
     smoke: &[
@@ -283,7 +283,7 @@ pub(crate) const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
     dtypes: WEIGHT_TYPES,
     params: MulMatIdParams::SPECS,
     tensors: mul_mat_id_tensors,
-    inputs: Some(|c, s| {
+    inputs: Inputs::Made(|c, s| {
         let n_mats = MulMatIdParams::of(c).n_mats as usize;
         let span = (s[1].bytes / 4) as usize;
         let mut rng = Rng::stream(c.seed, 1);
@@ -395,7 +395,7 @@ pub(crate) const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, [m, n, b2, b3])?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let b = if OutProdParams::of(c).trans_b { g.transpose(x[1])? } else { x[1] };
         Ok(vec![g.out_prod(x[0], b)?])

@@ -61,7 +61,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
         v.push(output("dst", c.dtype, c.ne)?);
         Ok(v)
     },
-    inputs: Some(|c, s| {
+    inputs: Inputs::Made(|c, s| {
         let mut v = vec![default_input(c, s, 0), positions(c, &s[1], 1)];
         if RopeCaseParams::of(c).ff {
             v.push(kedge_core::contract::op::random_tensor(c.seed, 2, &s[2], 0.9, 1.1));
@@ -168,7 +168,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, c.ne)?,
         ])
     },
-    inputs: Some(|c, s| Ok(vec![default_input(c, s, 0), default_input(c, s, 1), positions(c, &s[2], 2)])),
+    inputs: Inputs::Made(|c, s| Ok(vec![default_input(c, s, 0), default_input(c, s, 1), positions(c, &s[2], 2)])),
     graph: |g, c, x| {
         let p = RmsNormMulRopeParams::of(c);
         let n = g.rms_norm(x[0], p.eps as f32)?;
@@ -315,7 +315,7 @@ pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
         v.push(output("dst", DType::F32, [hsv(c), nh * p.gqa, nb, 1])?);
         Ok(v)
     },
-    inputs: Some(|c, s| {
+    inputs: Inputs::Made(|c, s| {
         let mut v = vec![default_input(c, s, 0), default_input(c, s, 1), default_input(c, s, 2)];
         if FlashAttnParams::of(c).mask {
             v.push(kq_mask(c, &s[3], 3));
@@ -404,7 +404,7 @@ pub(crate) const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, [dim, c.ne[0], 1, 1])?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = TimestepParams::of(c);
         Ok(vec![g.timestep_embedding(
@@ -519,7 +519,7 @@ pub(crate) const UPSCALE: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, dst)?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = UpscaleParams::of(c);
         Ok(vec![g.upscale(
@@ -604,7 +604,7 @@ pub(crate) const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32],
     params: InterpolateParams::SPECS,
     tensors: |c| Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, target(c))?]),
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let t = target(c);
         let mode = scale_mode(InterpolateParams::of(c).mode).0 as u32;
@@ -691,7 +691,7 @@ pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
         let d = float_dtype(Im2colParams::of(c).dst);
         Ok(vec![input("input", c.dtype, c.ne)?, output("dst", d, im2col_out(c)?)?])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = Im2colParams::of(c);
         let kernel = g.new_tensor(Type::F16, &[p.kw, p.kh, c.ne[2], 1])?;
@@ -810,7 +810,7 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, pool_out(c)?)?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = Pool2dParams::of(c);
         let op = if p.op == "max" {
@@ -942,7 +942,7 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, [c.ne[1], n_t, c.ne[2], 1])?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, _c, x| Ok(vec![g.ssm_conv(x[0], x[1])?]),
     probe: || {
         Some(ProbeBase {

@@ -47,7 +47,7 @@ pub(crate) const SUM: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32],
     params: &[],
     tensors: |c| Ok(vec![input("x", c.dtype, c.ne)?, output("dst", c.dtype, [1, 1, 1, 1])?]),
-    inputs: Some(|c, s| Ok(uniform_inputs(c, s, -0.9, 1.1))),
+    inputs: Inputs::Uniform(-0.9, 1.1),
     graph: |g, _c, x| Ok(vec![g.sum(x[0])?]),
     probe: elementwise_probe,
     smoke: &[s([10, 5, 4, 3]), s([1000, 3, 1, 1]), s([1, 1, 1, 1])],
@@ -70,7 +70,7 @@ pub(crate) const SUM_ROWS: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, with_dim(c.ne, 0, 1))?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, _c, x| Ok(vec![g.sum_rows(x[0])?]),
     probe: rows_probe,
     smoke: &[s([10, 5, 4, 3]), s([4096, 3, 1, 1]), s([1, 7, 1, 1])],
@@ -103,7 +103,7 @@ pub(crate) const MEAN: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, with_dim(c.ne, 0, 1))?,
         ])
     },
-    inputs: Some(|c, s| Ok(uniform_inputs(c, s, -0.9, 1.1))),
+    inputs: Inputs::Uniform(-0.9, 1.1),
     graph: |g, _c, x| Ok(vec![g.mean(x[0])?]),
     probe: rows_probe,
     smoke: &[s([10, 5, 4, 3]), s([70000, 1, 1, 1]), s([33, 9, 2, 1])],
@@ -183,7 +183,7 @@ pub(crate) const ARGMAX: GgmlOpEntry = GgmlOpEntry {
         matrix(c)?;
         Ok(vec![padded_x(c)?, output("dst", DType::I32, [c.ne[1], 1, 1, 1])?])
     },
-    inputs: Some(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
+    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
     graph: |g, _c, x| Ok(vec![g.argmax(x[0])?]),
     probe: matrix_probe,
     smoke: &[
@@ -213,7 +213,7 @@ pub(crate) const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::I32, [1, 1, 1, 1])?,
         ])
     },
-    inputs: Some(|c, s| Ok(vec![distinct_rows(c, &s[0], 0), distinct_rows(c, &s[1], 1)])),
+    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0), distinct_rows(c, &s[1], 1)])),
     graph: |g, _c, x| {
         let a = g.argmax(x[0])?;
         let b = g.argmax(x[1])?;
@@ -280,7 +280,7 @@ pub(crate) const ARGSORT: GgmlOpEntry = GgmlOpEntry {
         };
         Ok(vec![x, output("dst", DType::I32, c.ne)?])
     },
-    inputs: Some(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
+    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
     graph: |g, c, x| Ok(vec![g.argsort(x[0], sort_order(c))?]),
     probe: rows_probe,
     smoke: &[
@@ -351,7 +351,7 @@ pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, with_dim(c.ne, 0, k))?,
         ])
     },
-    inputs: Some(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
+    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
     graph: |g, c, x| {
         let k = TopKParams::of(c).k;
         let ne = c.ne;
@@ -411,7 +411,7 @@ pub(crate) const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
     dtypes: &[DType::F32],
     params: GroupNormParams::SPECS,
     tensors: same_shape,
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = GroupNormParams::of(c);
         Ok(vec![g.group_norm(
@@ -493,7 +493,7 @@ pub(crate) const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
             output("dx", c.dtype, c.ne)?,
         ])
     },
-    inputs: None,
+    inputs: Inputs::Default,
     graph: |g, c, x| {
         let p = SoftMaxBackParams::of(c);
         Ok(vec![g.soft_max_ext_back(x[0], x[1], p.scale as f32, 0.0)?])

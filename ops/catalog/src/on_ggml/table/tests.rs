@@ -411,6 +411,69 @@ fn entries_run_on_ggml_cpu(part: usize) {
     assert_eq!(ran, mine, "entries with no case run");
 }
 
+/// Every row-independent entry judged on sampled rows (as a big case is): its small cases on
+/// ggml's CPU backend, the rows drawn in the entry's domain by the sampled path and sliced for
+/// the reference, pass, and every entry has cases judged so. An entry whose domain the
+/// sampled draw missed (sqrt or log of values below zero) fails here on non-finite output.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn row_independent_entries_pass_judged_on_sampled_rows() {
+    let dir = build_dir();
+    let ggml = Ggml::load(&dir).expect("the build loads");
+    let cpu = ggml
+        .devices()
+        .into_iter()
+        .find(|d| d.name == "CPU")
+        .expect("a CPU device");
+    let mut reg = crate::registry();
+    for e in TABLE {
+        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
+        reg.add_impl(e.name, Box::new(imp)).expect("added");
+    }
+    let mut slot = DeviceSlot::new(0).judging(kedge_core::judge::sample::Judging::Sampled);
+    let mut failures = Vec::new();
+    let mut sampled: BTreeSet<&str> = BTreeSet::new();
+    let mut domains: BTreeSet<&str> = BTreeSet::new();
+    for (e, c, origin) in runnable(1 << 20) {
+        if e.rows != Rows::Independent || matches!(e.inputs, Inputs::Made(_)) {
+            continue;
+        }
+        if matches!(e.inputs, Inputs::Uniform(..)) {
+            domains.insert(e.name);
+        }
+        let case = match reg.validate(&c) {
+            Ok(c) => c,
+            Err(err) => {
+                failures.push(format!("{} {origin}: invalid: {err}", e.name));
+                continue;
+            }
+        };
+        let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
+        if ex.result.facts.contains_key("judged_on") {
+            sampled.insert(e.name);
+        }
+        if ex.result.verdict != Verdict::Pass {
+            failures.push(format!(
+                "{} {origin} {}: {:?}: {}",
+                e.name,
+                case.label(),
+                ex.result.verdict,
+                ex.result.detail
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let missing: Vec<&str> = domains.difference(&sampled).copied().collect();
+    assert!(
+        missing.is_empty(),
+        "never judged on sampled rows: {missing:?}"
+    );
+    assert!(domains.len() >= 6, "entries drawn in a domain: {domains:?}");
+}
+
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),
