@@ -314,6 +314,24 @@ pub enum LeftOutWhy {
     },
 }
 
+impl LeftOutWhy {
+    /// The console's line for `cases` cases left out for this reason.
+    fn line(&self, cases: usize) -> String {
+        match self {
+            LeftOutWhy::OverElements { limit } => format!(
+                "{cases} cases over {limit} elements left out (--max-elements 0 runs them)"
+            ),
+            LeftOutWhy::Refused => format!(
+                "{cases} generated probes and shapes outside ops' first dtypes left out: the ops refuse them"
+            ),
+            LeftOutWhy::OtherOps { ops } => format!(
+                "{cases} incidents of ops this build does not have left out ({})",
+                ops.join(", ")
+            ),
+        }
+    }
+}
+
 /// How a sweep ended short of every case running for real.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -327,6 +345,20 @@ pub enum Ending {
     GpuSkipped,
 }
 
+impl Ending {
+    /// The console's line for a sweep that ends this way with exit status `status`.
+    fn line(&self, status: i32) -> String {
+        match self {
+            Ending::OutOfTime { cases } => format!(
+                "the time ran out with {cases} cases not run (exit status {status}): `--resume` with the same flags runs them"
+            ),
+            Ending::GpuSkipped => format!(
+                "GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {status})"
+            ),
+        }
+    }
+}
+
 /// The failures a closing summary lists; the rest are counted.
 const FAILURES_LISTED: usize = 50;
 
@@ -334,13 +366,44 @@ impl Event {
     /// The line a person reads on stderr (after `kedge: `), for the events that have one.
     /// Progress, the summary and phase timings are drawn by the console itself.
     pub fn human(&self) -> Option<String> {
-        Some(match self {
+        match self {
             Event::PlanReady { .. }
             | Event::RunStarted { .. }
             | Event::CaseFinished { .. }
             | Event::RunEnded { .. }
             | Event::Summary { .. }
-            | Event::Phase { .. } => return None,
+            | Event::Phase { .. } => None,
+            Event::ImplsAdded { .. }
+            | Event::TimeLimit { .. }
+            | Event::ProfileDiffers { .. }
+            | Event::ExtraCases { .. }
+            | Event::LeftOut { .. }
+            | Event::Shard { .. }
+            | Event::CpuSideOnly { .. }
+            | Event::FlagNotUsed { .. }
+            | Event::HostBackend { .. } => self.setup_line(),
+            Event::Resuming { .. }
+            | Event::Tier { .. }
+            | Event::GpuLeftOut { .. }
+            | Event::GpuLost { .. }
+            | Event::BatchAgain { .. }
+            | Event::TornLine { .. }
+            | Event::TimeSpent { .. }
+            | Event::RunSummed { .. } => self.running_line(),
+            Event::TooSmallForOne { .. }
+            | Event::NotRun { .. }
+            | Event::ReportsWritten { .. }
+            | Event::Ended { .. }
+            | Event::Fuzzed { .. }
+            | Event::GivenNotCompared { .. }
+            | Event::DeclaredRejected { .. } => self.closing_line(),
+        }
+    }
+
+    /// The line of an event told while the cases are chosen and the run is set up; `None`
+    /// for the other events (`human` sends each event to its group).
+    fn setup_line(&self) -> Option<String> {
+        Some(match self {
             Event::ImplsAdded { note } => note.clone(),
             Event::TimeLimit { limit, order } => format!(
                 "--max-time {limit}: no case starts after it (cases running then finish); in order of expected yield: {order}"
@@ -356,18 +419,7 @@ impl Event {
             Event::ExtraCases { cases } => format!(
                 "{cases} more cases from the GPU's own limits, each with an id of its own (the profile's cases keep theirs)"
             ),
-            Event::LeftOut { cases, why } => match why {
-                LeftOutWhy::OverElements { limit } => format!(
-                    "{cases} cases over {limit} elements left out (--max-elements 0 runs them)"
-                ),
-                LeftOutWhy::Refused => format!(
-                    "{cases} generated probes and shapes outside ops' first dtypes left out: the ops refuse them"
-                ),
-                LeftOutWhy::OtherOps { ops } => format!(
-                    "{cases} incidents of ops this build does not have left out ({})",
-                    ops.join(", ")
-                ),
-            },
+            Event::LeftOut { cases, why } => why.line(*cases),
             Event::Shard { shard, cases, of } => {
                 format!("shard {shard}: {cases} of the {of} selected cases")
             }
@@ -380,6 +432,13 @@ impl Event {
             Event::HostBackend { cases } => format!(
                 "{cases} cases run on a library's host backend (no GPU needed): natively, in workers"
             ),
+            _ => return None,
+        })
+    }
+
+    /// The line of an event told while the cases run; `None` for the other events.
+    fn running_line(&self) -> Option<String> {
+        Some(match self {
             Event::Resuming {
                 under,
                 finished,
@@ -415,6 +474,14 @@ impl Event {
                 on,
                 results,
             } => run_line(row, *of, *replaced, on, results),
+            _ => return None,
+        })
+    }
+
+    /// The line of an event told as a command ends (or, for a fuzz run, as it goes); `None`
+    /// for the other events.
+    fn closing_line(&self) -> Option<String> {
+        Some(match self {
             Event::TooSmallForOne {
                 limit,
                 before_any,
@@ -437,29 +504,12 @@ impl Event {
                 file,
                 bytes,
                 estimate_s,
-            } => format!(
-                "{why}: {cases} cases not run, named in {}{}",
-                file.display(),
-                estimate_s
-                    .map(|secs| format!(
-                        "; their tensors come to {}, roughly {} more at this sweep's pace",
-                        human_bytes(*bytes),
-                        human_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
-                    ))
-                    .unwrap_or_default()
-            ),
+            } => not_run_line(why, *cases, file, *bytes, *estimate_s),
             Event::ReportsWritten { results, dir } => format!(
                 "{results} results -> {}/report.md, summary.md, report.json, junit.xml",
                 dir.display()
             ),
-            Event::Ended { how, status } => match how {
-                Ending::OutOfTime { cases } => format!(
-                    "the time ran out with {cases} cases not run (exit status {status}): `--resume` with the same flags runs them"
-                ),
-                Ending::GpuSkipped => format!(
-                    "GPU checks skipped: no kernel ran, no allocation mode or sanitizer was exercised (exit status {status})"
-                ),
-            },
+            Event::Ended { how, status } => how.line(*status),
             Event::Fuzzed {
                 cases,
                 failures,
@@ -479,6 +529,7 @@ impl Event {
             Event::DeclaredRejected { detail } => {
                 format!("selftest: an op declared a case it rejects: {detail}")
             }
+            _ => return None,
         })
     }
 
@@ -538,6 +589,28 @@ fn run_line(
         row.worker_wait_s,
         row.failures,
         results.display()
+    )
+}
+
+/// The line of cases the time limit left: where they are named and, with an estimate, what
+/// they would cost.
+fn not_run_line(
+    why: &str,
+    cases: usize,
+    file: &std::path::Path,
+    bytes: u64,
+    estimate_s: Option<f64>,
+) -> String {
+    format!(
+        "{why}: {cases} cases not run, named in {}{}",
+        file.display(),
+        estimate_s
+            .map(|secs| format!(
+                "; their tensors come to {}, roughly {} more at this sweep's pace",
+                human_bytes(bytes),
+                human_duration(std::time::Duration::from_secs_f64(secs.max(0.0)))
+            ))
+            .unwrap_or_default()
     )
 }
 

@@ -227,63 +227,118 @@ pub fn whole_blocks(mut ne: Ne, dtype: DType) -> Ne {
 /// The generator does not know each op's shape rules: a probe the op refuses (an odd row
 /// where it needs an even one) is left out when the suite is built, and counted.
 pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<Boundary> {
-    let mut out = Vec::new();
-    let gy = limits.grid_limit(1) as i64;
-    let gz = limits.grid_limit(2) as i64;
-    // A block format's rows are whole blocks: the base row rounded up to one.
-    let base_ne = whole_blocks(base.ne, dtype);
-    let mk = |label: String, dim: usize, mut values: Vec<i64>| {
+    let mut g = Generated {
+        base,
+        limits,
+        dtype,
+        // A block format's rows are whole blocks: the base row rounded up to one.
+        base_ne: whole_blocks(base.ne, dtype),
+        out: Vec::new(),
+    };
+    g.grid_limits();
+    g.counts();
+    g.shared_memory_and_threads();
+    g.vector_widths();
+    g.out
+}
+
+/// The boundaries `generated` derives, as it adds them: each kind of limit is a method, in
+/// the order the boundaries are listed.
+struct Generated<'a> {
+    base: &'a ProbeBase,
+    limits: &'a LimitsProfile,
+    dtype: DType,
+    /// The shape every probe starts from (`base.ne` in whole blocks).
+    base_ne: Ne,
+    out: Vec<Boundary>,
+}
+
+impl Generated<'_> {
+    /// A boundary on `ne[dim]` probing `values` (sorted, each once, at least 1), at the
+    /// largest of them, with the base's parameters, in the dtype.
+    fn push(&mut self, label: String, dim: usize, mut values: Vec<i64>) {
         values.sort_unstable();
         values.dedup();
         values.retain(|&v| v >= 1);
         let at = values.last().copied().unwrap_or(1);
-        let mut b = Boundary::ne(label, dim, at, base_ne, Reach::GENERATED).with_values(values);
-        b.params = base.params.clone();
-        b.dtype = Some(dtype);
-        b
-    };
-    for &d in base.grid_dims {
-        if gy == gz {
-            out.push(mk(
-                format!("ne[{d}] at the grid.y/z limit {gy} (generated)"),
-                d,
-                vec![gy, gy + 1],
-            ));
-        } else {
-            for (axis, lim) in [("y", gy), ("z", gz)] {
-                out.push(mk(
-                    format!("ne[{d}] at the grid.{axis} limit {lim} (generated)"),
+        let mut b =
+            Boundary::ne(label, dim, at, self.base_ne, Reach::GENERATED).with_values(values);
+        b.params = self.base.params.clone();
+        b.dtype = Some(self.dtype);
+        self.out.push(b);
+    }
+
+    /// Each free dimension at the grid.y and grid.z limits (one boundary when they are equal).
+    fn grid_limits(&mut self) {
+        let gy = self.limits.grid_limit(1) as i64;
+        let gz = self.limits.grid_limit(2) as i64;
+        for &d in self.base.grid_dims {
+            if gy == gz {
+                self.push(
+                    format!("ne[{d}] at the grid.y/z limit {gy} (generated)"),
                     d,
-                    vec![lim, lim + 1],
-                ));
+                    vec![gy, gy + 1],
+                );
+            } else {
+                for (axis, lim) in [("y", gy), ("z", gz)] {
+                    self.push(
+                        format!("ne[{d}] at the grid.{axis} limit {lim} (generated)"),
+                        d,
+                        vec![lim, lim + 1],
+                    );
+                }
             }
         }
     }
-    // Elements and bytes: a block format's element count is its blocks' (bytes_of).
-    let bytes_of = |n: i64| dtype.bytes_of(n.max(0) as u64) as i64;
-    let count_dims: Vec<usize> = {
-        let mut v: Vec<usize> = base.count_dim.into_iter().collect();
-        v.extend(
+
+    /// The element and byte counts across their 32-bit limits: on the count dimension first,
+    /// then on every other free dimension.
+    fn counts(&mut self) {
+        let base = self.base;
+        let mut count_dims: Vec<usize> = base.count_dim.into_iter().collect();
+        count_dims.extend(
             base.grid_dims
                 .iter()
                 .copied()
                 .filter(|d| Some(*d) != base.count_dim),
         );
-        v
-    };
-    for &d in &count_dims {
-        let others: i64 = (0..4)
-            .filter(|&i| i != d)
-            .map(|i| base_ne[i].max(1))
-            .product();
-        // Elements in one step of `d` below it: where a row of the dimension starts.
-        let below: i64 = (0..d).map(|i| base_ne[i].max(1)).product();
+        for d in count_dims {
+            let others: i64 = (0..4)
+                .filter(|&i| i != d)
+                .map(|i| self.base_ne[i].max(1))
+                .product();
+            // Elements in one step of `d` below it: where a row of the dimension starts.
+            let below: i64 = (0..d).map(|i| self.base_ne[i].max(1)).product();
+            for (what, t, row_start) in self.count_thresholds(d) {
+                // The largest value whose count stays below the threshold, the next, and (for
+                // an element threshold) the first whose last step of `d` starts at or past it.
+                let lo = (t - 1) / others;
+                if lo < 1 {
+                    continue;
+                }
+                let mut values = vec![lo, lo + 1];
+                if row_start && below > 0 && others / below.max(1) == 1 {
+                    // The last row along `d` starts at (v - 1) * below.
+                    let first_past = t / below + 1;
+                    values.push(first_past);
+                }
+                self.push(format!("ne[{d}]: {what} (generated)"), d, values);
+            }
+        }
+    }
+
+    /// The counts dimension `d` is probed across: what each is, its value, and whether it is
+    /// an element count (whose last row is also probed starting past it).
+    fn count_thresholds(&self, d: usize) -> Vec<(&'static str, i64, bool)> {
+        let dtype = self.dtype;
+        // Elements and bytes: a block format's element count is its blocks' (bytes_of).
+        let bytes_of = |n: i64| dtype.bytes_of(n.max(0) as u64) as i64;
         let mut thresholds = vec![(
             "elements across 2^31 (signed 32-bit index)",
             1i64 << 31,
             true,
         )];
-        if Some(d) == base.count_dim {
+        if Some(d) == self.base.count_dim {
             thresholds.push((
                 "elements across 2^32 (unsigned 32-bit count)",
                 1i64 << 32,
@@ -302,37 +357,34 @@ pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<
                 ));
             }
         }
-        for (what, t, row_start) in thresholds {
-            // The largest value whose count stays below the threshold, the next, and (for an
-            // element threshold) the first whose last step of `d` starts at or past it.
-            let lo = (t - 1) / others;
-            if lo < 1 {
-                continue;
+        thresholds
+    }
+
+    /// Shared memory and threads: on ne[0] when it is a row, and on every free dimension. Not
+    /// for a block format: a kernel stages its dequantized values, whose sizes the plain types'
+    /// ladders probe already; its own probes are whole blocks on ne[0] (`vector_widths`).
+    fn shared_memory_and_threads(&mut self) {
+        let mut smem_dims: Vec<usize> = Vec::new();
+        if !self.dtype.is_block() {
+            if self.base.row_dim || self.base.vec_dim {
+                smem_dims.push(0);
             }
-            let mut values = vec![lo, lo + 1];
-            if row_start && below > 0 && others / below.max(1) == 1 {
-                // The last row along `d` starts at (v - 1) * below.
-                let first_past = t / below + 1;
-                values.push(first_past);
-            }
-            out.push(mk(format!("ne[{d}]: {what} (generated)"), d, values));
+            smem_dims.extend(self.base.grid_dims.iter().copied());
+        }
+        for d in smem_dims {
+            self.shared_memory(d);
+            self.threads(d);
         }
     }
-    // Shared memory and threads: on ne[0] when it is a row, and on every free dimension. Not
-    // for a block format: a kernel stages its dequantized values, whose sizes the plain types'
-    // ladders probe already; its own probes are whole blocks on ne[0] (below).
-    let mut smem_dims: Vec<usize> = Vec::new();
-    if !dtype.is_block() {
-        if base.row_dim || base.vec_dim {
-            smem_dims.push(0);
-        }
-        smem_dims.extend(base.grid_dims.iter().copied());
-    }
-    let per_elem = |bytes: u64| (bytes * dtype.block() / dtype.size().max(1)) as i64;
-    for &d in &smem_dims {
+
+    /// `ne[d]` at the shared-memory opt-in and default limits in elements, and those halved,
+    /// quartered and eighthed.
+    fn shared_memory(&mut self, d: usize) {
+        let dtype = self.dtype;
+        let per_elem = |bytes: u64| (bytes * dtype.block() / dtype.size().max(1)) as i64;
         for (which, limit) in [
-            ("opt-in", limits.shared_per_block_optin.value),
-            ("default", limits.shared_per_block.value),
+            ("opt-in", self.limits.shared_per_block_optin.value),
+            ("default", self.limits.shared_per_block.value),
         ] {
             let n = per_elem(limit);
             let mut values = Vec::new();
@@ -345,50 +397,58 @@ pub fn generated(base: &ProbeBase, limits: &LimitsProfile, dtype: DType) -> Vec<
                 values = values.into_iter().map(|v| (v + b - 1) / b * b).collect();
                 values.extend(values.clone().into_iter().map(|v| v + b));
             }
-            out.push(mk(
+            self.push(
                 format!(
                     "ne[{d}]: the {limit}-byte shared-memory {which} limit in {dtype} elements ({n}), halves, quarters, eighths (generated)"
                 ),
                 d,
                 values,
-            ));
+            );
         }
-        let t = limits.max_threads_per_block.value as i64;
-        let values = if dtype.is_block() && d == 0 {
-            let b = dtype.block() as i64;
+    }
+
+    /// `ne[d]` at the threads-per-block limit.
+    fn threads(&mut self, d: usize) {
+        let t = self.limits.max_threads_per_block.value as i64;
+        let values = if self.dtype.is_block() && d == 0 {
+            let b = self.dtype.block() as i64;
             let w = (t + b - 1) / b * b;
             vec![w, w + b]
         } else {
             vec![t, t + 1]
         };
-        out.push(mk(
+        self.push(
             format!("ne[{d}] at the {t}-threads-per-block limit (generated)"),
             d,
             values,
-        ));
+        );
     }
-    // Vector widths and blocks on ne[0].
-    if !base.vec_dim {
-    } else if dtype.is_block() {
-        let b = dtype.block() as i64;
-        out.push(mk(
-            format!("ne[0] around whole {dtype} blocks of {b} (generated)"),
-            0,
-            [1, 2, 3, 7, 8, 9, 31, 32, 33]
-                .iter()
-                .map(|m| m * b)
-                .collect(),
-        ));
-    } else {
-        for w in [2i64, 4, 8] {
-            out.push(mk(
-                format!("ne[0] around the {w}-element vector width (generated)"),
+
+    /// `ne[0]` around whole blocks of a block format, or around each vector width of a plain
+    /// type; nothing when `ne[0]` is not free.
+    fn vector_widths(&mut self) {
+        let dtype = self.dtype;
+        if !self.base.vec_dim {
+        } else if dtype.is_block() {
+            let b = dtype.block() as i64;
+            self.push(
+                format!("ne[0] around whole {dtype} blocks of {b} (generated)"),
                 0,
-                vec![w - 1, w, w + 1, 256 * w - 1, 256 * w, 256 * w + 1],
-            ));
+                [1, 2, 3, 7, 8, 9, 31, 32, 33]
+                    .iter()
+                    .map(|m| m * b)
+                    .collect(),
+            );
+        } else {
+            for w in [2i64, 4, 8] {
+                self.push(
+                    format!("ne[0] around the {w}-element vector width (generated)"),
+                    0,
+                    vec![w - 1, w, w + 1, 256 * w - 1, 256 * w, 256 * w + 1],
+                );
+            }
         }
     }
-    out
 }
 
 #[cfg(test)]

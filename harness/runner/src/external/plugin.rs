@@ -325,158 +325,17 @@ impl Plugin {
     /// Load and check a plugin. `reg` is used to check that every op it names exists.
     pub fn load(path: &Path, reg: &Registry) -> Result<Plugin, PluginError> {
         let p = path.to_path_buf();
-        if path.is_dir() {
-            return Err(PluginError::NotALibrary {
-                path: p,
-                msg: "it is a directory, not a file".into(),
-            });
-        }
-        if !path.is_file() {
-            return Err(PluginError::NotFound { path: p });
-        }
-        // dlopen searches the library path for a bare name; an absolute path loads this file.
-        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| p.clone());
-        let lib = open_library(&abs).map_err(|e| PluginError::NotALibrary {
-            path: p.clone(),
-            msg: e.to_string(),
-        })?;
-        // SAFETY: the symbol's type is the one kedge.h declares; a plugin that exports a
-        // different thing under this name breaks its own contract.
-        let info: InfoFn = unsafe {
-            *lib.get::<InfoFn>(INFO_SYMBOL.as_bytes())
-                .map_err(|e| PluginError::MissingInfo {
-                    path: p.clone(),
-                    msg: e.to_string(),
-                })?
-        };
-        // SAFETY: calling the plugin's own info function, as kedge.h specifies.
-        let raw = unsafe { info() };
-        if raw.is_null() {
-            return Err(PluginError::NullInfo { path: p });
-        }
-        // Only the first member is read before the version is known to match.
-        // SAFETY: raw is non-null and points to a kedge_plugin of some version; abi_version
-        // is its first member in all of them.
-        let found = unsafe { std::ptr::read(raw as *const u32) };
-        if found != ABI_VERSION {
-            return Err(PluginError::AbiMismatch {
-                path: p,
-                found,
-                expected: ABI_VERSION,
-            });
-        }
-        // SAFETY: version 1 layout confirmed by the version field.
-        let raw = unsafe { &*raw };
-        let bad_str = |what: &str, why: String| PluginError::BadString {
-            path: p.clone(),
-            what: what.to_string(),
-            why,
-        };
-        let null = |what: String| PluginError::NullPointer {
-            path: p.clone(),
-            what,
-        };
-        if raw.name.is_null() {
-            return Err(null("the plugin's name".into()));
-        }
-        // SAFETY: non-null string owned by the plugin (static storage per kedge.h).
-        let name =
-            unsafe { read_str(raw.name) }.map_err(|why| bad_str("the plugin's name", why))?;
-        check_name(&name).map_err(|why| bad_str("the plugin's name", why))?;
-        let about = if raw.about.is_null() {
-            None
-        } else {
-            // SAFETY: as above.
-            Some(unsafe { read_str(raw.about) }.map_err(|why| bad_str("the plugin's about", why))?)
-        };
-        if raw.n_ops == 0 {
-            return Err(PluginError::BadTable {
-                path: p,
-                what: "provides no ops (n_ops is 0)".into(),
-            });
-        }
-        if raw.n_ops > MAX_OPS {
-            return Err(PluginError::BadTable {
-                path: p,
-                what: format!("n_ops is {} (more than {MAX_OPS}: garbage?)", raw.n_ops),
-            });
-        }
-        if raw.ops.is_null() {
-            return Err(null(format!("the op table (n_ops = {})", raw.n_ops)));
-        }
-        // SAFETY: non-null table of n_ops entries, per kedge.h.
-        let table = unsafe { std::slice::from_raw_parts(raw.ops, raw.n_ops as usize) };
+        let lib = open_plugin(path)?;
+        let raw = info_table(&lib, path)?;
+        let found = raw.abi_version;
+        let faults = Faults(path);
+        // SAFETY: `raw` is the table the plugin's own info function returned, its version
+        // checked to be this kedge's.
+        let (name, about, table) = unsafe { header(raw, &faults) }?;
         let mut entries = Vec::with_capacity(table.len());
         for (index, e) in table.iter().enumerate() {
-            let what = format!("op entry {index}: op name");
-            // SAFETY: the plugin's static string or NULL.
-            let op_name = unsafe { read_str(e.op) }.map_err(|why| {
-                if e.op.is_null() {
-                    null(what.clone())
-                } else {
-                    bad_str(&what, why)
-                }
-            })?;
-            let op = reg.op(&op_name).map_err(|err| PluginError::UnknownOp {
-                path: p.clone(),
-                index,
-                op: op_name.clone(),
-                known: match err {
-                    CaseError::UnknownOp { known, .. } => known,
-                    other => other.to_string(),
-                },
-            })?;
-            let variant = if e.variant.is_null() {
-                None
-            } else {
-                let what = format!("op entry {index} ({op_name}): variant");
-                // SAFETY: the plugin's static string.
-                let v = unsafe { read_str(e.variant) }.map_err(|why| bad_str(&what, why))?;
-                check_name(&v).map_err(|why| bad_str(&what, why))?;
-                Some(v)
-            };
-            let entry = e.entry.ok_or_else(|| {
-                null(format!(
-                    "op entry {index} ({op_name}): the entry function pointer"
-                ))
-            })?;
-            let bad_dtypes = |why: String| PluginError::BadDtypes {
-                path: p.clone(),
-                index,
-                op: op_name.clone(),
-                mask: e.dtypes,
-                why,
-            };
-            let known_bits = (1u32 << ALL_DTYPES.len()) - 1;
-            if e.dtypes & !known_bits != 0 {
-                return Err(bad_dtypes(format!(
-                    "bits {:#x} name no kedge dtype (KEDGE_DTYPE_BIT of 0..={})",
-                    e.dtypes & !known_bits,
-                    ALL_DTYPES.len() - 1
-                )));
-            }
-            let dtypes: Vec<DType> = op
-                .dtypes()
-                .iter()
-                .copied()
-                .filter(|d| dtype_code(*d) >= 0 && e.dtypes & (1 << dtype_code(*d)) != 0)
-                .collect();
-            if dtypes.is_empty() {
-                return Err(bad_dtypes(format!(
-                    "covers none of the op's dtypes ({})",
-                    op.dtypes()
-                        .iter()
-                        .map(|d| d.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            entries.push(PluginEntry {
-                op,
-                variant,
-                dtypes,
-                entry,
-            });
+            // SAFETY: `e` is an entry of the op table `header` checked.
+            entries.push(unsafe { entry(index, e, reg, &faults) }?);
         }
         Ok(Plugin {
             path: p,
@@ -529,6 +388,218 @@ impl Plugin {
             })
             .collect()
     }
+}
+
+/// The errors of a plugin's table, each naming the plugin file as given.
+struct Faults<'a>(&'a Path);
+
+impl Faults<'_> {
+    /// A string of the table that is not usable.
+    fn bad_str(&self, what: &str, why: String) -> PluginError {
+        PluginError::BadString {
+            path: self.0.to_path_buf(),
+            what: what.to_string(),
+            why,
+        }
+    }
+
+    /// A pointer of the table that is NULL and must not be.
+    fn null(&self, what: String) -> PluginError {
+        PluginError::NullPointer {
+            path: self.0.to_path_buf(),
+            what,
+        }
+    }
+}
+
+/// The plugin file opened as a shared library: a directory or a missing file is refused
+/// before the dynamic loader sees it.
+fn open_plugin(path: &Path) -> Result<Library, PluginError> {
+    let p = path.to_path_buf();
+    if path.is_dir() {
+        return Err(PluginError::NotALibrary {
+            path: p,
+            msg: "it is a directory, not a file".into(),
+        });
+    }
+    if !path.is_file() {
+        return Err(PluginError::NotFound { path: p });
+    }
+    // dlopen searches the library path for a bare name; an absolute path loads this file.
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| p.clone());
+    open_library(&abs).map_err(|e| PluginError::NotALibrary {
+        path: p.clone(),
+        msg: e.to_string(),
+    })
+}
+
+/// The library's `kedge_plugin_info()` answer, once it is known not to be NULL and to be of
+/// this kedge's ABI version; nothing but the version is read before that.
+fn info_table<'l>(lib: &'l Library, path: &Path) -> Result<&'l RawPlugin, PluginError> {
+    let p = path.to_path_buf();
+    // SAFETY: the symbol's type is the one kedge.h declares; a plugin that exports a
+    // different thing under this name breaks its own contract.
+    let info: InfoFn = unsafe {
+        *lib.get::<InfoFn>(INFO_SYMBOL.as_bytes())
+            .map_err(|e| PluginError::MissingInfo {
+                path: p.clone(),
+                msg: e.to_string(),
+            })?
+    };
+    // SAFETY: calling the plugin's own info function, as kedge.h specifies.
+    let raw = unsafe { info() };
+    if raw.is_null() {
+        return Err(PluginError::NullInfo { path: p });
+    }
+    // Only the first member is read before the version is known to match.
+    // SAFETY: raw is non-null and points to a kedge_plugin of some version; abi_version
+    // is its first member in all of them.
+    let found = unsafe { std::ptr::read(raw as *const u32) };
+    if found != ABI_VERSION {
+        return Err(PluginError::AbiMismatch {
+            path: p,
+            found,
+            expected: ABI_VERSION,
+        });
+    }
+    // SAFETY: version 1 layout confirmed by the version field.
+    Ok(unsafe { &*raw })
+}
+
+/// The plugin's name and description, and its op table, checked: a usable name, a count of
+/// ops that is not 0 nor garbage, a table that is not NULL.
+///
+/// # Safety
+/// `raw` is a version-checked `kedge_plugin` a plugin returned: its strings are NULL or the
+/// plugin's own, and `ops` is NULL or points to `n_ops` entries (kedge.h).
+unsafe fn header<'t>(
+    raw: &'t RawPlugin,
+    faults: &Faults<'_>,
+) -> Result<(String, Option<String>, &'t [RawOpEntry]), PluginError> {
+    if raw.name.is_null() {
+        return Err(faults.null("the plugin's name".into()));
+    }
+    // SAFETY: non-null string owned by the plugin (static storage per kedge.h).
+    let name =
+        unsafe { read_str(raw.name) }.map_err(|why| faults.bad_str("the plugin's name", why))?;
+    check_name(&name).map_err(|why| faults.bad_str("the plugin's name", why))?;
+    let about = if raw.about.is_null() {
+        None
+    } else {
+        // SAFETY: as above.
+        Some(
+            unsafe { read_str(raw.about) }
+                .map_err(|why| faults.bad_str("the plugin's about", why))?,
+        )
+    };
+    if raw.n_ops == 0 {
+        return Err(PluginError::BadTable {
+            path: faults.0.to_path_buf(),
+            what: "provides no ops (n_ops is 0)".into(),
+        });
+    }
+    if raw.n_ops > MAX_OPS {
+        return Err(PluginError::BadTable {
+            path: faults.0.to_path_buf(),
+            what: format!("n_ops is {} (more than {MAX_OPS}: garbage?)", raw.n_ops),
+        });
+    }
+    if raw.ops.is_null() {
+        return Err(faults.null(format!("the op table (n_ops = {})", raw.n_ops)));
+    }
+    // SAFETY: non-null table of n_ops entries, per kedge.h.
+    let table = unsafe { std::slice::from_raw_parts(raw.ops, raw.n_ops as usize) };
+    Ok((name, about, table))
+}
+
+/// Op entry `index` of the table, checked: its op name is an op of `reg`, its variant a
+/// usable name, its entry function not NULL, and its dtype mask names kedge dtypes and
+/// covers at least one of the op's.
+///
+/// # Safety
+/// `e` is an entry of a version-checked plugin's op table: its strings are NULL or the
+/// plugin's own (kedge.h).
+unsafe fn entry(
+    index: usize,
+    e: &RawOpEntry,
+    reg: &Registry,
+    faults: &Faults<'_>,
+) -> Result<PluginEntry, PluginError> {
+    let what = format!("op entry {index}: op name");
+    // SAFETY: the plugin's static string or NULL.
+    let op_name = unsafe { read_str(e.op) }.map_err(|why| {
+        if e.op.is_null() {
+            faults.null(what.clone())
+        } else {
+            faults.bad_str(&what, why)
+        }
+    })?;
+    let op = reg.op(&op_name).map_err(|err| PluginError::UnknownOp {
+        path: faults.0.to_path_buf(),
+        index,
+        op: op_name.clone(),
+        known: match err {
+            CaseError::UnknownOp { known, .. } => known,
+            other => other.to_string(),
+        },
+    })?;
+    let variant = if e.variant.is_null() {
+        None
+    } else {
+        let what = format!("op entry {index} ({op_name}): variant");
+        // SAFETY: the plugin's static string.
+        let v = unsafe { read_str(e.variant) }.map_err(|why| faults.bad_str(&what, why))?;
+        check_name(&v).map_err(|why| faults.bad_str(&what, why))?;
+        Some(v)
+    };
+    let entry = e.entry.ok_or_else(|| {
+        faults.null(format!(
+            "op entry {index} ({op_name}): the entry function pointer"
+        ))
+    })?;
+    let dtypes = entry_dtypes(op, e.dtypes).map_err(|why| PluginError::BadDtypes {
+        path: faults.0.to_path_buf(),
+        index,
+        op: op_name.clone(),
+        mask: e.dtypes,
+        why,
+    })?;
+    Ok(PluginEntry {
+        op,
+        variant,
+        dtypes,
+        entry,
+    })
+}
+
+/// The op's dtypes an entry's dtype `mask` covers; what is wrong with the mask when it has
+/// bits kedge.h does not define or covers none of them.
+fn entry_dtypes(op: &dyn Op, mask: u32) -> Result<Vec<DType>, String> {
+    let known_bits = (1u32 << ALL_DTYPES.len()) - 1;
+    if mask & !known_bits != 0 {
+        return Err(format!(
+            "bits {:#x} name no kedge dtype (KEDGE_DTYPE_BIT of 0..={})",
+            mask & !known_bits,
+            ALL_DTYPES.len() - 1
+        ));
+    }
+    let dtypes: Vec<DType> = op
+        .dtypes()
+        .iter()
+        .copied()
+        .filter(|d| dtype_code(*d) >= 0 && mask & (1 << dtype_code(*d)) != 0)
+        .collect();
+    if dtypes.is_empty() {
+        return Err(format!(
+            "covers none of the op's dtypes ({})",
+            op.dtypes()
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(dtypes)
 }
 
 #[cfg(unix)]

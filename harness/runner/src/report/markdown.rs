@@ -109,6 +109,26 @@ pub(super) fn failure_block(md: &mut String, f: &FailureSummary) {
 
 fn body(results: &[CaseResult], s: &Summary) -> String {
     let mut md = String::new();
+    heading(&mut md, s);
+    // Failures first: what a person came for.
+    failures(&mut md, s);
+    if s.judged() {
+        fixed_known(&mut md, s);
+    }
+    if !s.leaks.is_empty() {
+        leak_records(&mut md, s);
+    }
+    transitions(&mut md, s);
+    by_op(&mut md, s);
+    alloc_notes(&mut md, results, s);
+    // Every result, collapsed: the pass tables are for looking things up.
+    every_result(&mut md, results, s);
+    md
+}
+
+/// The title, the counts, the runs and allocation modes, where the results come from, and
+/// the cases not run.
+fn heading(md: &mut String, s: &Summary) {
     let _ = writeln!(md, "# kedge report\n");
     let _ = writeln!(md, "{}", s.counts_sentence());
     let runs: Vec<String> = s.by_under.iter().map(|(u, n)| format!("{u} {n}")).collect();
@@ -127,12 +147,7 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
     }
     let _ = writeln!(md);
     if let Some(n) = &s.not_run {
-        let _ = writeln!(
-            md,
-            "{}
-",
-            md_line(&n.sentence())
-        );
+        let _ = writeln!(md, "{}\n", md_line(&n.sentence()));
         let _ = writeln!(
             md,
             "<details><summary>The {} cases not run</summary>\n",
@@ -143,8 +158,10 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
         }
         let _ = writeln!(md, "\n</details>\n");
     }
+}
 
-    // Failures first: what a person came for.
+/// The failures, op by op, each op with its counts.
+fn failures(md: &mut String, s: &Summary) {
     let _ = writeln!(md, "## Failures\n");
     if s.counts.fail == 0 {
         let _ = writeln!(md, "None.\n");
@@ -159,45 +176,52 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
             op.counts.by_verdict_text()
         );
         for f in &op.failures {
-            failure_block(&mut md, f);
+            failure_block(md, f);
         }
     }
-    if s.judged() {
-        let _ = writeln!(md, "## Known failures that now pass\n");
-        if s.fixed_known.is_empty() {
-            let _ = writeln!(md, "None.\n");
-        }
-        for f in &s.fixed_known {
-            let _ = writeln!(
-                md,
-                "- `{}` {} (known as {}): remove it from the baseline",
-                f.id,
-                md_line(&f.label),
-                f.was
-            );
-        }
-        if !s.fixed_known.is_empty() {
-            let _ = writeln!(md);
-        }
+}
+
+/// The baseline's failures that pass now: each is a line to take out of the baseline.
+fn fixed_known(md: &mut String, s: &Summary) {
+    let _ = writeln!(md, "## Known failures that now pass\n");
+    if s.fixed_known.is_empty() {
+        let _ = writeln!(md, "None.\n");
     }
-    if !s.leaks.is_empty() {
+    for f in &s.fixed_known {
         let _ = writeln!(
             md,
-            "## Leak records\n\nMemory the process never freed (compute-sanitizer's leak check); the verdict stands, the leak is reported apart.\n"
+            "- `{}` {} (known as {}): remove it from the baseline",
+            f.id,
+            md_line(&f.label),
+            f.was
         );
-        for l in &s.leaks {
-            let _ = writeln!(
-                md,
-                "**{}** `{}`: {}, under {}",
-                l.label, l.id, l.verdict, l.under
-            );
-            for x in &l.findings {
-                let _ = writeln!(md, "- {}", md_line(&finding_line(x)));
-            }
-            let _ = writeln!(md);
-        }
     }
+    if !s.fixed_known.is_empty() {
+        let _ = writeln!(md);
+    }
+}
 
+/// The results with leak records, apart from their verdicts.
+fn leak_records(md: &mut String, s: &Summary) {
+    let _ = writeln!(
+        md,
+        "## Leak records\n\nMemory the process never freed (compute-sanitizer's leak check); the verdict stands, the leak is reported apart.\n"
+    );
+    for l in &s.leaks {
+        let _ = writeln!(
+            md,
+            "**{}** `{}`: {}, under {}",
+            l.label, l.id, l.verdict, l.under
+        );
+        for x in &l.findings {
+            let _ = writeln!(md, "- {}", md_line(&finding_line(x)));
+        }
+        let _ = writeln!(md);
+    }
+}
+
+/// The transitions found, op by op.
+fn transitions(md: &mut String, s: &Summary) {
     let _ = writeln!(md, "## Transitions\n");
     let any = s.ops.iter().any(|o| !o.transitions.is_empty());
     if !any {
@@ -220,7 +244,10 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
         }
         let _ = writeln!(md);
     }
+}
 
+/// The counts of each op, one table row per op.
+fn by_op(md: &mut String, s: &Summary) {
     let _ = writeln!(md, "## By op\n");
     let _ = writeln!(
         md,
@@ -242,7 +269,10 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
             op.transitions.len()
         );
     }
+}
 
+/// What each allocation mode that ran can hide, then the cases' own allocation notes.
+fn alloc_notes(md: &mut String, results: &[CaseResult], s: &Summary) {
     let _ = writeln!(md, "\n## What each allocation mode can hide\n");
     for mode in s.by_alloc.keys() {
         let _ = writeln!(md, "- **{mode}**: {}", alloc_mode_note(*mode));
@@ -254,8 +284,10 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
     for n in notes {
         let _ = writeln!(md, "- case note: {}", md_line(n));
     }
+}
 
-    // Every result, collapsed: the pass tables are for looking things up.
+/// Every result in a collapsed section, a table per op.
+fn every_result(md: &mut String, results: &[CaseResult], s: &Summary) {
     let sorted = order(results);
     let _ = writeln!(
         md,
@@ -290,5 +322,4 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
         let _ = writeln!(md);
     }
     let _ = writeln!(md, "</details>");
-    md
 }

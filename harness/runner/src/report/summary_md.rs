@@ -2,7 +2,8 @@
 //! failures without a baseline), known failures that now pass, the transitions found (both
 //! sides ran), and per op a boundary matrix. Long lists are cut with a pointer to report.md.
 
-use super::{md_line, probe_lines, ReportOptions, Standing, Summary};
+use super::matrix::Cell;
+use super::{md_line, probe_lines, ProbeLine, ReportOptions, Standing, Summary, Transition};
 use kedge_core::CaseResult;
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -34,7 +35,20 @@ fn more(md: &mut String, shown: usize, total: usize) {
 
 pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<'_>) -> String {
     let mut md = String::new();
-    let c = &s.counts;
+    let transitions: Vec<&Transition> = s.ops.iter().flat_map(|o| o.transitions.iter()).collect();
+    heading(&mut md, s);
+    counts_table(&mut md, s, transitions.len());
+    new_failures(&mut md, s);
+    if s.judged() {
+        fixed_known(&mut md, s);
+    }
+    transition_list(&mut md, &transitions);
+    boundary_matrices(&mut md, results, s);
+    md
+}
+
+/// The title, the counts in a sentence, where the results come from, and the cases not run.
+fn heading(md: &mut String, s: &Summary) {
     let _ = writeln!(md, "# kedge summary\n");
     let _ = writeln!(md, "**{}**\n", s.counts_sentence());
     for d in &s.devices {
@@ -57,6 +71,11 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
         }
         let _ = writeln!(md);
     }
+}
+
+/// The counts as one table row; a baseline adds its columns (new, known, known now passing).
+fn counts_table(md: &mut String, s: &Summary, transitions: usize) {
+    let c = &s.counts;
     let judged = s.judged();
     let _ = writeln!(
         md,
@@ -72,7 +91,6 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
         "|---:|---:|---:|---:|{}---:|---:|---:|---:|",
         if judged { "---:|---:|---:|" } else { "" }
     );
-    let transitions: Vec<_> = s.ops.iter().flat_map(|o| o.transitions.iter()).collect();
     let _ = writeln!(
         md,
         "| {} | {} | {} | {} |{} {} | {} | {} | {} |\n",
@@ -93,15 +111,21 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
         c.unsupported,
         c.skipped,
         c.with_leaks,
-        transitions.len()
+        transitions
     );
+}
 
-    // New failures (every failure without a baseline).
+/// New failures (every failure without a baseline), at most `LIST_LIMIT` of them.
+fn new_failures(md: &mut String, s: &Summary) {
     let listed: Vec<_> = s
         .failures()
         .filter(|f| f.standing != Some(Standing::Known))
         .collect();
-    let title = if judged { "New failures" } else { "Failures" };
+    let title = if s.judged() {
+        "New failures"
+    } else {
+        "Failures"
+    };
     let _ = writeln!(md, "## {title} ({})\n", listed.len());
     if listed.is_empty() {
         let _ = writeln!(md, "None.");
@@ -118,35 +142,35 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
             md_line(&first_line(&f.detail, 200))
         );
     }
-    more(&mut md, LIST_LIMIT.min(listed.len()), listed.len());
+    more(md, LIST_LIMIT.min(listed.len()), listed.len());
     let _ = writeln!(md);
+}
 
-    if judged {
+/// The baseline's failures that pass now: each is a line to take out of the baseline.
+fn fixed_known(md: &mut String, s: &Summary) {
+    let _ = writeln!(
+        md,
+        "## Known failures that now pass ({})\n",
+        s.fixed_known.len()
+    );
+    if s.fixed_known.is_empty() {
+        let _ = writeln!(md, "None.");
+    }
+    for f in s.fixed_known.iter().take(LIST_LIMIT) {
         let _ = writeln!(
             md,
-            "## Known failures that now pass ({})\n",
-            s.fixed_known.len()
+            "- `{}` {} (known as {}): remove it from the baseline",
+            f.id,
+            md_line(&f.label),
+            f.was
         );
-        if s.fixed_known.is_empty() {
-            let _ = writeln!(md, "None.");
-        }
-        for f in s.fixed_known.iter().take(LIST_LIMIT) {
-            let _ = writeln!(
-                md,
-                "- `{}` {} (known as {}): remove it from the baseline",
-                f.id,
-                md_line(&f.label),
-                f.was
-            );
-        }
-        more(
-            &mut md,
-            LIST_LIMIT.min(s.fixed_known.len()),
-            s.fixed_known.len(),
-        );
-        let _ = writeln!(md);
     }
+    more(md, LIST_LIMIT.min(s.fixed_known.len()), s.fixed_known.len());
+    let _ = writeln!(md);
+}
 
+/// The transitions found, op after op, at most `LIST_LIMIT` of them.
+fn transition_list(md: &mut String, transitions: &[&Transition]) {
     let _ = writeln!(md, "## Transitions ({})\n", transitions.len());
     if transitions.is_empty() {
         let _ = writeln!(
@@ -168,14 +192,12 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
             t.sentence()
         );
     }
-    more(
-        &mut md,
-        LIST_LIMIT.min(transitions.len()),
-        transitions.len(),
-    );
+    more(md, LIST_LIMIT.min(transitions.len()), transitions.len());
     let _ = writeln!(md);
+}
 
-    // Boundary matrices, op by op; an op with a failing cell is shown open.
+/// Boundary matrices, op by op; an op with a failing cell is shown open.
+fn boundary_matrices(md: &mut String, results: &[CaseResult], s: &Summary) {
     let known: HashSet<&str> = s
         .failures()
         .filter(|f| f.standing == Some(Standing::Known))
@@ -192,7 +214,7 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
         let _ = writeln!(
             md,
             "Each table is one line of probes (the values of the dimension or parameter a boundary moves, everything else fixed); rows are impl · allocation · run. A cell is `pass` or the verdict{}; `—`: not run.\n",
-            if judged {
+            if s.judged() {
                 ", in bold when it is a new failure"
             } else {
                 ", in bold when it fails"
@@ -203,55 +225,66 @@ pub(super) fn render(results: &[CaseResult], s: &Summary, _opts: &ReportOptions<
     ops.dedup();
     for op in ops {
         let of_op: Vec<_> = lines.iter().filter(|l| l.op == op).collect();
-        let failing = of_op.iter().filter(|l| l.has_failure()).count();
-        // Open where there is something new to look at (any failure, without a baseline).
-        let new_here = of_op.iter().any(|l| {
-            l.rows
-                .iter()
-                .flat_map(|r| r.cells.iter().flatten())
-                .any(|c| c.verdict.is_failure() && !known.contains(c.id.as_str()))
-        });
+        op_matrices(md, op, &of_op, &known);
+    }
+}
+
+/// One op's probe lines in a `<details>` block, open where there is something new to look at
+/// (any failure, without a baseline).
+fn op_matrices(md: &mut String, op: &str, of_op: &[&ProbeLine], known: &HashSet<&str>) {
+    let failing = of_op.iter().filter(|l| l.has_failure()).count();
+    let new_here = of_op.iter().any(|l| {
+        l.rows
+            .iter()
+            .flat_map(|r| r.cells.iter().flatten())
+            .any(|c| c.verdict.is_failure() && !known.contains(c.id.as_str()))
+    });
+    let _ = writeln!(
+        md,
+        "<details{}>\n<summary><b>{op}</b>: {} probe line(s), {failing} with failures</summary>\n",
+        if new_here { " open" } else { "" },
+        of_op.len()
+    );
+    for l in of_op {
+        probe_table(md, l, known);
+    }
+    let _ = writeln!(md, "</details>\n");
+}
+
+/// One probe line as a table: the values across, a row per impl · allocation · run.
+fn probe_table(md: &mut String, l: &ProbeLine, known: &HashSet<&str>) {
+    let _ = writeln!(md, "`{}` on {} ({})\n", l.axis, md_line(&l.fixed), l.dtype);
+    let head: Vec<String> = l.values.iter().map(|v| v.to_string()).collect();
+    let _ = writeln!(md, "| impl · allocation · run | {} |", head.join(" | "));
+    let _ = writeln!(md, "|---|{}", "---|".repeat(l.values.len()));
+    for row in &l.rows {
+        let cells: Vec<String> = row.cells.iter().map(|c| cell(c.as_ref(), known)).collect();
         let _ = writeln!(
             md,
-            "<details{}>\n<summary><b>{op}</b>: {} probe line(s), {failing} with failures</summary>\n",
-            if new_here { " open" } else { "" },
-            of_op.len()
+            "| {} · {} · {} | {} |",
+            row.imp,
+            row.alloc,
+            row.under,
+            cells.join(" | ")
         );
-        for l in of_op {
-            let _ = writeln!(md, "`{}` on {} ({})\n", l.axis, md_line(&l.fixed), l.dtype);
-            let head: Vec<String> = l.values.iter().map(|v| v.to_string()).collect();
-            let _ = writeln!(md, "| impl · allocation · run | {} |", head.join(" | "));
-            let _ = writeln!(md, "|---|{}", "---|".repeat(l.values.len()));
-            for row in &l.rows {
-                let cells: Vec<String> = row
-                    .cells
-                    .iter()
-                    .map(|c| match c {
-                        None => "—".to_string(),
-                        Some(c) => {
-                            let mut t = c.verdict.to_string();
-                            if c.verdict.is_failure() && !known.contains(c.id.as_str()) {
-                                t = format!("**{t}**");
-                            }
-                            if c.leaks {
-                                t.push_str(" (leak)");
-                            }
-                            t
-                        }
-                    })
-                    .collect();
-                let _ = writeln!(
-                    md,
-                    "| {} · {} · {} | {} |",
-                    row.imp,
-                    row.alloc,
-                    row.under,
-                    cells.join(" | ")
-                );
-            }
-            let _ = writeln!(md);
-        }
-        let _ = writeln!(md, "</details>\n");
     }
-    md
+    let _ = writeln!(md);
+}
+
+/// A cell's text: `—` where the row has no result, else the verdict, in bold when it is a
+/// failure the baseline does not know, marked when the result has leak records.
+fn cell(c: Option<&Cell>, known: &HashSet<&str>) -> String {
+    match c {
+        None => "—".to_string(),
+        Some(c) => {
+            let mut t = c.verdict.to_string();
+            if c.verdict.is_failure() && !known.contains(c.id.as_str()) {
+                t = format!("**{t}**");
+            }
+            if c.leaks {
+                t.push_str(" (leak)");
+            }
+            t
+        }
+    }
 }

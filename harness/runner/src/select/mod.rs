@@ -242,6 +242,14 @@ fn parse_param(s: &str) -> Result<(String, Value), SelectError> {
     Ok((k.trim().to_string(), val))
 }
 
+/// `-p REGEX`, compiled.
+fn parse_filter(r: &str) -> Result<Regex, SelectError> {
+    Regex::new(r).map_err(|e| SelectError::BadFilter {
+        regex: r.to_string(),
+        msg: e.to_string(),
+    })
+}
+
 /// A built-in limits profile by name.
 pub fn profile(name: &str) -> Result<LimitsProfile, SelectError> {
     LimitsProfile::builtin(name).ok_or_else(|| SelectError::UnknownProfile {
@@ -286,23 +294,12 @@ impl Filters {
         let mut given = Vec::new();
         let named = split_ops(&s.ops);
         let ops_named = !named.is_empty();
-        let mut ops: Vec<&'static dyn Op> = Vec::new();
-        let mut vars = Vec::new();
-        if ops_named {
+        let (ops, vars) = if ops_named {
             given.push(format!("-o {}", named.join(",")));
-            for entry in &named {
-                let (name, v) = op_and_vars(entry);
-                let op = reg.op(name)?;
-                if let Some(v) = v {
-                    vars.push((op.name().to_string(), v.to_string()));
-                }
-                if !ops.iter().any(|o| o.name() == op.name()) {
-                    ops.push(op);
-                }
-            }
+            named_ops(reg, &named)?
         } else {
-            ops = reg.ops().to_vec();
-        }
+            (reg.ops().to_vec(), Vec::new())
+        };
         let dtype = match &s.dtype {
             None => None,
             Some(d) => {
@@ -318,85 +315,11 @@ impl Filters {
         for p in &s.params {
             given.push(format!("--param {p}"));
         }
-        let mut left_out = Vec::new();
-        let mut kept = Vec::new();
-        for op in ops {
-            let lacks_dtype = dtype.filter(|d| !op.dtypes().contains(d));
-            if let Some(d) = lacks_dtype {
-                if ops_named {
-                    return Err(CaseError::UnsupportedDtype {
-                        op: op.name().to_string(),
-                        dtype: d,
-                        known: names(op.dtypes().iter().map(|d| d.name())),
-                    }
-                    .into());
-                }
-                left_out.push(format!("{} (no {d})", op.name()));
-                continue;
-            }
-            let mut missing = None;
-            for (k, v) in &params {
-                match op.params().iter().find(|p| p.name == k) {
-                    Some(spec) => {
-                        spec.check(v).map_err(|msg| CaseError::BadParam {
-                            op: op.name().to_string(),
-                            param: k.clone(),
-                            msg,
-                        })?;
-                    }
-                    None => {
-                        missing = Some(k.clone());
-                        break;
-                    }
-                }
-            }
-            if let Some(k) = missing {
-                if ops_named {
-                    return Err(CaseError::UnknownParam {
-                        op: op.name().to_string(),
-                        param: k,
-                        known: if op.params().is_empty() {
-                            "none".into()
-                        } else {
-                            names(op.params().iter().map(|p| p.name))
-                        },
-                    }
-                    .into());
-                }
-                left_out.push(format!("{} (no parameter {k})", op.name()));
-                continue;
-            }
-            kept.push(op);
-        }
-        if kept.is_empty() {
-            return Err(SelectError::Empty {
-                why: format!(
-                    "no op has what {} asks for ({})",
-                    given.join(" "),
-                    left_out.join(", ")
-                ),
-            });
-        }
+        let (kept, left_out) = keep_ops(ops, dtype, &params, ops_named, &given)?;
         let impls = s.impls.clone();
         if !impls.is_empty() {
             given.push(format!("--impl {}", impls.join(",")));
-            let mut known: Vec<String> = Vec::new();
-            for op in &kept {
-                for i in reg.impls_of(*op) {
-                    if !known.iter().any(|k| k == i.name()) {
-                        known.push(i.name().to_string());
-                    }
-                }
-            }
-            for imp in &impls {
-                if !known.contains(imp) {
-                    return Err(SelectError::UnknownImpl {
-                        imp: imp.clone(),
-                        ops: names(kept.iter().map(|o| o.name())),
-                        known: known.join(", "),
-                    });
-                }
-            }
+            check_impls(reg, &kept, &impls)?;
         }
         let allocs = match &s.allocs {
             None => None,
@@ -409,10 +332,7 @@ impl Filters {
             None => None,
             Some(r) => {
                 given.push(format!("-p '{r}'"));
-                Some(Regex::new(r).map_err(|e| SelectError::BadFilter {
-                    regex: r.clone(),
-                    msg: e.to_string(),
-                })?)
+                Some(parse_filter(r)?)
             }
         };
         if let Some(seed) = s.seed {
@@ -568,6 +488,140 @@ impl Filters {
             )
         })
     }
+}
+
+/// `vars()` strings asked for with `-o OP(vars)`: (op, vars).
+type OpVars = Vec<(String, String)>;
+
+/// The ops `-o` names, each once in the order first named, and the `vars()` strings of those
+/// named in test-backend-ops' `OP(vars)` form: (op, vars).
+fn named_ops(
+    reg: &Registry,
+    named: &[String],
+) -> Result<(Vec<&'static dyn Op>, OpVars), SelectError> {
+    let mut ops: Vec<&'static dyn Op> = Vec::new();
+    let mut vars = Vec::new();
+    for entry in named {
+        let (name, v) = op_and_vars(entry);
+        let op = reg.op(name)?;
+        if let Some(v) = v {
+            vars.push((op.name().to_string(), v.to_string()));
+        }
+        if !ops.iter().any(|o| o.name() == op.name()) {
+            ops.push(op);
+        }
+    }
+    Ok((ops, vars))
+}
+
+/// The ops that have what `--dtype` and `--param` ask for, and the others as the list of ops
+/// left out words them; no op kept is an error naming the flags `given`.
+fn keep_ops(
+    ops: Vec<&'static dyn Op>,
+    dtype: Option<DType>,
+    params: &[(String, Value)],
+    ops_named: bool,
+    given: &[String],
+) -> Result<(Vec<&'static dyn Op>, Vec<String>), SelectError> {
+    let mut left_out = Vec::new();
+    let mut kept = Vec::new();
+    for op in ops {
+        match op_lacks(op, dtype, params, ops_named)? {
+            Some(why) => left_out.push(why),
+            None => kept.push(op),
+        }
+    }
+    if kept.is_empty() {
+        return Err(SelectError::Empty {
+            why: format!(
+                "no op has what {} asks for ({})",
+                given.join(" "),
+                left_out.join(", ")
+            ),
+        });
+    }
+    Ok((kept, left_out))
+}
+
+/// What `--dtype` or `--param` asks of `op` that it lacks, as the list of ops left out words
+/// it (`None`: it has all of it). An op `-o` named is not left out: what it lacks is the
+/// error, and so is a parameter value its declaration refuses.
+fn op_lacks(
+    op: &'static dyn Op,
+    dtype: Option<DType>,
+    params: &[(String, Value)],
+    ops_named: bool,
+) -> Result<Option<String>, SelectError> {
+    let lacks_dtype = dtype.filter(|d| !op.dtypes().contains(d));
+    if let Some(d) = lacks_dtype {
+        if ops_named {
+            return Err(CaseError::UnsupportedDtype {
+                op: op.name().to_string(),
+                dtype: d,
+                known: names(op.dtypes().iter().map(|d| d.name())),
+            }
+            .into());
+        }
+        return Ok(Some(format!("{} (no {d})", op.name())));
+    }
+    let mut missing = None;
+    for (k, v) in params {
+        match op.params().iter().find(|p| p.name == k) {
+            Some(spec) => {
+                spec.check(v).map_err(|msg| CaseError::BadParam {
+                    op: op.name().to_string(),
+                    param: k.clone(),
+                    msg,
+                })?;
+            }
+            None => {
+                missing = Some(k.clone());
+                break;
+            }
+        }
+    }
+    if let Some(k) = missing {
+        if ops_named {
+            return Err(CaseError::UnknownParam {
+                op: op.name().to_string(),
+                param: k,
+                known: if op.params().is_empty() {
+                    "none".into()
+                } else {
+                    names(op.params().iter().map(|p| p.name))
+                },
+            }
+            .into());
+        }
+        return Ok(Some(format!("{} (no parameter {k})", op.name())));
+    }
+    Ok(None)
+}
+
+/// Every impl `--impl` names is an impl of one of the kept ops.
+fn check_impls(
+    reg: &Registry,
+    kept: &[&'static dyn Op],
+    impls: &[String],
+) -> Result<(), SelectError> {
+    let mut known: Vec<String> = Vec::new();
+    for op in kept {
+        for i in reg.impls_of(*op) {
+            if !known.iter().any(|k| k == i.name()) {
+                known.push(i.name().to_string());
+            }
+        }
+    }
+    for imp in impls {
+        if !known.contains(imp) {
+            return Err(SelectError::UnknownImpl {
+                imp: imp.clone(),
+                ops: names(kept.iter().map(|o| o.name())),
+                known: known.join(", "),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn locate(source: &str, line: usize, error: CaseError) -> SelectError {
