@@ -246,6 +246,20 @@ impl ParamValue for bool {
         v.and_then(Value::as_bool).unwrap_or(default)
     }
 }
+
+/// The name of the field `$field` of a params struct, checked when it compiles: the parameter
+/// a boundary moves (`Boundary::param(label, param_name!(GetRowsParams, r), …)`), so no
+/// declaration names a parameter by a string the compiler cannot see.
+#[macro_export]
+macro_rules! param_name {
+    ($P:ty, $field:ident) => {{
+        let _: fn(&$P) = |p: &$P| {
+            let _ = &p.$field;
+        };
+        stringify!($field)
+    }};
+}
+
 /// Declare an op's parameters once: the struct, its `Default`, its `ParamSpec` list and the
 /// typed reader. Kinds: `float` (any finite value), `float(MIN..=MAX)`, `int(MIN..=MAX)`,
 /// `bool`, `choice(["a", "b"])`.

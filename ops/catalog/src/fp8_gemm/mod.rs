@@ -301,7 +301,7 @@ impl Op for Fp8Gemm {
         v.push(
             Boundary::param(
                 "pool slack vs the bucket (pool_prior_rows at 512, M = 300)",
-                "pool_prior_rows",
+                kedge_core::param_name!(Fp8GemmParams, pool_prior_rows),
                 512,
                 [3072, 300, 256, 1],
                 Reach("Mila's grow-only scratch: an earlier layer's larger request leaves slack; the overrun faults only when the slack is smaller than (bucket - M) x K"),
@@ -312,7 +312,7 @@ impl Op for Fp8Gemm {
         v.push(
             Boundary::param(
                 "prefill chunk 64 (Gemma)",
-                "chunk",
+                kedge_core::param_name!(Fp8GemmParams, chunk),
                 64,
                 [3072, 300, 256, 1],
                 Reach("Gemma at chunk 64 slices a 300-token prompt into 64-row chunks and a 44-row remainder (bucket 48)"),
@@ -1016,7 +1016,7 @@ fn run_impl(
 
 /// The case runs kedge's SIMT calibration GEMM, not cuBLASLt.
 fn is_simt(case: &Case) -> bool {
-    case.params.get("gemm").and_then(|v| v.as_str()) == Some("simt")
+    Fp8GemmParams::of(case).gemm == "simt"
 }
 
 /// One fp8_gemm impl: how it sizes the plan and the staging, and whether its cuBLASLt plans

@@ -321,7 +321,7 @@ impl Op for SdpaPrefill {
             },
             Boundary::param(
                 "n_head / n_kv_head (GQA groups of 8, 4, 2, 1 query heads per KV head)",
-                "n_kv_head",
+                kedge_core::param_name!(SdpaParams, n_kv_head),
                 2,
                 [128, 33, 8, 1],
                 Reach(REACH_GQA),

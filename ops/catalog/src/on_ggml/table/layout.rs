@@ -428,7 +428,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
     boundaries: |_| {
         vec![Boundary::param(
             "r across 65535 (rows gathered on the grid, clamped with a loop: a control)",
-            "r",
+            kedge_core::param_name!(GetRowsParams, r),
             65536,
             [64, 1024, 1, 1],
             Reach("the token-embedding lookup of a ubatch of 65536 tokens"),
@@ -688,7 +688,7 @@ pub(crate) const CPY: GgmlOpEntry = GgmlOpEntry {
         // maximum pitch is 2^31 - 1 (likely "invalid pitch argument").
         vec![Boundary::param(
             "D1: the destination's row pitch across 2^31 bytes (cudaMemcpy2DAsync)",
-            "dst_row_pad",
+            kedge_core::param_name!(CpyParams, dst_row_pad),
             536_870_911,
             [1, 2, 1, 1],
             Reach::SYNTHETIC,

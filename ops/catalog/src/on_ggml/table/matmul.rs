@@ -168,7 +168,7 @@ fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
         // B14: mmvf.cu:450, grid (nrows, nchannels_dst, nsamples): channels on grid.y.
         Boundary::param(
             "B14: f32 mat-vec (MMVF) with bs0 across 65535 channels on grid.y",
-            "bs0",
+            kedge_core::param_name!(MulMatParams, bs0),
             65536,
             [32, 16, 1, 1],
             Reach::SYNTHETIC,
@@ -178,7 +178,7 @@ fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
         // B12/B13: quantize.cu:568/584 put b's ne2*ne3 on grid.z before MMVQ and MMQ.
         q4(Boundary::param(
             "B12: q4_0 mat-vec (MMVQ), b broadcast nr0 across 65535 (quantize grid.z)",
-            "nr0",
+            kedge_core::param_name!(MulMatParams, nr0),
             65536,
             [256, 16, 1, 1],
             Reach::SYNTHETIC,
@@ -186,7 +186,7 @@ fn mul_mat_bounds(_: &LimitsProfile) -> Vec<Boundary> {
         .with_values(vec![65535, 65536])),
         q4(Boundary::param(
             "B13: q4_0 matrix (MMQ, n = 9), b broadcast nr0 across 65535 (quantize grid.z)",
-            "nr0",
+            kedge_core::param_name!(MulMatParams, nr0),
             65536,
             [256, 16, 9, 1],
             Reach::SYNTHETIC,
@@ -332,7 +332,7 @@ pub(crate) const MUL_MAT_ID: GgmlOpEntry = GgmlOpEntry {
             // passes 2^31 with 257 experts of 4096 x 4096.
             Boundary::param(
                 "C3: f16 experts across 2^32 halves (MMF int expert offset)",
-                "n_mats",
+                kedge_core::param_name!(MulMatIdParams, n_mats),
                 257,
                 [4096, 4096, 4, 1],
                 Reach("MoE with f16/bf16 expert tensors of 2^32 elements (Kimi-K2-size bf16 experts)"),

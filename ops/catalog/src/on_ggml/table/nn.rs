@@ -438,7 +438,7 @@ pub(crate) const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
             // C13: tsembd.cu:3,8, `const int nb1` and `dst + i*nb1` in int.
             Boundary::param(
                 "C13: the last row's byte offset (n - 1) * dim * 4 across 2^31 (int nb1)",
-                "dim",
+                kedge_core::param_name!(TimestepParams, dim),
                 8194,
                 [65535, 1, 1, 1],
                 Reach::SYNTHETIC,
@@ -984,7 +984,7 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
             // ssm-conv.cu:156 aborts on any other width while supports_op says yes.
             Boundary::param(
                 "d_conv past the widths CUDA's kernel has (5 -> 6: GGML_ABORT)",
-                "d_conv",
+                kedge_core::param_name!(SsmConvParams, d_conv),
                 6,
                 [9, 128, 1, 1],
                 Reach::SYNTHETIC,

@@ -165,7 +165,7 @@ fn matrix(c: &Case) -> Result<(), CaseError> {
 fn noncontig_bound(tag: &str) -> Boundary {
     Boundary::param(
         format!("{tag}: rows padded (a view): supports_op says yes, the op asserts contiguity"),
-        "row_pad",
+        kedge_core::param_name!(RowPadParams, row_pad),
         1,
         [5000, 2, 1, 1],
         Reach("a row view of a larger buffer, such as one sequence's logits"),
