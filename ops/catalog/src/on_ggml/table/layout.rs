@@ -411,7 +411,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
         let mut rng = Rng::stream(c.seed, 1);
         let n = s[1].nelements() as usize;
         let rows: Vec<i32> = (0..n).map(|_| rng.below(m) as i32).collect();
-        Ok(vec![default_input(c, s, 0), span_i32(&s[1], &rows)])
+        Ok(vec![block_input(c, s, 0)?, span_i32(&s[1], &rows)])
     }),
     graph: |g, _c, x| Ok(vec![g.get_rows(x[0], x[1])?]),
     probe: || {

@@ -411,6 +411,75 @@ fn entries_run_on_ggml_cpu(part: usize) {
     assert_eq!(ran, mine, "entries with no case run");
 }
 
+/// A big block-format table is made of a pool of quantized rows: every row one of the pool's
+/// (no more distinct rows than the pool has, and most of them used), the same bytes each time,
+/// and the case passes on ggml's CPU backend; a small table is still the f32 values the build
+/// quantizes.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
+    let dir = build_dir();
+    let ggml = Ggml::load(&dir).expect("the build loads");
+    let cpu = ggml
+        .devices()
+        .into_iter()
+        .find(|d| d.name == "CPU")
+        .expect("a CPU device");
+    let mut reg = crate::registry();
+    let e = TABLE
+        .iter()
+        .find(|e| e.name == "get_rows")
+        .expect("get_rows");
+    let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
+    reg.add_impl(e.name, Box::new(imp)).expect("added");
+    let rows = (POOLED_FROM / 64 * 2 + 3) as i64;
+    let case = reg
+        .validate(&Case::new(
+            "get_rows",
+            "ggml:CPU",
+            DType::Q8_0,
+            [64, rows, 1, 1],
+        ))
+        .expect("valid");
+    let specs = (e.tensors)(&case).expect("tensors");
+    let inputs = Op::inputs(e, &case, &specs).expect("inputs");
+    let table = &inputs[0];
+    assert_eq!(table.dtype, DType::Q8_0);
+    assert_eq!(table.bytes.len() as u64, specs[0].bytes);
+    let row = specs[0].nb[1] as usize;
+    let distinct: HashSet<&[u8]> = table.bytes.chunks(row).collect();
+    let pool = (POOLED_FROM / 64) as usize;
+    assert!(
+        distinct.len() <= pool && distinct.len() > pool / 2,
+        "{} distinct rows",
+        distinct.len()
+    );
+    assert!(Op::inputs(e, &case, &specs).expect("inputs")[0] == *table);
+    let ex = execute(
+        &reg,
+        &mut DeviceSlot::new(0),
+        &case,
+        &mut ReferenceCache::default(),
+    );
+    assert_eq!(ex.result.verdict, Verdict::Pass, "{}", ex.result.detail);
+    let small = reg
+        .validate(&Case::new(
+            "get_rows",
+            "ggml:CPU",
+            DType::Q8_0,
+            [64, 8, 1, 1],
+        ))
+        .expect("valid");
+    let specs = (e.tensors)(&small).expect("tensors");
+    assert_eq!(
+        Op::inputs(e, &small, &specs).expect("inputs")[0].dtype,
+        DType::F32
+    );
+}
+
 /// Every row-independent entry judged on sampled rows (as a big case is): its small cases on
 /// ggml's CPU backend, the rows drawn in the entry's domain by the sampled path and sliced for
 /// the reference, pass, and every entry has cases judged so. An entry whose domain the
