@@ -662,12 +662,19 @@ pub(crate) fn span_i32(s: &TensorSpec, vals: &[i32]) -> HostTensor {
 
 /// A random permutation of 0..n.
 pub(crate) fn permutation(rng: &mut Rng, n: usize) -> Vec<u32> {
-    let mut p: Vec<u32> = (0..n as u32).collect();
+    let mut p = Vec::new();
+    permute_into(rng, n, &mut p);
+    p
+}
+
+/// `permutation` into `p`, reusing its allocation (a big case has millions of short rows).
+fn permute_into(rng: &mut Rng, n: usize, p: &mut Vec<u32>) {
+    p.clear();
+    p.extend(0..n as u32);
     for i in (1..n).rev() {
         let j = rng.below(i as u64 + 1) as usize;
         p.swap(i, j);
     }
-    p
 }
 
 /// Row values that are all distinct and ordered as `rank`: exact integers while rows fit f32's
@@ -690,10 +697,12 @@ pub(crate) fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor
     let pitch = (s.nb[1] / s.dtype.size()) as usize;
     let mut rng = Rng::stream(case.seed, i as u64);
     let mut vals = vec![0f32; n];
+    let mut perm = Vec::with_capacity(row);
     let mut start = 0;
     while start < n {
         let len = row.min(n - start);
-        for (k, p) in permutation(&mut rng, row).into_iter().take(len).enumerate() {
+        permute_into(&mut rng, row, &mut perm);
+        for (k, &p) in perm.iter().take(len).enumerate() {
             vals[start + k] = distinct_value(p, row);
         }
         for v in vals

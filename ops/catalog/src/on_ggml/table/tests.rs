@@ -411,6 +411,33 @@ fn entries_run_on_ggml_cpu(part: usize) {
     assert_eq!(ran, mine, "entries with no case run");
 }
 
+/// `distinct_rows` draws what drawing a fresh permutation a row draws (one buffer reused for
+/// all rows), the padding after each row from the same stream.
+#[test]
+fn distinct_rows_draw_what_a_permutation_a_row_draws() {
+    let case = Case::new("argsort", "ggml:CPU", DType::F32, [7, 5, 3, 1]);
+    let spec = TensorSpec {
+        name: "a".into(),
+        role: Role::Input,
+        dtype: DType::F32,
+        ne: [7, 5, 3, 1],
+        nb: [4, 40, 200, 600],
+        bytes: 600,
+    };
+    let got = distinct_rows(&case, &spec, 0);
+    let mut rng = Rng::stream(case.seed, 0);
+    let mut want = vec![0f32; 150];
+    for start in (0..150).step_by(10) {
+        for (k, p) in permutation(&mut rng, 7).into_iter().enumerate() {
+            want[start + k] = distinct_value(p, 7);
+        }
+        for v in &mut want[start + 7..start + 10] {
+            *v = rng.uniform(-1.0, 1.0);
+        }
+    }
+    assert!(got == span_tensor(&spec, &want));
+}
+
 /// A big block-format table is made of a pool of quantized rows: every row one of the pool's
 /// (no more distinct rows than the pool has, and most of them used), the same bytes each time,
 /// and the case passes on ggml's CPU backend; a small table is still the f32 values the build
