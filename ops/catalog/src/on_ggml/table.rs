@@ -239,7 +239,14 @@ impl Op for GgmlOpEntry {
     }
     fn inputs(&self, case: &Case, specs: &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError> {
         match self.inputs {
-            Inputs::Default => Ok(kedge_core::contract::op::random_inputs(case.seed, specs)),
+            // A big block-format input from a pool of quantized rows (`block_input`), the
+            // rest as `random_inputs` draws them.
+            Inputs::Default => specs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.role == Role::Input)
+                .map(|(i, _)| block_input(case, specs, i))
+                .collect(),
             Inputs::Uniform(lo, hi) => Ok(uniform_inputs(case, specs, lo, hi)),
             Inputs::Made(f) => f(case, specs),
         }

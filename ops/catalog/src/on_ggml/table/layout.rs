@@ -497,7 +497,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
             rows.extend(p.into_iter().take(r as usize).map(|x| x as i32));
         }
         Ok(vec![
-            default_input(c, s, 0),
+            block_input(c, s, 0)?,
             default_input(c, s, 1),
             span_i32(&s[2], &rows),
         ])

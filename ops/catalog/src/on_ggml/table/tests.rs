@@ -441,7 +441,7 @@ fn distinct_rows_draw_what_a_permutation_a_row_draws() {
 /// A big block-format table is made of a pool of quantized rows: every row one of the pool's
 /// (no more distinct rows than the pool has, and most of them used), the same bytes each time,
 /// and the case passes on ggml's CPU backend; a small table is still the f32 values the build
-/// quantizes.
+/// quantizes. Drawn inputs (concat) and set_rows' destination are pooled the same way.
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),
@@ -505,6 +505,43 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
         Op::inputs(e, &small, &specs).expect("inputs")[0].dtype,
         DType::F32
     );
+    // The same for an entry drawing its inputs (concat) and for set_rows' destination.
+    for name in ["concat", "set_rows"] {
+        let e = TABLE.iter().find(|e| e.name == name).expect("entry");
+        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
+        reg.add_impl(e.name, Box::new(imp)).expect("added");
+        let case = reg
+            .validate(&Case::new(name, "ggml:CPU", DType::Q8_0, [64, rows, 1, 1]))
+            .expect("valid");
+        let specs = (e.tensors)(&case).expect("tensors");
+        let inputs = Op::inputs(e, &case, &specs).expect("inputs");
+        let blocks: Vec<_> = specs
+            .iter()
+            .filter(|s| s.role == Role::Input)
+            .zip(&inputs)
+            .filter(|(s, _)| s.dtype.is_block())
+            .collect();
+        assert!(!blocks.is_empty(), "{name}: no block-format input");
+        for (s, h) in blocks {
+            assert!(
+                h.dtype == s.dtype && h.bytes.len() as u64 == s.bytes,
+                "{name}: input {} is not pooled blocks",
+                s.name
+            );
+        }
+        let ex = execute(
+            &reg,
+            &mut DeviceSlot::new(0),
+            &case,
+            &mut ReferenceCache::default(),
+        );
+        assert_eq!(
+            ex.result.verdict,
+            Verdict::Pass,
+            "{name}: {}",
+            ex.result.detail
+        );
+    }
 }
 
 /// Every row-independent entry judged on sampled rows (as a big case is): its small cases on
