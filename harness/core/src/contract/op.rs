@@ -250,6 +250,55 @@ pub fn random_inputs(seed: u64, specs: &[TensorSpec]) -> Vec<HostTensor> {
         .collect()
 }
 
+/// A block-format input of more values than this is made of a pool of this many values' rows
+/// (`BlockPool`).
+pub const POOLED_FROM: u64 = 1 << 24;
+
+/// The rows a big block-format input is made of: a pool of `POOLED_FROM` values' rows, drawn
+/// as `random_tensor` draws the input's first rows (the same stream), which the build under
+/// test quantizes once, and for each of the input's rows the pool row it holds, picked by a
+/// stream of its own. A 2^32-value input in a slow format is minutes of a host's quantizing
+/// (for the device, and again for the reference); a pool is a fixed cost. A kernel that reads
+/// another row than it should reads other values but for a chance of one in the pool's rows.
+#[derive(Debug, Clone)]
+pub struct BlockPool {
+    /// The pool's spec: the input's rows, `rows` of them, dense.
+    pub spec: TensorSpec,
+    /// Rows in the pool.
+    pub rows: u64,
+    picks: Rng,
+}
+
+impl BlockPool {
+    /// The pool of input `index` of spec `s`, or `None` where the input is drawn whole (not a
+    /// block format, not dense, not past `POOLED_FROM` values, or rows too long for two in a
+    /// pool).
+    pub fn of(seed: u64, index: u64, s: &TensorSpec) -> Option<BlockPool> {
+        let ne0 = s.ne[0].max(1) as u64;
+        let rows = POOLED_FROM / ne0;
+        let dense = s.nb == dense_strides(&s.ne, s.dtype);
+        if !s.dtype.is_block() || !dense || s.nelements() <= POOLED_FROM || rows < 2 {
+            return None;
+        }
+        let ne = [s.ne[0], rows as i64, 1, 1];
+        Some(BlockPool {
+            spec: TensorSpec {
+                ne,
+                nb: dense_strides(&ne, s.dtype),
+                bytes: s.nb[1].saturating_mul(rows),
+                ..s.clone()
+            },
+            rows,
+            picks: Rng::stream(seed, u64::MAX - index),
+        })
+    }
+    /// The pool row that row `row` of the input holds (each a single draw of the picks'
+    /// stream, so any row's pick costs the same).
+    pub fn pick(&self, row: u64) -> u64 {
+        self.picks.skipped(row).below(self.rows)
+    }
+}
+
 /// Fill a (possibly strided) tensor's span; padding bytes get values too, so a kernel that
 /// reads padding reads plausible numbers (that is what a real engine's memory holds).
 ///

@@ -150,7 +150,8 @@ pub(crate) fn sliced(case: &Case, n: u64) -> Case {
 
 /// The sliced case's inputs: row `j` of input `i` is row `rows[j]` of the case's input `i`,
 /// drawn from the same stream at that row's offset (`random_tensor(seed, i, .., lo, hi)` with
-/// `ranges[i]`), so the reference of the sliced case is the reference of those rows.
+/// `ranges[i]`; for a big block-format input, its pool row: `BlockPool`), so the reference of
+/// the sliced case is the reference of those rows.
 pub(crate) fn gathered_inputs(
     case: &Case,
     specs: &[TensorSpec],
@@ -184,8 +185,11 @@ pub(crate) fn gathered_inputs(
         let (lo, hi) = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
         let integer = matches!(s.dtype, DType::I32 | DType::U8);
         let stream = Rng::stream(case.seed, i as u64);
+        // A big block-format input holds rows of its pool, drawn as the pool's rows.
+        let pool = crate::contract::op::BlockPool::of(case.seed, i as u64, s);
         let mut vals = Vec::with_capacity(rows.len() * n0 as usize);
         for &r in rows {
+            let r = pool.as_ref().map_or(r, |p| p.pick(r));
             let mut rng = stream.skipped(r * n0 as u64);
             for _ in 0..n0 {
                 vals.push(if integer {

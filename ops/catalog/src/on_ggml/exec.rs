@@ -163,6 +163,49 @@ pub(crate) fn input_bytes<'a>(
         .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
 }
 
+/// A big block-format input's bytes made of its pool (`BlockPool`): the pool drawn (in
+/// [lo, hi)) and quantized once by the build, each row the pool row it picks. `None`: the
+/// input is drawn whole.
+pub(crate) fn pooled_bytes(
+    ggml: Ggml,
+    seed: u64,
+    index: usize,
+    s: &TensorSpec,
+    lo: f32,
+    hi: f32,
+) -> Result<Option<Vec<u8>>, RunError> {
+    use rayon::prelude::*;
+    let Some(pool) = kedge_core::contract::op::BlockPool::of(seed, index as u64, s) else {
+        return Ok(None);
+    };
+    let values = kedge_core::contract::op::random_tensor(seed, index as u64, &pool.spec, lo, hi);
+    let blocks = input_bytes(ggml, &pool.spec, &values)?;
+    let row = s.nb[1] as usize;
+    let mut bytes = vec![0u8; s.bytes as usize];
+    bytes.par_chunks_mut(row).enumerate().for_each(|(r, dst)| {
+        let k = pool.pick(r as u64) as usize;
+        dst.copy_from_slice(&blocks[k * row..(k + 1) * row]);
+    });
+    Ok(Some(bytes))
+}
+
+/// Input `index` as the host draws it for a sampled run: its pool's rows (`pooled_bytes`), or
+/// `random_tensor` in [lo, hi), quantized by the build where it is a block format.
+fn drawn_bytes(
+    ggml: Ggml,
+    seed: u64,
+    index: usize,
+    s: &TensorSpec,
+    lo: f32,
+    hi: f32,
+) -> Result<Vec<u8>, RunError> {
+    if let Some(b) = pooled_bytes(ggml, seed, index, s, lo, hi)? {
+        return Ok(b);
+    }
+    let h = kedge_core::contract::op::random_tensor(seed, index as u64, s, lo, hi);
+    Ok(input_bytes(ggml, s, &h)?.into_owned())
+}
+
 /// A block-format output as the judge reads it: dequantized by the build's own `to_float`
 /// into dense f32, a block still holding its poison bytes as f32 poison (never written).
 fn output_tensor(ggml: Ggml, s: &TensorSpec, bytes: Vec<u8>) -> Result<HostTensor, RunError> {
@@ -523,8 +566,7 @@ fn sampled_on_host(
     for (t, i) in uploads {
         let s = &specs[*i];
         let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
-        let h = kedge_core::contract::op::random_tensor(case.seed, *i as u64, s, lo, hi);
-        let bytes = input_bytes(ggml, s, &h)?;
+        let bytes = drawn_bytes(ggml, case.seed, *i, s, lo, hi)?;
         g.set_data(*t, &bytes).map_err(graph_err)?;
     }
     g.compute(b).map_err(|e| match e {
@@ -598,8 +640,7 @@ fn sampled_on(
             let p = g.data_ptr(*t).map_err(graph_err)?;
             big::draw_uniform(dev, p, s.dtype, s.nelements(), case.seed, *i as u64, lo, hi)?;
         } else {
-            let h = kedge_core::contract::op::random_tensor(case.seed, *i as u64, s, lo, hi);
-            let bytes = input_bytes(ggml, s, &h)?;
+            let bytes = drawn_bytes(ggml, case.seed, *i, s, lo, hi)?;
             g.set_data(*t, &bytes).map_err(graph_err)?;
         }
     }

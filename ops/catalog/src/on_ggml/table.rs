@@ -596,59 +596,27 @@ pub(crate) fn default_input(case: &Case, specs: &[TensorSpec], i: usize) -> Host
     kedge_core::contract::op::random_tensor(case.seed, i as u64, &specs[i], -1.0, 1.0)
 }
 
-/// A block-format input of more values than this is made of a pool of this many values' rows.
-pub(crate) const POOLED_FROM: u64 = 1 << 24;
-
-/// Input `i` in a block format as the loaded build quantizes it. A big dense one (more than
-/// `POOLED_FROM` values: a 2^32-value table is minutes of one core's quantizing in the slower
-/// formats, paid for the device and again for the reference) is a pool of `POOLED_FROM`
-/// values' rows, drawn and quantized once, each of its rows a pool row picked by the case's
-/// own stream: a kernel that reads another row than it should reads other values but for a
-/// chance of one in the pool's rows. Otherwise (a small or strided input, no build loaded, a
-/// row too long for two of them in a pool) the f32 values `default_input` draws, which the
-/// build quantizes.
+/// Input `i` in a block format as the loaded build quantizes it: a big dense one from its pool
+/// of quantized rows (`kedge_core::contract::op::BlockPool`), so neither the device run nor
+/// the reference quantizes 2^32 values; otherwise (a small or strided input, no build loaded)
+/// the f32 values `default_input` draws, which the build quantizes.
 pub(crate) fn block_input(
     case: &Case,
     specs: &[TensorSpec],
     i: usize,
 ) -> Result<HostTensor, CaseError> {
-    use rayon::prelude::*;
     let s = &specs[i];
-    let ne0 = s.ne[0].max(1) as u64;
-    let pool_rows = POOLED_FROM / ne0;
-    let ggml = kedge_ggml::Ggml::loaded();
-    let (Some(ggml), true) = (
-        ggml,
-        s.dtype.is_block()
-            && s.nelements() > POOLED_FROM
-            && pool_rows >= 2
-            && s.nb == kedge_core::model::shape::dense_strides(&s.ne, s.dtype),
-    ) else {
+    let Some(ggml) = kedge_ggml::Ggml::loaded() else {
         return Ok(default_input(case, specs, i));
     };
-    let pool_ne = [s.ne[0], pool_rows as i64, 1, 1];
-    let row = s.nb[1] as usize;
-    let pool_spec = TensorSpec {
-        ne: pool_ne,
-        nb: kedge_core::model::shape::dense_strides(&pool_ne, s.dtype),
-        bytes: row as u64 * pool_rows,
-        ..s.clone()
-    };
-    let pool = kedge_core::contract::op::random_tensor(case.seed, i as u64, &pool_spec, -1.0, 1.0);
-    let pool =
-        super::exec::input_bytes(ggml, &pool_spec, &pool).map_err(|e| CaseError::BadInput {
+    match super::exec::pooled_bytes(ggml, case.seed, i, s, -1.0, 1.0) {
+        Ok(Some(bytes)) => Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes)),
+        Ok(None) => Ok(default_input(case, specs, i)),
+        Err(e) => Err(CaseError::BadInput {
             op: case.op.clone(),
             msg: format!("input {}: {e}", s.name),
-        })?;
-    let rows = (s.bytes as usize) / row;
-    let mut rng = Rng::stream(case.seed, u64::MAX - i as u64);
-    let picks: Vec<u32> = (0..rows).map(|_| rng.below(pool_rows) as u32).collect();
-    let mut bytes = vec![0u8; rows * row];
-    bytes
-        .par_chunks_mut(row)
-        .zip(picks.par_iter())
-        .for_each(|(dst, &k)| dst.copy_from_slice(&pool[k as usize * row..(k as usize + 1) * row]));
-    Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes))
+        }),
+    }
 }
 
 /// A tensor of spec `s` whose span holds `vals` (as f32 converted to the spec's dtype, or as

@@ -462,7 +462,7 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
         .expect("get_rows");
     let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
     reg.add_impl(e.name, Box::new(imp)).expect("added");
-    let rows = (POOLED_FROM / 64 * 2 + 3) as i64;
+    let rows = (kedge_core::contract::op::POOLED_FROM / 64 * 2 + 3) as i64;
     let case = reg
         .validate(&Case::new(
             "get_rows",
@@ -478,7 +478,7 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
     assert_eq!(table.bytes.len() as u64, specs[0].bytes);
     let row = specs[0].nb[1] as usize;
     let distinct: HashSet<&[u8]> = table.bytes.chunks(row).collect();
-    let pool = (POOLED_FROM / 64) as usize;
+    let pool = (kedge_core::contract::op::POOLED_FROM / 64) as usize;
     assert!(
         distinct.len() <= pool && distinct.len() > pool / 2,
         "{} distinct rows",
@@ -597,6 +597,26 @@ fn row_independent_entries_pass_judged_on_sampled_rows() {
                 ex.result.detail
             ));
         }
+    }
+    // A big block-format input (cpy from q8_0, 2^25 values) judged on sampled rows: the run
+    // takes its pool's rows, and so must the sampled rows' reference.
+    let pooled = (kedge_core::contract::op::POOLED_FROM / 64 * 2 + 3) as i64;
+    let case = reg
+        .validate(&Case::new(
+            "cpy",
+            "ggml:CPU",
+            DType::Q8_0,
+            [64, pooled, 1, 1],
+        ))
+        .expect("valid");
+    let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
+    if ex.result.verdict != Verdict::Pass || !ex.result.facts.contains_key("judged_on") {
+        failures.push(format!(
+            "cpy from pooled q8_0 rows: {:?} ({}): {}",
+            ex.result.verdict,
+            ex.result.facts.contains_key("judged_on"),
+            ex.result.detail
+        ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let missing: Vec<&str> = domains.difference(&sampled).copied().collect();
