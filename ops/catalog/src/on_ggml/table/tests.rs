@@ -17,6 +17,23 @@ fn h200() -> LimitsProfile {
     LimitsProfile::builtin("h200").expect("a built-in profile")
 }
 
+/// The registry with every entry's impl on ggml's CPU backend of the build in
+/// `KEDGE_GGML_DIR` (here the device under test is the reference's own backend).
+fn on_ggml_cpu() -> Registry {
+    let ggml = Ggml::load(&build_dir()).expect("the build loads");
+    let cpu = ggml
+        .devices()
+        .into_iter()
+        .find(|d| d.name == "CPU")
+        .expect("a CPU device");
+    let mut reg = crate::registry();
+    for e in TABLE {
+        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
+        reg.add_impl(e.name, Box::new(imp)).expect("added");
+    }
+    reg
+}
+
 /// The cases that compute here hold at most this many bytes (every case builds its graph).
 const RUN_LIMIT: u64 = 8 << 20;
 
@@ -347,18 +364,7 @@ fn generated_boundaries_move_one_dimension_of_a_small_base() {
 const PARTS: usize = 4;
 
 fn entries_run_on_ggml_cpu(part: usize) {
-    let dir = build_dir();
-    let ggml = Ggml::load(&dir).expect("the build loads");
-    let cpu = ggml
-        .devices()
-        .into_iter()
-        .find(|d| d.name == "CPU")
-        .expect("a CPU device");
-    let mut reg = crate::registry();
-    for e in TABLE {
-        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
-        reg.add_impl(e.name, Box::new(imp)).expect("added");
-    }
+    let reg = on_ggml_cpu();
     let mine: BTreeSet<&str> = TABLE
         .iter()
         .enumerate()
@@ -448,20 +454,11 @@ fn distinct_rows_draw_what_a_permutation_a_row_draws() {
     ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
 )]
 fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
-    let dir = build_dir();
-    let ggml = Ggml::load(&dir).expect("the build loads");
-    let cpu = ggml
-        .devices()
-        .into_iter()
-        .find(|d| d.name == "CPU")
-        .expect("a CPU device");
-    let mut reg = crate::registry();
+    let reg = on_ggml_cpu();
     let e = TABLE
         .iter()
         .find(|e| e.name == "get_rows")
         .expect("get_rows");
-    let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
-    reg.add_impl(e.name, Box::new(imp)).expect("added");
     let rows = (kedge_core::contract::op::POOLED_FROM / 64 * 2 + 3) as i64;
     let case = reg
         .validate(&Case::new(
@@ -508,8 +505,6 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
     // The same for an entry drawing its inputs (concat) and for set_rows' destination.
     for name in ["concat", "set_rows"] {
         let e = TABLE.iter().find(|e| e.name == name).expect("entry");
-        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
-        reg.add_impl(e.name, Box::new(imp)).expect("added");
         let case = reg
             .validate(&Case::new(name, "ggml:CPU", DType::Q8_0, [64, rows, 1, 1]))
             .expect("valid");
@@ -554,18 +549,7 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
     ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
 )]
 fn row_independent_entries_pass_judged_on_sampled_rows() {
-    let dir = build_dir();
-    let ggml = Ggml::load(&dir).expect("the build loads");
-    let cpu = ggml
-        .devices()
-        .into_iter()
-        .find(|d| d.name == "CPU")
-        .expect("a CPU device");
-    let mut reg = crate::registry();
-    for e in TABLE {
-        let imp = GgmlImpl::new(ggml, e.name, &cpu.name, &cpu.description, true, e.graph);
-        reg.add_impl(e.name, Box::new(imp)).expect("added");
-    }
+    let reg = on_ggml_cpu();
     let mut slot = DeviceSlot::new(0).judging(kedge_core::judge::sample::Judging::Sampled);
     let mut failures = Vec::new();
     let mut sampled: BTreeSet<&str> = BTreeSet::new();
