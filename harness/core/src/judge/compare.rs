@@ -145,11 +145,46 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
             ),
         };
     }
+    let acc = accumulate_dtype(out, reference, tol);
+    let nmse = if acc.norm > 0.0 {
+        acc.err / acc.norm
+    } else {
+        acc.err
+    };
+    let mut numbers = Numbers {
+        nmse,
+        max_abs: acc.max_abs,
+        max_rel: acc.max_rel,
+        first_bad: None,
+        unwritten: acc.unwritten,
+        nonfinite: acc.nonfinite,
+        compared: n,
+        threshold_nmse: tol.nmse,
+        ..Numbers::default()
+    };
+    let (verdict, detail) = verdict_of(name, n, nmse, &acc, tol, &mut numbers);
+    numbers.output = Some(name.to_string());
+    numbers.output_ne = Some(out.ne);
+    numbers.elem_tolerance = Some([tol.elem_abs, tol.elem_rel]);
+    if let Some(i) = numbers.first_bad.filter(|&i| i < n) {
+        numbers.first_bad_got = Some(out_value(out, i));
+        numbers.first_bad_expected = Some(reference[i as usize]);
+    }
+    Comparison {
+        verdict,
+        numbers,
+        detail,
+    }
+}
+
+/// The sums and firsts of a plain-type output against its reference, the loop fixed to the
+/// output's dtype.
+fn accumulate_dtype(out: &HostTensor, reference: &[f64], tol: Tolerance) -> Acc {
     let rows = out_rows(out);
     let poison = poison_pattern(out.dtype);
     // The element size and the decoding are fixed per call, so the inner loop compares a
     // fixed-size array with the poison and decodes without a branch on the dtype.
-    let acc = match out.dtype {
+    match out.dtype {
         DType::F32 => accumulate::<4, _>(
             out,
             &rows,
@@ -189,25 +224,22 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
         DType::U8 => {
             accumulate::<1, _>(out, &rows, reference, tol, &poison, |b| b[0] as f64, false)
         }
-        _ => unreachable!("block formats returned above"),
-    };
-    let nmse = if acc.norm > 0.0 {
-        acc.err / acc.norm
-    } else {
-        acc.err
-    };
-    let mut numbers = Numbers {
-        nmse,
-        max_abs: acc.max_abs,
-        max_rel: acc.max_rel,
-        first_bad: None,
-        unwritten: acc.unwritten,
-        nonfinite: acc.nonfinite,
-        compared: n,
-        threshold_nmse: tol.nmse,
-        ..Numbers::default()
-    };
-    let (verdict, detail) = if n > 0 && acc.unwritten == n {
+        _ => unreachable!("compare returns before this for block formats"),
+    }
+}
+
+/// The verdict and its words, worst first: nothing written, some elements unwritten, values
+/// not finite, wrong values, else a pass; `numbers.first_bad` is set to the first element of
+/// the kind that decided.
+fn verdict_of(
+    name: &str,
+    n: u64,
+    nmse: f64,
+    acc: &Acc,
+    tol: Tolerance,
+    numbers: &mut Numbers,
+) -> (Verdict, String) {
+    if n > 0 && acc.unwritten == n {
         numbers.first_bad = acc.first_unwritten;
         (Verdict::SilentFailure, nothing_written(name, n).detail)
     } else if acc.unwritten > 0 {
@@ -248,18 +280,6 @@ pub fn compare(name: &str, out: &HostTensor, reference: &[f64], tol: Tolerance) 
             Verdict::Pass,
             format!("{name}: NMSE {nmse:.3e} <= {:.1e}", tol.nmse),
         )
-    };
-    numbers.output = Some(name.to_string());
-    numbers.output_ne = Some(out.ne);
-    numbers.elem_tolerance = Some([tol.elem_abs, tol.elem_rel]);
-    if let Some(i) = numbers.first_bad.filter(|&i| i < n) {
-        numbers.first_bad_got = Some(out_value(out, i));
-        numbers.first_bad_expected = Some(reference[i as usize]);
-    }
-    Comparison {
-        verdict,
-        numbers,
-        detail,
     }
 }
 
