@@ -75,128 +75,172 @@ pub fn parse_xml(input: &str) -> Result<ParsedXml, SanitizerError> {
     let mut reader = Reader::from_str(input);
     // Mismatched end tags are malformed files, not truncation.
     reader.config_mut().check_end_names = true;
-    let mut records = Vec::new();
-    let mut stack: Vec<Node> = Vec::new();
-    let mut seen_root = false;
-    let malformed = |pos: u64, msg: String| {
-        let (line, column) = line_col(input, pos as usize);
-        SanitizerError::Malformed { line, column, msg }
+    let mut p = XmlParse {
+        input,
+        records: Vec::new(),
+        stack: Vec::new(),
+        seen_root: false,
     };
     loop {
         let before = reader.buffer_position();
         let ev = match reader.read_event() {
             Ok(ev) => ev,
-            Err(e) if is_cut_off(&e) => {
-                return Ok(ParsedXml {
-                    records,
-                    truncated: true,
-                })
-            }
-            Err(e) => return Err(malformed(reader.error_position(), e.to_string())),
+            Err(e) if is_cut_off(&e) => return Ok(p.done(true)),
+            Err(e) => return Err(p.malformed(reader.error_position(), e.to_string())),
         };
         match ev {
-            Event::Start(s) => {
-                let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
-                if stack.is_empty() {
-                    if seen_root {
-                        return Err(malformed(before, format!("second root element <{name}>")));
-                    }
-                    if name != ROOT {
-                        return Err(malformed(
-                            before,
-                            format!("expected <{ROOT}> as the root element, found <{name}>"),
-                        ));
-                    }
-                    seen_root = true;
-                }
-                stack.push(Node {
-                    name,
-                    start: before as usize,
-                    ..Node::default()
-                });
-            }
-            Event::Empty(s) => {
-                let name = String::from_utf8_lossy(s.name().as_ref()).into_owned();
-                if stack.is_empty() {
-                    if name == ROOT && !seen_root {
-                        // `<ComputeSanitizerOutput/>`: a clean run with nothing to report.
-                        seen_root = true;
-                        continue;
-                    }
-                    return Err(malformed(
-                        before,
-                        format!("expected <{ROOT}> as the root element, found <{name}/>"),
-                    ));
-                }
-                if let Some(top) = stack.last_mut() {
-                    top.children.push(Node {
-                        name,
-                        start: before as usize,
-                        ..Node::default()
-                    });
-                }
-            }
-            Event::End(_) => {
-                let node = stack
-                    .pop()
-                    .ok_or_else(|| malformed(before, "end tag without a start tag".to_string()))?;
-                match stack.len() {
-                    0 => {} // the root closed
-                    1 if node.name == "record" => records.push(
-                        to_record(&node, input).map_err(|m| malformed(node.start as u64, m))?,
-                    ),
-                    _ => {
-                        if let Some(parent) = stack.last_mut() {
-                            parent.children.push(node);
-                        }
-                    }
-                }
-            }
+            Event::Start(s) => p.start(
+                before,
+                String::from_utf8_lossy(s.name().as_ref()).into_owned(),
+            )?,
+            Event::Empty(s) => p.empty(
+                before,
+                String::from_utf8_lossy(s.name().as_ref()).into_owned(),
+            )?,
+            Event::End(_) => p.end(before)?,
             Event::Text(t) => {
-                let s = t.decode().map_err(|e| malformed(before, e.to_string()))?;
-                match stack.last_mut() {
-                    Some(top) => top.text.push_str(&s),
-                    None if s.trim().is_empty() => {}
-                    None => {
-                        return Err(malformed(
-                            before,
-                            format!(
-                            "text outside the <{ROOT}> element: not compute-sanitizer XML ({:?})",
-                            s.trim().chars().take(40).collect::<String>()
-                        ),
-                        ))
-                    }
-                }
+                let s = t.decode().map_err(|e| p.malformed(before, e.to_string()))?;
+                p.text(before, &s)?;
             }
-            Event::CData(t) => {
-                if let Some(top) = stack.last_mut() {
-                    top.text.push_str(&String::from_utf8_lossy(&t));
-                }
-            }
+            Event::CData(t) => p.push_text(&String::from_utf8_lossy(&t)),
             Event::GeneralRef(r) => {
                 // quick-xml 0.38 reports `&quot;` and `&#65;` as their own events.
                 let resolved = if r.is_char_ref() {
                     r.resolve_char_ref()
-                        .map_err(|e| malformed(before, e.to_string()))?
+                        .map_err(|e| p.malformed(before, e.to_string()))?
                         .map(String::from)
                 } else {
-                    let name = r.decode().map_err(|e| malformed(before, e.to_string()))?;
+                    let name = r.decode().map_err(|e| p.malformed(before, e.to_string()))?;
                     quick_xml::escape::resolve_predefined_entity(&name).map(String::from)
                 };
                 let resolved = resolved
-                    .ok_or_else(|| malformed(before, "unknown entity reference".to_string()))?;
-                if let Some(top) = stack.last_mut() {
-                    top.text.push_str(&resolved);
-                }
+                    .ok_or_else(|| p.malformed(before, "unknown entity reference".to_string()))?;
+                p.push_text(&resolved);
             }
             Event::Eof => {
                 // Nothing at all, or an open element: the writer was stopped mid-file.
-                return Ok(ParsedXml {
-                    records,
-                    truncated: !stack.is_empty() || !seen_root,
-                });
+                let cut = !p.stack.is_empty() || !p.seen_root;
+                return Ok(p.done(cut));
             }
             Event::Decl(_) | Event::PI(_) | Event::Comment(_) | Event::DocType(_) => {}
+        }
+    }
+}
+
+/// `parse_xml`'s state: the elements open, the records closed, whether the root was seen.
+struct XmlParse<'a> {
+    input: &'a str,
+    records: Vec<Record>,
+    stack: Vec<Node>,
+    seen_root: bool,
+}
+
+impl XmlParse<'_> {
+    /// A malformed file, at the line and column of byte `pos`.
+    fn malformed(&self, pos: u64, msg: String) -> SanitizerError {
+        let (line, column) = line_col(self.input, pos as usize);
+        SanitizerError::Malformed { line, column, msg }
+    }
+
+    /// The records read, and whether the file was cut off.
+    fn done(self, truncated: bool) -> ParsedXml {
+        ParsedXml {
+            records: self.records,
+            truncated,
+        }
+    }
+
+    /// `<name>` at byte `at`: the root once, then any element inside it.
+    fn start(&mut self, at: u64, name: String) -> Result<(), SanitizerError> {
+        if self.stack.is_empty() {
+            if self.seen_root {
+                return Err(self.malformed(at, format!("second root element <{name}>")));
+            }
+            if name != ROOT {
+                return Err(self.malformed(
+                    at,
+                    format!("expected <{ROOT}> as the root element, found <{name}>"),
+                ));
+            }
+            self.seen_root = true;
+        }
+        self.stack.push(Node {
+            name,
+            start: at as usize,
+            ..Node::default()
+        });
+        Ok(())
+    }
+
+    /// `<name/>` at byte `at`: an empty root (a clean run), or an empty child.
+    fn empty(&mut self, at: u64, name: String) -> Result<(), SanitizerError> {
+        if self.stack.is_empty() {
+            if name == ROOT && !self.seen_root {
+                // `<ComputeSanitizerOutput/>`: a clean run with nothing to report.
+                self.seen_root = true;
+                return Ok(());
+            }
+            return Err(self.malformed(
+                at,
+                format!("expected <{ROOT}> as the root element, found <{name}/>"),
+            ));
+        }
+        if let Some(top) = self.stack.last_mut() {
+            top.children.push(Node {
+                name,
+                start: at as usize,
+                ..Node::default()
+            });
+        }
+        Ok(())
+    }
+
+    /// An end tag at byte `at`: a record closed under the root becomes a record, any other
+    /// element a child of its parent.
+    fn end(&mut self, at: u64) -> Result<(), SanitizerError> {
+        let node = self
+            .stack
+            .pop()
+            .ok_or_else(|| self.malformed(at, "end tag without a start tag".to_string()))?;
+        match self.stack.len() {
+            0 => {} // the root closed
+            1 if node.name == "record" => {
+                let r = to_record(&node, self.input)
+                    .map_err(|m| self.malformed(node.start as u64, m))?;
+                self.records.push(r);
+            }
+            _ => {
+                if let Some(parent) = self.stack.last_mut() {
+                    parent.children.push(node);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Text at byte `at`: an open element's, or whitespace between elements; anything else
+    /// outside the root is not compute-sanitizer XML.
+    fn text(&mut self, at: u64, s: &str) -> Result<(), SanitizerError> {
+        match self.stack.last_mut() {
+            Some(top) => top.text.push_str(s),
+            None if s.trim().is_empty() => {}
+            None => {
+                return Err(self.malformed(
+                    at,
+                    format!(
+                        "text outside the <{ROOT}> element: not compute-sanitizer XML ({:?})",
+                        s.trim().chars().take(40).collect::<String>()
+                    ),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Text (CDATA, a resolved reference) for the open element, if any.
+    fn push_text(&mut self, s: &str) {
+        if let Some(top) = self.stack.last_mut() {
+            top.text.push_str(s);
         }
     }
 }
