@@ -27,9 +27,7 @@ use kedge_core::{Op, OpParams, Params, Registry};
 /// An op's parameters as a case's map, set typed: `P`'s defaults, changed by `set`
 /// (`params_with(|p: &mut SoftmaxParams| p.mask = true)`); every parameter is written.
 pub(crate) fn params_with<P: OpParams>(set: impl FnOnce(&mut P)) -> Params {
-    let mut p = P::from_params(&Params::new());
-    set(&mut p);
-    p.to_params()
+    P::set_in(&Params::new(), set)
 }
 
 /// Every op kedge ships, in report order; then ggml's other ops, which run only on a ggml build.

@@ -95,9 +95,7 @@ impl Boundary {
         mut self,
         set: impl FnOnce(&mut P),
     ) -> Self {
-        let mut p = P::from_params(&self.params);
-        set(&mut p);
-        self.params = p.to_params();
+        self.params = P::set_in(&self.params, set);
         self
     }
     /// Probe these values instead of `at - 1`, `at`, `at + 1`.

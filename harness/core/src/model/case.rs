@@ -126,9 +126,7 @@ impl Case {
         mut self,
         set: impl FnOnce(&mut P),
     ) -> Self {
-        let mut p = P::from_params(&self.params);
-        set(&mut p);
-        self.params = p.to_params();
+        self.params = P::set_in(&self.params, set);
         self
     }
     /// The same case in another allocation mode.

@@ -179,6 +179,13 @@ pub trait OpParams: Sized + Default + Clone + std::fmt::Debug + Send + Sync + 's
     fn of(case: &(impl HasParams + ?Sized)) -> Self {
         Self::from_params(case.params())
     }
+    /// `params` with some set, typed: `set` gets them as they are (absent ones at their
+    /// defaults) and changes what it names; every parameter is written back.
+    fn set_in(params: &Params, set: impl FnOnce(&mut Self)) -> Params {
+        let mut p = Self::from_params(params);
+        set(&mut p);
+        p.to_params()
+    }
 }
 
 /// What carries a parameter map (a case): what `OpParams::of` reads.

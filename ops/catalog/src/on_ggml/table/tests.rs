@@ -34,6 +34,14 @@ fn on_ggml_cpu() -> Registry {
     reg
 }
 
+/// A q8_0 case of `op` on ggml's CPU backend of rows of 64 values, twice the pool and a few
+/// rows more: its block-format inputs are made of pooled rows.
+fn pooled_case(reg: &Registry, op: &str) -> Case {
+    let rows = (kedge_core::contract::op::POOLED_FROM / 64 * 2 + 3) as i64;
+    reg.validate(&Case::new(op, "ggml:CPU", DType::Q8_0, [64, rows, 1, 1]))
+        .expect("valid")
+}
+
 /// The cases that compute here hold at most this many bytes (every case builds its graph).
 const RUN_LIMIT: u64 = 8 << 20;
 
@@ -459,15 +467,7 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
         .iter()
         .find(|e| e.name == "get_rows")
         .expect("get_rows");
-    let rows = (kedge_core::contract::op::POOLED_FROM / 64 * 2 + 3) as i64;
-    let case = reg
-        .validate(&Case::new(
-            "get_rows",
-            "ggml:CPU",
-            DType::Q8_0,
-            [64, rows, 1, 1],
-        ))
-        .expect("valid");
+    let case = pooled_case(&reg, "get_rows");
     let specs = (e.tensors)(&case).expect("tensors");
     let inputs = Op::inputs(e, &case, &specs).expect("inputs");
     let table = &inputs[0];
@@ -505,9 +505,7 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
     // The same for an entry drawing its inputs (concat) and for set_rows' destination.
     for name in ["concat", "set_rows"] {
         let e = TABLE.iter().find(|e| e.name == name).expect("entry");
-        let case = reg
-            .validate(&Case::new(name, "ggml:CPU", DType::Q8_0, [64, rows, 1, 1]))
-            .expect("valid");
+        let case = pooled_case(&reg, name);
         let specs = (e.tensors)(&case).expect("tensors");
         let inputs = Op::inputs(e, &case, &specs).expect("inputs");
         let blocks: Vec<_> = specs
@@ -584,15 +582,7 @@ fn row_independent_entries_pass_judged_on_sampled_rows() {
     }
     // A big block-format input (cpy from q8_0, 2^25 values) judged on sampled rows: the run
     // takes its pool's rows, and so must the sampled rows' reference.
-    let pooled = (kedge_core::contract::op::POOLED_FROM / 64 * 2 + 3) as i64;
-    let case = reg
-        .validate(&Case::new(
-            "cpy",
-            "ggml:CPU",
-            DType::Q8_0,
-            [64, pooled, 1, 1],
-        ))
-        .expect("valid");
+    let case = pooled_case(&reg, "cpy");
     let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
     if ex.result.verdict != Verdict::Pass || !ex.result.facts.contains_key("judged_on") {
         failures.push(format!(
