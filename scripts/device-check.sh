@@ -420,9 +420,10 @@ part_ggml-wait() {
 
 # kedge's own default suite natively (every dtype, the big cases included) and in guard mode,
 # each made into a baseline of its mode (OUT/baselines/) and gated against it.
+fresh() { if [ "${SWEEP_RESUME:-0}" = 1 ]; then echo --resume; else echo --force; fi; }
 own_sweep() { # NAME SWEEP-ARGS...
   local name=$1; shift
-  run own-$name "$K" sweep default "$@" --max-time "${OWN_MAXTIME:-4m}" --force --out "$W/own-$name"
+  run own-$name "$K" sweep default "$@" --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
   mkdir -p "$OUT/baselines"
   "$K" gate --write-baseline "$OUT/baselines/kedge-h200-$name.jsonl" "$W/own-$name/results.jsonl" > "$W/own-$name-baseline.log" 2>&1
   say "    baseline kedge-h200-$name: $(tail -1 "$W/own-$name-baseline.log" | cut -c1-200)"
@@ -500,8 +501,8 @@ part_ggml-native() {
   ops=$("$K" plan --suite smoke --json --ggml "$G" -b CUDA0 2>/dev/null \
         | python3 -c 'import json,sys; own=set(sys.argv[1].split(",")); print(",".join(sorted({json.loads(l).get("case", json.loads(l))["op"] for l in sys.stdin if l.strip()} - own)))' "$OWN_OPS")
   say "ggml-native: $(echo "$ops" | tr , '\n' | wc -l) table ops in every dtype; $OWN_OPS in f32"
-  run ggml-own "$K" sweep default --ggml "$G" -b CUDA0 -o $OWN_OPS --dtype f32 --max-time "${GGML_OWN_MAXTIME:-3m}" --force --out "$W/ggml-own"
-  run ggml-native "$K" sweep default --ggml "$G" -b CUDA0 -o "$ops" --max-time "${GGML_MAXTIME:-8m}" --force --out "$W/ggml-native"
+  run ggml-own "$K" sweep default --ggml "$G" -b CUDA0 -o $OWN_OPS --dtype f32 --max-time "${GGML_OWN_MAXTIME:-3m}" "$(fresh)" --out "$W/ggml-own"
+  run ggml-native "$K" sweep default --ggml "$G" -b CUDA0 -o "$ops" --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/ggml-native"
   mkdir -p "$OUT/baselines"
   "$K" gate --write-baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" > "$W/ggml-native-baseline.log" 2>&1
   say "    baseline ggml-cuda0-h200-native: $(tail -1 "$W/ggml-native-baseline.log" | cut -c1-200)"
@@ -524,7 +525,7 @@ part_confirm() {
 }
 part_ggml-memcheck() {
   local G; G=$(abspath "$GGML_CUDA_DIR")
-  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" --force --out "$W/ggml-memcheck"
+  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
 }
 
 # A pull request's build gated against its base's baseline, through the CI workflow's own
