@@ -529,15 +529,21 @@ part_ggml-memcheck() {
 }
 
 # A pull request's build gated against its base's baseline, through the CI workflow's own
-# commands (two shards, merge, report, gate) on the ops the patch touches: the base build's
-# sweep makes the baseline, the patch (examples/ci/pull-request-breaks-rms-norm.patch) is
-# applied to the same source and only what it changes rebuilt (the CMake tree is kept), and
-# the gate must fail naming the cases the patch breaks.
+# commands (two shards, merge, report, gate) on the ops the patch touches. The base's baseline is
+# the shipped one (PR_BASELINE, default corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl):
+# the unchanged build is gated against it first (it must pass). Without it, or with
+# PR_BASE_UPDATE=1, the base build's sweep makes it (a copy in OUTDIR/baselines/ to ship). Then
+# the patch (examples/ci/pull-request-breaks-rms-norm.patch) is applied to the same source and
+# only what it changes rebuilt (the CMake tree is kept), and the gate must fail naming the cases
+# the patch breaks.
 part_pr-gate() {
-  local G P SRC; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
+  local G P SRC base update=0; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
   SRC=$(head -1 "$G/.build/config")
-  local base="$W/pr-base-baseline.jsonl"
-  CI_UPDATE=1 CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
+  base=$(abspath "${PR_BASELINE:-corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl}")
+  if [ "${PR_BASE_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
+    base="$W/ggml-cuda0-h200-native-rms-norm.jsonl"; update=1
+  fi
+  CI_UPDATE=$update CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
   rm -rf "$P"; cp -a "$G" "$P"
   patch -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > "$W/pr-patch.log" 2>&1 \
     && cmake --build "$G/.build/cmake" --target ggml-cuda -j "$(nproc)" > "$W/pr-build.log" 2>&1 \
@@ -545,7 +551,6 @@ part_pr-gate() {
   say "pr-build rc=$? (patch applied to $SRC, libggml-cuda rebuilt into $P)"
   patch -R -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > /dev/null 2>&1
   CI_UPDATE=0 CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-pr "$base" fail --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$P"
-  cp "$base" "$OUT/baselines/ggml-cuda0-h200-native-rms-norm.jsonl" 2>/dev/null
 }
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
