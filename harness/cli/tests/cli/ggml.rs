@@ -267,7 +267,7 @@ fn sampled_and_whole_judging_agree_on_every_case() {
             "-b",
             "CPU",
             "-o",
-            "rms_norm,cumsum,softmax",
+            "rms_norm,cumsum,softmax,rms_norm_mul_add",
             "--dtype",
             "f32",
             "--judge",
@@ -281,11 +281,15 @@ fn sampled_and_whole_judging_agree_on_every_case() {
         assert!(code == 0 || code == 1, "{err}");
         let text = std::fs::read_to_string(out.join("results.jsonl")).expect("results");
         let mut by_id = std::collections::BTreeMap::new();
-        let mut sampled = 0;
+        let (mut sampled, mut broadcast) = (0, 0);
         for l in text.lines() {
             let v: serde_json::Value = serde_json::from_str(l).expect("a result line");
             if v["facts"]["judged_on"].is_string() {
                 sampled += 1;
+                // A row-broadcast weight and bias, read whole by the sampled rows' reference.
+                if v["case"]["params"]["broadcast"] == "row" && v["case"]["ne"][1] != 1 {
+                    broadcast += 1;
+                }
             }
             by_id.insert(
                 v["id"].as_str().expect("id").to_string(),
@@ -294,6 +298,10 @@ fn sampled_and_whole_judging_agree_on_every_case() {
         }
         if j == "sampled" {
             assert!(sampled > 100, "{sampled} cases judged on sampled rows");
+            assert!(
+                broadcast > 10,
+                "{broadcast} broadcast-weight cases judged on sampled rows"
+            );
         } else {
             assert_eq!(sampled, 0);
         }

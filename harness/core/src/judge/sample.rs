@@ -73,16 +73,23 @@ impl std::str::FromStr for Judging {
     }
 }
 
-/// The case's rows (the product of `ne[1..3]`) when every tensor is dense and has them, which
+/// The case's rows (the product of `ne[1..3]`) when every tensor is dense and has them, or is
+/// an input of one row that every row reads (a broadcast weight: `broadcast_row`), which
 /// sampling needs; `None` otherwise.
 pub(crate) fn rows_of(case: &Case, specs: &[TensorSpec]) -> Option<u64> {
     let rows = case.ne[1..]
         .iter()
         .try_fold(1u64, |a, &x| a.checked_mul(u64::try_from(x).ok()?))?;
-    let fits = specs
-        .iter()
-        .all(|s| s.ne[1..] == case.ne[1..] && s.nb == dense_strides(&s.ne, s.dtype));
+    let fits = specs.iter().all(|s| {
+        (s.ne[1..] == case.ne[1..] || broadcast_row(s)) && s.nb == dense_strides(&s.ne, s.dtype)
+    });
     (fits && rows > 0).then_some(rows)
+}
+
+/// An input of a single row (`ne[1..3]` all 1): every row of the case reads the whole of it,
+/// so the sampled rows' reference takes it whole, drawn as the case draws it.
+fn broadcast_row(s: &TensorSpec) -> bool {
+    s.role == Role::Input && s.ne[1..] == [1, 1, 1]
 }
 
 /// Whether a case is judged on sampled rows by an impl that can run it so: `judging` samples
@@ -97,10 +104,28 @@ pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) 
     };
     judging.samples(largest(&specs))
         && rows_of(case, &specs).is_some()
+        && broadcasts_kept(op, case, &specs)
         && specs
             .iter()
             .filter(|s| s.role == Role::Output)
             .all(|s| crate::cuda::big::can_draw(s.dtype))
+}
+
+/// Whether each single-row input of the case is the same tensor in the case of its sampled rows
+/// (`sliced`), as a broadcast weight is: then the sampled reference reads what every row read.
+/// An input whose shape follows the rows (one row because the case has one) is not one.
+fn broadcasts_kept(op: &dyn crate::contract::op::Op, case: &Case, specs: &[TensorSpec]) -> bool {
+    if case.ne[1..] == [1, 1, 1] || !specs.iter().any(broadcast_row) {
+        return true;
+    }
+    let Ok(sliced_specs) = op.tensors(&sliced(case, 2)) else {
+        return false;
+    };
+    sliced_specs.len() == specs.len()
+        && specs
+            .iter()
+            .zip(&sliced_specs)
+            .all(|(s, ss)| !broadcast_row(s) || (ss.ne == s.ne && ss.dtype == s.dtype))
 }
 
 /// Elements of the case's largest tensor.
@@ -176,9 +201,16 @@ pub(crate) fn gathered_inputs(
             continue;
         }
         let n0 = s.ne[0];
-        if ss.ne != [n0, rows.len() as i64, 1, 1] || ss.dtype != s.dtype {
+        // A broadcast row is taken whole (its row 0), the others row by row.
+        let whole = broadcast_row(s) && case.ne[1..] != [1, 1, 1];
+        let (want, rows): ([i64; 4], &[u64]) = if whole {
+            (s.ne, &[0])
+        } else {
+            ([n0, rows.len() as i64, 1, 1], rows)
+        };
+        if ss.ne != want || ss.dtype != s.dtype {
             return Err(bad(format!(
-                "input {}: the sampled rows' tensor is {:?} of {}, rows of {n0} expected",
+                "input {}: the sampled rows' tensor is {:?} of {}, {want:?} expected",
                 s.name, ss.ne, ss.dtype
             )));
         }
@@ -337,6 +369,57 @@ mod tests {
         let strided = TensorSpec::strided("v", Role::Input, DType::F32, c.ne, [4, 512, 4096, 8192])
             .expect("view");
         assert_eq!(rows_of(&c, &[strided]), None);
+    }
+
+    #[test]
+    fn a_broadcast_row_input_is_sampled_and_taken_whole() {
+        let c = Case::new("x", "y", DType::F32, [64, 8, 2, 1]);
+        let x = spec("x", Role::Input, c.ne);
+        let w = spec("w", Role::Input, [64, 1, 1, 1]);
+        let d = spec("d", Role::Output, c.ne);
+        assert_eq!(rows_of(&c, &[x.clone(), w.clone(), d.clone()]), Some(16));
+        assert_eq!(
+            rows_of(&c, &[x.clone(), spec("d", Role::Output, [64, 1, 1, 1])]),
+            None,
+            "an output of one row is not the case's rows"
+        );
+        // The sampled rows' reference reads the weight as the case drew it (stream 1, from its
+        // start) and x's rows 3, 9 and 15 from stream 0.
+        let rows = [3u64, 9, 15];
+        let sl = sliced(&c, rows.len() as u64);
+        let sx = spec("x", Role::Input, sl.ne);
+        let g = gathered_inputs(
+            &c,
+            &[x.clone(), w.clone(), d.clone()],
+            &[sx.clone(), w.clone(), spec("d", Role::Output, sl.ne)],
+            &rows,
+            &[(-1.0, 1.0); 3],
+        )
+        .expect("gathered");
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[1].ne, [64, 1, 1, 1]);
+        assert_eq!(
+            g[1].bytes,
+            random_tensor(c.seed, 1, &w, -1.0, 1.0).bytes,
+            "the weight is the case's whole draw"
+        );
+        let whole_x = random_tensor(c.seed, 0, &x, -1.0, 1.0);
+        let row = 64 * 4;
+        for (j, &r) in rows.iter().enumerate() {
+            assert_eq!(
+                g[0].bytes[j * row..(j + 1) * row],
+                whole_x.bytes[r as usize * row..(r as usize + 1) * row]
+            );
+        }
+        // A sliced case whose single-row input follows the rows is refused, not guessed.
+        assert!(gathered_inputs(
+            &c,
+            &[x, w],
+            &[sx, spec("w", Role::Input, [64, 3, 1, 1])],
+            &rows,
+            &[(-1.0, 1.0); 2],
+        )
+        .is_err());
     }
 
     #[test]

@@ -179,7 +179,8 @@ impl Op for RmsNormMulAdd {
             .with_params(|p: &mut RmsNormMulAddParams| p.row_pad = 5),
         ]
     }
-    /// Each row is its own (broadcast scales and biases make the case one judged whole).
+    /// Each row is its own; a row-broadcast weight and bias are read whole by every row (and by
+    /// the sampled rows' reference).
     fn row_sampling(&self, case: &Case) -> Option<kedge_core::RowSampling> {
         Some(kedge_core::RowSampling::uniform(
             self.tensors(case).ok()?.len(),
