@@ -81,15 +81,16 @@ pub(crate) fn rows_of(case: &Case, specs: &[TensorSpec]) -> Option<u64> {
         .iter()
         .try_fold(1u64, |a, &x| a.checked_mul(u64::try_from(x).ok()?))?;
     let fits = specs.iter().all(|s| {
-        (s.ne[1..] == case.ne[1..] || broadcast_row(s)) && s.nb == dense_strides(&s.ne, s.dtype)
+        (s.ne[1..] == case.ne[1..] || broadcast_row(case, s))
+            && s.nb == dense_strides(&s.ne, s.dtype)
     });
     (fits && rows > 0).then_some(rows)
 }
 
-/// An input of a single row (`ne[1..3]` all 1): every row of the case reads the whole of it,
-/// so the sampled rows' reference takes it whole, drawn as the case draws it.
-fn broadcast_row(s: &TensorSpec) -> bool {
-    s.role == Role::Input && s.ne[1..] == [1, 1, 1]
+/// An input of a single row (`ne[1..3]` all 1) in a case of more: every row of the case reads
+/// the whole of it, so the sampled rows' reference takes it whole, drawn as the case draws it.
+fn broadcast_row(case: &Case, s: &TensorSpec) -> bool {
+    s.role == Role::Input && s.ne[1..] == [1, 1, 1] && case.ne[1..] != [1, 1, 1]
 }
 
 /// Whether a case is judged on sampled rows by an impl that can run it so: `judging` samples
@@ -115,7 +116,7 @@ pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) 
 /// (`sliced`), as a broadcast weight is: then the sampled reference reads what every row read.
 /// An input whose shape follows the rows (one row because the case has one) is not one.
 fn broadcasts_kept(op: &dyn crate::contract::op::Op, case: &Case, specs: &[TensorSpec]) -> bool {
-    if case.ne[1..] == [1, 1, 1] || !specs.iter().any(broadcast_row) {
+    if !specs.iter().any(|s| broadcast_row(case, s)) {
         return true;
     }
     let Ok(sliced_specs) = op.tensors(&sliced(case, 2)) else {
@@ -125,7 +126,7 @@ fn broadcasts_kept(op: &dyn crate::contract::op::Op, case: &Case, specs: &[Tenso
         && specs
             .iter()
             .zip(&sliced_specs)
-            .all(|(s, ss)| !broadcast_row(s) || (ss.ne == s.ne && ss.dtype == s.dtype))
+            .all(|(s, ss)| !broadcast_row(case, s) || (ss.ne == s.ne && ss.dtype == s.dtype))
 }
 
 /// Elements of the case's largest tensor.
@@ -202,8 +203,7 @@ pub(crate) fn gathered_inputs(
         }
         let n0 = s.ne[0];
         // A broadcast row is taken whole (its row 0), the others row by row.
-        let whole = broadcast_row(s) && case.ne[1..] != [1, 1, 1];
-        let (want, rows): ([i64; 4], &[u64]) = if whole {
+        let (want, rows): ([i64; 4], &[u64]) = if broadcast_row(case, s) {
             (s.ne, &[0])
         } else {
             ([n0, rows.len() as i64, 1, 1], rows)
