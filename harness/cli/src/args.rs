@@ -212,7 +212,9 @@ pub(crate) struct ExecArgs {
           value_parser = in_range(range::RECORD_CAP_MIB.0, range::RECORD_CAP_MIB.1))]
     pub(crate) record_cap: u64,
     /// Leave out cases whose largest tensor has more elements than this; 0: no limit.
-    /// `sweep` and `selftest` default to 2^28 on a GPU, `fuzz` to 2^26.
+    /// Defaults, the same on every machine: `sweep` bounds only a library's host backend
+    /// (`ggml:CPU`, which holds every tensor in host memory) at 2^28, `selftest` its fixed
+    /// impls' cases at 2^28, `fuzz` every case at 2^26.
     #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
     pub(crate) max_elements: Option<u64>,
     /// How big cases' outputs are judged. auto: a case of 2^26 elements or more whose op's

@@ -354,6 +354,17 @@ op_table! {
     ggml_ssm_scan: fn(P, P, P, P, P, P, P, P, i64) -> P;
     ggml_rwkv_wkv6: fn(P, P, P, P, P, P, P) -> P;
     ggml_gated_linear_attn: fn(P, P, P, P, P, P, f32) -> P;
+
+    // gradients, fills, solvers
+    ggml_silu_back: fn(P, P, P) -> P;
+    ggml_rms_norm_back: fn(P, P, P, f32) -> P;
+    ggml_xielu: fn(P, P, f32, f32, f32, f32) -> P;
+    ggml_diag: fn(P, P) -> P;
+    ggml_set: fn(P, P, P, usize, usize, usize, usize) -> P;
+    ggml_set_inplace: fn(P, P, P, usize, usize, usize, usize) -> P;
+    ggml_pad_reflect_1d: fn(P, P, c_int, c_int) -> P;
+    ggml_solve_tri: fn(P, P, P, bool, bool, bool) -> P;
+    ggml_get_rows_back: fn(P, P, P, P) -> P;
 }
 
 /// Converts a C string from ggml into an owned `String` (lossy; `""` for null).

@@ -257,6 +257,24 @@ simple_ops! {
     gated_linear_attn => ggml_gated_linear_attn(k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: f32) -> fixed(F32);
     /// SwiGLU with OpenAI's clamp (`alpha`, `limit`), gate in `b`.
     swiglu_oai => ggml_swiglu_oai(a: Tensor, b: Tensor, alpha: f32, limit: f32) -> same(a);
+    /// The gradient of SiLU: `a` is x, `b` the gradient of the output.
+    silu_back => ggml_silu_back(a: Tensor, b: Tensor) -> same(a);
+    /// The gradient of `rms_norm`: `a` is the gradient of the output, `b` the forward input.
+    rms_norm_back => ggml_rms_norm_back(a: Tensor, b: Tensor, eps: f32) -> same(a);
+    /// xIELU, element by element (its four constants as the model stores them).
+    xielu => ggml_xielu(a: Tensor, alpha_n: f32, alpha_p: f32, beta: f32, eps: f32) -> same(a);
+    /// `a` `[n, 1, ne2, ne3]` as the diagonal of `[n, n, ne2, ne3]` matrices.
+    diag => ggml_diag(a: Tensor) -> same(a);
+    /// A copy of `a` with `b` written into its view (`nb1`, `nb2`, `nb3`, byte `offset`).
+    set => ggml_set(a: Tensor, b: Tensor, nb1: usize, nb2: usize, nb3: usize, offset: usize) -> same(a);
+    /// `b` written into `a`'s view in place; the result is a view of `a`.
+    set_inplace => ggml_set_inplace(a: Tensor, b: Tensor, nb1: usize, nb2: usize, nb3: usize, offset: usize) -> same(a);
+    /// Pads `ne0` by reflection: `p0` values before, `p1` after (each < ne0).
+    pad_reflect_1d => ggml_pad_reflect_1d(a: Tensor, p0: i32, p1: i32) -> same(a);
+    /// Solves `a x = b` for triangular `a` `[n, n, ...]`, `b` `[k, n, ...]`.
+    solve_tri => ggml_solve_tri(a: Tensor, b: Tensor, left: bool, lower: bool, uni: bool) -> same(b);
+    /// The gradient of `get_rows`: sums the rows of `a` into the rows `b` names, of `c`'s shape.
+    get_rows_back => ggml_get_rows_back(a: Tensor, b: Tensor, c: Tensor) -> same(c);
 }
 
 /// Parameters of `ggml_rope_ext` beyond its tensors.

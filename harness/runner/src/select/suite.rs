@@ -185,7 +185,8 @@ pub(crate) fn generate(
     let planted = f.include_planted || suite == Suite::Selftest;
     let mut out = Vec::new();
     let mut seen = HashSet::new();
-    let mut total = 0usize;
+    // The suite's distinct cases before the filters (a generator may give one case twice).
+    let mut all = HashSet::new();
     let mut refused = 0usize;
     for op in &f.ops {
         for imp in reg.impls_of(*op) {
@@ -209,8 +210,9 @@ pub(crate) fn generate(
                             })
                         }
                     };
-                    total += 1;
-                    if f.matches(*op, &c) && seen.insert(c.id()) {
+                    let id = c.id();
+                    all.insert(id.clone());
+                    if f.matches(*op, &c) && seen.insert(id) {
                         out.push(c);
                     }
                 }
@@ -224,7 +226,7 @@ pub(crate) fn generate(
         });
     }
     if out.is_empty() {
-        let mut why = f.why_empty(&format!("suite {suite}"), total);
+        let mut why = f.why_empty(&format!("suite {suite}"), all.len());
         // The impls that do not compute the dtype asked for, each with those it does.
         if let Some(d) = f.dtype {
             for op in &f.ops {

@@ -355,6 +355,8 @@ pub static TABLE: &[GgmlOpEntry] = &[
     elementwise::GEGLU_ERF,
     elementwise::GEGLU_QUICK,
     elementwise::SWIGLU_OAI,
+    elementwise::XIELU,
+    elementwise::SILU_BACK,
     elementwise::ADD,
     elementwise::SUB,
     elementwise::MUL,
@@ -369,6 +371,7 @@ pub static TABLE: &[GgmlOpEntry] = &[
     reduce::TOP_K,
     reduce::GROUP_NORM,
     reduce::SOFT_MAX_BACK,
+    reduce::RMS_NORM_BACK,
     // layout: padding, joining, gathering, copying
     layout::PAD,
     layout::CONCAT,
@@ -380,6 +383,12 @@ pub static TABLE: &[GgmlOpEntry] = &[
     layout::CONT,
     layout::ACC,
     layout::DIAG_MASK_INF,
+    layout::DUP,
+    layout::SET,
+    layout::FILL,
+    layout::DIAG,
+    layout::PAD_REFLECT_1D,
+    layout::GET_ROWS_BACK,
     // matrix products
     matmul::MUL_MAT,
     matmul::MUL_MAT_ID,
@@ -394,6 +403,7 @@ pub static TABLE: &[GgmlOpEntry] = &[
     nn::IM2COL,
     nn::POOL_2D,
     nn::SSM_CONV,
+    nn::SOLVE_TRI,
 ];
 
 /// Every case kedge derives for an entry without a device, each with where it comes from:

@@ -272,6 +272,68 @@ math_entry!(
     "cos(x), elementwise (ggml COS); inputs in [-6.5, 6.5) (two periods)"
 );
 
+// ---- XIELU, SILU_BACK: their own kernels, the same int k ------------------------------------
+
+/// test_xielu's constants (alpha_n, alpha_p, beta, eps): its constructor fixes them.
+const XIELU_CONSTANTS: (f32, f32, f32, f32) = (4.0, 20.0, 0.5, 1e-7);
+
+pub(crate) const XIELU: GgmlOpEntry = GgmlOpEntry {
+    name: "xielu",
+    upstream: "XIELU",
+    about: "xIELU (Apertus' activation), elementwise, with test_xielu's constants (alpha_n 4, alpha_p 20, beta 0.5, eps 1e-7)",
+    dtypes: &[DType::F32, DType::F16],
+    params: &[],
+    tensors: same_shape,
+    inputs: Inputs::Default,
+    graph: |g, _c, x| {
+        let (an, ap, beta, eps) = XIELU_CONSTANTS;
+        Ok(vec![g.xielu(x[0], an, ap, beta, eps)?])
+    },
+    probe: elementwise_probe,
+    smoke: &[s([10, 5, 4, 3]), s([512, 16, 1, 1]), s([1, 1, 1, 1])],
+    // xielu_cuda(..., const int k, ...), unary.cu:452: the unary kernels' int count.
+    boundaries: |_| int_k_bounds("C25"),
+    upstream_line: |c| type_ne_line("test_xielu", "XIELU", c),
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
+    reach: no_reach,
+};
+
+pub(crate) const SILU_BACK: GgmlOpEntry = GgmlOpEntry {
+    name: "silu_back",
+    upstream: "SILU_BACK",
+    about: "the gradient of SiLU: dy * s(x) * (1 + x * (1 - s(x))), elementwise (training)",
+    dtypes: &[DType::F32],
+    params: &[],
+    tensors: |c| {
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            input("dy", c.dtype, c.ne)?,
+            output("dx", c.dtype, c.ne)?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, _c, x| Ok(vec![g.silu_back(x[0], x[1])?]),
+    probe: elementwise_probe,
+    smoke: &[s([64, 5, 4, 3]), s([10, 3, 1, 1]), s([1, 1, 1, 1])],
+    // silu_back_cuda(..., const int k, ...), unary.cu:502.
+    boundaries: |_| int_k_bounds("C26"),
+    upstream_line: |c| {
+        repro(
+            "SILU_BACK",
+            format!(
+                "test_silu_back({}, {}, 1e-6f)",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne)
+            ),
+            format!("type={},ne={},eps=0.000001", c.dtype, vars_arr(&c.ne)),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
+    reach: no_reach,
+};
+
 // ---- CLAMP, LEAKY_RELU (both in place, as ggml makes them), SCALE --------------------------
 
 kedge_core::params! {

@@ -1,5 +1,5 @@
 //! Ops that move data: PAD, CONCAT, REPEAT, REPEAT_BACK, GET_ROWS, SET_ROWS, CPY, CONT, ACC,
-//! DIAG_MASK_INF.
+//! DIAG_MASK_INF, DUP, SET, FILL, DIAG, PAD_REFLECT_1D, GET_ROWS_BACK.
 
 use super::*;
 use kedge_core::model::shape::dense_strides;
@@ -999,3 +999,448 @@ fn one_step_off(d: DType, n: f64, iq4_nl_spread: f64) -> Option<f64> {
     };
     Some(step * step / (0.25 * n))
 }
+
+// ---- DUP, SET, FILL, DIAG, PAD_REFLECT_1D, GET_ROWS_BACK -------------------------------------
+
+kedge_core::params! {
+    /// DUP's source view: test_dup's permutations.
+    pub(crate) struct DupParams {
+        permute: choice(["none", "0213", "1023", "1203"]) = "none", "the source is x permuted by these axes (ggml_permute) before the copy";
+    }
+}
+
+/// DUP's permutation axes, if any.
+fn dup_axes(c: &Case) -> Option<[i32; 4]> {
+    let p = DupParams::of(c).permute;
+    let b = p.as_bytes();
+    (b.len() == 4 && b.iter().all(u8::is_ascii_digit))
+        .then(|| [0, 1, 2, 3].map(|i| i32::from(b[i] - b'0')))
+}
+
+/// The shape of x permuted by `axes` (ggml_permute: source dim i goes to `axes[i]`).
+fn permuted(ne: Ne, axes: [i32; 4]) -> Ne {
+    let mut out = ne;
+    for (i, &a) in axes.iter().enumerate() {
+        out[a as usize] = ne[i];
+    }
+    out
+}
+
+pub(crate) const DUP: GgmlOpEntry = GgmlOpEntry {
+    name: "dup",
+    upstream: "DUP",
+    about: "a copy of x, or of x permuted (test_dup): a contiguous destination, a source read through its strides",
+    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    params: DupParams::SPECS,
+    tensors: |c| {
+        let out = dup_axes(c).map_or(c.ne, |a| permuted(c.ne, a));
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output("dst", c.dtype, out)?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let src = match dup_axes(c) {
+            Some(a) => g.permute(x[0], a)?,
+            None => x[0],
+        };
+        Ok(vec![g.dup(src)?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 2, 1, 1],
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([10, 10, 20, 1]),
+        sp!([10, 10, 5, 1], |p: &mut DupParams| p.permute = "0213"),
+        sp!([10, 10, 5, 1], |p: &mut DupParams| p.permute = "1023"),
+        sp!([10, 8, 3, 1], |p: &mut DupParams| p.permute = "1203"),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let perm: Vec<i64> = dup_axes(c).map_or(vec![0, 0, 0, 0], |a| {
+            a.iter().map(|&x| i64::from(x)).collect()
+        });
+        let used = dup_axes(c).is_some();
+        repro(
+            "DUP",
+            format!(
+                "test_dup({}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&perm)
+            ),
+            if used {
+                format!(
+                    "type={},ne={},permute={}",
+                    c.dtype,
+                    vars_arr(&c.ne),
+                    vars_arr(&perm)
+                )
+            } else {
+                format!("type={},ne={}", c.dtype, vars_arr(&c.ne))
+            },
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    // A permuted copy moves rows: judged whole.
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// test_set's layout: the destination doubles the dimensions below `dim`.
+    pub(crate) struct SetParams {
+        dim: int(0..=3) = 1, "the destination is twice x in every dimension below this one; x is written in its middle";
+        inplace: bool = false, "ggml_set_inplace: the result is a view of the destination";
+    }
+}
+
+/// SET's destination shape and the byte offset of x in it (test_set's layout).
+fn set_layout(c: &Case) -> Result<(Ne, u64), CaseError> {
+    let dim = SetParams::of(c).dim as usize;
+    let mut ne_dst = c.ne;
+    for n in ne_dst.iter_mut().take(dim) {
+        *n *= 2;
+    }
+    let nb = dense_strides(&ne_dst, c.dtype);
+    let offset = (0..dim)
+        .map(|i| ((ne_dst[i] - c.ne[i]) / 2) as u64 * nb[i])
+        .sum::<u64>();
+    // ggml_set keeps the view's strides and offset as int32 op params and asserts the
+    // offset is below 2^30.
+    let src_nb = dense_strides(&c.ne, c.dtype);
+    if offset >= 1 << 30 || src_nb[1..].iter().any(|&b| b > i32::MAX as u64) {
+        return Err(bad(
+            c,
+            format!(
+                "ggml_set keeps strides and the offset as int32 (offset {offset} must be below 2^30, x's strides {:?} below 2^31)",
+                &src_nb[1..]
+            ),
+        ));
+    }
+    Ok((ne_dst, offset))
+}
+
+pub(crate) const SET: GgmlOpEntry = GgmlOpEntry {
+    name: "set",
+    upstream: "SET",
+    about: "the destination with x written into its middle (test_set: every dimension below dim doubled), through ggml's strided copy",
+    dtypes: &[DType::F32, DType::I32],
+    params: SetParams::SPECS,
+    tensors: |c| {
+        let (ne_dst, _) = set_layout(c)?;
+        Ok(vec![
+            input("dst_in", c.dtype, ne_dst)?,
+            input("x", c.dtype, c.ne)?,
+            output("dst", c.dtype, ne_dst)?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let (_, offset) = set_layout(c).map_err(|e| kedge_ggml::GraphError::Shape {
+            op: "ggml_set",
+            reason: e.to_string(),
+        })?;
+        let nb = dense_strides(&c.ne, c.dtype);
+        let (nb1, nb2, nb3) = (nb[1] as usize, nb[2] as usize, nb[3] as usize);
+        let out = if SetParams::of(c).inplace {
+            g.set_inplace(x[0], x[1], nb1, nb2, nb3, offset as usize)?
+        } else {
+            g.set(x[0], x[1], nb1, nb2, nb3, offset as usize)?
+        };
+        Ok(vec![out])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [16, 2, 1, 1],
+            ..elementwise_probe()?
+        })
+    },
+    smoke: &[
+        s([6, 5, 4, 3]),
+        sp!([6, 5, 4, 3], |p: &mut SetParams| p.dim = 2),
+        sp!([6, 5, 4, 3], |p: &mut SetParams| {
+            p.dim = 3;
+            p.inplace = true;
+        }),
+        sp!([6, 5, 4, 3], |p: &mut SetParams| p.inplace = true),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let p = SetParams::of(c);
+        let t = c.dtype.ggml_type();
+        repro(
+            "SET",
+            format!(
+                "test_set({t}, {t}, {}, {}, {})",
+                cpp_arr(&c.ne),
+                p.dim,
+                p.inplace
+            ),
+            format!(
+                "type_src={d},type_dst={d},ne={},dim={},inplace={}",
+                vars_arr(&c.ne),
+                p.dim,
+                b01(p.inplace),
+                d = c.dtype
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// FILL's value.
+    pub(crate) struct FillParams {
+        c: float = 2.0, "the value every element gets";
+    }
+}
+
+pub(crate) const FILL: GgmlOpEntry = GgmlOpEntry {
+    name: "fill",
+    upstream: "FILL",
+    about: "a tensor of x's shape with every element c (x's values unread); fill.cu indexes in int64: a control",
+    dtypes: &[DType::F32, DType::F16],
+    params: FillParams::SPECS,
+    tensors: same_shape,
+    inputs: Inputs::Default,
+    graph: |g, c, x| Ok(vec![g.fill_value(x[0], FillParams::of(c).c as f32)?]),
+    probe: elementwise_probe,
+    smoke: &[
+        s([10, 10, 4, 3]),
+        sp!([303, 207, 11, 3], |p: &mut FillParams| p.c = -152.0),
+        sp!([10, 10, 4, 3], |p: &mut FillParams| p.c = 0.0),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let v = FillParams::of(c).c;
+        repro(
+            "FILL",
+            format!(
+                "test_fill({}, {}, {})",
+                cf(v),
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne)
+            ),
+            format!("type={},ne={},c={}", c.dtype, vars_arr(&c.ne), fl(v)),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
+    reach: no_reach,
+};
+
+pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
+    name: "diag",
+    upstream: "DIAG",
+    about: "x [n, 1, ne2, ne3] as the diagonals of n x n matrices (zeros elsewhere)",
+    dtypes: &[DType::F32],
+    params: &[],
+    tensors: |c| {
+        if c.ne[1] != 1 {
+            return Err(bad(
+                c,
+                format!("ne[1] must be 1 (ggml_diag), got {}", c.ne[1]),
+            ));
+        }
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output("dst", c.dtype, [c.ne[0], c.ne[0], c.ne[2], c.ne[3]])?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, _c, x| Ok(vec![g.diag(x[0])?]),
+    // The output is ne0 times the input: the count probes are declared on the output.
+    probe: || {
+        Some(ProbeBase {
+            ne: [16, 1, 1, 1],
+            grid_dims: &[2, 3],
+            count_dim: None,
+            row_dim: false,
+            vec_dim: true,
+            params: Params::new(),
+        })
+    },
+    smoke: &[s([10, 1, 4, 3]), s([79, 1, 19, 13]), s([256, 1, 8, 16])],
+    boundaries: |_| {
+        // C27: diag.cu:13 computes `blockIdx.x * blockDim.x` in 32 bits before widening:
+        // past 2^32 output elements the index wraps, the tail is never written.
+        vec![Boundary::ne(
+            "C27: output elements across 2^32 (blockIdx.x * blockDim.x in 32 bits)",
+            2,
+            65537,
+            [256, 1, 0, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![32768, 65536, 65537])]
+    },
+    upstream_line: |c| type_ne_line_of("test_diag", "DIAG", c),
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+/// `test_X(type, ne)` printing `X(type=..,ne=[..])`.
+fn type_ne_line_of(ctor: &str, op: &str, c: &Case) -> UpstreamRepro {
+    repro(
+        op,
+        format!("{ctor}({}, {})", c.dtype.ggml_type(), cpp_arr(&c.ne)),
+        format!("type={},ne={}", c.dtype, vars_arr(&c.ne)),
+    )
+}
+
+kedge_core::params! {
+    /// PAD_REFLECT_1D's padding (each below ne0).
+    pub(crate) struct PadReflectParams {
+        pad_0: int(0..=1 << 30) = 10, "values reflected before ne0";
+        pad_1: int(0..=1 << 30) = 9, "values reflected after ne0";
+    }
+}
+
+pub(crate) const PAD_REFLECT_1D: GgmlOpEntry = GgmlOpEntry {
+    name: "pad_reflect_1d",
+    upstream: "PAD_REFLECT_1D",
+    about: "each row of a 2-D x padded by reflection (test_pad_reflect_1d: ne_a's first two dims)",
+    dtypes: &[DType::F32],
+    params: PadReflectParams::SPECS,
+    tensors: |c| {
+        let p = PadReflectParams::of(c);
+        if c.ne[2] != 1 || c.ne[3] != 1 {
+            return Err(bad(
+                c,
+                "test_pad_reflect_1d builds a 2-D tensor: ne[2] and ne[3] must be 1",
+            ));
+        }
+        if p.pad_0 >= c.ne[0] || p.pad_1 >= c.ne[0] {
+            return Err(bad(
+                c,
+                format!("each pad must be below ne0 = {} (ggml asserts it)", c.ne[0]),
+            ));
+        }
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output(
+                "dst",
+                c.dtype,
+                with_dim(c.ne, 0, c.ne[0] + p.pad_0 + p.pad_1),
+            )?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = PadReflectParams::of(c);
+        Ok(vec![g.pad_reflect_1d(
+            x[0],
+            p.pad_0 as i32,
+            p.pad_1 as i32,
+        )?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 2, 1, 1],
+            grid_dims: &[1],
+            count_dim: Some(1),
+            row_dim: true,
+            vec_dim: true,
+            params: Params::new(),
+        })
+    },
+    smoke: &[s([512, 34, 1, 1]), s([3000, 384, 1, 1])],
+    boundaries: none,
+    upstream_line: |c| {
+        let p = PadReflectParams::of(c);
+        repro(
+            "PAD_REFLECT_1D",
+            format!(
+                "test_pad_reflect_1d({}, {}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.pad_0,
+                p.pad_1
+            ),
+            format!(
+                "type={},ne_a={},pad_0={},pad_1={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                p.pad_0,
+                p.pad_1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
+    reach: no_reach,
+};
+
+pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
+    name: "get_rows_back",
+    upstream: "GET_ROWS_BACK",
+    about: "the gradient of get_rows: the r rows of grad [n, r] summed into the rows of [n, m] the i32 indices name (test_get_rows_back: ne = [n, m, r, 1])",
+    dtypes: &[DType::F32],
+    params: &[],
+    tensors: |c| {
+        let [n, m, r, b] = c.ne;
+        if b != 1 {
+            return Err(bad(c, "ggml_get_rows_back takes matrices: ne[3] (b) must be 1"));
+        }
+        Ok(vec![
+            input("grad", c.dtype, [n, r, 1, 1])?,
+            input("rows", DType::I32, [r, 1, 1, 1])?,
+            input("in_forward", c.dtype, [n, m, 1, 1])?,
+            output("dst", DType::F32, [n, m, 1, 1])?,
+        ])
+    },
+    inputs: Inputs::Made(|c, s| {
+        let m = c.ne[1] as u64;
+        let mut rng = Rng::stream(c.seed, 1);
+        let n = s[1].nelements() as usize;
+        let rows: Vec<i32> = (0..n).map(|_| rng.below(m) as i32).collect();
+        Ok(vec![
+            default_input(c, s, 0),
+            span_i32(&s[1], &rows),
+            default_input(c, s, 2),
+        ])
+    }),
+    graph: |g, _c, x| Ok(vec![g.get_rows_back(x[0], x[1], x[2])?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 8, 4, 1],
+            grid_dims: &[1],
+            count_dim: Some(1),
+            row_dim: false,
+            vec_dim: true,
+            params: Params::new(),
+        })
+    },
+    smoke: &[s([10, 5, 3, 1]), s([1, 8, 2, 1]), s([256, 5, 4, 1])],
+    boundaries: |_| {
+        vec![Boundary::ne(
+            "m across 65535 (destination rows on grid.y, clamped with a loop: a control)",
+            1,
+            65536,
+            [1, 0, 4, 1],
+            Reach("the embedding gradient of a 70k-row table (upstream's own case)"),
+        )
+        .with_values(vec![65535, 70000])]
+    },
+    upstream_line: |c| {
+        let [n, m, r, b] = c.ne;
+        repro(
+            "GET_ROWS_BACK",
+            format!(
+                "test_get_rows_back({}, {n}, {m}, {r}, {b}, false)",
+                c.dtype.ggml_type()
+            ),
+            format!("type={},n={n},m={m},r={r},b={b},v=0", c.dtype),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};

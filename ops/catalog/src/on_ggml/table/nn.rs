@@ -1,5 +1,5 @@
 //! Model pieces: ROPE, the fused RMS_NORM+MUL+ROPE, FLASH_ATTN_EXT, TIMESTEP_EMBEDDING,
-//! UPSCALE and INTERPOLATE, IM2COL, POOL_2D, SSM_CONV.
+//! UPSCALE and INTERPOLATE, IM2COL, POOL_2D, SSM_CONV, SOLVE_TRI.
 
 use super::*;
 use kedge_core::OpParams;
@@ -1008,6 +1008,109 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
                 c.dtype,
                 vars_arr(&c.ne),
                 vars_arr(&b)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+// ---- SOLVE_TRI -------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// SOLVE_TRI's right-hand sides.
+    pub(crate) struct SolveTriParams {
+        k: int(1..=1 << 20) = 3, "columns of b (test_solve_tri's ne_rhs[0])";
+    }
+}
+
+pub(crate) const SOLVE_TRI: GgmlOpEntry = GgmlOpEntry {
+    name: "solve_tri",
+    upstream: "SOLVE_TRI",
+    about: "solves a x = b for lower-triangular a [n, n, ne2, ne3] (diagonal in [0.1, 1), as test_solve_tri draws it) and b [k, n, ne2, ne3]; a shared-memory kernel up to n = 64, k = 32, cuBLAS past",
+    dtypes: &[DType::F32],
+    params: SolveTriParams::SPECS,
+    tensors: |c| {
+        if c.ne[0] != c.ne[1] {
+            return Err(bad(c, "a must be square: ne[0] == ne[1]"));
+        }
+        let k = SolveTriParams::of(c).k;
+        let rhs = [k, c.ne[1], c.ne[2], c.ne[3]];
+        Ok(vec![
+            input("a", c.dtype, c.ne)?,
+            input("b", c.dtype, rhs)?,
+            output("x", c.dtype, rhs)?,
+        ])
+    },
+    // init_tensor_tril(a, 0.1, 1): uniform on and below the diagonal, zero above.
+    inputs: Inputs::Made(|c, s| {
+        let n = c.ne[0] as usize;
+        let mut rng = Rng::stream(c.seed, 0);
+        let total = s[0].nelements() as usize;
+        let a: Vec<f32> = (0..total)
+            .map(|i| {
+                let (col, row) = (i % n, (i / n) % n);
+                if col <= row {
+                    rng.uniform(0.1, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        Ok(vec![span_tensor(&s[0], &a), default_input(c, s, 1)])
+    }),
+    graph: |g, _c, x| Ok(vec![g.solve_tri(x[0], x[1], true, true, false)?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [8, 8, 1, 1],
+            grid_dims: &[2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+            vec_dim: false,
+            params: Params::new(),
+        })
+    },
+    smoke: &[
+        s([10, 10, 4, 3]),
+        sp!([11, 11, 1, 1], |p: &mut SolveTriParams| p.k = 5),
+        sp!([64, 64, 2, 2], |p: &mut SolveTriParams| p.k = 64),
+        sp!([64, 64, 2, 2], |p: &mut SolveTriParams| p.k = 10),
+        sp!([65, 65, 2, 2], |p: &mut SolveTriParams| p.k = 10),
+        sp!([79, 79, 5, 3], |p: &mut SolveTriParams| p.k = 417),
+        sp!([128, 128, 4, 2], |p: &mut SolveTriParams| p.k = 32),
+    ],
+    boundaries: |_| {
+        // solve_tri.cu:262: the shared-memory kernel for n <= 64 and k <= 32, cuBLAS's
+        // batched trsm past either (n moves two dimensions at once: its sides, 64 and 65,
+        // are smoke cases).
+        vec![
+            Boundary::param(
+                "k across 32 (the shared-memory kernel, then cuBLAS)",
+                kedge_core::param_name!(SolveTriParams, k),
+                33,
+                [64, 64, 2, 2],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![32, 33]),
+        ]
+    },
+    upstream_line: |c| {
+        let k = SolveTriParams::of(c).k;
+        let rhs = [k, c.ne[1], c.ne[2], c.ne[3]];
+        repro(
+            "SOLVE_TRI",
+            format!(
+                "test_solve_tri({}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&rhs)
+            ),
+            format!(
+                "type={},ne_lhs={},ne_rhs={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                vars_arr(&rhs)
             ),
         )
     },

@@ -527,3 +527,60 @@ pub(crate) const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
     rows: Rows::Whole,
     reach: no_reach,
 };
+
+// ---- RMS_NORM_BACK ---------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// RMS_NORM_BACK's epsilon.
+    pub(crate) struct RmsNormBackParams {
+        eps: float(0.0..=f64::MAX) = 1e-6, "added to the mean square";
+    }
+}
+
+pub(crate) const RMS_NORM_BACK: GgmlOpEntry = GgmlOpEntry {
+    name: "rms_norm_back",
+    upstream: "RMS_NORM_BACK",
+    about: "the gradient of rms_norm: dy in a, the forward input x in b, per row (training); inputs in [-10, 10) as test-backend-ops draws them",
+    dtypes: &[DType::F32],
+    params: RmsNormBackParams::SPECS,
+    tensors: |c| {
+        Ok(vec![
+            input("dy", c.dtype, c.ne)?,
+            input("x", c.dtype, c.ne)?,
+            output("dx", c.dtype, c.ne)?,
+        ])
+    },
+    inputs: Inputs::Uniform(-10.0, 10.0),
+    graph: |g, c, x| {
+        let p = RmsNormBackParams::of(c);
+        Ok(vec![g.rms_norm_back(x[0], x[1], p.eps as f32)?])
+    },
+    probe: rows_probe,
+    smoke: &[
+        s([64, 5, 4, 3]),
+        s([1025, 5, 4, 3]),
+        sp!([64, 5, 4, 3], |p: &mut RmsNormBackParams| p.eps = 0.1),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let p = RmsNormBackParams::of(c);
+        repro(
+            "RMS_NORM_BACK",
+            format!(
+                "test_rms_norm_back({}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cf(p.eps)
+            ),
+            format!(
+                "type={},ne={},eps={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                fl(p.eps)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
+    reach: no_reach,
+};

@@ -162,6 +162,16 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "div",
         "soft_max_back",
         "ssm_conv",
+        "xielu",
+        "silu_back",
+        "rms_norm_back",
+        "dup",
+        "set",
+        "fill",
+        "diag",
+        "pad_reflect_1d",
+        "get_rows_back",
+        "solve_tri",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -274,6 +284,9 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("ssm_conv", "B15", "new test_ssm_conv(GGML_TYPE_F32, {2097155, 128, 1, 1}, {4, 128, 1, 1})"),
     ("ssm_conv", "C24", "new test_ssm_conv(GGML_TYPE_F32, {35, 8192, 2048, 1}, {4, 8192, 1, 1})"),
     ("diag_mask_inf", "C20", "new test_diag_mask_inf(GGML_TYPE_F32, {65536, 32769, 1, 1}, 5)"),
+    ("xielu", "C25", "new test_xielu(GGML_TYPE_F32, {65536, 32768, 1, 1})"),
+    ("silu_back", "C26", "new test_silu_back(GGML_TYPE_F32, {65536, 32768, 1, 1}, 1e-6f)"),
+    ("diag", "C27", "new test_diag(GGML_TYPE_F32, {256, 1, 65537, 1})"),
 ];
 
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the
