@@ -323,6 +323,7 @@ op_table! {
     // matrix products
     ggml_mul_mat: fn(P, P, P) -> P;
     ggml_mul_mat_set_prec: fn(P, c_int);
+    ggml_mul_mat_set_hint: fn(P, c_int);
     ggml_mul_mat_id: fn(P, P, P, P) -> P;
     ggml_out_prod: fn(P, P, P) -> P;
 
@@ -335,6 +336,7 @@ op_table! {
     ggml_soft_max_add_sinks: fn(P, P);
     ggml_soft_max_ext_back: fn(P, P, P, f32, f32) -> P;
     ggml_rope_ext: fn(P, P, P, P, c_int, c_int, c_int, f32, f32, f32, f32, f32, f32) -> P;
+    ggml_rope_ext_back: fn(P, P, P, P, c_int, c_int, c_int, f32, f32, f32, f32, f32, f32) -> P;
     ggml_im2col: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int, bool, c_int) -> P;
     ggml_conv_transpose_1d: fn(P, P, P, c_int, c_int, c_int) -> P;
     ggml_pool_2d: fn(P, P, c_int, c_int, c_int, c_int, c_int, f32, f32) -> P;
@@ -365,6 +367,14 @@ op_table! {
     ggml_pad_reflect_1d: fn(P, P, c_int, c_int) -> P;
     ggml_solve_tri: fn(P, P, P, bool, bool, bool) -> P;
     ggml_get_rows_back: fn(P, P, P, P) -> P;
+    ggml_arange: fn(P, f32, f32, f32) -> P;
+
+    // training
+    ggml_set_param: fn(P);
+    ggml_cross_entropy_loss: fn(P, P, P) -> P;
+    ggml_cross_entropy_loss_back: fn(P, P, P, P) -> P;
+    ggml_opt_step_adamw: fn(P, P, P, P, P, P) -> P;
+    ggml_opt_step_sgd: fn(P, P, P, P) -> P;
 }
 
 /// Converts a C string from ggml into an owned `String` (lossy; `""` for null).

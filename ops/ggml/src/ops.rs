@@ -275,6 +275,17 @@ simple_ops! {
     solve_tri => ggml_solve_tri(a: Tensor, b: Tensor, left: bool, lower: bool, uni: bool) -> same(b);
     /// The gradient of `get_rows`: sums the rows of `a` into the rows `b` names, of `c`'s shape.
     get_rows_back => ggml_get_rows_back(a: Tensor, b: Tensor, c: Tensor) -> same(c);
+    /// `start, start + step, ...` below `stop`, f32 (no input).
+    arange => ggml_arange(start: f32, stop: f32, step: f32) -> fixed(F32);
+    /// The cross-entropy loss of logits `a` against label probabilities `b` (one element).
+    cross_entropy_loss => ggml_cross_entropy_loss(a: Tensor, b: Tensor) -> same(a);
+    /// Its gradient: `a` the loss' gradient (one element), `b` the logits, `c` the labels.
+    cross_entropy_loss_back => ggml_cross_entropy_loss_back(a: Tensor, b: Tensor, c: Tensor) -> same(b);
+    /// One AdamW step on parameter `a` (marked with [`Graph::set_param`]), in place: the
+    /// moments `m`, `v` are updated too; `params` holds its seven f32 hyperparameters.
+    opt_step_adamw => ggml_opt_step_adamw(a: Tensor, grad: Tensor, m: Tensor, v: Tensor, params: Tensor) -> same(a);
+    /// One SGD step on parameter `a`, in place; `params` holds the learning rate and weight decay.
+    opt_step_sgd => ggml_opt_step_sgd(a: Tensor, grad: Tensor, params: Tensor) -> same(a);
 }
 
 /// Parameters of `ggml_rope_ext` beyond its tensors.
@@ -402,6 +413,37 @@ impl Graph {
         // SAFETY: declared signature; ggml's asserts checked above; room reserved.
         let r = unsafe { f(self.ctx(), pa, pb) };
         self.push_op(r, OP, Some(Type::F32))
+    }
+
+    /// Marks `t` as a trained parameter (the optimizer steps assert it). `ggml_set_param`.
+    pub fn set_param(&mut self, t: Tensor) -> Result<(), GraphError> {
+        let f = self.op_fn(self.ops_table().ggml_set_param, "ggml_set_param")?;
+        let p = self.ptr(t)?;
+        // SAFETY: declared signature; a live tensor.
+        unsafe { f(p) };
+        let stmt = format!("ggml_set_param({});", self.c_tensor(t));
+        self.note_stmt(stmt);
+        Ok(())
+    }
+
+    /// Tells a matrix product that its first argument is a (normalized) Hadamard matrix, so a
+    /// backend may run a fast Walsh-Hadamard transform instead. `ggml_mul_mat_set_hint` with
+    /// `GGML_HINT_SRC0_IS_HADAMARD`.
+    pub fn hint_hadamard(&mut self, node: Tensor) -> Result<(), GraphError> {
+        const HINT_SRC0_IS_HADAMARD: c_int = 1;
+        let f = self.op_fn(
+            self.ops_table().ggml_mul_mat_set_hint,
+            "ggml_mul_mat_set_hint",
+        )?;
+        let p = self.ptr(node)?;
+        // SAFETY: declared signature; a live tensor; a value of ggml.h's enum ggml_op_hint.
+        unsafe { f(p, HINT_SRC0_IS_HADAMARD) };
+        let stmt = format!(
+            "ggml_mul_mat_set_hint({}, {HINT_SRC0_IS_HADAMARD});",
+            self.c_tensor(node)
+        );
+        self.note_stmt(stmt);
+        Ok(())
     }
 
     /// Sets a matrix product's precision. `ggml_mul_mat_set_prec`.
@@ -734,16 +776,58 @@ impl Graph {
         c: Option<Tensor>,
         p: RopeParams,
     ) -> Result<Tensor, GraphError> {
-        const OP: &str = "ggml_rope_ext";
-        let f = self.op_fn(self.ops_table().ggml_rope_ext, OP)?;
+        self.rope_with("ggml_rope_ext", self.ops_table().ggml_rope_ext, a, b, c, p)
+    }
+
+    /// The gradient of [`Graph::rope_ext`]: `a` is the gradient of its result, the rest as
+    /// there. `ggml_rope_ext_back`.
+    pub fn rope_ext_back(
+        &mut self,
+        a: Tensor,
+        b: Tensor,
+        c: Option<Tensor>,
+        p: RopeParams,
+    ) -> Result<Tensor, GraphError> {
+        let f = self.ops_table().ggml_rope_ext_back;
+        self.rope_with("ggml_rope_ext_back", f, a, b, c, p)
+    }
+
+    /// `ggml_rope_ext` and its gradient: one signature, the same asserts.
+    #[allow(clippy::type_complexity)]
+    fn rope_with(
+        &mut self,
+        op: &'static str,
+        f: Option<
+            unsafe extern "C" fn(
+                *mut c_void,
+                *mut c_void,
+                *mut c_void,
+                *mut c_void,
+                c_int,
+                c_int,
+                c_int,
+                f32,
+                f32,
+                f32,
+                f32,
+                f32,
+                f32,
+            ) -> *mut c_void,
+        >,
+        a: Tensor,
+        b: Tensor,
+        c: Option<Tensor>,
+        p: RopeParams,
+    ) -> Result<Tensor, GraphError> {
+        let f = self.op_fn(f, op)?;
         let (sa, sb) = (self.shape(a)?, self.shape(b)?);
-        self.require(p.mode & 1 == 0, OP, || {
+        self.require(p.mode & 1 == 0, op, || {
             "mode & 1 is no longer supported by ggml".into()
         })?;
-        self.require(sb[1] == 1 && sb[2] == 1 && sb[3] == 1, OP, || {
+        self.require(sb[1] == 1 && sb[2] == 1 && sb[3] == 1, op, || {
             "positions must be a vector".into()
         })?;
-        self.require(matches!(self.ty_of(b), Some(Type::I32) | None), OP, || {
+        self.require(matches!(self.ty_of(b), Some(Type::I32) | None), op, || {
             "positions must be i32".into()
         })?;
         let want = if p.mode & crate::types::rope_mode::MROPE != 0 {
@@ -751,7 +835,7 @@ impl Graph {
         } else {
             sa[2]
         };
-        self.require(sb[0] == want, OP, || {
+        self.require(sb[0] == want, op, || {
             format!("{} positions for {} tokens", sb[0], sa[2])
         })?;
         let (pa, pb, pc) = (self.ptr(a)?, self.ptr(b)?, Arg::c(c, self)?);
@@ -772,7 +856,7 @@ impl Graph {
                 c_f32(p.beta_fast),
                 c_f32(p.beta_slow),
             ];
-            self.note_call(OP, &args);
+            self.note_call(op, &args);
         }
         // SAFETY: declared signature; ggml's asserts checked; room reserved.
         let r = unsafe {
@@ -792,7 +876,7 @@ impl Graph {
                 p.beta_slow,
             )
         };
-        self.push_op(r, OP, ty)
+        self.push_op(r, op, ty)
     }
 
     /// An element-wise unary op, through its own entry point (`ggml_silu`, `ggml_gelu_erf`, ...).

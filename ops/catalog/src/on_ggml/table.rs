@@ -47,6 +47,7 @@ mod layout;
 mod matmul;
 mod nn;
 mod reduce;
+mod train;
 
 use super::exec::cpu_reference;
 use super::GraphFn;
@@ -389,12 +390,15 @@ pub static TABLE: &[GgmlOpEntry] = &[
     layout::DIAG,
     layout::PAD_REFLECT_1D,
     layout::GET_ROWS_BACK,
+    layout::ARANGE,
     // matrix products
     matmul::MUL_MAT,
     matmul::MUL_MAT_ID,
+    matmul::MUL_MAT_HADAMARD,
     matmul::OUT_PROD,
     // model pieces
     nn::ROPE,
+    nn::ROPE_BACK,
     nn::RMS_NORM_MUL_ROPE,
     nn::FLASH_ATTN_EXT,
     nn::TIMESTEP_EMBEDDING,
@@ -404,6 +408,11 @@ pub static TABLE: &[GgmlOpEntry] = &[
     nn::POOL_2D,
     nn::SSM_CONV,
     nn::SOLVE_TRI,
+    // training
+    train::CROSS_ENTROPY_LOSS,
+    train::CROSS_ENTROPY_LOSS_BACK,
+    train::OPT_STEP_ADAMW,
+    train::OPT_STEP_SGD,
 ];
 
 /// Every case kedge derives for an entry without a device, each with where it comes from:

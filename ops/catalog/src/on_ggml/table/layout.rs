@@ -1,5 +1,5 @@
 //! Ops that move data: PAD, CONCAT, REPEAT, REPEAT_BACK, GET_ROWS, SET_ROWS, CPY, CONT, ACC,
-//! DIAG_MASK_INF, DUP, SET, FILL, DIAG, PAD_REFLECT_1D, GET_ROWS_BACK.
+//! DIAG_MASK_INF, DUP, SET, FILL, DIAG, PAD_REFLECT_1D, GET_ROWS_BACK, ARANGE.
 
 use super::*;
 use kedge_core::model::shape::dense_strides;
@@ -1280,20 +1280,11 @@ pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
         )
         .with_values(vec![32768, 65536, 65537])]
     },
-    upstream_line: |c| type_ne_line_of("test_diag", "DIAG", c),
+    upstream_line: |c| super::elementwise::type_ne_line("test_diag", "DIAG", c),
     nmse: Nmse::Fixed(1e-7),
     rows: Rows::Whole,
     reach: no_reach,
 };
-
-/// `test_X(type, ne)` printing `X(type=..,ne=[..])`.
-fn type_ne_line_of(ctor: &str, op: &str, c: &Case) -> UpstreamRepro {
-    repro(
-        op,
-        format!("{ctor}({}, {})", c.dtype.ggml_type(), cpp_arr(&c.ne)),
-        format!("type={},ne={}", c.dtype, vars_arr(&c.ne)),
-    )
-}
 
 kedge_core::params! {
     /// PAD_REFLECT_1D's padding (each below ne0).
@@ -1438,6 +1429,110 @@ pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
                 c.dtype.ggml_type()
             ),
             format!("type={},n={n},m={m},r={r},b={b},v=0", c.dtype),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+kedge_core::params! {
+    /// ARANGE's start and step (its stop is start + ne0 * step).
+    pub(crate) struct ArangeParams {
+        start: float = 0.0, "the first value";
+        step: float(0.0..=f64::MAX) = 1.0, "the difference between neighbours";
+    }
+}
+
+/// ARANGE's (start, stop, step) for a case of ne0 values, in f32 as ggml takes them, or why
+/// the case has no such stop: ggml sizes the result as ceilf((stop - start) / step).
+fn arange_args(c: &Case) -> Result<(f32, f32, f32), CaseError> {
+    let p = ArangeParams::of(c);
+    let (start, step) = (p.start as f32, p.step as f32);
+    let stop = start + c.ne[0] as f32 * step;
+    let steps = ((stop - start) / step).ceil();
+    if stop.partial_cmp(&start) != Some(std::cmp::Ordering::Greater)
+        || steps != c.ne[0] as f32
+        || c.ne[1..] != [1, 1, 1]
+    {
+        return Err(bad(
+            c,
+            format!(
+                "ne = {:?}: arange makes [ceilf((stop - start) / step), 1, 1, 1]; with start {start} and step {step}, stop {stop} gives {steps} values",
+                c.ne
+            ),
+        ));
+    }
+    Ok((start, stop, step))
+}
+
+pub(crate) const ARANGE: GgmlOpEntry = GgmlOpEntry {
+    name: "arange",
+    upstream: "ARANGE",
+    about: "start, start + step, ... : ne0 values, f32, from no input (test_arange's stop is start + ne0 * step)",
+    dtypes: &[DType::F32],
+    params: ArangeParams::SPECS,
+    tensors: |c| {
+        arange_args(c)?;
+        Ok(vec![output("dst", c.dtype, c.ne)?])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, _x| {
+        let (start, stop, step) =
+            arange_args(c).map_err(|e| kedge_ggml::GraphError::Shape {
+                op: "ggml_arange",
+                reason: e.to_string(),
+            })?;
+        Ok(vec![g.arange(start, stop, step)?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [64, 1, 1, 1],
+            grid_dims: &[],
+            count_dim: None,
+            row_dim: false,
+            vec_dim: true,
+            params: Params::new(),
+        })
+    },
+    smoke: &[
+        s([10, 1, 1, 1]),
+        s([1_048_576, 1, 1, 1]),
+        sp!([37, 1, 1, 1], |p: &mut ArangeParams| {
+            p.start = -3.0;
+            p.step = 0.5;
+        }),
+    ],
+    boundaries: |_| {
+        // C30: arange.cu:3-5 takes ne0 and the thread index as int: from 2^31 values ne0 is
+        // negative and the launch has no blocks.
+        vec![Boundary::ne(
+            "C30: ne0 across 2^31 (int ne0 and index in the kernel)",
+            0,
+            1 << 31,
+            [0, 1, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![(1 << 31) - 128, 1 << 31])]
+    },
+    upstream_line: |c| {
+        let (start, stop, step) = arange_args(c).unwrap_or((0.0, 0.0, 0.0));
+        repro(
+            "ARANGE",
+            format!(
+                "test_arange({}, {}, {}, {})",
+                c.dtype.ggml_type(),
+                cf(start.into()),
+                cf(stop.into()),
+                cf(step.into())
+            ),
+            format!(
+                "type={},start={},stop={},step={}",
+                c.dtype,
+                fl(start.into()),
+                fl(stop.into()),
+                fl(step.into())
+            ),
         )
     },
     nmse: Nmse::Fixed(1e-7),

@@ -236,6 +236,96 @@ pub(crate) const MUL_MAT: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
+// ---- MUL_MAT_HADAMARD ------------------------------------------------------------------------
+
+/// A square f32 weight whose row `r` (counted over every batch, as `ggml_nrows` counts) has
+/// `±1/sqrt(k)` by the parity of `popcount(r & i)`: test_mul_mat_hadamard's Hadamard matrix
+/// (the same in every batch when k is a power of two).
+fn hadamard(s: &TensorSpec) -> HostTensor {
+    let k = s.ne[0] as usize;
+    let rows = (s.nelements() as usize) / k.max(1);
+    let scale = 1.0 / (k as f32).sqrt();
+    let mut v = Vec::with_capacity(k * rows);
+    for r in 0..rows {
+        for i in 0..k {
+            v.push(if (r & i).count_ones() % 2 == 0 {
+                scale
+            } else {
+                -scale
+            });
+        }
+    }
+    span_tensor(s, &v)
+}
+
+pub(crate) const MUL_MAT_HADAMARD: GgmlOpEntry = GgmlOpEntry {
+    name: "mul_mat_hadamard",
+    upstream: "MUL_MAT_HADAMARD",
+    about: "a matrix product whose square f32 weight is a normalized Hadamard matrix and says so (ggml_mul_mat_set_hint): CUDA runs a fast Walsh-Hadamard transform of b for k of 64 to 512 (fwht.cu), the plain product otherwise; ne = [k, k, n, 1] as test_mul_mat_hadamard's m = k, n",
+    dtypes: &[DType::F32],
+    params: MulMatParams::SPECS,
+    tensors: |c| {
+        if c.ne[0] != c.ne[1] {
+            return Err(bad(
+                c,
+                format!("a Hadamard matrix is square: k = {} and m = {} differ", c.ne[0], c.ne[1]),
+            ));
+        }
+        mul_mat_tensors(c)
+    },
+    inputs: Inputs::Made(|c, s| Ok(vec![hadamard(&s[0]), default_input(c, s, 1)])),
+    graph: |g, _c, x| {
+        let out = g.mul_mat(x[0], x[1])?;
+        g.hint_hadamard(out)?;
+        Ok(vec![out])
+    },
+    probe: || None,
+    smoke: &[
+        s([128, 128, 1, 1]),
+        s([64, 64, 1, 1]),
+        s([512, 512, 1, 1]),
+        s([128, 128, 32, 1]),
+        sp!([128, 128, 4, 1], |p: &mut MulMatParams| { p.bs0 = 2; p.bs1 = 3; }),
+        s([256, 256, 512, 1]),
+        // fwht.cu:85: the transform for k = 64, 128, 256, 512; other sizes take the plain
+        // product (k moves two dimensions at once: its sides are smoke cases).
+        s([32, 32, 1, 1]),
+        s([1024, 1024, 1, 1]),
+    ],
+    boundaries: |_| {
+        vec![
+            // One row of b per 4 threads' row on grid.x, int64 offsets: a control at 2^31
+            // elements of b.
+            Boundary::ne(
+                "b's elements across 2^31 (the transform's rows)",
+                2,
+                1 << 24,
+                [128, 128, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![(1 << 24) - 1, 1 << 24, (1 << 24) + 1]),
+        ]
+    },
+    upstream_line: |c| {
+        let p = MulMatParams::of(c);
+        let [k, m, n, _] = c.ne;
+        repro(
+            "MUL_MAT_HADAMARD",
+            format!(
+                "test_mul_mat_hadamard(GGML_TYPE_F32, GGML_TYPE_F32, {m}, {n}, {k}, {{{}, {}}}, {{{}, {}}})",
+                p.bs0, p.bs1, p.nr0, p.nr1
+            ),
+            format!(
+                "type_a=f32,type_b=f32,m={m},n={n},k={k},bs=[{},{}],nr=[{},{}],per=[0,1,2,3],k_v=0,o=1,src_overlap=0",
+                p.bs0, p.bs1, p.nr0, p.nr1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
 // ---- MUL_MAT_ID ------------------------------------------------------------------------------
 
 kedge_core::params! {

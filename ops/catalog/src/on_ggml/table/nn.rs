@@ -116,29 +116,49 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
             .dtype(DType::F16),
         ]
     },
-    upstream_line: |c| {
-        let p = RopeCaseParams::of(c);
-        let nd = n_dims(c);
-        let (m, mc) = rope_mode_of(p.mode);
-        repro(
-            "ROPE",
-            format!(
-                "test_rope({}, {}, {nd}, {mc}, 512, 1.0f, 0.0f, 1.0f, {}, 0, true)",
-                c.dtype.ggml_type(),
-                cpp_arr(&c.ne),
-                p.ff
-            ),
-            format!(
-                "type={},ne_a={},n_dims={nd},mode={m},n_ctx=512,fs=1.000000,ef=0.000000,af=1.000000,ff={},v=0,inplace=0,n_offs=0",
-                c.dtype,
-                vars_arr(&c.ne),
-                b01(p.ff)
-            ),
-        )
-    },
+    upstream_line: |c| rope_line(c, true),
     nmse: Nmse::Fixed(1e-7),
     rows: Rows::Whole,
     reach: no_reach,
+};
+
+/// test_rope's line, forward (ROPE) or backward (ROPE_BACK: `vars()` is the same, the op name
+/// tells them apart).
+fn rope_line(c: &Case, forward: bool) -> UpstreamRepro {
+    let p = RopeCaseParams::of(c);
+    let nd = n_dims(c);
+    let (m, mc) = rope_mode_of(p.mode);
+    repro(
+        if forward { "ROPE" } else { "ROPE_BACK" },
+        format!(
+            "test_rope({}, {}, {nd}, {mc}, 512, 1.0f, 0.0f, 1.0f, {}, 0, {forward})",
+            c.dtype.ggml_type(),
+            cpp_arr(&c.ne),
+            p.ff
+        ),
+        format!(
+            "type={},ne_a={},n_dims={nd},mode={m},n_ctx=512,fs=1.000000,ef=0.000000,af=1.000000,ff={},v=0,inplace=0,n_offs=0",
+            c.dtype,
+            vars_arr(&c.ne),
+            b01(p.ff)
+        ),
+    )
+}
+
+/// ROPE's gradient: the same cases, tensors and boundaries (rope.cu runs both directions
+/// through one kernel), through `ggml_rope_ext_back`.
+pub(crate) const ROPE_BACK: GgmlOpEntry = GgmlOpEntry {
+    name: "rope_back",
+    upstream: "ROPE_BACK",
+    about: "the gradient of rope: dy [head_dim, n_head, n_tokens, 1] rotated back at i32 positions [n_tokens] in [0, 512) (ggml_rope_ext_back, YaRN off)",
+    graph: |g, c, x| {
+        let p = RopeCaseParams::of(c);
+        let rp = RopeParams::new(n_dims(c) as i32, rope_mode_of(p.mode).0);
+        let freq = if p.ff { Some(x[2]) } else { None };
+        Ok(vec![g.rope_ext_back(x[0], x[1], freq, rp)?])
+    },
+    upstream_line: |c| rope_line(c, false),
+    ..ROPE
 };
 
 // ---- RMS_NORM + MUL + ROPE (fused on CUDA) ---------------------------------------------------

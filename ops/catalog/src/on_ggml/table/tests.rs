@@ -172,6 +172,13 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "pad_reflect_1d",
         "get_rows_back",
         "solve_tri",
+        "rope_back",
+        "cross_entropy_loss",
+        "cross_entropy_loss_back",
+        "opt_step_adamw",
+        "opt_step_sgd",
+        "arange",
+        "mul_mat_hadamard",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -287,6 +294,7 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("xielu", "C25", "new test_xielu(GGML_TYPE_F32, {65536, 32768, 1, 1})"),
     ("silu_back", "C26", "new test_silu_back(GGML_TYPE_F32, {65536, 32768, 1, 1}, 1e-6f)"),
     ("diag", "C27", "new test_diag(GGML_TYPE_F32, {256, 1, 65537, 1})"),
+    ("arange", "C30", "new test_arange(GGML_TYPE_F32, 0.0f, 2.147483648e9f, 1.0f)"),
 ];
 
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the
