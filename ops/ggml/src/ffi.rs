@@ -368,6 +368,7 @@ op_table! {
     ggml_solve_tri: fn(P, P, P, bool, bool, bool) -> P;
     ggml_get_rows_back: fn(P, P, P, P) -> P;
     ggml_arange: fn(P, f32, f32, f32) -> P;
+    ggml_lightning_indexer: fn(P, P, P, P, P) -> P;
 
     // training
     ggml_set_param: fn(P);

@@ -277,6 +277,9 @@ simple_ops! {
     get_rows_back => ggml_get_rows_back(a: Tensor, b: Tensor, c: Tensor) -> same(c);
     /// `start, start + step, ...` below `stop`, f32 (no input).
     arange => ggml_arange(start: f32, stop: f32, step: f32) -> fixed(F32);
+    /// DeepSeek's sparse-attention indexer: per token and key, the weighted sum over heads of
+    /// `relu(q . k)`, plus the mask; f32 `[n_kv, n_tokens, 1, n_streams]`.
+    lightning_indexer => ggml_lightning_indexer(q: Tensor, k: Tensor, weights: Tensor, mask: Tensor) -> fixed(F32);
     /// The cross-entropy loss of logits `a` against label probabilities `b` (one element).
     cross_entropy_loss => ggml_cross_entropy_loss(a: Tensor, b: Tensor) -> same(a);
     /// Its gradient: `a` the loss' gradient (one element), `b` the logits, `c` the labels.

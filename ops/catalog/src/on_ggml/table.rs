@@ -408,6 +408,7 @@ pub static TABLE: &[GgmlOpEntry] = &[
     nn::POOL_2D,
     nn::SSM_CONV,
     nn::SOLVE_TRI,
+    nn::LIGHTNING_INDEXER,
     // training
     train::CROSS_ENTROPY_LOSS,
     train::CROSS_ENTROPY_LOSS_BACK,

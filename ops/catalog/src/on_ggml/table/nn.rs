@@ -1,5 +1,5 @@
 //! Model pieces: ROPE, the fused RMS_NORM+MUL+ROPE, FLASH_ATTN_EXT, TIMESTEP_EMBEDDING,
-//! UPSCALE and INTERPOLATE, IM2COL, POOL_2D, SSM_CONV, SOLVE_TRI.
+//! UPSCALE and INTERPOLATE, IM2COL, POOL_2D, SSM_CONV, SOLVE_TRI, LIGHTNING_INDEXER, ROPE_BACK.
 
 use super::*;
 use kedge_core::OpParams;
@@ -1135,6 +1135,118 @@ pub(crate) const SOLVE_TRI: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+// ---- LIGHTNING_INDEXER -----------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_lightning_indexer's streams.
+    pub(crate) struct LightningParams {
+        ns: int(1..=1 << 20) = 1, "streams (parallel sequences): q, k, weights and the result have ns in dim 3";
+        nm: int(1..=1 << 20) = 1, "the mask's dim 3 (ns a multiple of it: broadcast)";
+    }
+}
+
+pub(crate) const LIGHTNING_INDEXER: GgmlOpEntry = GgmlOpEntry {
+    name: "lightning_indexer",
+    upstream: "LIGHTNING_INDEXER",
+    about: "DeepSeek's sparse-attention indexer: for each token and key, sum over heads of w * relu(q . k), plus the f16 mask; ne = [hsk, nh, kv, nb] (test_lightning_indexer's head size, heads, keys, tokens), K in the case's dtype, q and weights f32, the mask made as for flash attention. CUDA takes hsk = 128 with 32 or 64 heads, keys on grid.x, tokens on grid.y, streams on grid.z",
+    dtypes: &[
+        DType::F32,
+        DType::F16,
+        DType::Bf16,
+        DType::Q8_0,
+        DType::Q5_1,
+        DType::Q5_0,
+        DType::Q4_1,
+        DType::Q4_0,
+        DType::Iq4Nl,
+    ],
+    params: LightningParams::SPECS,
+    tensors: |c| {
+        let p = LightningParams::of(c);
+        let [hsk, nh, kv, nb] = c.ne;
+        if p.ns % p.nm != 0 {
+            return Err(bad(c, format!("ns = {} must be a multiple of nm = {}", p.ns, p.nm)));
+        }
+        Ok(vec![
+            input("q", DType::F32, [hsk, nh, nb, p.ns])?,
+            input("k", c.dtype, [hsk, 1, kv, p.ns])?,
+            input("weights", DType::F32, [nh, nb, 1, p.ns])?,
+            input("mask", DType::F16, [kv, nb, 1, p.nm])?,
+            output("dst", DType::F32, [kv, nb, 1, p.ns])?,
+        ])
+    },
+    inputs: Inputs::Made(|c, s| {
+        Ok(vec![
+            default_input(c, s, 0),
+            block_input(c, s, 1)?,
+            default_input(c, s, 2),
+            kq_mask(c, &s[3], 3),
+        ])
+    }),
+    graph: |g, _c, x| Ok(vec![g.lightning_indexer(x[0], x[1], x[2], x[3])?]),
+    probe: || {
+        Some(ProbeBase {
+            ne: [128, 32, 64, 4],
+            grid_dims: &[2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+            vec_dim: false,
+            params: Params::new(),
+        })
+    },
+    smoke: &[
+        s([128, 64, 256, 128]),
+        s([128, 32, 256, 1]),
+        sp!([128, 64, 256, 512], |p: &mut LightningParams| { p.ns = 4; p.nm = 4; }),
+        sp!([128, 32, 65, 32], |p: &mut LightningParams| { p.ns = 4; p.nm = 1; }),
+        s([128, 64, 7, 32]),
+        s([64, 8, 33, 5]),
+    ],
+    boundaries: |_| {
+        vec![
+            // B20: lightning-indexer.cu:458, grid(kv blocks, n_batch, n_stream): tokens on
+            // grid.y.
+            Boundary::ne(
+                "B20: tokens (nb) across 65535 (grid.y)",
+                3,
+                65536,
+                [128, 64, 256, 0],
+                Reach("DeepSeek V3.2's indexer over a prefill ubatch of 65536 tokens"),
+            )
+            .with_values(vec![65535, 65536]),
+            // B21: the same grid, streams on grid.z.
+            Boundary::param(
+                "B21: streams (ns) across 65535 (grid.z)",
+                kedge_core::param_name!(LightningParams, ns),
+                65536,
+                [128, 32, 64, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![65535, 65536]),
+        ]
+    },
+    upstream_line: |c| {
+        let p = LightningParams::of(c);
+        let [hsk, nh, kv, nb] = c.ne;
+        repro(
+            "LIGHTNING_INDEXER",
+            format!(
+                "test_lightning_indexer({hsk}, {nh}, {kv}, {nb}, {}, {}, {})",
+                p.ns,
+                p.nm,
+                c.dtype.ggml_type()
+            ),
+            format!(
+                "hsk={hsk},nh={nh},kv={kv},nb={nb},ns={},nm={},type_K={}",
+                p.ns, p.nm, c.dtype
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-6),
     rows: Rows::Whole,
     reach: no_reach,
 };

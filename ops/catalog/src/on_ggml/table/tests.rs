@@ -179,6 +179,7 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "opt_step_sgd",
         "arange",
         "mul_mat_hadamard",
+        "lightning_indexer",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -294,6 +295,8 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("xielu", "C25", "new test_xielu(GGML_TYPE_F32, {65536, 32768, 1, 1})"),
     ("silu_back", "C26", "new test_silu_back(GGML_TYPE_F32, {65536, 32768, 1, 1}, 1e-6f)"),
     ("diag", "C27", "new test_diag(GGML_TYPE_F32, {256, 1, 65537, 1})"),
+    ("lightning_indexer", "B20", "new test_lightning_indexer(128, 64, 256, 65536, 1, 1, GGML_TYPE_F32)"),
+    ("lightning_indexer", "B21", "new test_lightning_indexer(128, 32, 64, 1, 65536, 1, GGML_TYPE_F32)"),
     ("arange", "C30", "new test_arange(GGML_TYPE_F32, 0.0f, 2.147483648e9f, 1.0f)"),
 ];
 
