@@ -44,7 +44,7 @@ for line in open(plan):
     op = NAMES.get(c["op"], c["op"].upper())
     kedge[op].add(c["dtype"])
     for k, val in (c.get("params") or {}).items():
-        if k in ("dst", "type_kv") and isinstance(val, str):
+        if k in ("dst", "type_kv", "type_idx") and isinstance(val, str):
             kedge[op].add(val)
 
 up_pairs = {(o, t) for o, ts in up.items() for t in ts}

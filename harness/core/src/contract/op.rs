@@ -324,7 +324,7 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
     // Chunks draw from the stream at their own offsets: the values are those of one
     // sequential pass, whatever the thread count.
     const CHUNK: usize = 1 << 16;
-    let integer = matches!(s.dtype, DType::I32 | DType::U8);
+    let integer = s.dtype.is_integer();
     let draw = move |r: &mut Rng| {
         if integer {
             r.below(16) as f32

@@ -224,6 +224,33 @@ fn accumulate_dtype(out: &HostTensor, reference: &[f64], tol: Tolerance) -> Acc 
         DType::U8 => {
             accumulate::<1, _>(out, &rows, reference, tol, &poison, |b| b[0] as f64, false)
         }
+        DType::I8 => accumulate::<1, _>(
+            out,
+            &rows,
+            reference,
+            tol,
+            &poison,
+            |b| b[0] as i8 as f64,
+            false,
+        ),
+        DType::I16 => accumulate::<2, _>(
+            out,
+            &rows,
+            reference,
+            tol,
+            &poison,
+            |b| i16::from_le_bytes(b) as f64,
+            false,
+        ),
+        DType::I64 => accumulate::<8, _>(
+            out,
+            &rows,
+            reference,
+            tol,
+            &poison,
+            |b| i64::from_le_bytes(b) as f64,
+            false,
+        ),
         _ => unreachable!("compare returns before this for block formats"),
     }
 }
@@ -879,5 +906,38 @@ mod tests {
         // Zeros of two lengths.
         assert_ne!(words_digest(&[0u8; 32]), words_digest(&[0u8; 33]));
         assert_ne!(words_digest(&[]), words_digest(&[0u8]));
+    }
+}
+
+#[cfg(test)]
+mod integer_tests {
+    use super::*;
+    use crate::model::host::poison_pattern;
+
+    /// i8, i16 and i64 outputs: written values compare exactly, a changed value is a wrong
+    /// value, and an element still holding the type's poison is an unwritten one.
+    #[test]
+    fn narrow_and_wide_integers_are_judged_by_their_own_width() {
+        for d in [DType::I8, DType::I16, DType::I64] {
+            let vals = [0.0f32, 5.0, 15.0, 7.0];
+            let want: Vec<f64> = vals.iter().map(|&x| x as f64).collect();
+            let out = HostTensor::from_f32(d, [4, 1, 1, 1], &vals);
+            assert_eq!(out.bytes.len() as u64, 4 * d.size(), "{d}");
+            let ok = compare("dst", &out, &want, Tolerance::for_dtype(d));
+            assert_eq!(ok.verdict, Verdict::Pass, "{d}: {}", ok.detail);
+
+            let mut wrong = out.clone();
+            let w = d.size() as usize;
+            wrong.bytes[w..2 * w]
+                .copy_from_slice(&HostTensor::from_f32(d, [1, 1, 1, 1], &[9.0]).bytes);
+            let bad = compare("dst", &wrong, &want, Tolerance::for_dtype(d));
+            assert_eq!(bad.verdict, Verdict::WrongValues, "{d}: {}", bad.detail);
+
+            let mut unwritten = out.clone();
+            unwritten.bytes[2 * w..3 * w].copy_from_slice(&poison_pattern(d));
+            assert_eq!(poisoned_elements(&unwritten).0, 1, "{d}");
+            let c = compare("dst", &unwritten, &want, Tolerance::for_dtype(d));
+            assert_eq!(c.verdict, Verdict::UnwrittenOutput, "{d}: {}", c.detail);
+        }
     }
 }

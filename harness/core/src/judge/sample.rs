@@ -13,7 +13,6 @@ use crate::cuda::big::Scan;
 use crate::error::CaseError;
 use crate::judge::compare::{compare, nothing_written, Comparison};
 use crate::model::case::Case;
-use crate::model::dtype::DType;
 use crate::model::host::HostTensor;
 use crate::model::rng::Rng;
 use crate::model::shape::dense_strides;
@@ -215,7 +214,7 @@ pub(crate) fn gathered_inputs(
             )));
         }
         let (lo, hi) = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
-        let integer = matches!(s.dtype, DType::I32 | DType::U8);
+        let integer = s.dtype.is_integer();
         let stream = Rng::stream(case.seed, i as u64);
         // A big block-format input holds rows of its pool, drawn as the pool's rows.
         let pool = crate::contract::op::BlockPool::of(case.seed, i as u64, s);
@@ -298,6 +297,7 @@ pub(crate) fn judge_output(
 mod tests {
     use super::*;
     use crate::contract::op::random_tensor;
+    use crate::model::dtype::DType;
     use crate::model::host::POISON_F32;
 
     /// Whether `gathered_inputs` draws what `random_tensor` draws for the whole case.

@@ -52,6 +52,12 @@ dtypes! {
     I32 = "i32", 26, 1, 4;
     /// Raw bytes (ggml's i8 where a ggml type is needed).
     U8 = "u8", 24, 1, 1;
+    /// 8-bit signed integer.
+    I8 = "i8", 24, 1, 1;
+    /// 16-bit signed integer.
+    I16 = "i16", 25, 1, 2;
+    /// 64-bit signed integer.
+    I64 = "i64", 27, 1, 8;
     /// 32 values: an f16 scale and 4-bit quants.
     Q4_0 = "q4_0", 2, 32, 18;
     /// 32 values: f16 scale and minimum, 4-bit quants.
@@ -141,6 +147,13 @@ impl DType {
             d => format!("GGML_TYPE_{}", d.name().to_uppercase()),
         }
     }
+    /// An integer type (raw bytes included): drawn as integers in [0, 16), compared exactly.
+    pub const fn is_integer(self) -> bool {
+        matches!(
+            self,
+            DType::I32 | DType::U8 | DType::I8 | DType::I16 | DType::I64
+        )
+    }
     /// Is this a floating type whose outputs can be poisoned with a NaN payload?
     pub(crate) const fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::Bf16)
@@ -220,11 +233,15 @@ mod tests {
         assert!(DType::Q4_0.is_block());
         assert_eq!(DType::Q4_0.bytes_of(64), 36);
         assert_eq!(DType::Q6K.bytes_of(512), 420);
-        assert_eq!(DType::quantized().count(), DType::ALL.len() - 5);
-        // ggml's enum values are distinct.
-        let mut v: Vec<i32> = DType::ALL.iter().map(|d| d.ggml_value()).collect();
+        assert_eq!(DType::quantized().count(), DType::ALL.len() - 8);
+        // ggml's enum values are distinct (but u8's: raw bytes, which ggml calls i8).
+        let mut v: Vec<i32> = DType::ALL
+            .iter()
+            .filter(|&&d| d != DType::U8)
+            .map(|d| d.ggml_value())
+            .collect();
         v.sort_unstable();
         v.dedup();
-        assert_eq!(v.len(), DType::ALL.len());
+        assert_eq!(v.len(), DType::ALL.len() - 1);
     }
 }

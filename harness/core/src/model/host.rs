@@ -28,6 +28,10 @@ const POISON_BF16: u16 = 0x7FDA;
 const POISON_I32: u32 = 0x7EAD_BEEF;
 /// The u8 poison.
 const POISON_U8: u8 = 0xDB;
+/// The integer poison patterns of the narrower and wider integer types (no value a kernel
+/// computes from inputs in [0, 16) by accident).
+const POISON_I16: u16 = 0x7EAD;
+const POISON_I64: u64 = 0x7EAD_BEEF_7EAD_BEEF;
 
 /// `n` zeroed bytes with every page already faulted in, by all threads when `n` is large.
 ///
@@ -130,7 +134,9 @@ pub fn poison_pattern(dtype: DType) -> Vec<u8> {
         DType::F16 => POISON_F16.to_le_bytes().to_vec(),
         DType::Bf16 => POISON_BF16.to_le_bytes().to_vec(),
         DType::I32 => POISON_I32.to_le_bytes().to_vec(),
-        DType::U8 => vec![POISON_U8],
+        DType::U8 | DType::I8 => vec![POISON_U8],
+        DType::I16 => POISON_I16.to_le_bytes().to_vec(),
+        DType::I64 => POISON_I64.to_le_bytes().to_vec(),
         // One block of the byte pattern: a block still holding it was never written.
         d => vec![POISON_U8; d.size() as usize],
     }
@@ -154,6 +160,15 @@ impl HostTensor {
                 .flat_map(|&x| (x as i32).to_le_bytes())
                 .collect(),
             DType::U8 => vals.iter().map(|&x| x as u8).collect(),
+            DType::I8 => vals.iter().map(|&x| (x as i8) as u8).collect(),
+            DType::I16 => vals
+                .iter()
+                .flat_map(|&x| (x as i16).to_le_bytes())
+                .collect(),
+            DType::I64 => vals
+                .iter()
+                .flat_map(|&x| (x as i64).to_le_bytes())
+                .collect(),
             // Block formats are quantized by the ggml build that runs them; here the values
             // are kept as f32 (a caller that needs the blocks quantizes these).
             _ => bytemuck::cast_slice(vals).to_vec(),
@@ -264,6 +279,13 @@ pub(crate) fn read_elem(dtype: DType, bytes: &[u8], off: usize) -> f64 {
             i32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]) as f64
         }
         DType::U8 => bytes[off] as f64,
+        DType::I8 => bytes[off] as i8 as f64,
+        DType::I16 => i16::from_le_bytes([bytes[off], bytes[off + 1]]) as f64,
+        DType::I64 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[off..off + 8]);
+            i64::from_le_bytes(b) as f64
+        }
         // Not decoded on the host: a block-format tensor is dequantized by the ggml build
         // that made it before anything reads its values.
         _ => f64::NAN,
@@ -276,8 +298,7 @@ pub fn round_to(dtype: DType, x: f64) -> f64 {
         DType::F32 => x as f32 as f64,
         DType::F16 => f16::from_f64(x).to_f64(),
         DType::Bf16 => bf16::from_f64(x).to_f64(),
-        DType::I32 => x.round(),
-        DType::U8 => x.round(),
+        DType::I32 | DType::U8 | DType::I8 | DType::I16 | DType::I64 => x.round(),
         _ => x,
     }
 }

@@ -86,6 +86,18 @@ __attribute__((unused)) static void kedge_fill_u8(uint8_t *h, size_t n, uint64_t
     uint64_t s = kedge_stream(seed, index);
     for (size_t i = 0; i < n; i++) h[i] = (uint8_t) kedge_below16(&s);
 }
+__attribute__((unused)) static void kedge_fill_i8(int8_t *h, size_t n, uint64_t seed, uint64_t index) {
+    uint64_t s = kedge_stream(seed, index);
+    for (size_t i = 0; i < n; i++) h[i] = (int8_t) kedge_below16(&s);
+}
+__attribute__((unused)) static void kedge_fill_i16(int16_t *h, size_t n, uint64_t seed, uint64_t index) {
+    uint64_t s = kedge_stream(seed, index);
+    for (size_t i = 0; i < n; i++) h[i] = (int16_t) kedge_below16(&s);
+}
+__attribute__((unused)) static void kedge_fill_i64(int64_t *h, size_t n, uint64_t seed, uint64_t index) {
+    uint64_t s = kedge_stream(seed, index);
+    for (size_t i = 0; i < n; i++) h[i] = (int64_t) kedge_below16(&s);
+}
 __attribute__((unused)) static float kedge_f32_bits(uint32_t b) {
     float f;
     memcpy(&f, &b, sizeof f);

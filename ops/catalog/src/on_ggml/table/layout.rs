@@ -185,7 +185,10 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
         DType::F32,
         DType::F16,
         DType::Bf16,
+        DType::I8,
+        DType::I16,
         DType::I32,
+        DType::I64,
         DType::Q4_0,
         DType::Q4_1,
         DType::Q5_0,
@@ -461,6 +464,16 @@ kedge_core::params! {
         r: int(0..=1 << 30) = 0, "rows set per (ne2, ne3) index row (0: all ne1, a permutation)";
         nr2: int(1..=1 << 20) = 1, "the destination's ne2 is ne2 * nr2";
         nr3: int(1..=1 << 20) = 1, "the destination's ne3 is ne3 * nr3";
+        type_idx: choice(["i32", "i64"]) = "i32", "the row indices' type (set-rows.cu instantiates its kernel for both)";
+    }
+}
+
+/// SET_ROWS' index type.
+fn set_rows_idx(c: &Case) -> DType {
+    if SetRowsParams::of(c).type_idx == "i64" {
+        DType::I64
+    } else {
+        DType::I32
     }
 }
 
@@ -473,7 +486,7 @@ fn set_rows_dims(c: &Case) -> (i64, Ne) {
 pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "set_rows",
     upstream: "SET_ROWS",
-    about: "writes r f32 rows into a destination of the case's dtype (any block format ggml quantizes without an importance matrix: quantized by the kernel under test, compared dequantized) at i32 row indices (a shuffled subset of 0..ne1 per index row, as test-backend-ops draws them); the result is the destination itself, and rows not set keep its values. Indices are i32 (kedge has no i64 tensors; the CUDA kernel is the same template for both)",
+    about: "writes r f32 rows into a destination of the case's dtype (any block format ggml quantizes without an importance matrix: quantized by the kernel under test, compared dequantized) at i32 or i64 row indices (a shuffled subset of 0..ne1 per index row, as test-backend-ops draws them); the result is the destination itself, and rows not set keep its values",
     dtypes: WRITABLE_TYPES,
     params: SetRowsParams::SPECS,
     tensors: |c| {
@@ -484,7 +497,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         Ok(vec![
             input("dst_in", c.dtype, dst)?,
             input("src", DType::F32, with_dim(dst, 1, r))?,
-            input("rows", DType::I32, [r, c.ne[2], c.ne[3], 1])?,
+            input("rows", set_rows_idx(c), [r, c.ne[2], c.ne[3], 1])?,
             output("dst", c.dtype, dst)?,
         ])
     },
@@ -496,11 +509,13 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
             let p = permutation(&mut rng, c.ne[1] as usize);
             rows.extend(p.into_iter().take(r as usize).map(|x| x as i32));
         }
-        Ok(vec![
-            block_input(c, s, 0)?,
-            default_input(c, s, 1),
-            span_i32(&s[2], &rows),
-        ])
+        let idx = if s[2].dtype == DType::I64 {
+            let b: Vec<u8> = rows.iter().flat_map(|&x| i64::from(x).to_le_bytes()).collect();
+            HostTensor::from_bytes(DType::I64, s[2].ne, s[2].nb, b)
+        } else {
+            span_i32(&s[2], &rows)
+        };
+        Ok(vec![block_input(c, s, 0)?, default_input(c, s, 1), idx])
     }),
     graph: |g, _c, x| Ok(vec![g.set_rows(x[0], x[1], x[2])?]),
     probe: || {
@@ -513,6 +528,8 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         s([16, 5, 1, 1]),
         sp!([64, 11, 2, 3], |p: &mut SetRowsParams| p.r = 7),
         sp!([32, 6, 2, 1], |p: &mut SetRowsParams| { p.r = 3; p.nr2 = 3; p.nr3 = 2; }),
+        sp!([256, 5, 1, 3], |p: &mut SetRowsParams| { p.r = 1; p.type_idx = "i64"; }),
+        sp!([256, 11, 1, 2], |p: &mut SetRowsParams| { p.r = 7; p.nr2 = 2; p.nr3 = 3; p.type_idx = "i64"; }),
     ],
     boundaries: |_| {
         // C22: set-rows.cu:145 decomposes the element index from `(uint32_t) i`: from 2^32
@@ -533,15 +550,17 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         repro(
             "SET_ROWS",
             format!(
-                "test_set_rows(GGML_TYPE_F32, {}, GGML_TYPE_I32, {}, {{{}, {}}}, {r}, false)",
+                "test_set_rows(GGML_TYPE_F32, {}, {}, {}, {{{}, {}}}, {r}, false)",
                 c.dtype.ggml_type(),
+                set_rows_idx(c).ggml_type(),
                 cpp_arr(&c.ne),
                 p.nr2,
                 p.nr3
             ),
             format!(
-                "type_src=f32,type_dst={},type_idx=i32,ne={},nr23=[{},{}],r={r},v=0",
+                "type_src=f32,type_dst={},type_idx={},ne={},nr23=[{},{}],r={r},v=0",
                 c.dtype,
+                set_rows_idx(c),
                 vars_arr(&c.ne),
                 p.nr2,
                 p.nr3
