@@ -46,6 +46,7 @@ mod elementwise;
 mod layout;
 mod matmul;
 mod nn;
+mod recurrent;
 mod reduce;
 
 use super::exec::cpu_reference;
@@ -404,6 +405,12 @@ pub static TABLE: &[GgmlOpEntry] = &[
     nn::POOL_2D,
     nn::SSM_CONV,
     nn::SOLVE_TRI,
+    // recurrent state
+    recurrent::SSM_SCAN,
+    recurrent::RWKV_WKV6,
+    recurrent::RWKV_WKV7,
+    recurrent::GATED_LINEAR_ATTN,
+    recurrent::GATED_DELTA_NET,
 ];
 
 /// Every case kedge derives for an entry without a device, each with where it comes from:

@@ -172,6 +172,11 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "pad_reflect_1d",
         "get_rows_back",
         "solve_tri",
+        "ssm_scan",
+        "rwkv_wkv6",
+        "rwkv_wkv7",
+        "gated_linear_attn",
+        "gated_delta_net",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -287,6 +292,18 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("xielu", "C25", "new test_xielu(GGML_TYPE_F32, {65536, 32768, 1, 1})"),
     ("silu_back", "C26", "new test_silu_back(GGML_TYPE_F32, {65536, 32768, 1, 1}, 1e-6f)"),
     ("diag", "C27", "new test_diag(GGML_TYPE_F32, {256, 1, 65537, 1})"),
+    ("ssm_scan", "C43", "new test_ssm_scan(GGML_TYPE_F32, 128, 64, 16, 1, 1, 4097, false, 1)"),
+    ("ssm_scan", "B31", "new test_ssm_scan(GGML_TYPE_F32, 128, 16, 1, 1, 1, 65536, false, 1)"),
+    ("ssm_scan", "D20", "new test_ssm_scan(GGML_TYPE_F32, 128, 64, 16, 1, 524288, 1, false, 1)"),
+    ("rwkv_wkv6", "D21", "new test_rwkv_wkv6(GGML_TYPE_F32, 4, 32, 2, 1)"),
+    ("rwkv_wkv6", "C40", "new test_rwkv_wkv6(GGML_TYPE_F32, 32, 64, 2, 15888)"),
+    ("rwkv_wkv7", "D22", "new test_rwkv_wkv7(GGML_TYPE_F32, 4, 32, 2, 1)"),
+    ("rwkv_wkv7", "C41", "new test_rwkv_wkv7(GGML_TYPE_F32, 32, 64, 2, 15888)"),
+    ("rwkv_wkv7", "C42", "new test_rwkv_wkv7(GGML_TYPE_F32, 32, 64, 1, 16385)"),
+    ("gated_linear_attn", "D23", "new test_gla(GGML_TYPE_F32, 4, 32, 2, 1)"),
+    ("gated_linear_attn", "C44", "new test_gla(GGML_TYPE_F32, 32, 64, 2, 15888)"),
+    ("gated_delta_net", "D24", "new test_gated_delta_net(GGML_TYPE_F32, 2, 48, 2, 1, 1, false, false, 1)"),
+    ("gated_delta_net", "B30", "new test_gated_delta_net(GGML_TYPE_F32, 1, 16, 1, 65536, 1, false, false, 1)"),
 ];
 
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the
