@@ -356,6 +356,8 @@ op_table! {
     ggml_ssm_scan: fn(P, P, P, P, P, P, P, P, i64) -> P;
     ggml_rwkv_wkv6: fn(P, P, P, P, P, P, P) -> P;
     ggml_gated_linear_attn: fn(P, P, P, P, P, P, f32) -> P;
+    ggml_rwkv_wkv7: fn(P, P, P, P, P, P, P, P) -> P;
+    ggml_gated_delta_net: fn(P, P, P, P, P, P, P, i64) -> P;
 
     // gradients, fills, solvers
     ggml_silu_back: fn(P, P, P) -> P;

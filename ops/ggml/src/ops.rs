@@ -255,6 +255,13 @@ simple_ops! {
     /// Gated linear attention over `k`, `v`, `q` with gates `g` and the carried `state`; `scale`
     /// multiplies the output.
     gated_linear_attn => ggml_gated_linear_attn(k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: f32) -> fixed(F32);
+    /// RWKV-7's WKV time mixing over `r`, the decays `w`, `k`, `v`, the in-context learning
+    /// vectors `a` and `b`, and the carried `state`.
+    rwkv_wkv7 => ggml_rwkv_wkv7(r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor) -> fixed(F32);
+    /// The gated delta rule over `q`, `k`, `v` with gates `g` (one per head, or one per
+    /// element of a head), write strengths `beta` and the carried `state`; `k_snapshots` (ggml's
+    /// `K`) is how many of the last states to keep.
+    gated_delta_net => ggml_gated_delta_net(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, k_snapshots: i64) -> fixed(F32);
     /// SwiGLU with OpenAI's clamp (`alpha`, `limit`), gate in `b`.
     swiglu_oai => ggml_swiglu_oai(a: Tensor, b: Tensor, alpha: f32, limit: f32) -> same(a);
     /// The gradient of SiLU: `a` is x, `b` the gradient of the output.

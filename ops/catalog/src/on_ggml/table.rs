@@ -46,6 +46,7 @@ mod elementwise;
 mod layout;
 mod matmul;
 mod nn;
+mod recurrent;
 mod reduce;
 mod train;
 
@@ -414,6 +415,12 @@ pub static TABLE: &[GgmlOpEntry] = &[
     train::CROSS_ENTROPY_LOSS_BACK,
     train::OPT_STEP_ADAMW,
     train::OPT_STEP_SGD,
+    // recurrent state
+    recurrent::SSM_SCAN,
+    recurrent::RWKV_WKV6,
+    recurrent::RWKV_WKV7,
+    recurrent::GATED_LINEAR_ATTN,
+    recurrent::GATED_DELTA_NET,
 ];
 
 /// Every case kedge derives for an entry without a device, each with where it comes from:

@@ -180,6 +180,11 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "arange",
         "mul_mat_hadamard",
         "lightning_indexer",
+        "ssm_scan",
+        "rwkv_wkv6",
+        "rwkv_wkv7",
+        "gated_linear_attn",
+        "gated_delta_net",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -298,6 +303,18 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("lightning_indexer", "B20", "new test_lightning_indexer(128, 64, 256, 65536, 1, 1, GGML_TYPE_F32)"),
     ("lightning_indexer", "B21", "new test_lightning_indexer(128, 32, 64, 1, 65536, 1, GGML_TYPE_F32)"),
     ("arange", "C30", "new test_arange(GGML_TYPE_F32, 0.0f, 2.147483648e9f, 1.0f)"),
+    ("ssm_scan", "C43", "new test_ssm_scan(GGML_TYPE_F32, 128, 64, 16, 1, 1, 4097, false, 1)"),
+    ("ssm_scan", "B31", "new test_ssm_scan(GGML_TYPE_F32, 128, 16, 1, 1, 1, 65536, false, 1)"),
+    ("ssm_scan", "D20", "new test_ssm_scan(GGML_TYPE_F32, 128, 64, 16, 1, 524288, 1, false, 1)"),
+    ("rwkv_wkv6", "D21", "new test_rwkv_wkv6(GGML_TYPE_F32, 4, 32, 2, 1)"),
+    ("rwkv_wkv6", "C40", "new test_rwkv_wkv6(GGML_TYPE_F32, 32, 64, 2, 15888)"),
+    ("rwkv_wkv7", "D22", "new test_rwkv_wkv7(GGML_TYPE_F32, 4, 32, 2, 1)"),
+    ("rwkv_wkv7", "C41", "new test_rwkv_wkv7(GGML_TYPE_F32, 32, 64, 2, 15888)"),
+    ("rwkv_wkv7", "C42", "new test_rwkv_wkv7(GGML_TYPE_F32, 32, 64, 1, 16385)"),
+    ("gated_linear_attn", "D23", "new test_gla(GGML_TYPE_F32, 4, 32, 2, 1)"),
+    ("gated_linear_attn", "C44", "new test_gla(GGML_TYPE_F32, 32, 64, 2, 15888)"),
+    ("gated_delta_net", "D24", "new test_gated_delta_net(GGML_TYPE_F32, 2, 48, 2, 1, 1, false, false, 1)"),
+    ("gated_delta_net", "B30", "new test_gated_delta_net(GGML_TYPE_F32, 1, 16, 1, 65536, 1, false, false, 1)"),
 ];
 
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the
