@@ -42,6 +42,7 @@ macro_rules! spd {
     };
 }
 
+mod conv;
 mod elementwise;
 mod layout;
 mod matmul;
@@ -404,6 +405,11 @@ pub static TABLE: &[GgmlOpEntry] = &[
     nn::POOL_2D,
     nn::SSM_CONV,
     nn::SOLVE_TRI,
+    // convolutions
+    conv::CONV_2D_DW,
+    conv::CONV_2D,
+    conv::IM2COL_3D,
+    conv::COL2IM_1D,
 ];
 
 /// Every case kedge derives for an entry without a device, each with where it comes from:

@@ -172,6 +172,10 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "pad_reflect_1d",
         "get_rows_back",
         "solve_tri",
+        "conv_2d_dw",
+        "conv_2d",
+        "im2col_3d",
+        "col2im_1d",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -287,6 +291,11 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("xielu", "C25", "new test_xielu(GGML_TYPE_F32, {65536, 32768, 1, 1})"),
     ("silu_back", "C26", "new test_silu_back(GGML_TYPE_F32, {65536, 32768, 1, 1}, 1e-6f)"),
     ("diag", "C27", "new test_diag(GGML_TYPE_F32, {256, 1, 65537, 1})"),
+    ("conv_2d_dw", "C50", "new test_conv_2d_dw({1024, 1024, 2048, 1}, {3, 3, 1, 2048}, GGML_TYPE_F32, 1, 1, 1, false)"),
+    ("conv_2d_dw", "C51", "new test_conv_2d_dw({1024, 1024, 2049, 1}, {3, 3, 1, 2049}, GGML_TYPE_F32, 2, 1, 1, false)"),
+    ("conv_2d", "C52", "new test_conv_2d({1024, 1024, 1, 1}, {1, 1, 1, 2048}, GGML_TYPE_F32, 1, 1, 0, 0, 1, 1, false)"),
+    ("col2im_1d", "C53", "new test_col2im_1d(GGML_TYPE_F32, 16, 512, 262145, 8, 0)"),
+    ("col2im_1d", "C54", "new test_col2im_1d(GGML_TYPE_F32, 2, 16, 33554433, 4, 0)"),
 ];
 
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the
