@@ -378,6 +378,12 @@ op_table! {
     ggml_cross_entropy_loss_back: fn(P, P, P, P) -> P;
     ggml_opt_step_adamw: fn(P, P, P, P, P, P) -> P;
     ggml_opt_step_sgd: fn(P, P, P, P) -> P;
+
+    // convolutions
+    ggml_conv_2d_dw_direct: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
+    ggml_conv_2d_direct: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
+    ggml_im2col_3d: fn(P, P, P, i64, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
+    ggml_col2im_1d: fn(P, P, c_int, c_int, c_int) -> P;
 }
 
 /// Converts a C string from ggml into an owned `String` (lossy; `""` for null).

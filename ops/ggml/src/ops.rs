@@ -296,6 +296,18 @@ simple_ops! {
     opt_step_adamw => ggml_opt_step_adamw(a: Tensor, grad: Tensor, m: Tensor, v: Tensor, params: Tensor) -> same(a);
     /// One SGD step on parameter `a`, in place; `params` holds the learning rate and weight decay.
     opt_step_sgd => ggml_opt_step_sgd(a: Tensor, grad: Tensor, params: Tensor) -> same(a);
+    /// Depthwise 2-D convolution of `b` `[W, H, C, N]` by one kernel a channel, `a`
+    /// `[KW, KH, 1, C]`; a channel-contiguous `b` gives a result laid out the same way.
+    conv_2d_dw_direct => ggml_conv_2d_dw_direct(a: Tensor, b: Tensor, s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32) -> same(b);
+    /// 2-D convolution of `b` `[W, H, IC, N]` by the kernel `a` `[KW, KH, IC, OC]`, computed
+    /// directly (no im2col), giving `[OW, OH, OC, N]`.
+    conv_2d_direct => ggml_conv_2d_direct(a: Tensor, b: Tensor, s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32) -> same(b);
+    /// 3-D image to columns: `b` `[W, H, D, N*IC]` by the kernel shape of `a`
+    /// `[KW, KH, KD, OC*IC]` gives `[KW*KH*KD*IC, OW, OH, OD*N]`.
+    im2col_3d => ggml_im2col_3d(a: Tensor, b: Tensor, ic: i64, s0: i32, s1: i32, s2: i32, p0: i32, p1: i32, p2: i32, d0: i32, d1: i32, d2: i32, dst_type: Type) -> of(dst_type);
+    /// Columns `a` `[K*OC, T_in]` added back into a 1-D signal `[T_out, OC]` at stride `s0`,
+    /// `p0` cropped from both ends (a transposed convolution after its matrix product).
+    col2im_1d => ggml_col2im_1d(a: Tensor, s0: i32, oc: i32, p0: i32) -> same(a);
 }
 
 /// Parameters of `ggml_rope_ext` beyond its tensors.

@@ -42,6 +42,7 @@ macro_rules! spd {
     };
 }
 
+mod conv;
 mod elementwise;
 mod layout;
 mod matmul;
@@ -421,6 +422,11 @@ pub static TABLE: &[GgmlOpEntry] = &[
     recurrent::RWKV_WKV7,
     recurrent::GATED_LINEAR_ATTN,
     recurrent::GATED_DELTA_NET,
+    // convolutions
+    conv::CONV_2D_DW,
+    conv::CONV_2D,
+    conv::IM2COL_3D,
+    conv::COL2IM_1D,
 ];
 
 /// Every case kedge derives for an entry without a device, each with where it comes from:

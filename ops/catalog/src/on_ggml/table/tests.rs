@@ -185,6 +185,10 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "rwkv_wkv7",
         "gated_linear_attn",
         "gated_delta_net",
+        "conv_2d_dw",
+        "conv_2d",
+        "im2col_3d",
+        "col2im_1d",
     ] {
         assert!(names.contains(required), "{required} missing");
     }
@@ -315,6 +319,11 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("gated_linear_attn", "C44", "new test_gla(GGML_TYPE_F32, 32, 64, 2, 15888)"),
     ("gated_delta_net", "D24", "new test_gated_delta_net(GGML_TYPE_F32, 2, 48, 2, 1, 1, false, false, 1)"),
     ("gated_delta_net", "B30", "new test_gated_delta_net(GGML_TYPE_F32, 1, 16, 1, 65536, 1, false, false, 1)"),
+    ("conv_2d_dw", "C50", "new test_conv_2d_dw({1024, 1024, 2048, 1}, {3, 3, 1, 2048}, GGML_TYPE_F32, 1, 1, 1, false)"),
+    ("conv_2d_dw", "C51", "new test_conv_2d_dw({1024, 1024, 2049, 1}, {3, 3, 1, 2049}, GGML_TYPE_F32, 2, 1, 1, false)"),
+    ("conv_2d", "C52", "new test_conv_2d({1024, 1024, 1, 1}, {1, 1, 1, 2048}, GGML_TYPE_F32, 1, 1, 0, 0, 1, 1, false)"),
+    ("col2im_1d", "C53", "new test_col2im_1d(GGML_TYPE_F32, 16, 512, 262145, 8, 0)"),
+    ("col2im_1d", "C54", "new test_col2im_1d(GGML_TYPE_F32, 2, 16, 33554433, 4, 0)"),
 ];
 
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the

@@ -1,0 +1,841 @@
+//! Convolutions: CONV_2D_DW, CONV_2D, IM2COL_3D, COL2IM_1D.
+
+use super::*;
+use kedge_core::OpParams;
+use kedge_ggml::Type;
+
+/// ggml's `ggml_calc_conv_output_size`: `(ins + 2p - d(ks - 1) - 1) / s + 1`, or `None` where
+/// the padded input is smaller than the dilated kernel (ggml's truncating division would
+/// still give one).
+fn conv_out(ins: i64, ks: i64, s: i64, p: i64, d: i64) -> Option<i64> {
+    let span = ins + 2 * p - d * (ks - 1) - 1;
+    (span >= 0).then(|| span / s + 1)
+}
+
+/// A dimension a ggml constructor takes as a C `int`.
+fn fits_int(v: i64) -> bool {
+    i32::try_from(v).is_ok()
+}
+
+// ---- CONV_2D_DW ------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_conv_2d_dw's kernel and geometry (the same stride, padding and dilation on both
+    /// axes).
+    pub(crate) struct Conv2dDwParams {
+        kw: int(1..=1 << 10) = 3, "kernel width";
+        kh: int(1..=1 << 10) = 3, "kernel height";
+        stride: int(1..=1 << 10) = 1, "stride, both axes";
+        padding: int(0..=1 << 10) = 0, "padding, both axes";
+        dilation: int(1..=1 << 10) = 1, "dilation, both axes";
+        cwhn: bool = false, "input and kernel laid out channel-most-contiguous (CWHN), as views of the usual shapes";
+    }
+}
+
+/// The depthwise kernel's shape: one `[kw, kh]` kernel a channel.
+fn dw_kernel(c: &Case) -> Ne {
+    let p = Conv2dDwParams::of(c);
+    [p.kw, p.kh, 1, c.ne[2]]
+}
+
+/// Whether the case's input is channel-contiguous as ggml sees it (`ggml_is_contiguous_channels`
+/// of the permuted copy): CWHN with more than one channel and a row of more than one pixel.
+/// With one channel the permuted copy is plain WHCN.
+fn dw_channels_last(c: &Case) -> bool {
+    Conv2dDwParams::of(c).cwhn && c.ne[2] > 1
+}
+
+fn conv_2d_dw_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+    let p = Conv2dDwParams::of(c);
+    let (ow, oh) = match (
+        conv_out(c.ne[0], p.kw, p.stride, p.padding, p.dilation),
+        conv_out(c.ne[1], p.kh, p.stride, p.padding, p.dilation),
+    ) {
+        (Some(w), Some(h)) => (w, h),
+        _ => {
+            return Err(bad(
+                c,
+                "the padded input is smaller than the dilated kernel",
+            ))
+        }
+    };
+    if dw_channels_last(c) && c.ne[0] == 1 {
+        // The permuted copy is then neither contiguous nor channel-contiguous: ggml's CPU and
+        // CUDA kernels abort on that layout.
+        return Err(bad(
+            c,
+            "cwhn with several channels needs an input wider than one pixel",
+        ));
+    }
+    let ne = [ow, oh, c.ne[2], c.ne[3]];
+    let out = if dw_channels_last(c) {
+        // ggml_conv_2d_dw_direct lays the result out as its input: channels innermost.
+        let ts = DType::F32.size();
+        let ch = c.ne[2] as u64;
+        let nb0 = ch * ts;
+        let nb1 = ow as u64 * nb0;
+        let nb3 = oh as u64 * nb1;
+        TensorSpec::strided("dst", Role::Output, DType::F32, ne, [nb0, nb1, ts, nb3])?
+    } else {
+        output("dst", DType::F32, ne)?
+    };
+    Ok(vec![
+        input("input", DType::F32, c.ne)?,
+        input("kernel", c.dtype, dw_kernel(c))?,
+        out,
+    ])
+}
+
+/// `x` `[W, H, C, N]` made channel-most-contiguous and viewed back as `[W, H, C, N]`; the
+/// kernel `[KW, KH, 1, C]` likewise (test-backend-ops' `cwhn` layout).
+fn cwhn_views(
+    g: &mut kedge_ggml::Graph,
+    x: kedge_ggml::Tensor,
+    k: kedge_ggml::Tensor,
+) -> Result<(kedge_ggml::Tensor, kedge_ggml::Tensor), kedge_ggml::GraphError> {
+    let xp = g.permute(x, [1, 2, 0, 3])?;
+    let xc = g.cont(xp)?;
+    let x = g.permute(xc, [2, 0, 1, 3])?;
+    let kp = g.permute(k, [2, 3, 1, 0])?;
+    let kc = g.cont(kp)?;
+    let k = g.permute(kc, [3, 2, 0, 1])?;
+    Ok((x, k))
+}
+
+pub(crate) const CONV_2D_DW: GgmlOpEntry = GgmlOpEntry {
+    name: "conv_2d_dw",
+    upstream: "CONV_2D_DW",
+    about: "depthwise 2-D convolution: input [W, H, C, N] f32 by one [kw, kh] kernel a channel ([kw, kh, 1, C], the case's dtype); f32 result, laid out as the input (WHCN or, with cwhn, channels innermost)",
+    dtypes: &[DType::F32, DType::F16],
+    params: Conv2dDwParams::SPECS,
+    tensors: conv_2d_dw_tensors,
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = Conv2dDwParams::of(c);
+        let (input, kernel) = if p.cwhn {
+            cwhn_views(g, x[0], x[1])?
+        } else {
+            (x[0], x[1])
+        };
+        let i = |v: i64| v as i32;
+        Ok(vec![g.conv_2d_dw_direct(
+            kernel,
+            input,
+            i(p.stride),
+            i(p.stride),
+            i(p.padding),
+            i(p.padding),
+            i(p.dilation),
+            i(p.dilation),
+        )?])
+    },
+    // The grid is one-dimensional: the grid probes are controls; the channels carry the count.
+    probe: || {
+        Some(ProbeBase {
+            ne: [17, 34, 9, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+            vec_dim: true,
+        })
+    },
+    smoke: &[
+        s([17, 34, 9, 1]),
+        sp!([17, 34, 9, 1], |p: &mut Conv2dDwParams| p.cwhn = true),
+        sp!([32, 8, 64, 1], |p: &mut Conv2dDwParams| {
+            p.stride = 2;
+            p.padding = 1;
+        }),
+        sp!([32, 8, 64, 1], |p: &mut Conv2dDwParams| {
+            p.stride = 2;
+            p.padding = 1;
+            p.cwhn = true;
+        }),
+        sp!([13, 11, 5, 2], |p: &mut Conv2dDwParams| {
+            p.kw = 5;
+            p.kh = 2;
+            p.padding = 2;
+            p.dilation = 2;
+            p.cwhn = true;
+        }),
+        sp!([9, 7, 1, 3], |p: &mut Conv2dDwParams| {
+            p.stride = 3;
+            p.padding = 1;
+            p.cwhn = true;
+        }),
+    ],
+    boundaries: |_| {
+        vec![
+            // C50: conv2d-dw.cu:147 `const int total = batches * channels * out_h * out_w`
+            // (and :88 in the kernel): the result's element count in int.
+            Boundary::ne(
+                "C50: the result across 2^31 elements (int total, conv2d-dw.cu:147)",
+                2,
+                2048,
+                [1024, 1024, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![2047, 2048])
+            .with_params(|p: &mut Conv2dDwParams| p.padding = 1)
+            .dtype(DType::F32),
+            // C51: conv2d-dw.cu:37 `input_index` in int: at stride 2 the result stays a
+            // quarter of the input, whose last element's index passes 2^31 first.
+            Boundary::ne(
+                "C51: the input across 2^31 elements at stride 2 (int input index, conv2d-dw.cu:37)",
+                2,
+                2049,
+                [1024, 1024, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![2048, 2049])
+            .with_params(|p: &mut Conv2dDwParams| {
+                p.stride = 2;
+                p.padding = 1;
+            })
+            .dtype(DType::F32),
+        ]
+    },
+    upstream_line: |c| {
+        let p = Conv2dDwParams::of(c);
+        let k = dw_kernel(c);
+        repro(
+            "CONV_2D_DW",
+            format!(
+                "test_conv_2d_dw({}, {}, {}, {}, {}, {}, {})",
+                cpp_arr(&c.ne),
+                cpp_arr(&k),
+                c.dtype.ggml_type(),
+                p.stride,
+                p.padding,
+                p.dilation,
+                p.cwhn
+            ),
+            format!(
+                "ne_input={},ne_kernel={},type_kernel={},stride={},padding={},dilation={},cwhn={}",
+                vars_arr(&c.ne),
+                vars_arr(&k),
+                c.dtype,
+                p.stride,
+                p.padding,
+                p.dilation,
+                b01(p.cwhn)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+// ---- CONV_2D ---------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_conv_2d's kernel and geometry, in the WHCN layout (its `cwhn` views give a
+    /// non-contiguous kernel, which ggml's CPU backend, the reference, does not take).
+    pub(crate) struct Conv2dParams {
+        kw: int(1..=1 << 10) = 3, "kernel width";
+        kh: int(1..=1 << 10) = 3, "kernel height";
+        cout: int(1..=1 << 20) = 16, "output channels (the kernel's ne[3])";
+        s0: int(1..=1 << 10) = 1, "stride x";
+        s1: int(1..=1 << 10) = 1, "stride y";
+        p0: int(0..=1 << 10) = 0, "padding x";
+        p1: int(0..=1 << 10) = 0, "padding y";
+        d0: int(1..=1 << 10) = 1, "dilation x";
+        d1: int(1..=1 << 10) = 1, "dilation y";
+    }
+}
+
+fn conv_2d_kernel(c: &Case) -> Ne {
+    let p = Conv2dParams::of(c);
+    [p.kw, p.kh, c.ne[2], p.cout]
+}
+
+pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
+    name: "conv_2d",
+    upstream: "CONV_2D",
+    about: "direct 2-D convolution: input [W, H, IC, N] f32 by the kernel [kw, kh, IC, cout] (the case's dtype); f32 [OW, OH, cout, N]",
+    dtypes: &[DType::F32, DType::F16],
+    params: Conv2dParams::SPECS,
+    tensors: |c| {
+        let p = Conv2dParams::of(c);
+        let (ow, oh) = match (
+            conv_out(c.ne[0], p.kw, p.s0, p.p0, p.d0),
+            conv_out(c.ne[1], p.kh, p.s1, p.p1, p.d1),
+        ) {
+            (Some(w), Some(h)) => (w, h),
+            _ => return Err(bad(c, "the padded input is smaller than the dilated kernel")),
+        };
+        Ok(vec![
+            input("input", DType::F32, c.ne)?,
+            input("kernel", c.dtype, conv_2d_kernel(c))?,
+            output("dst", DType::F32, [ow, oh, p.cout, c.ne[3]])?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = Conv2dParams::of(c);
+        let i = |v: i64| v as i32;
+        Ok(vec![g.conv_2d_direct(
+            x[1],
+            x[0],
+            i(p.s0),
+            i(p.s1),
+            i(p.p0),
+            i(p.p1),
+            i(p.d0),
+            i(p.d1),
+        )?])
+    },
+    // A one-dimensional grid: the grid probes are controls; the batch carries the count.
+    probe: || {
+        Some(ProbeBase {
+            ne: [16, 16, 4, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(3),
+            row_dim: false,
+            vec_dim: true,
+        })
+    },
+    smoke: &[
+        s([64, 64, 16, 1]),
+        sp!([141, 133, 25, 2], |p: &mut Conv2dParams| {
+            p.kh = 11;
+            p.cout = 12;
+            p.s0 = 3;
+            p.s1 = 5;
+            p.p0 = 5;
+            p.p1 = 2;
+            p.d0 = 2;
+            p.d1 = 4;
+        }),
+        sp!([1, 1, 1, 2], |p: &mut Conv2dParams| {
+            p.kw = 1;
+            p.kh = 2;
+            p.cout = 1;
+            p.s1 = 5;
+            p.p0 = 5;
+            p.p1 = 5;
+            p.d0 = 2;
+            p.d1 = 4;
+        }),
+        sp!([141, 1, 1, 2], |p: &mut Conv2dParams| {
+            p.kw = 11;
+            p.kh = 1;
+            p.cout = 12;
+            p.s0 = 3;
+            p.s1 = 5;
+            p.p0 = 5;
+            p.p1 = 2;
+            p.d0 = 2;
+            p.d1 = 4;
+        }),
+    ],
+    boundaries: |_| {
+        // C52: conv2d.cu:159 `const int64_t total = B * OC * OH * OW` multiplies four ints in
+        // int before widening: a 1x1 kernel over a 1024x1024 image, 2048 output channels.
+        vec![Boundary::param(
+            "C52: the result across 2^31 elements (int product, conv2d.cu:159)",
+            kedge_core::param_name!(Conv2dParams, cout),
+            2048,
+            [1024, 1024, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![2047, 2048])
+        .with_params(|p: &mut Conv2dParams| {
+            p.kw = 1;
+            p.kh = 1;
+        })
+        .dtype(DType::F32)]
+    },
+    upstream_line: |c| {
+        let p = Conv2dParams::of(c);
+        let k = conv_2d_kernel(c);
+        repro(
+            "CONV_2D",
+            format!(
+                "test_conv_2d({}, {}, {}, {}, {}, {}, {}, {}, {}, false)",
+                cpp_arr(&c.ne),
+                cpp_arr(&k),
+                c.dtype.ggml_type(),
+                p.s0,
+                p.s1,
+                p.p0,
+                p.p1,
+                p.d0,
+                p.d1
+            ),
+            format!(
+                "ne_input={},ne_kernel={},type_kernel={},stride0={},stride1={},padding0={},padding1={},dilation0={},dilation1={},cwhn=0",
+                vars_arr(&c.ne),
+                vars_arr(&k),
+                c.dtype,
+                p.s0,
+                p.s1,
+                p.p0,
+                p.p1,
+                p.d0,
+                p.d1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+// ---- IM2COL_3D -------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_im2col_3d's kernel shape, channels and geometry; the case's dtype is the result's.
+    pub(crate) struct Im2col3dParams {
+        kw: int(1..=1 << 10) = 3, "kernel width";
+        kh: int(1..=1 << 10) = 3, "kernel height";
+        kd: int(1..=1 << 10) = 3, "kernel depth";
+        k3: int(1..=1 << 20) = 1, "the kernel's ne[3] (OC*IC; its shape only)";
+        ic: int(1..=1 << 20) = 3, "input channels (the input's ne[3] is N*IC)";
+        s0: int(1..=1 << 10) = 1, "stride x";
+        s1: int(1..=1 << 10) = 1, "stride y";
+        s2: int(1..=1 << 10) = 1, "stride z";
+        p0: int(0..=1 << 10) = 1, "padding x";
+        p1: int(0..=1 << 10) = 1, "padding y";
+        p2: int(0..=1 << 10) = 1, "padding z";
+        d0: int(1..=1 << 10) = 1, "dilation x";
+        d1: int(1..=1 << 10) = 1, "dilation y";
+        d2: int(1..=1 << 10) = 1, "dilation z";
+        kernel: choice(["f16", "f32"]) = "f16", "the kernel's type (its shape only)";
+        v: bool = false, "the input a view of [W, H, D, N*IC], each dimension 2 smaller";
+    }
+}
+
+fn im2col_3d_kernel(c: &Case) -> Ne {
+    let p = Im2col3dParams::of(c);
+    [p.kw, p.kh, p.kd, p.k3]
+}
+
+/// The input's shape as the op sees it: the case's, or with `v` the view 2 smaller on each
+/// dimension.
+fn im2col_3d_input(c: &Case) -> Ne {
+    if Im2col3dParams::of(c).v {
+        c.ne.map(|n| n - 2)
+    } else {
+        c.ne
+    }
+}
+
+fn im2col_3d_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+    let p = Im2col3dParams::of(c);
+    let b = im2col_3d_input(c);
+    if b.iter().any(|&n| n < 1) {
+        return Err(bad(c, "the view needs every dimension at least 3"));
+    }
+    if b[3] % p.ic != 0 {
+        return Err(bad(
+            c,
+            format!(
+                "the input's ne[3] ({}) is not a whole number of ic = {} channels",
+                b[3], p.ic
+            ),
+        ));
+    }
+    if !fits_int(p.ic) {
+        return Err(bad(c, "ic must fit a C int (ggml keeps it as one)"));
+    }
+    let n = b[3] / p.ic;
+    let (ow, oh, od) = match (
+        conv_out(b[0], p.kw, p.s0, p.p0, p.d0),
+        conv_out(b[1], p.kh, p.s1, p.p1, p.d1),
+        conv_out(b[2], p.kd, p.s2, p.p2, p.d2),
+    ) {
+        (Some(w), Some(h), Some(d)) => (w, h, d),
+        _ => {
+            return Err(bad(
+                c,
+                "the padded input is smaller than the dilated kernel",
+            ))
+        }
+    };
+    let x = if p.v {
+        view_input("input", DType::F32, b, c.ne)?
+    } else {
+        input("input", DType::F32, c.ne)?
+    };
+    Ok(vec![
+        x,
+        output("dst", c.dtype, [p.kw * p.kh * p.kd * p.ic, ow, oh, od * n])?,
+    ])
+}
+
+pub(crate) const IM2COL_3D: GgmlOpEntry = GgmlOpEntry {
+    name: "im2col_3d",
+    upstream: "IM2COL_3D",
+    about: "3-D image to columns: input [W, H, D, N*IC] f32 (or a view of it), kernel [kw, kh, kd, OC*IC] (its shape only) into [kw*kh*kd*IC, OW, OH, OD*N] of the case's dtype; im2col.cu clamps its grid and loops",
+    dtypes: &[DType::F32, DType::F16],
+    params: Im2col3dParams::SPECS,
+    tensors: im2col_3d_tensors,
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = Im2col3dParams::of(c);
+        let kt = if p.kernel == "f32" {
+            Type::F32
+        } else {
+            Type::F16
+        };
+        let kernel = g.new_tensor(kt, &im2col_3d_kernel(c))?;
+        let dst = ggml_ty(c.dtype)?;
+        let i = |v: i64| v as i32;
+        Ok(vec![g.im2col_3d(
+            kernel,
+            x[0],
+            p.ic,
+            i(p.s0),
+            i(p.s1),
+            i(p.s2),
+            i(p.p0),
+            i(p.p1),
+            i(p.p2),
+            i(p.d0),
+            i(p.d1),
+            i(p.d2),
+            dst,
+        )?])
+    },
+    // One input channel, so every generated batch is whole; the result is 27 times the input:
+    // the count probe is on the depth.
+    probe: || {
+        Some(ProbeBase {
+            ne: [10, 10, 10, 3],
+            params: crate::params_with(|p: &mut Im2col3dParams| p.ic = 1),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(2),
+            row_dim: false,
+            vec_dim: true,
+        })
+    },
+    smoke: &[
+        s([10, 10, 10, 9]),
+        sp!([10, 10, 10, 9], |p: &mut Im2col3dParams| p.kernel = "f32"),
+        sp!([20, 20, 10, 3], |p: &mut Im2col3dParams| {
+            p.k3 = 3;
+            p.kernel = "f32";
+            p.s0 = 3;
+            p.s2 = 3;
+            p.p0 = 3;
+            p.p1 = 0;
+            p.p2 = 3;
+            p.d1 = 3;
+        }),
+        sp!([20, 20, 10, 3], |p: &mut Im2col3dParams| {
+            p.k3 = 3;
+            p.kernel = "f32";
+            p.ic = 1;
+            p.s1 = 3;
+            p.p0 = 0;
+            p.p2 = 0;
+            p.d0 = 3;
+            p.d2 = 3;
+            p.v = true;
+        }),
+        sp!([7, 5, 4, 6], |p: &mut Im2col3dParams| {
+            p.kw = 2;
+            p.kh = 1;
+            p.kd = 2;
+            p.k3 = 4;
+            p.ic = 2;
+            p.s0 = 2;
+            p.p1 = 0;
+        }),
+    ],
+    boundaries: |_| {
+        let one_channel = |p: &mut Im2col3dParams| p.ic = 1;
+        vec![
+            // im2col.cu:184 puts min(OW, 65535) on grid.y and loops past it: a control.
+            Boundary::ne(
+                "the result's width across the grid.y limit 65535 (clamped grid, looped: a control)",
+                0,
+                65536,
+                [0, 1, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![65535, 65536])
+            .with_params(one_channel),
+            // im2col.cu:184 puts min(N*OD*OH, 65535) on grid.z and loops past it: a control.
+            Boundary::ne(
+                "N*OD*OH across the grid.z limit 65535 (clamped grid, looped: a control)",
+                1,
+                65536,
+                [1, 0, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![65535, 65536])
+            .with_params(one_channel),
+            // im2col.cu:151 computes every offset in int64: a control.
+            Boundary::ne(
+                "the result across 2^31 elements (int64 offsets: a control)",
+                2,
+                304,
+                [512, 512, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![303, 304])
+            .with_params(one_channel)
+            .dtype(DType::F16),
+        ]
+    },
+    upstream_line: |c| {
+        let p = Im2col3dParams::of(c);
+        let k = im2col_3d_kernel(c);
+        let kt = float_dtype(p.kernel);
+        repro(
+            "IM2COL_3D",
+            format!(
+                "test_im2col_3d(GGML_TYPE_F32, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                kt.ggml_type(),
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                cpp_arr(&k),
+                p.ic,
+                p.s0,
+                p.s1,
+                p.s2,
+                p.p0,
+                p.p1,
+                p.p2,
+                p.d0,
+                p.d1,
+                p.d2,
+                p.v
+            ),
+            format!(
+                "type_input=f32,type_kernel={kt},dst_type={},ne_input={},ne_kernel={},IC={},s0={},s1={},s2={},p0={},p1={},p2={},d0={},d1={},d2={},v={}",
+                c.dtype,
+                vars_arr(&c.ne),
+                vars_arr(&k),
+                p.ic,
+                p.s0,
+                p.s1,
+                p.s2,
+                p.p0,
+                p.p1,
+                p.p2,
+                p.d0,
+                p.d1,
+                p.d2,
+                b01(p.v)
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+// ---- COL2IM_1D -------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_col2im_1d's stride and cropping; the case is `[K, OC, T_in, 1]`.
+    pub(crate) struct Col2im1dParams {
+        s0: int(1..=1 << 20) = 2, "stride";
+        p0: int(0..=1 << 20) = 0, "padding cropped from both ends";
+    }
+}
+
+/// The signal's length: `(T_in - 1) * s0 + K - 2 * p0`.
+fn col2im_t_out(c: &Case) -> i64 {
+    let p = Col2im1dParams::of(c);
+    (c.ne[2] - 1) * p.s0 + c.ne[0] - 2 * p.p0
+}
+
+pub(crate) const COL2IM_1D: GgmlOpEntry = GgmlOpEntry {
+    name: "col2im_1d",
+    upstream: "COL2IM_1D",
+    about: "columns [K*OC, T_in] (case [K, OC, T_in, 1]) added back into a 1-D signal [T_out, OC] at stride s0, p0 cropped from both ends: a transposed convolution after its matrix product; the result in the input's type",
+    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    params: Col2im1dParams::SPECS,
+    tensors: |c| {
+        let [k, oc, t_in, one] = c.ne;
+        if one != 1 {
+            return Err(bad(c, "the case is [K, OC, T_in, 1]: ne[3] must be 1"));
+        }
+        if !fits_int(oc) {
+            return Err(bad(c, "OC must fit a C int (ggml takes it as one)"));
+        }
+        let t_out = col2im_t_out(c);
+        if t_out < 1 {
+            return Err(bad(
+                c,
+                format!("T_out = (T_in - 1) * s0 + K - 2 * p0 = {t_out}: the cropping eats the signal"),
+            ));
+        }
+        Ok(vec![
+            input("cols", c.dtype, [k * oc, t_in, 1, 1])?,
+            output("dst", c.dtype, [t_out, oc, 1, 1])?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = Col2im1dParams::of(c);
+        Ok(vec![g.col2im_1d(
+            x[0],
+            p.s0 as i32,
+            c.ne[1] as i32,
+            p.p0 as i32,
+        )?])
+    },
+    // A one-dimensional grid: the grid probes are controls; T_in carries the count.
+    probe: || {
+        Some(ProbeBase {
+            ne: [4, 3, 7, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2],
+            count_dim: Some(2),
+            row_dim: false,
+            vec_dim: true,
+        })
+    },
+    smoke: &[
+        sp!([16, 32, 197, 1], |p: &mut Col2im1dParams| p.s0 = 8),
+        s([4, 3, 7, 1]),
+        sp!([1, 5, 13, 1], |p: &mut Col2im1dParams| p.s0 = 1),
+        sp!([6, 4, 11, 1], |p: &mut Col2im1dParams| {
+            p.s0 = 3;
+            p.p0 = 1;
+        }),
+        sp!([2, 3, 9, 1], |p: &mut Col2im1dParams| p.s0 = 3),
+        sp!([5, 4, 11, 1], |p: &mut Col2im1dParams| p.s0 = 2),
+        sp!([8, 4, 13, 1], |p: &mut Col2im1dParams| {
+            p.s0 = 4;
+            p.p0 = 2;
+        }),
+        s([4, 3, 1, 1]),
+        sp!([8, 2, 3, 1], |p: &mut Col2im1dParams| p.p0 = 5),
+    ],
+    boundaries: |_| {
+        vec![
+            // C53: col2im-1d.cu:35 reads `col[(oc * K + k) + t_in * K_OC]` in int: the
+            // columns' last index passes 2^31 (K*OC = 8192, T_in past 262144).
+            Boundary::ne(
+                "C53: the columns across 2^31 elements (int index t_in * K_OC, col2im-1d.cu:35)",
+                2,
+                262_145,
+                [16, 512, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![262_144, 262_145])
+            .with_params(|p: &mut Col2im1dParams| p.s0 = 8)
+            .dtype(DType::F32),
+            // C54: col2im-1d.cu:58 `const int total = T_out * OC`: with K < s0 the signal
+            // outgrows the columns and its element count passes 2^31 first.
+            Boundary::ne(
+                "C54: the signal across 2^31 elements (int total T_out * OC, col2im-1d.cu:58)",
+                2,
+                33_554_433,
+                [2, 16, 0, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![33_554_432, 33_554_433])
+            .with_params(|p: &mut Col2im1dParams| p.s0 = 4)
+            .dtype(DType::F32),
+        ]
+    },
+    upstream_line: |c| {
+        let p = Col2im1dParams::of(c);
+        let [k, oc, t_in, _] = c.ne;
+        repro(
+            "COL2IM_1D",
+            format!(
+                "test_col2im_1d({}, {k}, {oc}, {t_in}, {}, {})",
+                c.dtype.ggml_type(),
+                p.s0,
+                p.p0
+            ),
+            format!(
+                "type={},K={k},OC={oc},T_in={t_in},s0={},p0={}",
+                c.dtype, p.s0, p.p0
+            ),
+        )
+    },
+    nmse: Nmse::PerCase(|c| if c.dtype == DType::F32 { 1e-7 } else { 5e-4 }),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kedge_ggml::Ggml;
+
+    /// A depthwise convolution computed directly in f64, `[OW, OH, C, N]` in logical order.
+    fn depthwise(c: &Case, x: &HostTensor, k: &HostTensor) -> Vec<f64> {
+        let p = Conv2dDwParams::of(c);
+        let [w, h, ch, n] = c.ne;
+        let ow = conv_out(w, p.kw, p.stride, p.padding, p.dilation).unwrap_or(0);
+        let oh = conv_out(h, p.kh, p.stride, p.padding, p.dilation).unwrap_or(0);
+        let mut out = Vec::new();
+        for b in 0..n {
+            for q in 0..ch {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut acc = 0.0;
+                        for ky in 0..p.kh {
+                            for kx in 0..p.kw {
+                                let iy = oy * p.stride + ky * p.dilation - p.padding;
+                                let ix = ox * p.stride + kx * p.dilation - p.padding;
+                                if (0..h).contains(&iy) && (0..w).contains(&ix) {
+                                    let u = |v: i64| v as usize;
+                                    acc += x.get(u(ix), u(iy), u(q), u(b))
+                                        * k.get(u(kx), u(ky), 0, u(q));
+                                }
+                            }
+                        }
+                        out.push(acc);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Both layouts of a depthwise convolution, read back through the strides the entry
+    /// declares, agree with the convolution computed directly: the CWHN result's strides are
+    /// the ones ggml gives it.
+    #[test]
+    #[cfg_attr(
+        not(kedge_have_ggml),
+        ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+    )]
+    fn both_depthwise_layouts_read_back_as_the_direct_convolution() {
+        let dir = std::env::var_os("KEDGE_GGML_DIR").expect("KEDGE_GGML_DIR");
+        let ggml = Ggml::load(std::path::Path::new(&dir)).expect("the build loads");
+        for cwhn in [false, true] {
+            for ne in [[9, 7, 5, 2], [17, 34, 9, 1], [6, 1, 3, 1]] {
+                let mut c = Case::new("conv_2d_dw", "ggml:CPU", DType::F32, ne);
+                c.params = crate::params_with(|p: &mut Conv2dDwParams| {
+                    p.stride = 2;
+                    p.padding = 1;
+                    p.kh = 2;
+                    p.cwhn = cwhn;
+                });
+                let specs = (CONV_2D_DW.tensors)(&c).expect("tensors");
+                assert_eq!(specs[2].nb[2] == 4, cwhn, "{ne:?}: the result's layout");
+                let inputs = Op::inputs(&CONV_2D_DW, &c, &specs).expect("inputs");
+                let ran = crate::on_ggml::exec::run_on(
+                    ggml,
+                    "CPU",
+                    &c,
+                    &specs,
+                    &inputs,
+                    CONV_2D_DW.graph,
+                )
+                .expect("runs");
+                let got = ran.outputs[0].to_f64();
+                let want = depthwise(&c, &inputs[0], &inputs[1]);
+                assert_eq!(got.len(), want.len());
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - w).abs() < 1e-5, "cwhn {cwhn} {ne:?} [{i}]: {g} vs {w}");
+                }
+            }
+        }
+    }
+}
