@@ -340,6 +340,7 @@ op_table! {
     ggml_im2col: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int, bool, c_int) -> P;
     ggml_conv_transpose_1d: fn(P, P, P, c_int, c_int, c_int) -> P;
     ggml_pool_2d: fn(P, P, c_int, c_int, c_int, c_int, c_int, f32, f32) -> P;
+    ggml_pool_1d: fn(P, P, c_int, c_int, c_int, c_int) -> P;
     ggml_upscale: fn(P, P, c_int, c_int) -> P;
     ggml_interpolate: fn(P, P, i64, i64, i64, i64, u32) -> P;
     ggml_pad: fn(P, P, c_int, c_int, c_int, c_int) -> P;

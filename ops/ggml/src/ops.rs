@@ -227,6 +227,8 @@ simple_ops! {
     soft_max_ext_back => ggml_soft_max_ext_back(a: Tensor, b: Tensor, scale: f32, max_bias: f32) -> same(a);
     /// Image to columns (for a convolution as a matrix product).
     im2col => ggml_im2col(a: Tensor, b: Tensor, s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32, is_2d: bool, dst_type: Type) -> of(dst_type);
+    /// 1-D pooling along ne0 (window `k0`, stride `s0`, `p0` padding each side), f32.
+    pool_1d => ggml_pool_1d(a: Tensor, op: PoolOp, k0: i32, s0: i32, p0: i32) -> fixed(F32);
     /// 2-D pooling; the result has 2*p0, 2*p1 padding.
     pool_2d => ggml_pool_2d(a: Tensor, op: PoolOp, k0: i32, k1: i32, s0: i32, s1: i32, p0: f32, p1: f32) -> fixed(F32);
     /// Multiplies ne0 and ne1 by `scale_factor` (> 1).

@@ -408,6 +408,7 @@ pub static TABLE: &[GgmlOpEntry] = &[
     nn::INTERPOLATE,
     nn::IM2COL,
     nn::POOL_2D,
+    nn::POOL_1D,
     nn::SSM_CONV,
     nn::SOLVE_TRI,
     nn::LIGHTNING_INDEXER,

@@ -305,7 +305,7 @@ pub(crate) const REPEAT: GgmlOpEntry = GgmlOpEntry {
     name: "repeat",
     upstream: "REPEAT",
     about: "x tiled nr times along each dimension (ggml_repeat; the target tensor test-backend-ops passes only gives the shape)",
-    dtypes: &[DType::F32, DType::F16, DType::Bf16, DType::I32],
+    dtypes: &[DType::F32, DType::F16, DType::Bf16, DType::I32, DType::I16],
     params: RepeatParams::SPECS,
     tensors: |c| {
         let dst = ne_times(c.ne, RepeatParams::of(c).nr());
@@ -1049,7 +1049,8 @@ pub(crate) const DUP: GgmlOpEntry = GgmlOpEntry {
     name: "dup",
     upstream: "DUP",
     about: "a copy of x, or of x permuted (test_dup): a contiguous destination, a source read through its strides",
-    dtypes: &[DType::F32, DType::F16, DType::Bf16],
+    // test_dup's types and bf16; ggml's CUDA backend refuses i32 and i16.
+    dtypes: &[DType::F32, DType::F16, DType::Bf16, DType::I32, DType::I16],
     params: DupParams::SPECS,
     tensors: |c| {
         let out = dup_axes(c).map_or(c.ne, |a| permuted(c.ne, a));
@@ -1392,7 +1393,8 @@ pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
     name: "get_rows_back",
     upstream: "GET_ROWS_BACK",
     about: "the gradient of get_rows: the r rows of grad [n, r] summed into the rows of [n, m] the i32 indices name (test_get_rows_back: ne = [n, m, r, 1])",
-    dtypes: &[DType::F32],
+    // ggml's CUDA backend computes f32 only; its CPU backend f16 too.
+    dtypes: &[DType::F32, DType::F16],
     params: &[],
     tensors: |c| {
         let [n, m, r, b] = c.ne;

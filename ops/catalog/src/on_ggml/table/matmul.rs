@@ -471,13 +471,32 @@ kedge_core::params! {
 pub(crate) const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
     name: "out_prod",
     upstream: "OUT_PROD",
-    about: "dst[i, j] = sum over k of a[i, k] b[j, k], per batch: ne = [m, n, k, 1] with a [m, k, bs0, bs1] and b [n, k, bs0*nr0, bs1*nr1] (trans_b: [k, n, ...] transposed), in f32, the one type ggml's CUDA backend computes it in (test_out_prod's m, n, k, bs, nr, trans_b)",
-    dtypes: &[DType::F32],
+    about: "dst[i, j] = sum over k of a[i, k] b[j, k], per batch: ne = [m, n, k, 1] with a [m, k, bs0, bs1] and b [n, k, bs0*nr0, bs1*nr1] (trans_b: [k, n, ...] transposed), a in the case's dtype (test-backend-ops' base types: ggml's CUDA backend computes f32 only, its CPU backend every one), b f32 (test_out_prod's m, n, k, bs, nr, trans_b)",
+    dtypes: &[
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q1_0,
+        DType::Q2_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q4K,
+        DType::Mxfp4,
+        DType::Nvfp4,
+        DType::Iq2Xxs,
+    ],
     params: OutProdParams::SPECS,
     tensors: |c| {
         let p = OutProdParams::of(c);
         let (m, n, k) = gemm_shape(c)?;
         let (b2, b3) = (p.bs0 * p.nr0, p.bs1 * p.nr1);
+        // ggml's CPU backend, the reference, broadcasts b over a only for an f32 a.
+        if c.dtype != DType::F32 && (p.nr0, p.nr1) != (1, 1) {
+            return Err(bad(
+                c,
+                format!("a {} a takes no broadcast (nr = [{}, {}]): ggml's CPU backend computes it only without", c.dtype, p.nr0, p.nr1),
+            ));
+        }
         let b = if p.trans_b { [k, n, b2, b3] } else { [n, k, b2, b3] };
         Ok(vec![
             input("a", c.dtype, [m, k, p.bs0, p.bs1])?,
@@ -509,12 +528,12 @@ pub(crate) const OUT_PROD: GgmlOpEntry = GgmlOpEntry {
         repro(
             "OUT_PROD",
             format!(
-                "test_out_prod(GGML_TYPE_F32, GGML_TYPE_F32, {m}, {n}, {k}, {{{}, {}}}, {{{}, {}}}, {})",
-                bs[0], bs[1], nr[0], nr[1], p.trans_b
+                "test_out_prod({}, GGML_TYPE_F32, {m}, {n}, {k}, {{{}, {}}}, {{{}, {}}}, {})",
+                c.dtype.ggml_type(), bs[0], bs[1], nr[0], nr[1], p.trans_b
             ),
             format!(
-                "type_a=f32,type_b=f32,m={m},n={n},k={k},bs=[{},{}],nr=[{},{}],trans_b={}",
-                bs[0], bs[1], nr[0], nr[1], u8::from(p.trans_b)
+                "type_a={},type_b=f32,m={m},n={n},k={k},bs=[{},{}],nr=[{},{}],trans_b={}",
+                c.dtype, bs[0], bs[1], nr[0], nr[1], u8::from(p.trans_b)
             ),
         )
     },

@@ -932,6 +932,105 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
+kedge_core::params! {
+    /// test_pool1d's window.
+    pub(crate) struct Pool1dParams {
+        op: choice(["avg", "max"]) = "avg", "pooling";
+        k0: int(1..=1 << 10) = 3, "window width";
+        s0: int(1..=1 << 10) = 3, "stride";
+        p0: int(0..=1 << 10) = 0, "padding each side";
+    }
+}
+
+/// POOL_1D's result width, or why the case has none (ggml asserts a positive width).
+fn pool1d_width(c: &Case) -> Result<i64, CaseError> {
+    let p = Pool1dParams::of(c);
+    if c.ne[0] + 2 * p.p0 < p.k0 {
+        return Err(bad(c, "the padded input is narrower than the window"));
+    }
+    Ok((c.ne[0] + 2 * p.p0 - p.k0) / p.s0 + 1)
+}
+
+pub(crate) const POOL_1D: GgmlOpEntry = GgmlOpEntry {
+    name: "pool_1d",
+    upstream: "POOL_1D",
+    about: "1-D average or max pooling along ne0 of [W, ...]; f32 result (no CUDA kernel in the pinned snapshot: its other backends' op)",
+    dtypes: &[DType::F32],
+    params: Pool1dParams::SPECS,
+    tensors: |c| {
+        Ok(vec![
+            input("x", c.dtype, c.ne)?,
+            output("dst", DType::F32, with_dim(c.ne, 0, pool1d_width(c)?))?,
+        ])
+    },
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = Pool1dParams::of(c);
+        let op = if p.op == "max" {
+            PoolOp::Max
+        } else {
+            PoolOp::Avg
+        };
+        Ok(vec![g.pool_1d(x[0], op, p.k0 as i32, p.s0 as i32, p.p0 as i32)?])
+    },
+    probe: || {
+        Some(ProbeBase {
+            ne: [10, 3, 2, 1],
+            params: Params::new(),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(1),
+            row_dim: false,
+            vec_dim: true,
+        })
+    },
+    smoke: &[
+        s([10, 3, 2, 1]),
+        sp!([11, 1, 3, 2], |p: &mut Pool1dParams| {
+            p.op = "max";
+            p.k0 = 2;
+            p.s0 = 1;
+            p.p0 = 1;
+        }),
+        sp!([128, 2, 1, 3], |p: &mut Pool1dParams| {
+            p.k0 = 1;
+            p.s0 = 2;
+            p.p0 = 3;
+        }),
+    ],
+    boundaries: none,
+    upstream_line: |c| {
+        let p = Pool1dParams::of(c);
+        let op = if p.op == "max" {
+            "GGML_OP_POOL_MAX"
+        } else {
+            "GGML_OP_POOL_AVG"
+        };
+        repro(
+            "POOL_1D",
+            format!(
+                "test_pool1d({op}, {}, {}, {}, {}, {})",
+                c.dtype.ggml_type(),
+                cpp_arr(&c.ne),
+                p.k0,
+                p.s0,
+                p.p0
+            ),
+            format!(
+                "pool_type={},type_input={},ne_input={},k0={},s0={},p0={}",
+                p.op,
+                c.dtype,
+                vars_arr(&c.ne),
+                p.k0,
+                p.s0,
+                p.p0
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(1e-7),
+    rows: Rows::Independent,
+    reach: no_reach,
+};
+
 // ---- SSM_CONV --------------------------------------------------------------------------------
 
 kedge_core::params! {
