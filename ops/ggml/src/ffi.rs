@@ -383,6 +383,7 @@ op_table! {
     // convolutions
     ggml_conv_2d_dw_direct: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
     ggml_conv_2d_direct: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
+    ggml_conv_3d_direct: fn(P, P, P, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
     ggml_im2col_3d: fn(P, P, P, i64, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int) -> P;
     ggml_col2im_1d: fn(P, P, c_int, c_int, c_int) -> P;
 }

@@ -304,6 +304,9 @@ simple_ops! {
     /// 2-D convolution of `b` `[W, H, IC, N]` by the kernel `a` `[KW, KH, IC, OC]`, computed
     /// directly (no im2col), giving `[OW, OH, OC, N]`.
     conv_2d_direct => ggml_conv_2d_direct(a: Tensor, b: Tensor, s0: i32, s1: i32, p0: i32, p1: i32, d0: i32, d1: i32) -> same(b);
+    /// 3-D convolution of `b` `[W, H, D, IC*N]` by the kernel `a` `[KW, KH, KD, IC*OC]`,
+    /// computed directly (no im2col node), giving f32 `[OW, OH, OD, OC*N]`.
+    conv_3d_direct => ggml_conv_3d_direct(a: Tensor, b: Tensor, s0: i32, s1: i32, s2: i32, p0: i32, p1: i32, p2: i32, d0: i32, d1: i32, d2: i32, c: i32, n: i32, oc: i32) -> fixed(F32);
     /// 3-D image to columns: `b` `[W, H, D, N*IC]` by the kernel shape of `a`
     /// `[KW, KH, KD, OC*IC]` gives `[KW*KH*KD*IC, OW, OH, OD*N]`.
     im2col_3d => ggml_im2col_3d(a: Tensor, b: Tensor, ic: i64, s0: i32, s1: i32, s2: i32, p0: i32, p1: i32, p2: i32, d0: i32, d1: i32, d2: i32, dst_type: Type) -> of(dst_type);

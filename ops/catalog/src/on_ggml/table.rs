@@ -426,6 +426,7 @@ pub static TABLE: &[GgmlOpEntry] = &[
     // convolutions
     conv::CONV_2D_DW,
     conv::CONV_2D,
+    conv::CONV_3D,
     conv::IM2COL_3D,
     conv::COL2IM_1D,
 ];

@@ -1,4 +1,4 @@
-//! Convolutions: CONV_2D_DW, CONV_2D, IM2COL_3D, COL2IM_1D.
+//! Convolutions: CONV_2D_DW, CONV_2D, CONV_3D, IM2COL_3D, COL2IM_1D.
 
 use super::*;
 use kedge_core::OpParams;
@@ -377,6 +377,259 @@ pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
                 p.p1,
                 p.d0,
                 p.d1
+            ),
+        )
+    },
+    nmse: Nmse::Fixed(5e-4),
+    rows: Rows::Whole,
+    reach: no_reach,
+};
+
+// ---- CONV_3D ---------------------------------------------------------------------------------
+
+kedge_core::params! {
+    /// test_conv_3d's channels, kernel and geometry; the case is `[IW, IH, ID, N]`.
+    pub(crate) struct Conv3dParams {
+        ic: int(1..=1 << 20) = 3, "input channels (the input's ne[3] is IC*N)";
+        oc: int(1..=1 << 20) = 4, "output channels (the kernel's ne[3] is IC*OC)";
+        kw: int(1..=1 << 10) = 3, "kernel width";
+        kh: int(1..=1 << 10) = 3, "kernel height";
+        kd: int(1..=1 << 10) = 3, "kernel depth";
+        s0: int(1..=1 << 10) = 1, "stride x";
+        s1: int(1..=1 << 10) = 1, "stride y";
+        s2: int(1..=1 << 10) = 1, "stride z";
+        p0: int(0..=1 << 10) = 0, "padding x";
+        p1: int(0..=1 << 10) = 0, "padding y";
+        p2: int(0..=1 << 10) = 0, "padding z";
+        d0: int(1..=1 << 10) = 1, "dilation x";
+        d1: int(1..=1 << 10) = 1, "dilation y";
+        d2: int(1..=1 << 10) = 1, "dilation z";
+    }
+}
+
+/// ggml's CPU work buffer for CONV_2D and CONV_3D (`GGML_IM2COL_WORK_SIZE`, ggml-cpu/ops.h),
+/// before the cache line a thread it adds.
+const IM2COL_WORK_SIZE: i64 = 16 << 20;
+
+/// The bytes one output position takes in the CPU kernel's work buffer: its im2col row
+/// (`KW*KH*KD*IC` in the kernel's type) and its `OC` f32 results (ops.cpp
+/// `space_per_patch`); `None` past i64.
+fn conv_3d_patch_bytes(c: &Case) -> Option<i64> {
+    let p = Conv3dParams::of(c);
+    let row =
+        p.kw.checked_mul(p.kh)?
+            .checked_mul(p.kd)?
+            .checked_mul(p.ic)?
+            .checked_mul(i64::try_from(c.dtype.size()).ok()?)?;
+    row.checked_add(p.oc.checked_mul(4)?)
+}
+
+fn conv_3d_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
+    let p = Conv3dParams::of(c);
+    let [iw, ih, id, n] = c.ne;
+    // test_conv_3d hands IC, N and OC to ggml_conv_3d_direct as C ints.
+    if !fits_int(n) {
+        return Err(bad(c, "N (ne[3]) must fit a C int (ggml takes it as one)"));
+    }
+    let (Some(icn), Some(icoc), Some(ocn)) = (
+        p.ic.checked_mul(n),
+        p.ic.checked_mul(p.oc),
+        p.oc.checked_mul(n),
+    ) else {
+        return Err(bad(c, "IC*N, IC*OC or OC*N overflows int64"));
+    };
+    let (ow, oh, od) = match (
+        conv_out(iw, p.kw, p.s0, p.p0, p.d0),
+        conv_out(ih, p.kh, p.s1, p.p1, p.d1),
+        conv_out(id, p.kd, p.s2, p.p2, p.d2),
+    ) {
+        (Some(w), Some(h), Some(d)) => (w, h, d),
+        _ => {
+            return Err(bad(
+                c,
+                "the padded input is smaller than the dilated kernel",
+            ))
+        }
+    };
+    // ggml's CPU kernel (ops.cpp, ggml_compute_forward_conv_3d_impl) asserts that one output
+    // position's im2col row and results fit its 16 MiB work buffer.
+    match conv_3d_patch_bytes(c) {
+        Some(b) if b <= IM2COL_WORK_SIZE => {}
+        _ => {
+            return Err(bad(
+                c,
+                "KW*KH*KD*IC kernel elements and OC f32 results a position pass the CPU kernel's 16 MiB work buffer",
+            ))
+        }
+    }
+    Ok(vec![
+        input("input", DType::F32, [iw, ih, id, icn])?,
+        input("kernel", c.dtype, [p.kw, p.kh, p.kd, icoc])?,
+        output("dst", DType::F32, [ow, oh, od, ocn])?,
+    ])
+}
+
+pub(crate) const CONV_3D: GgmlOpEntry = GgmlOpEntry {
+    name: "conv_3d",
+    upstream: "CONV_3D",
+    about: "direct 3-D convolution: input [IW, IH, ID, IC*N] f32 by the kernel [KW, KH, KD, IC*OC] (the case's dtype) into f32 [OW, OH, OD, OC*N]; the case is [IW, IH, ID, N]. ggml's CUDA backend has no CONV_3D in the pinned snapshot (its CPU, Vulkan, Metal and SYCL backends do); the CPU kernel takes a kernel row of at most 16 MiB",
+    dtypes: &[DType::F32, DType::F16],
+    params: Conv3dParams::SPECS,
+    tensors: conv_3d_tensors,
+    inputs: Inputs::Default,
+    graph: |g, c, x| {
+        let p = Conv3dParams::of(c);
+        let i = |v: i64| v as i32;
+        Ok(vec![g.conv_3d_direct(
+            x[1],
+            x[0],
+            i(p.s0),
+            i(p.s1),
+            i(p.s2),
+            i(p.p0),
+            i(p.p1),
+            i(p.p2),
+            i(p.d0),
+            i(p.d1),
+            i(p.d2),
+            i(p.ic),
+            i(c.ne[3]),
+            i(p.oc),
+        )?])
+    },
+    // One channel in and out, padded to keep the size: the case's element count is the
+    // input's and the result's. The batch carries the count.
+    probe: || {
+        Some(ProbeBase {
+            ne: [8, 8, 8, 1],
+            params: crate::params_with(|p: &mut Conv3dParams| {
+                p.ic = 1;
+                p.oc = 1;
+                p.p0 = 1;
+                p.p1 = 1;
+                p.p2 = 1;
+            }),
+            grid_dims: &[1, 2, 3],
+            count_dim: Some(3),
+            row_dim: false,
+            vec_dim: true,
+        })
+    },
+    smoke: &[
+        s([20, 22, 18, 1]),
+        sp!([20, 22, 18, 2], |p: &mut Conv3dParams| {
+            p.s0 = 2;
+            p.s1 = 2;
+            p.s2 = 2;
+            p.p0 = 1;
+            p.p1 = 1;
+            p.p2 = 1;
+            p.d0 = 2;
+            p.d1 = 2;
+            p.d2 = 2;
+        }),
+        sp!([20, 22, 18, 2], |p: &mut Conv3dParams| {
+            p.ic = 1;
+            p.oc = 1;
+            p.kw = 5;
+            p.kh = 1;
+            p.kd = 3;
+            p.s0 = 2;
+            p.p0 = 2;
+            p.p2 = 1;
+            p.d2 = 2;
+        }),
+        sp!([8, 8, 8, 1], |p: &mut Conv3dParams| {
+            p.ic = 4;
+            p.oc = 8;
+            p.kw = 1;
+            p.kh = 1;
+            p.kd = 1;
+        }),
+        // More positions than one pass of the CPU kernel's work buffer takes (4760 in f32,
+        // 9360 in f16): it loops.
+        sp!([20, 22, 18, 2], |p: &mut Conv3dParams| {
+            p.ic = 32;
+            p.oc = 16;
+            p.p0 = 1;
+            p.p1 = 1;
+            p.p2 = 1;
+        }),
+        // Padding wider than the input: the kernel mostly reads zeros.
+        sp!([1, 2, 1, 3], |p: &mut Conv3dParams| {
+            p.ic = 2;
+            p.oc = 3;
+            p.kh = 2;
+            p.kd = 2;
+            p.s1 = 3;
+            p.p0 = 1;
+            p.p1 = 2;
+            p.p2 = 1;
+            p.d2 = 2;
+        }),
+    ],
+    boundaries: |_| {
+        // ggml's CPU kernel (ops.cpp, ggml_compute_forward_conv_3d_impl) takes the output
+        // positions in passes of wsize / space_per_patch (rounded down to a multiple of 8): a
+        // 1x1x1 kernel, one input channel and 4095 output channels take 16 KiB a position, so
+        // a pass is 1024 positions (below 128 threads, whose cache lines the buffer adds).
+        vec![Boundary::ne(
+            "the positions N*OD*OH*OW across one pass of the CPU kernel's work buffer (1024 at 16 KiB a position; looped: a control)",
+            0,
+            1025,
+            [0, 1, 1, 1],
+            Reach::SYNTHETIC,
+        )
+        .with_values(vec![1024, 1025])
+        .with_params(|p: &mut Conv3dParams| {
+            p.ic = 1;
+            p.oc = 4095;
+            p.kw = 1;
+            p.kh = 1;
+            p.kd = 1;
+        })
+        .dtype(DType::F32)]
+    },
+    upstream_line: |c| {
+        let p = Conv3dParams::of(c);
+        let [iw, ih, id, n] = c.ne;
+        repro(
+            "CONV_3D",
+            format!(
+                "test_conv_3d({n}, {}, {id}, {ih}, {iw}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                p.ic,
+                p.oc,
+                p.kd,
+                p.kh,
+                p.kw,
+                p.s0,
+                p.s1,
+                p.s2,
+                p.p0,
+                p.p1,
+                p.p2,
+                p.d0,
+                p.d1,
+                p.d2,
+                c.dtype.ggml_type()
+            ),
+            format!(
+                "N={n},IC={},ID={id},IH={ih},IW={iw},OC={},KD={},KH={},KW={},s0={},s1={},s2={},p0={},p1={},p2={},d0={},d1={},d2={},type_kernel={}",
+                p.ic,
+                p.oc,
+                p.kd,
+                p.kh,
+                p.kw,
+                p.s0,
+                p.s1,
+                p.s2,
+                p.p0,
+                p.p1,
+                p.p2,
+                p.d0,
+                p.d1,
+                p.d2,
+                c.dtype
             ),
         )
     },
@@ -837,5 +1090,117 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A 3-D convolution computed directly in f64, `[OW, OH, OD, OC*N]` in logical order; the
+    /// kernel's `ne[3]` is `oc * IC + ic`, the input's `b * IC + ic`.
+    fn conv_3d_direct(c: &Case, x: &HostTensor, k: &HostTensor) -> Vec<f64> {
+        let p = Conv3dParams::of(c);
+        let [w, h, d, n] = c.ne;
+        let ow = conv_out(w, p.kw, p.s0, p.p0, p.d0).unwrap_or(0);
+        let oh = conv_out(h, p.kh, p.s1, p.p1, p.d1).unwrap_or(0);
+        let od = conv_out(d, p.kd, p.s2, p.p2, p.d2).unwrap_or(0);
+        let u = |v: i64| v as usize;
+        let mut out = Vec::new();
+        for b in 0..n {
+            for o in 0..p.oc {
+                for oz in 0..od {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let mut acc = 0.0;
+                            for ic in 0..p.ic {
+                                for kz in 0..p.kd {
+                                    for ky in 0..p.kh {
+                                        for kx in 0..p.kw {
+                                            let iz = oz * p.s2 + kz * p.d2 - p.p2;
+                                            let iy = oy * p.s1 + ky * p.d1 - p.p1;
+                                            let ix = ox * p.s0 + kx * p.d0 - p.p0;
+                                            if (0..d).contains(&iz)
+                                                && (0..h).contains(&iy)
+                                                && (0..w).contains(&ix)
+                                            {
+                                                acc += x.get(u(ix), u(iy), u(iz), u(b * p.ic + ic))
+                                                    * k.get(u(kx), u(ky), u(kz), u(o * p.ic + ic));
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            out.push(acc);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The 3-D convolution's smoke cases, in both kernel types, agree with the convolution
+    /// computed directly: the declared shapes and channel packing are the ones ggml computes.
+    #[test]
+    #[cfg_attr(
+        not(kedge_have_ggml),
+        ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+    )]
+    fn the_3d_convolution_reads_back_as_the_direct_convolution() {
+        let dir = std::env::var_os("KEDGE_GGML_DIR").expect("KEDGE_GGML_DIR");
+        let ggml = Ggml::load(std::path::Path::new(&dir)).expect("the build loads");
+        for sm in CONV_3D.smoke {
+            for &dt in CONV_3D.dtypes {
+                let mut c = Case::new("conv_3d", "ggml:CPU", dt, sm.ne);
+                c.params = (sm.params)();
+                let specs = (CONV_3D.tensors)(&c).expect("tensors");
+                let inputs = Op::inputs(&CONV_3D, &c, &specs).expect("inputs");
+                let ran =
+                    crate::on_ggml::exec::run_on(ggml, "CPU", &c, &specs, &inputs, CONV_3D.graph)
+                        .expect("runs");
+                let got = ran.outputs[0].to_f64();
+                let want = conv_3d_direct(&c, &inputs[0], &inputs[1]);
+                assert_eq!(got.len(), want.len(), "{:?}", sm.ne);
+                // The f16 kernel rounds the input to f16 as well.
+                let tol = if dt == DType::F32 { 1e-4 } else { 5e-2 };
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - w).abs() < tol * (1.0 + w.abs()),
+                        "{dt} {:?} [{i}]: {g} vs {w}",
+                        sm.ne
+                    );
+                }
+            }
+        }
+    }
+
+    /// Cases ggml would assert on are refused before a graph is built.
+    #[test]
+    fn the_3d_convolution_refuses_what_ggml_asserts_on() {
+        let refused = |ne: Ne, set: fn(&mut Conv3dParams)| {
+            let mut c = Case::new("conv_3d", "ggml:CPU", DType::F32, ne);
+            c.params = crate::params_with(set);
+            (CONV_3D.tensors)(&c).is_err()
+        };
+        assert!(refused([2, 8, 8, 1], |_| {}));
+        assert!(refused([8, 8, 8, 1 << 31], |_| {}));
+        // 8 * (2^19 - 1) f32 kernel elements and 8 f32 results: exactly 16 MiB a position.
+        assert!(!refused([8, 8, 8, 1], |p| {
+            p.kw = 2;
+            p.kh = 2;
+            p.kd = 2;
+            p.ic = (1 << 19) - 1;
+            p.oc = 8;
+        }));
+        assert!(refused([8, 8, 8, 1], |p| {
+            p.kw = 2;
+            p.kh = 2;
+            p.kd = 2;
+            p.ic = (1 << 19) - 1;
+            p.oc = 9;
+        }));
+        assert!(refused([64, 64, 64, 1], |p| {
+            p.kw = 64;
+            p.kh = 64;
+            p.kd = 64;
+            p.ic = 16;
+            p.oc = 1;
+        }));
     }
 }

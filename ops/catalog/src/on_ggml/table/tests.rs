@@ -188,6 +188,7 @@ fn the_table_has_every_op_once_and_none_of_kedges_own() {
         "gated_delta_net",
         "conv_2d_dw",
         "conv_2d",
+        "conv_3d",
         "im2col_3d",
         "col2im_1d",
     ] {
