@@ -266,6 +266,18 @@ pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
             (Some(w), Some(h)) => (w, h),
             _ => return Err(bad(c, "the padded input is smaller than the dilated kernel")),
         };
+        // ggml's CPU kernel, the reference, asserts that one output position's im2col row
+        // (KW*KH*IC in the kernel's type) and its cout f32 results fit its work buffer.
+        let patch = [p.kw, p.kh, c.ne[2], c.dtype.size() as i64]
+            .iter()
+            .try_fold(1i64, |a, &x| a.checked_mul(x))
+            .and_then(|row| row.checked_add(p.cout.checked_mul(4)?));
+        if patch.is_none_or(|b| b > IM2COL_WORK_SIZE) {
+            return Err(bad(
+                c,
+                "KW*KH*IC kernel elements and cout f32 results a position pass the CPU kernel's 16 MiB work buffer",
+            ));
+        }
         Ok(vec![
             input("input", DType::F32, c.ne)?,
             input("kernel", c.dtype, conv_2d_kernel(c))?,
