@@ -283,6 +283,10 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
     let _ = writeln!(c, "}}");
     // The inputs.
     let _ = writeln!(c, "static int s{k}_fill(struct ggml_tensor **t) {{");
+    if built.uploads.is_empty() {
+        // An op with no input (arange): nothing to write.
+        let _ = writeln!(c, "    (void) t;");
+    }
     if source == Source::File {
         let _ = writeln!(c, "    FILE *in = fopen({}, \"rb\");", c_string(&file_name));
         let _ = writeln!(
@@ -520,7 +524,7 @@ struct kedge_side {
  * against kedge's). Written on the first backend's run only. */
 static FILE *kedge_dump = NULL;
 static int kedge_dumping = 0;
-static void kedge_dump_bytes(const void *p, size_t n) {
+__attribute__((unused)) static void kedge_dump_bytes(const void *p, size_t n) {
     if (kedge_dump && kedge_dumping && n) fwrite(p, 1, n, kedge_dump);
 }
 
@@ -937,6 +941,33 @@ mod tests {
             ),
             // Inputs the op makes itself, more than can be embedded: a file beside the program.
             case("argsort", "ggml:CUDA0", DType::F32, [70000, 4, 1, 1], &[]),
+            // Integer tensors filled in C at their own width.
+            case("concat", "ggml:CUDA0", DType::I8, [5, 4, 3, 2], &[]),
+            case("concat", "ggml:CUDA0", DType::I16, [5, 4, 3, 2], &[]),
+            case("concat", "ggml:CUDA0", DType::I64, [5, 4, 3, 2], &[]),
+            case(
+                "set_rows",
+                "ggml:CUDA0",
+                DType::F16,
+                [64, 11, 2, 1],
+                &[("r", json!(7)), ("type_idx", json!("i64"))],
+            ),
+            // A trained parameter (ggml_set_param), a hinted product, an op with no input.
+            case(
+                "opt_step_adamw",
+                "ggml:CUDA0",
+                DType::F32,
+                [10, 5, 4, 3],
+                &[],
+            ),
+            case(
+                "mul_mat_hadamard",
+                "ggml:CUDA0",
+                DType::F32,
+                [64, 64, 3, 1],
+                &[],
+            ),
+            case("arange", "ggml:CUDA0", DType::F32, [37, 1, 1, 1], &[]),
         ];
         let mut files = 0;
         for c in &cases {
@@ -968,6 +999,66 @@ mod tests {
             );
         }
         assert_eq!(files, 1, "only argsort's inputs go beside the program");
+    }
+
+    /// Every entry of ggml's table: the program of its first smoke case, in its first dtype,
+    /// builds warning-free, writes exactly kedge's input bytes and passes on the CPU backend
+    /// against the CPU reference, so a failure found in any op comes with a program that runs.
+    #[test]
+    #[cfg_attr(
+        not(kedge_have_ggml),
+        ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+    )]
+    fn every_table_entry_has_a_program_that_runs_on_the_cpu() {
+        let gdir = build_dir();
+        need_cc();
+        let ggml = Ggml::load(&gdir).expect("the build loads");
+        let mut reg = crate::registry();
+        crate::on_ggml::register(&mut reg, &gdir, &["CPU".to_string()]).expect("registers");
+        let h200 = kedge_core::LimitsProfile::builtin("h200").expect("a profile");
+        let mut failures = Vec::new();
+        for e in crate::on_ggml::table::TABLE {
+            let Some((c, _)) = crate::on_ggml::table::cases(e, &h200)
+                .into_iter()
+                .find(|(c, origin)| origin.starts_with("smoke 0 ") && c.dtype == e.dtypes[0])
+            else {
+                failures.push(format!("{}: no first smoke case", e.name));
+                continue;
+            };
+            let c = Case {
+                imp: "ggml:CUDA0".to_string(),
+                ..c
+            };
+            let op = reg.op(&c.op).expect("a table op");
+            let p = match program(
+                ggml,
+                &reg,
+                "CPU",
+                &[Side {
+                    name: "case",
+                    about: "the case as kedge ran it",
+                    case: &c,
+                }],
+            ) {
+                Ok(p) => p,
+                Err(err) => {
+                    failures.push(format!("{}: {err}", c.label()));
+                    continue;
+                }
+            };
+            let tmp = tempfile::tempdir().unwrap();
+            build(tmp.path(), &p);
+            let (rc, out, dump) = run(tmp.path(), &["CPU"]);
+            if rc != 0 || !out.contains("\nPASS\n") {
+                failures.push(format!("{}: exit {rc}:\n{out}", c.label()));
+            } else if dump != kedge_inputs(ggml, op, &c) {
+                failures.push(format!(
+                    "{}: the program's inputs are not kedge's",
+                    c.label()
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     /// The padded cumsum keeps its layout in the program (a view with the padded row stride) and
