@@ -145,6 +145,7 @@ fn arg(a: &str) -> String {
 #[case::plan_p_old_param_form(&["plan", "-o", "rms_norm", "-p", "row_pad=3"], 2, "to set parameter row_pad in every case, use --param row_pad=3")]
 #[case::sweep_p_old_param_form(&["sweep", "--cpu", "--out", "@new", "-o", "rms_norm", "-p", "eps=1e-3"], 2, "use --param eps=1e-3")]
 #[case::plan_vars_no_case(&["plan", "-o", "RMS_NORM(type=f32,ne=[1,2,3,4],v=0,eps=0.000001,inplace=0)"], 2, "left none of the")]
+#[case::plan_op_without_impl(&["plan", "-o", "xielu"], 2, "no impl of xielu is loaded")]
 #[case::plan_vars_unknown_op(&["plan", "-o", "NO_SUCH_OP(type=f32)"], 2, "unknown op 'NO_SUCH_OP'")]
 #[case::plan_backend_without_ggml(&["plan", "-b", "CUDA0"], 2, "--ggml")]
 #[case::sweep_backend_without_ggml(&["sweep", "--cpu", "--out", "@new", "-b", "CUDA0"], 2, "--ggml")]

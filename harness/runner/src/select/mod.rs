@@ -456,7 +456,7 @@ impl Filters {
 
     /// Why nothing is left of `total` cases from `what`.
     pub(crate) fn why_empty(&self, what: &str, total: usize) -> String {
-        let mut why = if self.given.is_empty() {
+        let mut why = if self.given.is_empty() || total == 0 {
             format!("{what} has no case for the selected ops")
         } else {
             format!(

@@ -227,6 +227,19 @@ pub(crate) fn generate(
     }
     if out.is_empty() {
         let mut why = f.why_empty(&format!("suite {suite}"), all.len());
+        // Ops that have no impl here at all: say so, and where impls come from.
+        let bare: Vec<&str> = f
+            .ops
+            .iter()
+            .filter(|op| reg.impls_of(**op).is_empty())
+            .map(|op| op.name())
+            .collect();
+        if !bare.is_empty() {
+            why.push_str(&format!(
+                "; no impl of {} is loaded: ggml's ops get one per device of the build --ggml loads, but its CPU backend, which is their reference (`kedge list --ggml DIR` names each op's impls)",
+                bare.join(", ")
+            ));
+        }
         // The impls that do not compute the dtype asked for, each with those it does.
         if let Some(d) = f.dtype {
             for op in &f.ops {
