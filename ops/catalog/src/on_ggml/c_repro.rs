@@ -869,6 +869,40 @@ mod tests {
         assert!(ok, "this test needs a C compiler (cc)");
     }
 
+    /// The one-sided program of `c`, built with every warning an error and run on the CPU
+    /// backend: it passes and writes exactly kedge's input bytes. The files it has beside it
+    /// and its output, or what went wrong.
+    fn program_passes(ggml: Ggml, reg: &Registry, c: &Case) -> Result<(usize, String), String> {
+        let op = reg.op(&c.op).map_err(|e| format!("{}: {e}", c.label()))?;
+        let p = program(
+            ggml,
+            reg,
+            "CPU",
+            &[Side {
+                name: "case",
+                about: "the case as kedge ran it",
+                case: c,
+            }],
+        )
+        .map_err(|e| format!("{}: {e}", c.label()))?;
+        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        build(tmp.path(), &p);
+        let (rc, out, dump) = run(tmp.path(), &["CPU"]);
+        if rc != 0 || !out.contains("\nPASS\n") {
+            return Err(format!("{}: exit {rc}:\n{out}", c.label()));
+        }
+        let want = kedge_inputs(ggml, op, c);
+        if dump != want {
+            return Err(format!(
+                "{}: the program's inputs are not kedge's ({} bytes against {})",
+                c.label(),
+                dump.len(),
+                want.len()
+            ));
+        }
+        Ok((p.files.len(), out))
+    }
+
     /// kedge's own ops and table ops, dense and padded or strided, with kedge's stream, with
     /// inputs an op makes itself (embedded, and in a file beside the program): each program
     /// builds against the build's headers with the command it prints, writes exactly kedge's
@@ -971,32 +1005,13 @@ mod tests {
         ];
         let mut files = 0;
         for c in &cases {
-            let op = reg.op(&c.op).unwrap();
-            let tmp = tempfile::tempdir().unwrap();
-            let p = program(
-                ggml,
-                &reg,
-                "CPU",
-                &[Side {
-                    name: "case",
-                    about: "the case as kedge ran it",
-                    case: c,
-                }],
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", c.label()));
-            files += p.files.len();
-            build(tmp.path(), &p);
-            let (rc, out, dump) = run(tmp.path(), &["CPU"]);
-            assert_eq!(rc, 0, "{}:\n{out}", c.label());
-            assert!(out.contains("\nPASS\n"), "{}:\n{out}", c.label());
-            assert!(out.contains(": NMSE = 0 (max"), "{}:\n{out}", c.label());
-            assert!(
-                dump == kedge_inputs(ggml, op, c),
-                "{}: the program's inputs are not kedge's ({} bytes against {})",
-                c.label(),
-                dump.len(),
-                kedge_inputs(ggml, op, c).len()
-            );
+            match program_passes(ggml, &reg, c) {
+                Ok((n, out)) => {
+                    files += n;
+                    assert!(out.contains(": NMSE = 0 (max"), "{}:\n{out}", c.label());
+                }
+                Err(e) => panic!("{e}"),
+            }
         }
         assert_eq!(files, 1, "only argsort's inputs go beside the program");
     }
@@ -1029,33 +1044,8 @@ mod tests {
                 imp: "ggml:CUDA0".to_string(),
                 ..c
             };
-            let op = reg.op(&c.op).expect("a table op");
-            let p = match program(
-                ggml,
-                &reg,
-                "CPU",
-                &[Side {
-                    name: "case",
-                    about: "the case as kedge ran it",
-                    case: &c,
-                }],
-            ) {
-                Ok(p) => p,
-                Err(err) => {
-                    failures.push(format!("{}: {err}", c.label()));
-                    continue;
-                }
-            };
-            let tmp = tempfile::tempdir().unwrap();
-            build(tmp.path(), &p);
-            let (rc, out, dump) = run(tmp.path(), &["CPU"]);
-            if rc != 0 || !out.contains("\nPASS\n") {
-                failures.push(format!("{}: exit {rc}:\n{out}", c.label()));
-            } else if dump != kedge_inputs(ggml, op, &c) {
-                failures.push(format!(
-                    "{}: the program's inputs are not kedge's",
-                    c.label()
-                ));
+            if let Err(e) = program_passes(ggml, &reg, &c) {
+                failures.push(e);
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
