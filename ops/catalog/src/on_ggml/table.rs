@@ -208,11 +208,13 @@ pub struct GgmlOpEntry {
 }
 
 /// How an entry's rows relate, for judging a big case on sampled rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Rows {
     /// Each output row depends only on the same row of each input, not on where the row is
     /// (element-wise ops, row reductions): a case of just some rows computes just those.
     Independent,
+    /// Independent in the cases this accepts (a copy without a permutation), whole otherwise.
+    IndependentWhen(fn(&Case) -> bool),
     /// Judged whole.
     Whole,
 }
@@ -291,8 +293,10 @@ impl Op for GgmlOpEntry {
     }
     /// Rows independent of each other, inputs drawn (in [-1, 1) or the op's domain), not made.
     fn row_sampling(&self, case: &Case) -> Option<RowSampling> {
-        if self.rows != Rows::Independent {
-            return None;
+        match self.rows {
+            Rows::Independent => {}
+            Rows::IndependentWhen(f) if f(case) => {}
+            _ => return None,
         }
         let n = (self.tensors)(case).ok()?.len();
         match self.inputs {

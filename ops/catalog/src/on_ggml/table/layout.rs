@@ -1106,8 +1106,8 @@ pub(crate) const DUP: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    // A permuted copy moves rows: judged whole.
-    rows: Rows::Whole,
+    // A copy keeps each row where it was; a permuted one moves rows: judged whole.
+    rows: Rows::IndependentWhen(|c| dup_axes(c).is_none()),
     reach: no_reach,
 };
 

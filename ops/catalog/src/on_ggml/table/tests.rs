@@ -605,7 +605,7 @@ fn row_independent_entries_pass_judged_on_sampled_rows() {
     let mut sampled: BTreeSet<&str> = BTreeSet::new();
     let mut domains: BTreeSet<&str> = BTreeSet::new();
     for (e, c, origin) in runnable(1 << 20) {
-        if e.rows != Rows::Independent || matches!(e.inputs, Inputs::Made(_)) {
+        if matches!(e.rows, Rows::Whole) || matches!(e.inputs, Inputs::Made(_)) {
             continue;
         }
         if matches!(e.inputs, Inputs::Uniform(..)) {
@@ -795,4 +795,15 @@ fn every_dtype_of_every_entry_builds_a_graph_of_the_declared_shape() {
             }
         }
     }
+}
+
+/// A copy keeps its rows where they were, so a big one is judged on sampled rows; a permuted
+/// copy moves them, so it is judged whole.
+#[test]
+fn a_plain_copy_is_sampled_and_a_permuted_one_is_judged_whole() {
+    let e = TABLE.iter().find(|e| e.name == "dup").expect("dup");
+    let plain = Case::new("dup", "ggml:CPU", DType::F32, [64, 8, 2, 1]);
+    assert!(Op::row_sampling(e, &plain).is_some());
+    let permuted = plain.clone().with_param("permute", "0213");
+    assert!(Op::row_sampling(e, &permuted).is_none());
 }
