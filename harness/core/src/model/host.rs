@@ -298,7 +298,7 @@ pub fn round_to(dtype: DType, x: f64) -> f64 {
         DType::F32 => x as f32 as f64,
         DType::F16 => f16::from_f64(x).to_f64(),
         DType::Bf16 => bf16::from_f64(x).to_f64(),
-        DType::I32 | DType::U8 | DType::I8 | DType::I16 | DType::I64 => x.round(),
+        d if d.is_integer() => x.round(),
         _ => x,
     }
 }

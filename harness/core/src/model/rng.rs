@@ -105,6 +105,32 @@ __attribute__((unused)) static float kedge_f32_bits(uint32_t b) {
 }
 "#;
 
+/// The C statement that fills `n` elements (a C expression) at `ptr` with what
+/// `contract::op::random_tensor` draws for a dense tensor of `dtype`, through
+/// [`C_SOURCE`]'s `kedge_fill_*`: f32 and the integer types, each at its own width. `None` for
+/// a type drawn otherwise (f16 and bf16 go through f32; block formats through the build).
+pub fn c_fill(
+    dtype: crate::model::dtype::DType,
+    ptr: &str,
+    n: &str,
+    seed: u64,
+    index: u64,
+) -> Option<String> {
+    use crate::model::dtype::DType;
+    let (f, ty) = match dtype {
+        DType::F32 => ("f32", "float"),
+        DType::I32 => ("i32", "int32_t"),
+        DType::U8 => ("u8", "uint8_t"),
+        DType::I8 => ("i8", "int8_t"),
+        DType::I16 => ("i16", "int16_t"),
+        DType::I64 => ("i64", "int64_t"),
+        _ => return None,
+    };
+    Some(format!(
+        "kedge_fill_{f}(({ty} *) {ptr}, {n}, {seed}ull, {index}ull);"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -612,13 +612,10 @@ __attribute__((unused)) static uint16_t kedge_bf16_bits(float f) {
 
 fn fill_call(spec: &TensorSpec, index: usize, seed: u64, var: &str) -> Option<String> {
     let n = format!("bytes_{index} / {}", spec.dtype.size());
+    if let Some(fill) = kedge_core::model::rng::c_fill(spec.dtype, var, &n, seed, index as u64) {
+        return Some(fill);
+    }
     Some(match spec.dtype {
-        DType::F32 => format!("kedge_fill_f32((float *) {var}, {n}, {seed}ull, {index}ull);"),
-        DType::I32 => format!("kedge_fill_i32((int32_t *) {var}, {n}, {seed}ull, {index}ull);"),
-        DType::U8 => format!("kedge_fill_u8((uint8_t *) {var}, {n}, {seed}ull, {index}ull);"),
-        DType::I8 => format!("kedge_fill_i8((int8_t *) {var}, {n}, {seed}ull, {index}ull);"),
-        DType::I16 => format!("kedge_fill_i16((int16_t *) {var}, {n}, {seed}ull, {index}ull);"),
-        DType::I64 => format!("kedge_fill_i64((int64_t *) {var}, {n}, {seed}ull, {index}ull);"),
         DType::F16 => format!(
             "{{ float *tmp = (float *) malloc(({n}) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); return 1; }} kedge_fill_f32(tmp, {n}, {seed}ull, {index}ull); for (size_t i = 0; i < {n}; i++) ((uint16_t *) {var})[i] = kedge_f16_bits(tmp[i]); free(tmp); }}"
         ),

@@ -417,13 +417,14 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
 
 /// The C statement that fills `h` (n bytes) as `random_tensor(seed, index, spec, -1, 1)`.
 fn fill_call(d: DType, seed: u64, index: usize) -> Result<String, String> {
+    let n = match d.size() {
+        1 => "n".to_string(),
+        w => format!("n / {w}"),
+    };
+    if let Some(fill) = kedge_core::model::rng::c_fill(d, "h", &n, seed, index as u64) {
+        return Ok(fill);
+    }
     Ok(match d {
-        DType::F32 => format!("kedge_fill_f32((float *) h, n / 4, {seed}ull, {index}ull);"),
-        DType::I32 => format!("kedge_fill_i32((int32_t *) h, n / 4, {seed}ull, {index}ull);"),
-        DType::U8 => format!("kedge_fill_u8((uint8_t *) h, n, {seed}ull, {index}ull);"),
-        DType::I8 => format!("kedge_fill_i8((int8_t *) h, n, {seed}ull, {index}ull);"),
-        DType::I16 => format!("kedge_fill_i16((int16_t *) h, n / 2, {seed}ull, {index}ull);"),
-        DType::I64 => format!("kedge_fill_i64((int64_t *) h, n / 8, {seed}ull, {index}ull);"),
         DType::F16 | DType::Bf16 => {
             let conv = if d == DType::F16 {
                 "ggml_fp32_to_fp16_row(tmp, (ggml_fp16_t *) h, (int64_t) (n / 2))"

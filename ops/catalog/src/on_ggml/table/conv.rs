@@ -266,18 +266,7 @@ pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
             (Some(w), Some(h)) => (w, h),
             _ => return Err(bad(c, "the padded input is smaller than the dilated kernel")),
         };
-        // ggml's CPU kernel, the reference, asserts that one output position's im2col row
-        // (KW*KH*IC in the kernel's type) and its cout f32 results fit its work buffer.
-        let patch = [p.kw, p.kh, c.ne[2], c.dtype.size() as i64]
-            .iter()
-            .try_fold(1i64, |a, &x| a.checked_mul(x))
-            .and_then(|row| row.checked_add(p.cout.checked_mul(4)?));
-        if patch.is_none_or(|b| b > IM2COL_WORK_SIZE) {
-            return Err(bad(
-                c,
-                "KW*KH*IC kernel elements and cout f32 results a position pass the CPU kernel's 16 MiB work buffer",
-            ));
-        }
+        fits_work_buffer(c, &[p.kw, p.kh, c.ne[2]], p.cout, "KW*KH*IC")?;
         Ok(vec![
             input("input", DType::F32, c.ne)?,
             input("kernel", c.dtype, conv_2d_kernel(c))?,
@@ -423,17 +412,28 @@ kedge_core::params! {
 /// before the cache line a thread it adds.
 const IM2COL_WORK_SIZE: i64 = 16 << 20;
 
-/// The bytes one output position takes in the CPU kernel's work buffer: its im2col row
-/// (`KW*KH*KD*IC` in the kernel's type) and its `OC` f32 results (ops.cpp
-/// `space_per_patch`); `None` past i64.
-fn conv_3d_patch_bytes(c: &Case) -> Option<i64> {
-    let p = Conv3dParams::of(c);
-    let row =
-        p.kw.checked_mul(p.kh)?
-            .checked_mul(p.kd)?
-            .checked_mul(p.ic)?
-            .checked_mul(i64::try_from(c.dtype.size()).ok()?)?;
-    row.checked_add(p.oc.checked_mul(4)?)
+/// ggml's CPU kernel of CONV_2D and CONV_3D, the reference, asserts that one output position
+/// fits its work buffer: its im2col row (the product of `kernel`, the kernel's window and input
+/// channels, in the case's dtype) and its `out_channels` f32 results (ops.cpp
+/// `space_per_patch`). `what` names the row's factors in the refusal.
+fn fits_work_buffer(
+    c: &Case,
+    kernel: &[i64],
+    out_channels: i64,
+    what: &str,
+) -> Result<(), CaseError> {
+    let bytes = kernel
+        .iter()
+        .chain([&(c.dtype.size() as i64)])
+        .try_fold(1i64, |a, &x| a.checked_mul(x))
+        .and_then(|row| row.checked_add(out_channels.checked_mul(4)?));
+    match bytes {
+        Some(b) if b <= IM2COL_WORK_SIZE => Ok(()),
+        _ => Err(bad(
+            c,
+            format!("{what} kernel elements and their f32 results a position pass the CPU kernel's 16 MiB work buffer"),
+        )),
+    }
 }
 
 fn conv_3d_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
@@ -463,17 +463,7 @@ fn conv_3d_tensors(c: &Case) -> Result<Vec<TensorSpec>, CaseError> {
             ))
         }
     };
-    // ggml's CPU kernel (ops.cpp, ggml_compute_forward_conv_3d_impl) asserts that one output
-    // position's im2col row and results fit its 16 MiB work buffer.
-    match conv_3d_patch_bytes(c) {
-        Some(b) if b <= IM2COL_WORK_SIZE => {}
-        _ => {
-            return Err(bad(
-                c,
-                "KW*KH*KD*IC kernel elements and OC f32 results a position pass the CPU kernel's 16 MiB work buffer",
-            ))
-        }
-    }
+    fits_work_buffer(c, &[p.kw, p.kh, p.kd, p.ic], p.oc, "KW*KH*KD*IC")?;
     Ok(vec![
         input("input", DType::F32, [iw, ih, id, icn])?,
         input("kernel", c.dtype, [p.kw, p.kh, p.kd, icoc])?,
