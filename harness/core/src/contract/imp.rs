@@ -161,7 +161,8 @@ pub trait BackendImpl: Send + Sync {
     /// Run a big case judged on sampled rows: inputs drawn where the library keeps them
     /// (`cuda::big::draw_uniform`, the same values as the host draw of the seed), outputs
     /// poisoned, the op computed, each output scanned for poison survivors and non-finite
-    /// values where it lies, and only `draw.rows` of each output read back. The default says
+    /// values where it lies, and only `draw.slices` of each output read back. Inputs the op
+    /// made (`draw.made`) are uploaded instead of drawn. The default says
     /// the library cannot (the engine then judges the case whole).
     fn execute_sampled(
         &self,
@@ -213,16 +214,23 @@ pub struct BackendRun {
 /// What a sampled run draws and reads back.
 #[derive(Debug, Clone, Copy)]
 pub struct SampledDraw<'a> {
-    /// The rows (flat `ne[1..3]` indices) of each output to read back, ascending.
-    pub rows: &'a [u64],
+    /// The slices of each output to read back, ascending (`judge::sample::Slicing`; rows when
+    /// the slices are rows).
+    pub slices: &'a [u64],
+    /// Per spec, the bytes of one slice (0 for an input read whole): slice `p` of an output
+    /// is its bytes from `p * chunk[i]`.
+    pub chunk: &'a [u64],
     /// Per spec, the uniform range its values are drawn from (`contract::op::RowSampling`).
     pub ranges: &'a [(f32, f32)],
+    /// Inputs the op made on the host, by spec index, uploaded as they are instead of drawn.
+    pub made: &'a [(usize, HostTensor)],
 }
 
 /// What a sampled run gives back.
 #[derive(Debug, Clone)]
 pub struct SampledRun {
-    /// Per output (spec order), the sampled rows: a dense `[ne0, rows, 1, 1]` tensor.
+    /// Per output (spec order), its sampled slices one after the other: a dense
+    /// `[elements of a slice, slices, 1, 1]` tensor.
     pub rows: Vec<HostTensor>,
     /// Per output, what a scan of all of it found.
     pub scans: Vec<crate::cuda::big::Scan>,

@@ -116,6 +116,22 @@ pub trait Op: Send + Sync {
     fn inputs(&self, case: &Case, specs: &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError> {
         Ok(random_inputs(case.seed, specs))
     }
+    /// The inputs the op makes itself (indices, positions, distinct rows), by spec index, for a
+    /// big case judged on sampled slices whose `RowSampling` says its inputs are made: those
+    /// are made on the host and uploaded, the others drawn where the case runs. Default: every
+    /// input, as `inputs` makes them.
+    fn made_inputs(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+    ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
+        let idx = specs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role == Role::Input)
+            .map(|(i, _)| i);
+        Ok(idx.zip(self.inputs(case, specs)?).collect())
+    }
     /// f64 reference, one vector per output in logical order.
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError>;
     /// How close an output must be to the reference.
@@ -165,11 +181,13 @@ pub trait Op: Send + Sync {
     fn external_abi(&self) -> Option<ExternalAbi> {
         None
     }
-    /// Whether a big case may be judged on sampled rows (`judge::sample`), and how its inputs
-    /// are drawn: the op promises that each output row (a row: one `ne[1..3]` index, every
-    /// tensor having the case's rows) depends only on the same row of each input, not on where
-    /// the row is, and that input `i` is `random_tensor(seed, i, spec, lo, hi)` with
-    /// `ranges[i]`. `None` (the default): the case is judged whole.
+    /// Whether a big case may be judged on sampled slices (`judge::sample`), and how its
+    /// inputs come to be: the op promises that each output slice (one index of the case's
+    /// dimensions `from..4`: a row for `from` 1) depends only on the same slice of each input
+    /// and on the inputs every slice reads whole, not on where the slice is; and that input `i`
+    /// is `random_tensor(seed, i, spec, lo, hi)` with `ranges[i]`, or (`made`) what
+    /// `Op::inputs` makes. Which tensors are stacks of slices is checked from `tensors`, not
+    /// promised. `None` (the default): the case is judged whole.
     fn row_sampling(&self, _case: &Case) -> Option<RowSampling> {
         None
     }
@@ -183,27 +201,58 @@ pub trait Op: Send + Sync {
     }
 }
 
-/// How an op's inputs are drawn, for a big case judged on sampled rows: per spec (in spec
-/// order; outputs' entries are not read), the uniform range `random_tensor` draws it from.
+/// How a big case of an op is judged on sampled slices (`judge::sample`): along which of the
+/// case's dimensions its outputs are independent, and how its inputs come to be: per spec (in
+/// spec order; outputs' entries are not read), the uniform range `random_tensor` draws it
+/// from, or made by the op (`Op::inputs`) on the host.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowSampling {
     /// The range of each spec's draw.
     pub(crate) ranges: Vec<(f32, f32)>,
+    /// The first of the case's dimensions the slices run along: 1 (rows, `ne[1..3]`), 2
+    /// (planes, `ne[2..3]`) or 3 (`ne[3]`). Each output's slice depends only on the same
+    /// slice of each input (or on an input read whole).
+    pub(crate) from: usize,
+    /// Some inputs are the op's own (indices, positions, distinct rows: `Op::made_inputs`):
+    /// made whole on the host and uploaded, their sampled slices cut from them.
+    pub(crate) made: bool,
 }
 
 impl RowSampling {
-    /// Every input uniform in [-1, 1) (integers in [0, 16)), as `random_inputs` draws them.
+    /// Every input uniform in [-1, 1) (integers in [0, 16)), as `random_inputs` draws them;
+    /// rows independent.
     pub fn uniform(specs: usize) -> RowSampling {
-        RowSampling {
-            ranges: vec![(-1.0, 1.0); specs],
-        }
+        RowSampling::uniform_in(specs, -1.0, 1.0)
     }
     /// Every input uniform in [lo, hi) (integers as `uniform` draws them), as
     /// `random_tensor(seed, i, spec, lo, hi)` draws input `i`: an op's domain.
     pub fn uniform_in(specs: usize, lo: f32, hi: f32) -> RowSampling {
         RowSampling {
             ranges: vec![(lo, hi); specs],
+            from: 1,
+            made: false,
         }
+    }
+    /// Inputs the op makes itself (`Op::made_inputs`: all of them by default), made whole on
+    /// the host; the others drawn.
+    pub fn made(specs: usize) -> RowSampling {
+        RowSampling {
+            made: true,
+            ..RowSampling::uniform(specs)
+        }
+    }
+    /// Slices along the case's dimensions `from..4` instead of rows (2: each `ne[2..3]`
+    /// plane independent, 3: each `ne[3]` batch).
+    pub fn along(self, from: usize) -> RowSampling {
+        RowSampling { from, ..self }
+    }
+    /// Whether some inputs are made on the host (`made`).
+    pub fn inputs_made(&self) -> bool {
+        self.made
+    }
+    /// The first dimension the slices run along.
+    pub fn from_dim(&self) -> usize {
+        self.from
     }
 }
 

@@ -529,38 +529,55 @@ fn execute_backend(
     Executed::alive(r)
 }
 
-/// A big case judged on sampled rows: what it needs, computed before anything runs.
+/// A big case judged on sampled slices: what it needs, computed before anything runs.
 struct SampledPlan {
     specs: Vec<TensorSpec>,
-    rows: Vec<u64>,
-    total_rows: u64,
+    slicing: sample::Slicing,
+    slices: Vec<u64>,
     ranges: Vec<(f32, f32)>,
     sliced: Case,
     inputs: Vec<HostTensor>,
+    /// The inputs the op makes, made whole on the host, by spec index (`Op::made_inputs`).
+    made: Vec<(usize, HostTensor)>,
 }
 
-/// Whether the case is judged on sampled rows (`judge::sample`): a library that can run it so,
-/// an op whose rows are independent, tensors that are all dense rows of the case's rows, outputs
-/// the device can scan, and a size the worker's `Judging` samples. `None`: judged whole.
+/// Whether the case is judged on sampled slices (`judge::sample`): a library that can run it
+/// so, an op whose slices are independent, tensors that are all dense stacks of the case's
+/// slices or inputs read whole, outputs the device can scan, and a size the worker's `Judging`
+/// samples. `None`: judged whole.
 fn sampled_plan(op: &dyn Op, case: &Case, judging: Judging) -> Option<SampledPlan> {
     if !sample::sampled(op, case, judging) {
         return None;
     }
     let sampling = op.row_sampling(case)?;
     let specs = op.tensors(case).ok()?;
-    let total_rows = sample::rows_of(case, &specs)?;
-    let rows = sample::sample_rows(case, &specs, total_rows);
-    let sliced = sample::sliced(case, rows.len() as u64);
+    let slicing = sample::slicing_from(case, &specs, sampling.from, &|c| op.tensors(c).ok())?;
+    let slices = sample::sample_slices(case, &specs, &slicing);
+    let sliced = sample::sliced(case, slices.len() as u64, slicing.from);
     let sliced_specs = op.tensors(&sliced).ok()?;
-    let inputs =
-        sample::gathered_inputs(case, &specs, &sliced_specs, &rows, &sampling.ranges).ok()?;
+    let made = if sampling.made {
+        op.made_inputs(case, &specs).ok()?
+    } else {
+        Vec::new()
+    };
+    let inputs = sample::gathered_inputs(
+        case,
+        &specs,
+        &sliced_specs,
+        &slicing,
+        &slices,
+        &sampling.ranges,
+        &made,
+    )
+    .ok()?;
     Some(SampledPlan {
         specs,
-        rows,
-        total_rows,
+        slicing,
+        slices,
         ranges: sampling.ranges,
         sliced,
         inputs,
+        made,
     })
 }
 
@@ -575,8 +592,10 @@ fn execute_sampled(
     let mut timings = Timings::default();
     let t = Instant::now();
     let draw = SampledDraw {
-        rows: &plan.rows,
+        slices: &plan.slices,
+        chunk: &plan.slicing.chunk,
         ranges: &plan.ranges,
+        made: &plan.made,
     };
     let run: SampledRun = match backend.execute_sampled(case, &plan.specs, &draw) {
         Ok(r) => r,
@@ -692,21 +711,26 @@ fn execute_kernels_sampled(
     }
     let mut rows = Vec::new();
     let mut scans = Vec::new();
-    for (s, a) in sp.specs.iter().zip(&allocs) {
+    for (i, (s, a)) in sp.specs.iter().zip(&allocs).enumerate() {
         if s.role != Role::Output {
             continue;
         }
+        let chunk = sp.slicing.chunk.get(i).copied().unwrap_or(0);
         let scanned = big::scan(dev, a.ptr, s.dtype, s.nelements()).and_then(|scan| {
-            let row = s.nb[1] as usize;
-            let mut bytes = Vec::with_capacity(row * sp.rows.len());
-            for &r in &sp.rows {
-                bytes.extend(big::read(dev, a.ptr + r * s.nb[1], row)?);
+            let mut bytes = Vec::with_capacity(chunk as usize * sp.slices.len());
+            for &p in &sp.slices {
+                bytes.extend(big::read(dev, a.ptr + p * chunk, chunk as usize)?);
             }
             Ok((scan, bytes))
         });
         match scanned {
             Ok((scan, bytes)) => {
-                let ne = [s.ne[0], sp.rows.len() as i64, 1, 1];
+                let ne = [
+                    sp.slicing.chunk_elements(s, i) as i64,
+                    sp.slices.len() as i64,
+                    1,
+                    1,
+                ];
                 rows.push(HostTensor::from_bytes(
                     s.dtype,
                     ne,
@@ -762,24 +786,33 @@ fn judge_sampled(
     timings.reference = ms(t);
     let t = Instant::now();
     let tol = op.tolerance(&plan.sliced);
-    let outs: Vec<&TensorSpec> = plan
+    let outs: Vec<(usize, &TensorSpec)> = plan
         .specs
         .iter()
-        .filter(|s| s.role == Role::Output)
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Output)
         .collect();
     let mut worst: Option<Comparison> = None;
     let mut digests = Vec::new();
-    for (k, s) in outs.iter().enumerate() {
+    for (k, &(i, s)) in outs.iter().enumerate() {
         let (Some(got), Some(r), Some(scan)) =
             (seen.rows.get(k), reference.get(k), seen.scans.get(k))
         else {
             return Err(Box::new(bad_input(
                 case,
-                format!("the sampled run gave no rows or scan of output {}", s.name),
+                format!(
+                    "the sampled run gave no slices or scan of output {}",
+                    s.name
+                ),
             )));
         };
         digests.push(format!("{}:rows:{}", s.name, digest(got)));
-        let c = sample::judge_output(s, got, r, *scan, &plan.rows, tol);
+        let at = sample::SampledAt {
+            slicing: &plan.slicing,
+            slices: &plan.slices,
+            index: i,
+        };
+        let c = sample::judge_output(s, got, r, *scan, at, tol);
         if worst
             .as_ref()
             .is_none_or(|w| c.verdict.severity() > w.verdict.severity())
@@ -820,9 +853,10 @@ fn judge_sampled(
     r.facts.insert(
         "judged_on".into(),
         format!(
-            "{} of {} rows (sampled: crossings, the ends, a seeded sample); every output scanned whole",
-            plan.rows.len(),
-            plan.total_rows
+            "{} of {} {} (sampled: crossings, the ends, a seeded sample); every output scanned whole",
+            plan.slices.len(),
+            plan.slicing.count,
+            plan.slicing.unit()
         )
         .into(),
     );

@@ -1,12 +1,16 @@
-//! Judging a big case on sampled rows. A case of 2^31 elements is there for its index widths:
-//! what breaks, breaks at the rows where an offset crosses 2^31 or 2^32, at the first and the
-//! last row, at a grid limit, or everywhere. So its inputs are drawn on the device (the same
-//! values as the host draw), the whole output is scanned there for elements never written and
-//! for non-finite values, and the rows at and around every crossing, the first and last rows and
-//! a seeded sample of the rest are read back and compared with a reference computed for those
-//! rows alone: the op on a case of just those rows (`sliced`), whose inputs are the same rows
-//! of the same streams (`gathered_inputs`). That needs an op whose rows are independent of each
-//! other and of where they are (`Op::row_sampling`).
+//! Judging a big case on sampled slices. A case of 2^31 elements is there for its index
+//! widths: what breaks, breaks at the slices where an offset crosses 2^31 or 2^32, at the
+//! first and the last slice, at a grid limit, or everywhere. So its inputs are drawn on the
+//! device (the same values as the host draw) or, where the op makes them (indices, positions),
+//! made on the host and uploaded; the whole output is scanned there for elements never written
+//! and for non-finite values; and the slices at and around every crossing, the first and last
+//! slices and a seeded sample of the rest are read back and compared with a reference computed
+//! for those slices alone: the op on a case of just those slices (`sliced`), whose inputs are
+//! the same slices of the same inputs (`gathered_inputs`). A slice is a row (one index of
+//! `ne[1..3]`) for ops whose rows are independent, a plane (`ne[2..3]`) or a batch (`ne[3]`)
+//! for ops whose rows are not (a gather within a batch, a convolution per image). That needs an
+//! op that promises it (`Op::row_sampling`) and tensors that are stacks of the case's slices
+//! (`slicing`, checked from the op's own shapes).
 
 use crate::contract::op::{Role, TensorSpec, Tolerance};
 use crate::cuda::big::Scan;
@@ -72,60 +76,143 @@ impl std::str::FromStr for Judging {
     }
 }
 
-/// The case's rows (the product of `ne[1..3]`) when every tensor is dense and has them, or is
-/// an input of one row that every row reads (a broadcast weight: `broadcast_row`), which
-/// sampling needs; `None` otherwise.
-pub(crate) fn rows_of(case: &Case, specs: &[TensorSpec]) -> Option<u64> {
-    let rows = case.ne[1..]
+/// How a case is cut for sampled judging: into `count` slices along the case's dimensions
+/// `from..4` (rows for `from` 1, planes for 2, batches for 3), each tensor a stack of its
+/// slices, one after the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slicing {
+    /// The first dimension the slices run along.
+    pub from: usize,
+    /// Slices in the case: the product of `ne[from..4]`.
+    pub count: u64,
+    /// Per spec, the bytes of one slice; 0 for an input every slice reads whole (a broadcast
+    /// weight, a convolution's kernel).
+    pub chunk: Vec<u64>,
+}
+
+impl Slicing {
+    /// Elements of one slice of spec `i` (0 for an input read whole).
+    pub fn chunk_elements(&self, s: &TensorSpec, i: usize) -> u64 {
+        let bytes = self.chunk.get(i).copied().unwrap_or(0);
+        bytes / s.dtype.size().max(1) * s.dtype.block()
+    }
+    /// What the slices are called in a verdict: rows, or slices along `ne[k..3]`.
+    pub fn unit(&self) -> String {
+        if self.from == 1 {
+            "rows".into()
+        } else {
+            format!("slices along ne[{}..3]", self.from)
+        }
+    }
+}
+
+/// How `case` cuts into slices along `ne[from..4]` (`Slicing`), given the op's tensors for any
+/// case (`tensors`), or `None` where it does not: every tensor dense and either a stack of
+/// the case's slices (its outermost dimensions are the case's `ne[from..4]`, its bytes divide
+/// by the slice count, and the op gives it `n` slices' bytes in the case of `n` slices,
+/// `sliced`) or an input that is the same in the case of any number of slices (read whole by
+/// each). Two slice counts are asked, so a tensor whose size only happens to match once is
+/// not taken for a stack.
+pub fn slicing(
+    case: &Case,
+    specs: &[TensorSpec],
+    from: usize,
+    tensors: &dyn Fn(&Case) -> Option<Vec<TensorSpec>>,
+) -> Option<Slicing> {
+    if !(1..=3).contains(&from) {
+        return None;
+    }
+    let count = case.ne[from..]
         .iter()
         .try_fold(1u64, |a, &x| a.checked_mul(u64::try_from(x).ok()?))?;
-    let fits = specs.iter().all(|s| {
-        (s.ne[1..] == case.ne[1..] || broadcast_row(case, s))
-            && s.nb == dense_strides(&s.ne, s.dtype)
-    });
-    (fits && rows > 0).then_some(rows)
+    // One slice is the whole case: nothing to sample.
+    if count < 2 {
+        return None;
+    }
+    // The slice index's extents (`ne[from..4]` without its trailing ones): a stack of the
+    // case's slices has them as its outermost dimensions.
+    let mut extents = &case.ne[from..];
+    while let [rest @ .., 1] = extents {
+        extents = rest;
+    }
+    let two = tensors(&sliced(case, 2, from))?;
+    let three = tensors(&sliced(case, 3, from))?;
+    if two.len() != specs.len() || three.len() != specs.len() {
+        return None;
+    }
+    let dense = |s: &TensorSpec| s.nb == dense_strides(&s.ne, s.dtype);
+    let mut chunk = Vec::with_capacity(specs.len());
+    for ((s, a), b) in specs.iter().zip(&two).zip(&three) {
+        if !dense(s) || !dense(a) || !dense(b) || a.dtype != s.dtype || b.dtype != s.dtype {
+            return None;
+        }
+        if s.role == Role::Input && a.ne == s.ne && b.ne == s.ne {
+            chunk.push(0);
+            continue;
+        }
+        let c = s.bytes / count;
+        if c == 0 || !s.bytes.is_multiple_of(count) || a.bytes != 2 * c || b.bytes != 3 * c {
+            return None;
+        }
+        if !outermost(&s.ne, extents) {
+            return None;
+        }
+        chunk.push(c);
+    }
+    // A case all of whose tensors are read whole has nothing to sample.
+    chunk
+        .iter()
+        .any(|&c| c > 0)
+        .then_some(Slicing { from, count, chunk })
 }
 
-/// An input of a single row (`ne[1..3]` all 1) in a case of more: every row of the case reads
-/// the whole of it, so the sampled rows' reference takes it whole, drawn as the case draws it.
-fn broadcast_row(case: &Case, s: &TensorSpec) -> bool {
-    s.role == Role::Input && s.ne[1..] == [1, 1, 1] && case.ne[1..] != [1, 1, 1]
+/// Whether a tensor of shape `ne` has `extents` as its outermost dimensions (every dimension
+/// after them 1): then its slices lie one after the other, the slice index running as the
+/// case's does. A tensor of the right size whose outer dimensions differ (a broadcast source
+/// tiled over more rows than the case has, positions laid out in sections) is not a stack.
+fn outermost(ne: &[i64; 4], extents: &[i64]) -> bool {
+    (0..=4 - extents.len()).any(|j| {
+        ne[j..j + extents.len()] == *extents && ne[j + extents.len()..].iter().all(|&x| x == 1)
+    })
 }
 
-/// Whether a case is judged on sampled rows by an impl that can run it so: `judging` samples
-/// its size, its op allows it, every tensor is a dense stack of the case's rows and every
-/// output is of a type the device scans.
+/// The finest slicing of `case` from dimension `from` on (`slicing` along `from`, else
+/// `from + 1`, ...): slices independent along `ne[from..4]` are independent along any
+/// dimensions after `from` too, so where the tensors are not stacks of rows they may still be
+/// stacks of planes.
+pub fn slicing_from(
+    case: &Case,
+    specs: &[TensorSpec],
+    from: usize,
+    tensors: &dyn Fn(&Case) -> Option<Vec<TensorSpec>>,
+) -> Option<Slicing> {
+    (from.max(1)..=3).find_map(|k| slicing(case, specs, k, tensors))
+}
+
+/// The case's slicing where its op allows sampled judging (`Op::row_sampling`): along the
+/// dimensions the op declares, or fewer of them (`slicing_from`).
+pub fn slicing_of(op: &dyn crate::contract::op::Op, case: &Case) -> Option<Slicing> {
+    let sampling = op.row_sampling(case)?;
+    let specs = op.tensors(case).ok()?;
+    slicing_from(case, &specs, sampling.from, &|c| op.tensors(c).ok())
+}
+
+/// Whether a case is judged on sampled slices by an impl that can run it so: `judging` samples
+/// its size, its op allows it, every tensor is a dense stack of the case's slices or an input
+/// read whole, and every output is of a type the device scans.
 pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) -> bool {
-    if judging == Judging::Full || op.row_sampling(case).is_none() {
+    if judging == Judging::Full {
         return false;
     }
     let Ok(specs) = op.tensors(case) else {
         return false;
     };
     judging.samples(largest(&specs))
-        && rows_of(case, &specs).is_some()
-        && broadcasts_kept(op, case, &specs)
+        && slicing_of(op, case).is_some()
         && specs
             .iter()
             .filter(|s| s.role == Role::Output)
             .all(|s| crate::cuda::big::can_draw(s.dtype))
-}
-
-/// Whether each single-row input of the case is the same tensor in the case of its sampled rows
-/// (`sliced`), as a broadcast weight is: then the sampled reference reads what every row read.
-/// An input whose shape follows the rows (one row because the case has one) is not one.
-fn broadcasts_kept(op: &dyn crate::contract::op::Op, case: &Case, specs: &[TensorSpec]) -> bool {
-    if !specs.iter().any(|s| broadcast_row(case, s)) {
-        return true;
-    }
-    let Ok(sliced_specs) = op.tensors(&sliced(case, 2)) else {
-        return false;
-    };
-    sliced_specs.len() == specs.len()
-        && specs
-            .iter()
-            .zip(&sliced_specs)
-            .all(|(s, ss)| !broadcast_row(case, s) || (ss.ne == s.ne && ss.dtype == s.dtype))
 }
 
 /// Elements of the case's largest tensor.
@@ -133,64 +220,81 @@ fn largest(specs: &[TensorSpec]) -> u64 {
     specs.iter().map(TensorSpec::nelements).max().unwrap_or(0)
 }
 
-/// The rows a sampled judge compares, ascending: the first two and the last two; for every
-/// tensor, the rows holding elements 2^31 - 1, 2^31, 2^32 - 1 and 2^32 and the byte offsets
-/// 2^31 and 2^32, each with its neighbours; the rows at 65535 and 65536 of each of `ne[1..3]`
-/// (a grid limit) with theirs; and `RANDOM_ROWS` rows drawn from the case's seed.
-pub(crate) fn sample_rows(case: &Case, specs: &[TensorSpec], rows: u64) -> Vec<u64> {
-    let mut v: Vec<u64> = vec![0, 1, rows.saturating_sub(2), rows.saturating_sub(1)];
+/// The slices a sampled judge compares, ascending: the first two and the last two; for every
+/// sliced tensor, the slices holding elements 2^31 - 1, 2^31, 2^32 - 1 and 2^32 and the byte
+/// offsets 2^31 and 2^32, each with its neighbours; the slices at index 65535 and 65536 of each
+/// sliced dimension (a grid limit) with theirs; and `RANDOM_ROWS` slices drawn from the case's
+/// seed.
+pub fn sample_slices(case: &Case, specs: &[TensorSpec], sl: &Slicing) -> Vec<u64> {
+    let n = sl.count;
+    let mut v: Vec<u64> = vec![0, 1, n.saturating_sub(2), n.saturating_sub(1)];
     let mut around = |r: u64| v.extend([r.saturating_sub(1), r, r + 1]);
-    for s in specs {
-        let n0 = s.ne[0].max(1) as u64;
-        let row_bytes = s.nb[1].max(1);
+    for (i, s) in specs.iter().enumerate() {
+        let (bytes, elems) = (
+            sl.chunk.get(i).copied().unwrap_or(0),
+            sl.chunk_elements(s, i),
+        );
+        if bytes == 0 || elems == 0 {
+            continue;
+        }
         for t in [1u64 << 31, 1u64 << 32] {
-            around((t - 1) / n0);
-            around(t / n0);
-            around(t / row_bytes);
+            around((t - 1) / elems);
+            around(t / elems);
+            around(t / bytes);
         }
     }
-    let (n1, n2) = (case.ne[1].max(1) as u64, case.ne[2].max(1) as u64);
     for at in [65_535u64, 65_536] {
-        around(at);
-        around(at * n1);
-        around(at * n1 * n2);
+        let mut step = 1u64;
+        for d in sl.from..4 {
+            around(at.saturating_mul(step));
+            step = step.saturating_mul(case.ne[d].max(1) as u64);
+        }
     }
     let mut rng = Rng::stream(case.seed, 0x5A3B_1E50);
     for _ in 0..RANDOM_ROWS {
-        v.push(rng.below(rows.max(1)));
+        v.push(rng.below(n.max(1)));
     }
-    v.retain(|&r| r < rows);
+    v.retain(|&r| r < n);
     v.sort_unstable();
     v.dedup();
     v
 }
 
-/// The case of the sampled rows alone: the same op, dtype, parameters and seed on
-/// `[ne0, n, 1, 1]`.
-pub(crate) fn sliced(case: &Case, n: u64) -> Case {
+/// The case of `n` slices alone: the same op, dtype, parameters and seed, `ne[from]` = `n`
+/// and the dimensions after it 1 (`[ne0, n, 1, 1]` for rows).
+pub fn sliced(case: &Case, n: u64, from: usize) -> Case {
     let mut c = case.clone();
-    c.ne = [case.ne[0], n as i64, 1, 1];
+    for d in from..4 {
+        c.ne[d] = 1;
+    }
+    if let Some(x) = c.ne.get_mut(from) {
+        *x = n as i64;
+    }
     c
 }
 
-/// The sliced case's inputs: row `j` of input `i` is row `rows[j]` of the case's input `i`,
-/// drawn from the same stream at that row's offset (`random_tensor(seed, i, .., lo, hi)` with
-/// `ranges[i]`; for a big block-format input, its pool row: `BlockPool`), so the reference of
-/// the sliced case is the reference of those rows.
-pub(crate) fn gathered_inputs(
+/// The sliced case's inputs: slice `j` of input `i` is slice `slices[j]` of the case's input
+/// `i`, and an input read whole is the whole of it. An input the op made (`made`, by spec
+/// index, made whole on the host) is cut from it; a drawn one is drawn from the same stream
+/// at that slice's offset (`random_tensor(seed, i, .., lo, hi)` with
+/// `ranges[i]`; for a big block-format input, its pool rows: `BlockPool`). So the reference of
+/// the sliced case is the reference of those slices.
+pub fn gathered_inputs(
     case: &Case,
     specs: &[TensorSpec],
     sliced_specs: &[TensorSpec],
-    rows: &[u64],
+    sl: &Slicing,
+    slices: &[u64],
     ranges: &[(f32, f32)],
+    made: &[(usize, HostTensor)],
 ) -> Result<Vec<HostTensor>, CaseError> {
     let bad = |msg: String| CaseError::BadInput {
         op: case.op.clone(),
         msg,
     };
-    if sliced_specs.len() != specs.len() {
+    if sliced_specs.len() != specs.len() || sl.chunk.len() != specs.len() {
         return Err(bad(format!(
-            "{} tensors for sampled rows, {} for the case",
+            "{} tensors for sampled slices, {} for the case",
             sliced_specs.len(),
             specs.len()
         )));
@@ -200,34 +304,85 @@ pub(crate) fn gathered_inputs(
         if s.role != Role::Input {
             continue;
         }
-        let n0 = s.ne[0];
-        // A broadcast row is taken whole (its row 0), the others row by row.
-        let (want, rows): ([i64; 4], &[u64]) = if broadcast_row(case, s) {
-            (s.ne, &[0])
+        let chunk = sl.chunk[i];
+        let want_bytes = if chunk == 0 {
+            s.bytes
         } else {
-            ([n0, rows.len() as i64, 1, 1], rows)
+            chunk * slices.len() as u64
         };
-        if ss.ne != want || ss.dtype != s.dtype {
+        if ss.bytes != want_bytes || ss.dtype != s.dtype || (chunk == 0 && ss.ne != s.ne) {
             return Err(bad(format!(
-                "input {}: the sampled rows' tensor is {:?} of {}, {want:?} expected",
-                s.name, ss.ne, ss.dtype
+                "input {}: the sampled slices' tensor is {:?} of {} ({} bytes), {want_bytes} bytes expected",
+                s.name, ss.ne, ss.dtype, ss.bytes
             )));
         }
+        if let Some((_, h)) = made.iter().find(|(k, _)| *k == i) {
+            if chunk == 0 {
+                out.push(h.clone());
+                continue;
+            }
+            // A made tensor holds the spec's bytes or (a block format) its f32 values: cut it
+            // by its own bytes per slice.
+            let len = h.bytes.len() as u64;
+            if !len.is_multiple_of(sl.count) {
+                return Err(bad(format!(
+                    "input {}: {len} made bytes do not cut into {} slices",
+                    s.name, sl.count
+                )));
+            }
+            let per = (len / sl.count) as usize;
+            let mut bytes = Vec::with_capacity(per * slices.len());
+            for &p in slices {
+                let at = p as usize * per;
+                let b = h
+                    .bytes
+                    .get(at..at + per)
+                    .ok_or_else(|| bad(format!("input {}: slice {p} is past its end", s.name)))?;
+                bytes.extend_from_slice(b);
+            }
+            let ne = if h.dtype == s.dtype {
+                ss.ne
+            } else {
+                let e = (per * slices.len()) as u64 / h.dtype.size().max(1) * h.dtype.block();
+                [e as i64, 1, 1, 1]
+            };
+            out.push(HostTensor::from_bytes(
+                h.dtype,
+                ne,
+                dense_strides(&ne, h.dtype),
+                bytes,
+            ));
+            continue;
+        }
+        let n0 = s.ne[0].max(1) as u64;
         let (lo, hi) = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
         let integer = s.dtype.is_integer();
         let stream = Rng::stream(case.seed, i as u64);
         // A big block-format input holds rows of its pool, drawn as the pool's rows.
         let pool = crate::contract::op::BlockPool::of(case.seed, i as u64, s);
-        let mut vals = Vec::with_capacity(rows.len() * n0 as usize);
-        for &r in rows {
-            let r = pool.as_ref().map_or(r, |p| p.pick(r));
-            let mut rng = stream.skipped(r * n0 as u64);
-            for _ in 0..n0 {
-                vals.push(if integer {
-                    rng.below(16) as f32
-                } else {
-                    rng.uniform(lo, hi)
-                });
+        // The rows to draw: the whole input's, or each sampled slice's.
+        let rows_per = if chunk == 0 {
+            s.nelements() / n0
+        } else {
+            sl.chunk_elements(s, i) / n0
+        };
+        let firsts: Vec<u64> = if chunk == 0 {
+            vec![0]
+        } else {
+            slices.iter().map(|&p| p * rows_per).collect()
+        };
+        let mut vals = Vec::with_capacity((firsts.len() as u64 * rows_per * n0) as usize);
+        for &first in &firsts {
+            for r in first..first + rows_per {
+                let r = pool.as_ref().map_or(r, |p| p.pick(r));
+                let mut rng = stream.skipped(r * n0);
+                for _ in 0..n0 {
+                    vals.push(if integer {
+                        rng.below(16) as f32
+                    } else {
+                        rng.uniform(lo, hi)
+                    });
+                }
             }
         }
         out.push(HostTensor::from_f32(s.dtype, ss.ne, &vals));
@@ -235,8 +390,17 @@ pub(crate) fn gathered_inputs(
     Ok(out)
 }
 
-/// An output judged on its sampled rows and its scan: elements never written anywhere in it
-/// (the scan), then wrong values in the sampled rows, then non-finite values anywhere where
+/// Where an output's sampled values lie: the case's slicing, the slices read, and the output's
+/// place among the case's specs (`Slicing::chunk`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SampledAt<'a> {
+    pub(crate) slicing: &'a Slicing,
+    pub(crate) slices: &'a [u64],
+    pub(crate) index: usize,
+}
+
+/// An output judged on its sampled slices and its scan: elements never written anywhere in it
+/// (the scan), then wrong values in the sampled slices, then non-finite values anywhere where
 /// the sampled reference is finite. `first_bad` and the output's shape name the element in
 /// the whole output.
 pub(crate) fn judge_output(
@@ -244,21 +408,23 @@ pub(crate) fn judge_output(
     got_rows: &HostTensor,
     reference: &[f64],
     scan: Scan,
-    rows: &[u64],
+    at: SampledAt<'_>,
     tol: Tolerance,
 ) -> Comparison {
+    let (sl, slices) = (at.slicing, at.slices);
     let name = &spec.name;
     let mut c = compare(name, got_rows, reference, tol);
-    let n0 = spec.ne[0].max(1) as u64;
+    let per = sl.chunk_elements(spec, at.index).max(1);
     if let Some(f) = c.numbers.first_bad {
-        let (j, k) = ((f / n0) as usize, f % n0);
-        c.numbers.first_bad = rows.get(j).map(|r| r * n0 + k);
+        let (j, k) = ((f / per) as usize, f % per);
+        c.numbers.first_bad = slices.get(j).map(|r| r * per + k);
     }
     c.numbers.output_ne = Some(spec.ne);
     let sampled = format!(
-        "judged on {} of its {} rows (crossings, the ends, a seeded sample), the whole of it scanned for poison and non-finite values",
-        rows.len(),
-        spec.nelements() / n0
+        "judged on {} of its {} {} (crossings, the ends, a seeded sample), the whole of it scanned for poison and non-finite values",
+        slices.len(),
+        sl.count,
+        sl.unit()
     );
     if scan.elements > 0 && scan.unwritten == scan.elements {
         let mut w = nothing_written(name, scan.elements);
@@ -300,18 +466,46 @@ mod tests {
     use crate::model::dtype::DType;
     use crate::model::host::POISON_F32;
 
+    fn spec(name: &str, role: Role, ne: [i64; 4]) -> TensorSpec {
+        TensorSpec::dense(name, role, DType::F32, ne).expect("spec")
+    }
+
+    /// An op of one input and one output of the case's shape (an element-wise op).
+    fn same_shape(c: &Case) -> Option<Vec<TensorSpec>> {
+        Some(vec![
+            spec("a", Role::Input, c.ne),
+            spec("d", Role::Output, c.ne),
+        ])
+    }
+
+    fn rows(c: &Case, specs: &[TensorSpec]) -> Option<Slicing> {
+        slicing(c, specs, 1, &same_shape)
+    }
+
     /// Whether `gathered_inputs` draws what `random_tensor` draws for the whole case.
     fn draws_agree(case: &Case, spec: &TensorSpec, index: usize, rows: &[u64]) -> bool {
         let whole = random_tensor(case.seed, index as u64, spec, -1.0, 1.0);
         let n0 = spec.ne[0] as usize;
         let e = spec.dtype.size() as usize;
-        let sl = sliced(case, rows.len() as u64);
+        let sl = sliced(case, rows.len() as u64, 1);
         let ss = TensorSpec::dense(&spec.name, Role::Input, spec.dtype, sl.ne);
         let Ok(ss) = ss else { return false };
         let specs = vec![spec.clone(); index + 1];
         let sspecs = vec![ss; index + 1];
-        let Ok(g) = gathered_inputs(case, &specs, &sspecs, rows, &vec![(-1.0, 1.0); index + 1])
-        else {
+        let cut = Slicing {
+            from: 1,
+            count: spec.nelements() / n0 as u64,
+            chunk: vec![(n0 * e) as u64; index + 1],
+        };
+        let Ok(g) = gathered_inputs(
+            case,
+            &specs,
+            &sspecs,
+            &cut,
+            rows,
+            &vec![(-1.0, 1.0); index + 1],
+            &[],
+        ) else {
             return false;
         };
         let Some(got) = g.get(index) else {
@@ -324,78 +518,136 @@ mod tests {
         })
     }
 
-    fn spec(name: &str, role: Role, ne: [i64; 4]) -> TensorSpec {
-        TensorSpec::dense(name, role, DType::F32, ne).expect("spec")
-    }
-
     #[test]
     fn rows_at_every_crossing_both_ends_and_a_seeded_sample() {
         // [64, 2^25 + 1]: element 2^31 starts row 2^25.
         let c = Case::new("x", "y", DType::F32, [64, (1 << 25) + 1, 1, 1]);
-        let specs = [spec("a", Role::Input, c.ne), spec("d", Role::Output, c.ne)];
-        let rows = rows_of(&c, &specs).expect("row-local");
-        let r = sample_rows(&c, &specs, rows);
+        let specs = same_shape(&c).expect("specs");
+        let sl = rows(&c, &specs).expect("row-local");
+        assert_eq!(sl.count, (1 << 25) + 1);
+        assert_eq!(sl.chunk, vec![256, 256]);
+        let r = sample_slices(&c, &specs, &sl);
         for want in [0, 1, (1 << 25) - 1, 1 << 25, (1 << 25) - 2, 65_535, 65_536] {
             assert!(r.contains(&want), "row {want} missing");
         }
         assert!(r.windows(2).all(|w| w[0] < w[1]));
-        assert!(r.iter().all(|&x| x < rows));
+        assert!(r.iter().all(|&x| x < sl.count));
         // A few hundred rows at most; the seeded sample is the same for the same case.
         assert!(r.len() < RANDOM_ROWS + 60, "{}", r.len());
-        assert_eq!(sample_rows(&c, &specs, rows), r);
+        assert_eq!(sample_slices(&c, &specs, &sl), r);
         let mut other = c.clone();
         other.seed = 2;
-        assert_ne!(sample_rows(&other, &specs, rows), r);
+        assert_ne!(sample_slices(&other, &specs, &sl), r);
     }
 
     #[test]
-    fn only_dense_tensors_with_the_cases_rows_are_sampled() {
+    fn only_dense_stacks_of_the_cases_slices_are_sampled() {
         let c = Case::new("x", "y", DType::F32, [64, 8, 2, 1]);
+        // One value a row (a row reduction's output) is a stack of rows.
+        let reduce = |c: &Case| {
+            Some(vec![
+                spec("a", Role::Input, c.ne),
+                spec("d", Role::Output, [1, c.ne[1], c.ne[2], c.ne[3]]),
+            ])
+        };
+        let specs = reduce(&c).expect("specs");
+        let sl = slicing(&c, &specs, 1, &reduce).expect("rows");
+        assert_eq!((sl.count, sl.chunk.clone()), (16, vec![256, 4]));
+        // An input of rows [64, 1, ne2] does not follow the rows: neither a stack nor read
+        // whole (the op gives it other shapes for other slice counts).
+        let bias = |c: &Case| {
+            Some(vec![
+                spec("a", Role::Input, c.ne),
+                spec("b", Role::Input, [64, 1, c.ne[2], 1]),
+                spec("d", Role::Output, c.ne),
+            ])
+        };
+        let specs = bias(&c).expect("specs");
+        assert_eq!(slicing(&c, &specs, 1, &bias), None);
+        // Along planes it is one: each plane reads its own row of it.
+        let sl = slicing(&c, &specs, 2, &bias).expect("planes");
+        assert_eq!((sl.count, sl.chunk.clone()), (2, vec![2048, 256, 2048]));
+        // A view is never sampled.
+        let strided = |c: &Case| {
+            Some(vec![TensorSpec::strided(
+                "v",
+                Role::Input,
+                DType::F32,
+                c.ne,
+                [4, 512, 4096, 8192],
+            )
+            .expect("view")])
+        };
+        let specs = strided(&c).expect("specs");
+        assert_eq!(slicing(&c, &specs, 1, &strided), None);
+        // Nor a case whose tensors are all read whole.
+        let fixed = |_: &Case| Some(vec![spec("w", Role::Input, [64, 1, 1, 1])]);
         assert_eq!(
-            rows_of(
-                &c,
-                &[
-                    spec("a", Role::Input, c.ne),
-                    spec("d", Role::Output, [1, 8, 2, 1])
-                ]
-            ),
-            Some(16)
-        );
-        assert_eq!(
-            rows_of(&c, &[spec("b", Role::Input, [64, 1, 2, 1])]),
+            slicing(&c, &fixed(&c).expect("specs"), 1, &fixed),
             None,
-            "a broadcast input's rows are not the case's"
+            "nothing to sample"
         );
-        let strided = TensorSpec::strided("v", Role::Input, DType::F32, c.ne, [4, 512, 4096, 8192])
-            .expect("view");
-        assert_eq!(rows_of(&c, &[strided]), None);
     }
 
     #[test]
-    fn a_broadcast_row_input_is_sampled_and_taken_whole() {
+    fn a_tensor_whose_size_matches_one_slice_count_only_is_not_a_stack() {
+        // [ne0, ne1 * ne1]: 4 rows in the case of 2 and 9 in the case of 3, never a stack.
+        let c = Case::new("x", "y", DType::F32, [8, 4, 1, 1]);
+        let square = |c: &Case| {
+            Some(vec![
+                spec("a", Role::Input, c.ne),
+                spec("d", Role::Output, [8, c.ne[1] * c.ne[1], 1, 1]),
+            ])
+        };
+        let specs = square(&c).expect("specs");
+        assert_eq!(slicing(&c, &specs, 1, &square), None);
+    }
+
+    #[test]
+    fn a_source_tiled_over_more_rows_than_the_case_has_is_not_a_stack() {
+        // a + b with b [10, 10] repeated twice along rows in a [10, 20]: a's row r reads b's
+        // row r % 10, so a's rows are not b's rows, though a's size follows the case's.
+        let c = Case::new("x", "y", DType::F32, [10, 10, 1, 1]);
+        let tiled = |c: &Case| {
+            let a = [c.ne[0], c.ne[1] * 2, c.ne[2], c.ne[3]];
+            Some(vec![
+                spec("a", Role::Input, a),
+                spec("b", Role::Input, c.ne),
+                spec("d", Role::Output, a),
+            ])
+        };
+        let specs = tiled(&c).expect("specs");
+        assert_eq!(slicing(&c, &specs, 1, &tiled), None);
+        // Along planes, where a and b have the case's planes, it is one.
+        let c = Case::new("x", "y", DType::F32, [10, 10, 4, 1]);
+        let specs = tiled(&c).expect("specs");
+        let sl = slicing(&c, &specs, 2, &tiled).expect("planes");
+        assert_eq!(sl.chunk, vec![800, 400, 800]);
+    }
+
+    #[test]
+    fn a_broadcast_input_is_read_whole_and_drawn_as_the_case_draws_it() {
         let c = Case::new("x", "y", DType::F32, [64, 8, 2, 1]);
         let x = spec("x", Role::Input, c.ne);
         let w = spec("w", Role::Input, [64, 1, 1, 1]);
         let d = spec("d", Role::Output, c.ne);
-        assert_eq!(rows_of(&c, &[x.clone(), w.clone(), d.clone()]), Some(16));
-        assert_eq!(
-            rows_of(&c, &[x.clone(), spec("d", Role::Output, [64, 1, 1, 1])]),
-            None,
-            "an output of one row is not the case's rows"
-        );
+        let with_weight = |c: &Case| {
+            Some(vec![
+                spec("x", Role::Input, c.ne),
+                spec("w", Role::Input, [64, 1, 1, 1]),
+                spec("d", Role::Output, c.ne),
+            ])
+        };
+        let specs = [x.clone(), w.clone(), d.clone()];
+        let sl = slicing(&c, &specs, 1, &with_weight).expect("rows");
+        assert_eq!(sl.chunk, vec![256, 0, 256]);
         // The sampled rows' reference reads the weight as the case drew it (stream 1, from its
         // start) and x's rows 3, 9 and 15 from stream 0.
-        let rows = [3u64, 9, 15];
-        let sl = sliced(&c, rows.len() as u64);
-        let sx = spec("x", Role::Input, sl.ne);
-        let g = gathered_inputs(
-            &c,
-            &[x.clone(), w.clone(), d.clone()],
-            &[sx.clone(), w.clone(), spec("d", Role::Output, sl.ne)],
-            &rows,
-            &[(-1.0, 1.0); 3],
-        )
-        .expect("gathered");
+        let picked = [3u64, 9, 15];
+        let sc = sliced(&c, picked.len() as u64, 1);
+        let sspecs = with_weight(&sc).expect("specs");
+        let g = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &[(-1.0, 1.0); 3], &[])
+            .expect("gathered");
         assert_eq!(g.len(), 2);
         assert_eq!(g[1].ne, [64, 1, 1, 1]);
         assert_eq!(
@@ -405,19 +657,25 @@ mod tests {
         );
         let whole_x = random_tensor(c.seed, 0, &x, -1.0, 1.0);
         let row = 64 * 4;
-        for (j, &r) in rows.iter().enumerate() {
+        for (j, &r) in picked.iter().enumerate() {
             assert_eq!(
                 g[0].bytes[j * row..(j + 1) * row],
                 whole_x.bytes[r as usize * row..(r as usize + 1) * row]
             );
         }
-        // A sliced case whose single-row input follows the rows is refused, not guessed.
+        // A sliced case whose read-whole input follows the slices is refused, not guessed.
         assert!(gathered_inputs(
             &c,
-            &[x, w],
-            &[sx, spec("w", Role::Input, [64, 3, 1, 1])],
-            &rows,
-            &[(-1.0, 1.0); 2],
+            &specs,
+            &[
+                sspecs[0].clone(),
+                spec("w", Role::Input, [64, 3, 1, 1]),
+                sspecs[2].clone()
+            ],
+            &sl,
+            &picked,
+            &[(-1.0, 1.0); 3],
+            &[],
         )
         .is_err());
     }
@@ -432,6 +690,69 @@ mod tests {
         }
     }
 
+    /// A gather along planes: a table [n, m, b], indices [r, b], a result [n, r, b]. Each plane
+    /// of the result reads its own plane of both inputs, whatever their shapes.
+    fn gather(c: &Case) -> Option<Vec<TensorSpec>> {
+        Some(vec![
+            spec("table", Role::Input, c.ne),
+            TensorSpec::dense("rows", Role::Input, DType::I32, [3, c.ne[2], c.ne[3], 1]).ok()?,
+            spec("dst", Role::Output, [c.ne[0], 3, c.ne[2], c.ne[3]]),
+        ])
+    }
+
+    #[test]
+    fn planes_are_cut_from_every_tensor_and_sampled_at_each_grid_limit() {
+        let c = Case::new("x", "y", DType::F32, [16, 8, 70_000, 1]);
+        let specs = gather(&c).expect("specs");
+        let sl = slicing(&c, &specs, 2, &gather).expect("planes");
+        assert_eq!(sl.count, 70_000);
+        assert_eq!(sl.chunk, vec![16 * 8 * 4, 3 * 4, 16 * 3 * 4]);
+        assert_eq!(sl.unit(), "slices along ne[2..3]");
+        let s = sample_slices(&c, &specs, &sl);
+        for want in [0, 1, 65_534, 65_535, 65_536, 65_537, 69_998, 69_999] {
+            assert!(s.contains(&want), "plane {want} missing");
+        }
+        // The planes of the drawn table and of made indices, each from where it lies.
+        let picked = [2u64, 65_535, 69_999];
+        let sc = sliced(&c, picked.len() as u64, 2);
+        assert_eq!(sc.ne, [16, 8, 3, 1]);
+        let sspecs = gather(&sc).expect("specs");
+        let idx: Vec<f32> = (0..3 * 70_000).map(|i| (i % 8) as f32).collect();
+        let made = vec![
+            (0, random_tensor(c.seed, 0, &specs[0], -1.0, 1.0)),
+            (1, HostTensor::from_f32(DType::I32, specs[1].ne, &idx)),
+        ];
+        let ranges = [(-1.0, 1.0); 3];
+        let drawn =
+            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &[]).expect("drawn");
+        let cut = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made)
+            .expect("cut from the made inputs");
+        assert_eq!(
+            drawn[0].bytes, cut[0].bytes,
+            "a drawn plane is the plane of the draw"
+        );
+        for (j, &p) in picked.iter().enumerate() {
+            let plane = 16 * 8 * 4;
+            assert_eq!(
+                cut[0].bytes[j * plane..(j + 1) * plane],
+                made[0].1.bytes[p as usize * plane..(p as usize + 1) * plane]
+            );
+            assert_eq!(
+                cut[1].bytes[j * 12..(j + 1) * 12],
+                made[1].1.bytes[p as usize * 12..(p as usize + 1) * 12]
+            );
+        }
+        assert_eq!(cut[1].ne, [3, 3, 1, 1]);
+        // Along ne[3] alone there is one slice here: nothing to sample. A made tensor that
+        // does not cut into the slices is refused.
+        assert_eq!(slicing(&c, &specs, 3, &gather), None);
+        let short = vec![
+            made[0].clone(),
+            (1, HostTensor::from_f32(DType::I32, [5, 1, 1, 1], &[1.0; 5])),
+        ];
+        assert!(gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &short).is_err());
+    }
+
     fn out_rows(vals: &[f32], n0: i64) -> HostTensor {
         HostTensor::from_f32(DType::F32, [n0, vals.len() as i64 / n0, 1, 1], vals)
     }
@@ -439,6 +760,11 @@ mod tests {
     #[test]
     fn a_sampled_judge_sees_unwritten_elements_anywhere_and_wrong_values_in_its_rows() {
         let d = spec("dst", Role::Output, [4, 1000, 1, 1]);
+        let sl = Slicing {
+            from: 1,
+            count: 1000,
+            chunk: vec![16],
+        };
         let rows = [0u64, 500, 999];
         let reference: Vec<f64> = (0..12).map(|i| i as f64 * 0.25).collect();
         let good: Vec<f32> = reference.iter().map(|&x| x as f32).collect();
@@ -448,7 +774,15 @@ mod tests {
             elements: 4000,
         };
         let tol = Tolerance::F32;
-        let c = judge_output(&d, &out_rows(&good, 4), &reference, all, &rows, tol);
+        let judge = |got: &HostTensor, scan: Scan| {
+            let at = SampledAt {
+                slicing: &sl,
+                slices: &rows,
+                index: 0,
+            };
+            judge_output(&d, got, &reference, scan, at, tol)
+        };
+        let c = judge(&out_rows(&good, 4), all);
         assert_eq!(c.verdict, Verdict::Pass, "{}", c.detail);
         assert!(
             c.detail.contains("judged on 3 of its 1000 rows"),
@@ -460,7 +794,7 @@ mod tests {
             unwritten: 7,
             ..all
         };
-        let c = judge_output(&d, &out_rows(&good, 4), &reference, hole, &rows, tol);
+        let c = judge(&out_rows(&good, 4), hole);
         assert_eq!(c.verdict, Verdict::UnwrittenOutput);
         assert_eq!(c.numbers.unwritten, 7);
         let none = Scan {
@@ -468,12 +802,12 @@ mod tests {
             ..all
         };
         let poison = vec![f32::from_bits(POISON_F32); 12];
-        let c = judge_output(&d, &out_rows(&poison, 4), &reference, none, &rows, tol);
+        let c = judge(&out_rows(&poison, 4), none);
         assert_eq!(c.verdict, Verdict::SilentFailure);
         // A wrong value in row 500: named in the whole output's coordinates.
         let mut bad = good.clone();
         bad[4 + 2] = 9.0;
-        let c = judge_output(&d, &out_rows(&bad, 4), &reference, all, &rows, tol);
+        let c = judge(&out_rows(&bad, 4), all);
         assert_eq!(c.verdict, Verdict::WrongValues);
         assert_eq!(c.numbers.first_bad, Some(500 * 4 + 2));
         assert_eq!(c.numbers.first_bad_coords(), Some([2, 500, 0, 0]));
@@ -482,8 +816,41 @@ mod tests {
             nonfinite: 3,
             ..all
         };
-        let c = judge_output(&d, &out_rows(&good, 4), &reference, inf, &rows, tol);
+        let c = judge(&out_rows(&good, 4), inf);
         assert_eq!(c.verdict, Verdict::Nonfinite);
         assert_eq!(c.numbers.nonfinite, 3);
+    }
+
+    #[test]
+    fn a_wrong_value_in_a_sampled_plane_is_named_where_it_lies() {
+        // Output [4, 3, 100]: planes of 12 values; planes 7 and 42 sampled.
+        let d = spec("dst", Role::Output, [4, 3, 100, 1]);
+        let sl = Slicing {
+            from: 2,
+            count: 100,
+            chunk: vec![48],
+        };
+        let planes = [7u64, 42];
+        let reference: Vec<f64> = (0..24).map(|i| i as f64).collect();
+        let mut got: Vec<f32> = reference.iter().map(|&x| x as f32).collect();
+        got[12 + 5] = -1.0;
+        let all = Scan {
+            unwritten: 0,
+            nonfinite: 0,
+            elements: 1200,
+        };
+        let at = SampledAt {
+            slicing: &sl,
+            slices: &planes,
+            index: 0,
+        };
+        let c = judge_output(&d, &out_rows(&got, 12), &reference, all, at, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::WrongValues);
+        assert_eq!(c.numbers.first_bad_coords(), Some([1, 1, 42, 0]));
+        assert!(
+            c.detail.contains("2 of its 100 slices along ne[2..3]"),
+            "{}",
+            c.detail
+        );
     }
 }

@@ -21,7 +21,8 @@ struct Tier {
 
 /// A case's tensor bytes on the device and what its host side holds of them: as much again
 /// (inputs drawn, outputs downloaded, a reference) for a case judged whole, nothing for one
-/// judged on sampled rows (`judge::sample`: drawn, run and scanned on the device).
+/// judged on sampled slices (`judge::sample`: drawn, run and scanned on the device), its
+/// inputs for one whose inputs the op makes on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CaseBytes {
     /// Bytes of its tensors on the device.
@@ -35,8 +36,9 @@ impl CaseBytes {
     fn whole(b: u64) -> CaseBytes {
         CaseBytes { device: b, host: b }
     }
-    /// A case's bytes as `judging` runs it: judged on sampled rows (a ggml CUDA build's op
-    /// whose rows are independent, big enough), nothing of it on the host.
+    /// A case's bytes as `judging` runs it: judged on sampled slices (a ggml CUDA build's op
+    /// whose slices are independent, big enough), nothing of it on the host but the inputs
+    /// the op makes there.
     fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> CaseBytes {
         let Ok(specs) = op.tensors(c) else {
             return CaseBytes::whole(u64::MAX);
@@ -47,15 +49,19 @@ impl CaseBytes {
             .fold(0u64, u64::saturating_add);
         // The impls that draw and scan on the device are a ggml build's CUDA devices
         // (`ggml:CUDA0`); the worker decides for itself, this is what admission expects.
-        if c.imp.starts_with("ggml:CUDA") && kedge_core::judge::sample::sampled(op, c, judging) {
+        let sampled =
+            c.imp.starts_with("ggml:CUDA") && kedge_core::judge::sample::sampled(op, c, judging);
+        let made = op.row_sampling(c).is_some_and(|s| s.inputs_made());
+        if sampled && !made {
             return CaseBytes { device, host: 0 };
         }
         // On the host a block-format tensor is also its f32 values (drawn, then quantized by
         // the build; its output dequantized): four bytes an element beside its blocks. (A
         // 2^32-element q5_0 table held 16 GiB of f32 there; eight at once ran the H200's host
-        // out of memory.)
+        // out of memory.) A sampled case whose inputs the op makes holds only those.
         let host = specs
             .iter()
+            .filter(|t| !sampled || t.role == kedge_core::Role::Input)
             .map(|t| {
                 if t.dtype.is_block() {
                     t.bytes.saturating_add(t.nelements().saturating_mul(4))
@@ -775,7 +781,7 @@ mod admission_tests {
     }
 
     #[test]
-    fn a_block_format_case_holds_its_f32_values_on_the_host_and_a_sampled_one_nothing() {
+    fn a_block_format_case_holds_its_f32_values_on_the_host_and_a_sampled_one_its_made_inputs() {
         use kedge_core::judge::sample::Judging;
         use kedge_core::{Case, DType};
         let reg = kedge_ops::registry();
@@ -792,6 +798,17 @@ mod admission_tests {
         let b = CaseBytes::of(op, &c, Judging::Auto);
         assert_eq!((b.device, b.host), (2 * 4 * (64 << 25), 0));
         assert_eq!(CaseBytes::of(op, &c, Judging::Full).host, b.device);
+        // A big gather along planes is judged on sampled planes: its indices are made on the
+        // host, so the host holds its inputs (the table, drawn there too, and the indices),
+        // not its output.
+        let op = reg.op("get_rows").unwrap();
+        let c = Case::new("get_rows", "ggml:CUDA0", DType::F32, [64, 8, 1 << 17, 1]);
+        let c = reg.validate(&c).unwrap_or(c);
+        let b = CaseBytes::of(op, &c, Judging::Auto);
+        let table = 4 * ((64 * 8) << 17);
+        let rows = 4 * 3 * (1 << 17);
+        assert_eq!(b.host, table + rows, "{b:?}");
+        assert_eq!(b.device, table + rows + 4 * 64 * 3 * (1 << 17));
     }
 
     #[test]

@@ -505,17 +505,51 @@ fn with_kedge_device<T>(
     })
 }
 
-/// What a sampled run read: each output's sampled rows and scan, and every allocation.
+/// The spec indices of the outputs, in spec order.
+fn output_indices(specs: &[TensorSpec]) -> impl Iterator<Item = usize> + '_ {
+    specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Output)
+        .map(|(i, _)| i)
+}
+
+/// Input `spec` as the op made it on the host (`SampledDraw::made`), or `None` where it is
+/// drawn.
+fn made_input<'a>(draw: &SampledDraw<'a>, spec: usize) -> Option<&'a HostTensor> {
+    draw.made.iter().find(|(k, _)| *k == spec).map(|(_, h)| h)
+}
+
+/// Bytes of one sampled slice of output `spec` (index `k` among the case's specs).
+fn slice_bytes(draw: &SampledDraw<'_>, s: &TensorSpec, k: usize) -> Result<usize, RunError> {
+    match draw.chunk.get(k) {
+        Some(&c) if c > 0 => Ok(c as usize),
+        _ => Err(RunError::Impl(format!(
+            "output {} has no slice size for sampled judging",
+            s.name
+        ))),
+    }
+}
+
+/// The shape the sampled slices of an output are read back as: `[elements of a slice,
+/// slices, 1, 1]`.
+fn sampled_ne(s: &TensorSpec, chunk: usize, slices: usize) -> [i64; 4] {
+    let per = chunk as u64 / s.dtype.size().max(1) * s.dtype.block();
+    [per as i64, slices as i64, 1, 1]
+}
+
+/// What a sampled run read: each output's sampled slices and scan, and every allocation.
 pub(crate) struct SampledParts {
     pub(crate) rows: Vec<HostTensor>,
     pub(crate) scans: Vec<Scan>,
     pub(crate) allocations: Vec<Allocation>,
 }
 
-/// Run a big case on a ggml CUDA device judged on sampled rows: the op's tensors in ggml's
+/// Run a big case on a ggml CUDA device judged on sampled slices: the op's tensors in ggml's
 /// buffers, outputs poisoned and inputs drawn there by kedge's kernels (the same values as
-/// the host draw; a block-format input is drawn on the host and quantized by the build), the
-/// graph computed, each output scanned there and only `draw.rows` of it read back.
+/// the host draw; a block-format input is drawn on the host and quantized by the build; an
+/// input the op made, uploaded), the graph computed, each output scanned there and only
+/// `draw.slices` of it read back.
 pub(crate) fn run_sampled(
     ggml: Ggml,
     device: &str,
@@ -565,8 +599,13 @@ fn sampled_on_host(
     }
     for (t, i) in uploads {
         let s = &specs[*i];
-        let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
-        let bytes = drawn_bytes(ggml, case.seed, *i, s, lo, hi)?;
+        let bytes = match made_input(draw, *i) {
+            Some(h) => input_bytes(ggml, s, h)?.into_owned(),
+            None => {
+                let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
+                drawn_bytes(ggml, case.seed, *i, s, lo, hi)?
+            }
+        };
         g.set_data(*t, &bytes).map_err(graph_err)?;
     }
     g.compute(b).map_err(|e| match e {
@@ -575,19 +614,19 @@ fn sampled_on_host(
     })?;
     let mut rows_out = Vec::new();
     let mut scans = Vec::new();
-    for (t, s) in outs.iter().zip(&out_specs) {
+    for ((t, s), k) in outs.iter().zip(&out_specs).zip(output_indices(specs)) {
         let all = g.get_data(*t).map_err(graph_err)?;
         scans.push(Scan::of_bytes(&all, s.dtype));
-        let row = s.nb[1] as usize;
-        let mut bytes = Vec::with_capacity(row * draw.rows.len());
-        for &r in draw.rows {
-            let at = r as usize * row;
-            let got = all
-                .get(at..at + row)
-                .ok_or_else(|| RunError::Impl(format!("row {r} of {} is past its end", s.name)))?;
+        let chunk = slice_bytes(draw, s, k)?;
+        let mut bytes = Vec::with_capacity(chunk * draw.slices.len());
+        for &r in draw.slices {
+            let at = r as usize * chunk;
+            let got = all.get(at..at + chunk).ok_or_else(|| {
+                RunError::Impl(format!("slice {r} of {} is past its end", s.name))
+            })?;
             bytes.extend_from_slice(got);
         }
-        let ne = [s.ne[0], draw.rows.len() as i64, 1, 1];
+        let ne = sampled_ne(s, chunk, draw.slices.len());
         rows_out.push(HostTensor::from_bytes(
             s.dtype,
             ne,
@@ -635,6 +674,11 @@ fn sampled_on(
     }
     for (t, i) in uploads {
         let s = &specs[*i];
+        if let Some(h) = made_input(draw, *i) {
+            let bytes = input_bytes(ggml, s, h)?;
+            g.set_data(*t, &bytes).map_err(graph_err)?;
+            continue;
+        }
         let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
         if big::can_draw(s.dtype) {
             let p = g.data_ptr(*t).map_err(graph_err)?;
@@ -651,15 +695,15 @@ fn sampled_on(
     })?;
     let mut rows_out = Vec::new();
     let mut scans = Vec::new();
-    for (t, s) in outs.iter().zip(&out_specs) {
+    for ((t, s), k) in outs.iter().zip(&out_specs).zip(output_indices(specs)) {
         let p = g.data_ptr(*t).map_err(graph_err)?;
         scans.push(big::scan(dev, p, s.dtype, s.nelements())?);
-        let row = s.nb[1] as usize;
-        let mut bytes = Vec::with_capacity(row * draw.rows.len());
-        for &r in draw.rows {
-            bytes.extend(big::read(dev, p + r * s.nb[1], row)?);
+        let chunk = slice_bytes(draw, s, k)?;
+        let mut bytes = Vec::with_capacity(chunk * draw.slices.len());
+        for &r in draw.slices {
+            bytes.extend(big::read(dev, p + r * chunk as u64, chunk)?);
         }
-        let ne = [s.ne[0], draw.rows.len() as i64, 1, 1];
+        let ne = sampled_ne(s, chunk, draw.slices.len());
         rows_out.push(HostTensor::from_bytes(
             s.dtype,
             ne,

@@ -134,8 +134,8 @@ pub(crate) const GET_ROWS_TYPES: &[DType] = ALL_TYPES_I32;
 pub(crate) type InputsFn = fn(&Case, &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError>;
 
 /// How an entry's inputs are drawn. Drawn inputs (`Default`, `Uniform`) are what the device
-/// draws too, so a big case of a row-independent op is judged on sampled rows; inputs an
-/// entry makes are judged whole.
+/// draws too; inputs an entry makes are made whole on the host and uploaded, so a big case of
+/// either is judged on sampled slices where its `Rows` allow.
 #[derive(Clone, Copy)]
 pub(crate) enum Inputs {
     /// Every input uniform in [-1, 1) (`random_inputs`).
@@ -144,7 +144,13 @@ pub(crate) enum Inputs {
     Uniform(f32, f32),
     /// Made by the entry.
     Made(InputsFn),
+    /// Some made by the entry (indices, positions: by spec index), the rest drawn as `Default`
+    /// draws them, so a big case's device draws its big inputs and the host makes only these.
+    Partly(PartlyFn),
 }
+
+/// The inputs an entry makes itself, by spec index (`Inputs::Partly`).
+pub(crate) type PartlyFn = fn(&Case, &[TensorSpec]) -> Result<Vec<(usize, HostTensor)>, CaseError>;
 
 /// A smoke case: a shape, its parameters, and the one dtype it is for (`None`: every dtype of
 /// the op). `params` makes the case's parameter map: the op's typed parameters at their
@@ -201,22 +207,54 @@ pub struct GgmlOpEntry {
     pub(crate) upstream_line: fn(&Case) -> UpstreamRepro,
     /// test-backend-ops' `max_nmse_err()` for the op (0: exact).
     pub(crate) nmse: Nmse,
-    /// Whether a big case may be judged on sampled rows (`Op::row_sampling`).
+    /// Whether a big case may be judged on sampled slices (`Op::row_sampling`).
     pub(crate) rows: Rows,
     /// Which workload reaches the case's shape, where one is known.
     pub(crate) reach: fn(&Case) -> Option<String>,
 }
 
-/// How an entry's rows relate, for judging a big case on sampled rows.
-#[derive(Debug, Clone, Copy)]
+/// How an entry's rows relate, for judging a big case on sampled slices (`judge::sample`).
 pub(crate) enum Rows {
     /// Each output row depends only on the same row of each input, not on where the row is
     /// (element-wise ops, row reductions): a case of just some rows computes just those.
     Independent,
     /// Independent in the cases this accepts (a copy without a permutation), whole otherwise.
     IndependentWhen(fn(&Case) -> bool),
+    /// Rows are not, but each slice along the case's dimensions `k..3` is: each output's
+    /// slice depends only on the same slice of each input and on inputs every slice reads
+    /// whole (a gather within a batch: planes, 2; a convolution per image: 3).
+    Slices(usize),
+    /// Slices along the dimensions from the one this gives, where it gives one (concat along
+    /// `dim`: the slices after it).
+    SlicesWhen(fn(&Case) -> Option<usize>),
+    /// Slices along the dimensions after the last one whose size the op changes between its
+    /// first input and its last output (a pad, repeat or upscale that leaves the dimensions
+    /// after it alone copies each slice there from the same slice of its input).
+    SlicesPastChanged,
     /// Judged whole.
     Whole,
+}
+
+impl Rows {
+    /// The first dimension a case's slices run along, where the case may be sampled.
+    fn first_sliced_dim(&self, case: &Case, specs: &[TensorSpec]) -> Option<usize> {
+        match self {
+            Rows::Independent => Some(1),
+            Rows::IndependentWhen(f) => f(case).then_some(1),
+            Rows::Slices(k) => Some(*k),
+            Rows::SlicesWhen(f) => f(case),
+            Rows::SlicesPastChanged => {
+                let x = specs.iter().find(|s| s.role == Role::Input)?;
+                let y = specs.iter().rev().find(|s| s.role == Role::Output)?;
+                let k = (0..4)
+                    .rev()
+                    .find(|&d| x.ne[d] != y.ne[d])
+                    .map_or(1, |d| d + 1);
+                (k <= 3).then_some(k)
+            }
+            Rows::Whole => None,
+        }
+    }
 }
 
 impl Op for GgmlOpEntry {
@@ -254,6 +292,37 @@ impl Op for GgmlOpEntry {
                 .collect(),
             Inputs::Uniform(lo, hi) => Ok(uniform_inputs(case, specs, lo, hi)),
             Inputs::Made(f) => f(case, specs),
+            Inputs::Partly(f) => {
+                let mut made = f(case, specs)?;
+                specs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.role == Role::Input)
+                    .map(|(i, _)| match made.iter().position(|(k, _)| *k == i) {
+                        Some(at) => Ok(made.swap_remove(at).1),
+                        None => block_input(case, specs, i),
+                    })
+                    .collect()
+            }
+        }
+    }
+    /// What `Inputs::Partly` makes; every input for `Made`; none for drawn inputs.
+    fn made_inputs(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+    ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
+        match self.inputs {
+            Inputs::Default | Inputs::Uniform(..) => Ok(Vec::new()),
+            Inputs::Partly(f) => f(case, specs),
+            Inputs::Made(f) => {
+                let idx = specs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.role == Role::Input)
+                    .map(|(i, _)| i);
+                Ok(idx.zip(f(case, specs)?).collect())
+            }
         }
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
@@ -291,19 +360,18 @@ impl Op for GgmlOpEntry {
     fn upstream(&self, case: &Case) -> Option<UpstreamRepro> {
         Some((self.upstream_line)(case))
     }
-    /// Rows independent of each other, inputs drawn (in [-1, 1) or the op's domain), not made.
+    /// Slices (rows, or the entry's `Rows::Slices`) independent of each other; inputs drawn in
+    /// [-1, 1) or the op's domain, or made by the entry on the host.
     fn row_sampling(&self, case: &Case) -> Option<RowSampling> {
-        match self.rows {
-            Rows::Independent => {}
-            Rows::IndependentWhen(f) if f(case) => {}
-            _ => return None,
-        }
-        let n = (self.tensors)(case).ok()?.len();
-        match self.inputs {
-            Inputs::Default => Some(RowSampling::uniform(n)),
-            Inputs::Uniform(lo, hi) => Some(RowSampling::uniform_in(n, lo, hi)),
-            Inputs::Made(_) => None,
-        }
+        let specs = (self.tensors)(case).ok()?;
+        let from = self.rows.first_sliced_dim(case, &specs)?;
+        let n = specs.len();
+        let s = match self.inputs {
+            Inputs::Default => RowSampling::uniform(n),
+            Inputs::Uniform(lo, hi) => RowSampling::uniform_in(n, lo, hi),
+            Inputs::Made(_) | Inputs::Partly(_) => RowSampling::made(n),
+        };
+        Some(s.along(from))
     }
     /// The entry's own note, else the note of the declared boundary the case is a probe of.
     fn reach(&self, case: &Case) -> Option<String> {

@@ -284,9 +284,14 @@ impl Op for Softmax {
         }
         b
     }
-    /// Each row's softmax is its own (a mask, broadcast over the rows, makes the case one the
-    /// engine judges whole).
+    /// Each row's softmax is its own, wherever it is, unless ALiBi is on: then a row's slope
+    /// depends on its head (`ne[2]` index) and on the number of heads, so a case of some heads
+    /// alone is not those heads of the case. A mask (one per query row, shared by every head)
+    /// makes the case's slices planes, the mask read whole by each.
     fn row_sampling(&self, case: &Case) -> Option<kedge_core::RowSampling> {
+        if SoftmaxParams::of(case).max_bias > 0.0 {
+            return None;
+        }
         Some(kedge_core::RowSampling::uniform(
             self.tensors(case).ok()?.len(),
         ))

@@ -224,7 +224,7 @@ pub(crate) const CONV_2D_DW: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -382,7 +382,7 @@ pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
-    rows: Rows::Whole,
+    rows: Rows::Slices(3),
     reach: no_reach,
 };
 

@@ -153,7 +153,7 @@ pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
         }
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
 
@@ -266,7 +266,10 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::SlicesWhen(|c| match ConcatParams::of(c).dim {
+        d @ 0..=2 => Some(d as usize + 1),
+        _ => None,
+    }),
     reach: no_reach,
 };
 
@@ -337,7 +340,7 @@ pub(crate) const REPEAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
 
@@ -378,7 +381,7 @@ pub(crate) const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
 
@@ -409,12 +412,12 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
             )?,
         ])
     },
-    inputs: Inputs::Made(|c, s| {
+    inputs: Inputs::Partly(|c, s| {
         let m = c.ne[1] as u64;
         let mut rng = Rng::stream(c.seed, 1);
         let n = s[1].nelements() as usize;
         let rows: Vec<i32> = (0..n).map(|_| rng.below(m) as i32).collect();
-        Ok(vec![block_input(c, s, 0)?, span_i32(&s[1], &rows)])
+        Ok(vec![(1, span_i32(&s[1], &rows))])
     }),
     graph: |g, _c, x| Ok(vec![g.get_rows(x[0], x[1])?]),
     probe: || {
@@ -454,7 +457,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -501,7 +504,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, dst)?,
         ])
     },
-    inputs: Inputs::Made(|c, s| {
+    inputs: Inputs::Partly(|c, s| {
         let (r, _) = set_rows_dims(c);
         let mut rng = Rng::stream(c.seed, 2);
         let mut rows = Vec::with_capacity(s[2].nelements() as usize);
@@ -515,7 +518,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         } else {
             span_i32(&s[2], &rows)
         };
-        Ok(vec![block_input(c, s, 0)?, default_input(c, s, 1), idx])
+        Ok(vec![(2, idx)])
     }),
     graph: |g, _c, x| Ok(vec![g.set_rows(x[0], x[1], x[2])?]),
     probe: || {
@@ -574,7 +577,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         let n = (c.ne[0] * r * dst[2] * dst[3]).max(1) as f64;
         one_step_off(c.dtype, n, 1.0).unwrap_or(1e-7)
     }),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -1000,7 +1003,7 @@ pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -1302,7 +1305,7 @@ pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| super::elementwise::type_ne_line("test_diag", "DIAG", c),
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 

@@ -61,10 +61,10 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
         v.push(output("dst", c.dtype, c.ne)?);
         Ok(v)
     },
-    inputs: Inputs::Made(|c, s| {
-        let mut v = vec![default_input(c, s, 0), positions(c, &s[1], 1)];
+    inputs: Inputs::Partly(|c, s| {
+        let mut v = vec![(1, positions(c, &s[1], 1))];
         if RopeCaseParams::of(c).ff {
-            v.push(kedge_core::contract::op::random_tensor(c.seed, 2, &s[2], 0.9, 1.1));
+            v.push((2, kedge_core::contract::op::random_tensor(c.seed, 2, &s[2], 0.9, 1.1)));
         }
         Ok(v)
     }),
@@ -118,7 +118,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| rope_line(c, true),
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -188,7 +188,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, c.ne)?,
         ])
     },
-    inputs: Inputs::Made(|c, s| Ok(vec![default_input(c, s, 0), default_input(c, s, 1), positions(c, &s[2], 2)])),
+    inputs: Inputs::Partly(|c, s| Ok(vec![(2, positions(c, &s[2], 2))])),
     graph: |g, c, x| {
         let p = RmsNormMulRopeParams::of(c);
         let n = g.rms_norm(x[0], p.eps as f32)?;
@@ -240,7 +240,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -591,7 +591,7 @@ pub(crate) const UPSCALE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
 
@@ -670,7 +670,7 @@ pub(crate) const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
 
@@ -791,7 +791,7 @@ pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(3),
     reach: no_reach,
 };
 
@@ -928,7 +928,7 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -1131,7 +1131,7 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 
@@ -1234,7 +1234,7 @@ pub(crate) const SOLVE_TRI: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 

@@ -195,7 +195,7 @@ pub(crate) const ARGMAX: GgmlOpEntry = GgmlOpEntry {
     boundaries: |_| vec![noncontig_bound("D3")],
     upstream_line: |c| elementwise::type_ne_line("test_argmax", "ARGMAX", c),
     nmse: Nmse::Fixed(0.0),
-    rows: Rows::Whole,
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -324,7 +324,7 @@ pub(crate) const ARGSORT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(0.0),
-    rows: Rows::Whole,
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -389,7 +389,7 @@ pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(0.0),
-    rows: Rows::Whole,
+    rows: Rows::Independent,
     reach: no_reach,
 };
 
@@ -469,7 +469,7 @@ pub(crate) const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Slices(3),
     reach: no_reach,
 };
 
@@ -524,7 +524,7 @@ pub(crate) const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Independent,
     reach: no_reach,
 };
 

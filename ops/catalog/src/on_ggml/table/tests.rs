@@ -589,26 +589,31 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
     }
 }
 
-/// Every row-independent entry judged on sampled rows (as a big case is): its small cases on
-/// ggml's CPU backend, the rows drawn in the entry's domain by the sampled path and sliced for
-/// the reference, pass, and every entry has cases judged so. An entry whose domain the
-/// sampled draw missed (sqrt or log of values below zero) fails here on non-finite output.
+/// Every entry with independent rows or slices judged on sampled slices (as a big case is):
+/// its small cases on ggml's CPU backend, the inputs drawn in the entry's domain by the
+/// sampled path (or made by the entry and cut) and sliced for the reference, pass, and every
+/// entry drawn in a domain and every entry that makes its inputs has cases judged so. An
+/// entry whose domain the sampled draw missed (sqrt or log of values below zero) fails here on
+/// non-finite output.
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),
     ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
 )]
-fn row_independent_entries_pass_judged_on_sampled_rows() {
+fn independent_slices_pass_judged_on_sampled_slices() {
     let reg = on_ggml_cpu();
     let mut slot = DeviceSlot::new(0).judging(kedge_core::judge::sample::Judging::Sampled);
     let mut failures = Vec::new();
     let mut sampled: BTreeSet<&str> = BTreeSet::new();
     let mut domains: BTreeSet<&str> = BTreeSet::new();
     for (e, c, origin) in runnable(1 << 20) {
-        if matches!(e.rows, Rows::Whole) || matches!(e.inputs, Inputs::Made(_)) {
+        if matches!(e.rows, Rows::Whole) {
             continue;
         }
-        if matches!(e.inputs, Inputs::Uniform(..)) {
+        if matches!(
+            e.inputs,
+            Inputs::Uniform(..) | Inputs::Made(_) | Inputs::Partly(_)
+        ) {
             domains.insert(e.name);
         }
         let case = match reg.validate(&c) {
@@ -651,6 +656,169 @@ fn row_independent_entries_pass_judged_on_sampled_rows() {
         "never judged on sampled rows: {missing:?}"
     );
     assert!(domains.len() >= 6, "entries drawn in a domain: {domains:?}");
+}
+
+/// What each entry promises for sampled judging (`Rows`), checked on ggml's CPU backend: for
+/// every small case that cuts into three slices or more, the reference of a case of some of
+/// its slices alone (every other one and the last, never all) is those slices of the whole
+/// case's reference, their inputs cut from the inputs the whole case draws or makes. An entry
+/// that declared rows or planes independent where they are not (a gather across them, a mask
+/// that depends on the row) fails here, and so would a tensor the check took for a stack of
+/// slices whose slices are not where the stack says.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
+    use kedge_core::judge::sample::{gathered_inputs, sliced, slicing_from};
+    let _ = on_ggml_cpu();
+    let mut failures = Vec::new();
+    let mut checked: BTreeSet<String> = BTreeSet::new();
+    // The entries sliced by batch have no small case of three batches or more: give them some.
+    let mut all = runnable(1 << 20);
+    for (name, ne) in [
+        ("conv_2d", [12, 10, 3, 4]),
+        ("group_norm", [9, 7, 32, 3]),
+        ("im2col", [10, 10, 3, 3]),
+        ("conv_2d_dw", [11, 9, 3, 5]),
+    ] {
+        let e = TABLE.iter().find(|e| e.name == name).expect("in the table");
+        all.push((
+            e,
+            Case::new(name, "ggml:CPU", e.dtypes[0], ne),
+            "batches".into(),
+        ));
+    }
+    for (e, c, origin) in all {
+        let Some(sampling) = Op::row_sampling(e, &c) else {
+            continue;
+        };
+        let Ok(specs) = (e.tensors)(&c) else {
+            continue;
+        };
+        let Some(sl) = slicing_from(&c, &specs, sampling.from_dim(), &|x| (e.tensors)(x).ok())
+        else {
+            continue;
+        };
+        if sl.count < 3 {
+            continue;
+        }
+        let mut picked: Vec<u64> = (1..sl.count).step_by(2).collect();
+        if picked.last() != Some(&(sl.count - 1)) {
+            picked.push(sl.count - 1);
+        }
+        let whole_in = match Op::inputs(e, &c, &specs) {
+            Ok(x) => x,
+            Err(err) => {
+                failures.push(format!("{} {origin}: inputs: {err}", e.name));
+                continue;
+            }
+        };
+        let sc = sliced(&c, picked.len() as u64, sl.from);
+        let sspecs = match (e.tensors)(&sc) {
+            Ok(s) => s,
+            Err(err) => {
+                failures.push(format!("{} {origin}: the sliced case: {err}", e.name));
+                continue;
+            }
+        };
+        // What the entry makes is cut from what it made; the rest is drawn at each slice.
+        let made = if sampling.inputs_made() {
+            match Op::made_inputs(e, &c, &specs) {
+                Ok(m) => m,
+                Err(err) => {
+                    failures.push(format!("{} {origin}: made inputs: {err}", e.name));
+                    continue;
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let ranges: Vec<(f32, f32)> = match e.inputs {
+            Inputs::Uniform(lo, hi) => vec![(lo, hi); specs.len()],
+            _ => vec![(-1.0, 1.0); specs.len()],
+        };
+        let cut = match gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made) {
+            Ok(x) => x,
+            Err(err) => {
+                failures.push(format!("{} {origin}: gathered: {err}", e.name));
+                continue;
+            }
+        };
+        let (whole, part) = match (Op::reference(e, &c, &whole_in), Op::reference(e, &sc, &cut)) {
+            (Ok(w), Ok(p)) => (w, p),
+            (Err(err), _) | (_, Err(err)) => {
+                failures.push(format!("{} {origin}: reference: {err}", e.name));
+                continue;
+            }
+        };
+        let outs: Vec<usize> = specs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role == Role::Output)
+            .map(|(i, _)| i)
+            .collect();
+        for (k, &i) in outs.iter().enumerate() {
+            let per = sl.chunk_elements(&specs[i], i) as usize;
+            let want: Vec<f64> = picked
+                .iter()
+                .flat_map(|&p| {
+                    whole[k][p as usize * per..(p as usize + 1) * per]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let same = want.len() == part[k].len()
+                && want.iter().zip(&part[k]).all(|(a, b)| {
+                    a.to_bits() == b.to_bits() || (a - b).abs() <= 1e-6 * a.abs().max(1.0)
+                });
+            if !same {
+                let at = want
+                    .iter()
+                    .zip(&part[k])
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+                failures.push(format!(
+                    "{} {origin} {} ({} {:?}): output {} of the sliced case is not the slices of the whole ({} vs {} values, first difference at {at:?})",
+                    e.name,
+                    c.label(),
+                    sl.unit(),
+                    sl.count,
+                    specs[i].name,
+                    part[k].len(),
+                    want.len()
+                ));
+            }
+        }
+        checked.insert(format!("{}/{}", e.name, sl.from));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Every kind of slice is checked, each from several entries.
+    for from in 1..=3 {
+        let n = checked
+            .iter()
+            .filter(|x| x.ends_with(&format!("/{from}")))
+            .count();
+        assert!(
+            n >= 3,
+            "slices from ne[{from}] checked for {n} entries: {checked:?}"
+        );
+    }
+    for name in [
+        "get_rows",
+        "set_rows",
+        "argsort",
+        "conv_2d",
+        "group_norm",
+        "rope",
+        "concat",
+        "pad",
+    ] {
+        assert!(
+            checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
+            "{name} never checked: {checked:?}"
+        );
+    }
 }
 
 #[test]
