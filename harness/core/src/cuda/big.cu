@@ -117,3 +117,26 @@ extern "C" __global__ void kedge_scan_u16(const unsigned short *p, unsigned long
     }
     kedge_add_counts(poisoned, nonfinite, counts);
 }
+
+// Count of blocks of a block format (q4_0, q8_0, the K- and i-quants: `size` bytes each) still
+// holding the poison byte in every byte: a block never written. Non-finite values are not
+// counted (a block's values are its scales times its quants; the sampled blocks are
+// dequantized and compared on the host).
+extern "C" __global__ void kedge_scan_block(const unsigned char *p, unsigned long long n_blocks,
+                                            unsigned int size, unsigned int poison,
+                                            unsigned long long *counts) {
+    unsigned long long poisoned = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x;
+         i < n_blocks; i += (unsigned long long) gridDim.x * blockDim.x) {
+        const unsigned char *b = p + i * size;
+        bool all = true;
+        for (unsigned int k = 0; k < size; k++) {
+            if (b[k] != (unsigned char) poison) {
+                all = false;
+                break;
+            }
+        }
+        if (all) poisoned++;
+    }
+    kedge_add_counts(poisoned, 0, counts);
+}

@@ -25,6 +25,7 @@ pub const KERNELS: &[(Kernel, &[u32])] = &[
     (BIG.entry("kedge_draw_i32"), &[8, 8, 8, 4, 4]),
     (BIG.entry("kedge_scan_u32"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_scan_u16"), &[8, 8, 4, 4, 8]),
+    (BIG.entry("kedge_scan_block"), &[8, 8, 4, 4, 8]),
 ];
 
 /// Threads per block of the draw and scan kernels, and the most blocks they take (grid-stride
@@ -133,7 +134,18 @@ impl Scan {
         let p = poison_pattern(dtype);
         let e = dtype.size() as usize;
         let mut s = Scan::default();
-        if dtype.is_block() || e == 0 {
+        if e == 0 {
+            return s;
+        }
+        if dtype.is_block() {
+            // Blocks still holding the poison in every byte, counted in elements.
+            let block = dtype.block();
+            for x in bytes.chunks_exact(e) {
+                s.elements += block;
+                if x == p.as_slice() {
+                    s.unwritten += block;
+                }
+            }
             return s;
         }
         for x in bytes.chunks_exact(e) {
@@ -156,11 +168,24 @@ impl Scan {
     }
 }
 
-/// Count the poison survivors and non-finite values of `n` dense elements of `dtype` at `ptr`.
+/// Whether [`scan`] can read an output of `dtype`: the plain types [`draw_uniform`] makes, i8
+/// and i16, and the block formats (their never-written blocks counted, in elements).
+pub fn can_scan(dtype: DType) -> bool {
+    can_draw(dtype) || dtype.is_block() || matches!(dtype, DType::I8 | DType::I16)
+}
+
+/// Count the poison survivors and non-finite values of `n` dense elements of `dtype` at `ptr`
+/// (for a block format: the elements of its blocks that still hold the poison in every byte,
+/// and no non-finite count).
 pub fn scan(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, RunError> {
+    // A block format, and i8 as blocks of one byte.
+    if dtype.is_block() || dtype == DType::I8 {
+        return scan_blocks(dev, ptr, dtype, n);
+    }
     let (entry, exp_mask) = match dtype {
         DType::F32 => ("kedge_scan_u32", 0x7F80_0000u32),
         DType::I32 => ("kedge_scan_u32", 0),
+        DType::I16 => ("kedge_scan_u16", 0),
         DType::F16 => ("kedge_scan_u16", 0x7C00),
         DType::Bf16 => ("kedge_scan_u16", 0x7F80),
         d => {
@@ -175,10 +200,54 @@ pub fn scan(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, Ru
     } else {
         u16::from_le_bytes([p[0], p[1]]) as u32
     };
+    let counted = counts(dev, entry, ptr, n, poison, exp_mask)?;
+    Ok(Scan {
+        unwritten: counted[0],
+        nonfinite: counted[1],
+        elements: n,
+    })
+}
+
+/// [`scan`] of a block format (or i8, a block of one byte): `kedge_scan_block` over its
+/// `n / block` blocks.
+fn scan_blocks(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, RunError> {
+    let (block, size) = (dtype.block().max(1), dtype.size());
+    let p = poison_pattern(dtype);
+    let Some(&byte) = p.first().filter(|_| p.iter().all(|&b| b == p[0])) else {
+        return Err(RunError::Unsupported(format!(
+            "{dtype} outputs are not scanned on the device (their poison is not one byte)"
+        )));
+    };
+    let blocks = n / block;
+    let counted = counts(
+        dev,
+        "kedge_scan_block",
+        ptr,
+        blocks,
+        size as u32,
+        u32::from(byte),
+    )?;
+    Ok(Scan {
+        unwritten: counted[0].saturating_mul(block),
+        nonfinite: 0,
+        elements: n,
+    })
+}
+
+/// Run scan kernel `entry` over `n` units at `ptr` with its two 32-bit parameters; its two
+/// counts.
+fn counts(
+    dev: &mut Device,
+    entry: &'static str,
+    ptr: u64,
+    n: u64,
+    a: u32,
+    b: u32,
+) -> Result<[u64; 2], RunError> {
     let mut counts: sys::CUdeviceptr = 0;
     // SAFETY: a 16-byte allocation, freed below on every path.
     driver("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut counts, 16) })?;
-    let run = (|| -> Result<Scan, RunError> {
+    let run = (|| -> Result<[u64; 2], RunError> {
         // SAFETY: the 16 bytes just allocated.
         driver("cuMemsetD8Async", unsafe {
             sys::cuMemsetD8Async(counts, 0, 16, dev.cu_stream())
@@ -187,8 +256,8 @@ pub fn scan(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, Ru
             let mut args = [
                 KArg::Ptr(ptr),
                 KArg::U64(n),
-                KArg::U32(poison),
-                KArg::U32(exp_mask),
+                KArg::U32(a),
+                KArg::U32(b),
                 KArg::Ptr(counts),
             ];
             dev.launch(
@@ -206,17 +275,13 @@ pub fn scan(dev: &mut Device, ptr: u64, dtype: DType, n: u64) -> Result<Scan, Ru
         driver("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(host.as_mut_ptr() as *mut std::ffi::c_void, counts, 16)
         })?;
-        Ok(Scan {
-            unwritten: host[0],
-            nonfinite: host[1],
-            elements: n,
-        })
+        Ok(host)
     })();
     // SAFETY: allocated above, freed once.
     let freed = driver("cuMemFree", unsafe { sys::cuMemFree_v2(counts) });
-    let scan = run?;
+    let host = run?;
     freed?;
-    Ok(scan)
+    Ok(host)
 }
 
 /// Copy `bytes` at `ptr` back to the host.
@@ -230,4 +295,37 @@ pub fn read(dev: &Device, ptr: u64, bytes: usize) -> Result<Vec<u8>, RunError> {
         })?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_scan_counts_poisoned_blocks_in_elements_and_plain_poison_and_nonfinite() {
+        // Three q4_0 blocks (18 bytes, 32 values each): the middle one never written.
+        let p = poison_pattern(DType::Q4_0);
+        let mut bytes = vec![1u8; 18];
+        bytes.extend(&p);
+        bytes.extend(vec![2u8; 18]);
+        let s = Scan::of_bytes(&bytes, DType::Q4_0);
+        assert_eq!((s.unwritten, s.nonfinite, s.elements), (32, 0, 96));
+        // One poison byte short of a block is a written block.
+        bytes[18] = 0;
+        assert_eq!(Scan::of_bytes(&bytes, DType::Q4_0).unwritten, 0);
+        // f32: a poison survivor, an infinity, two plain values.
+        let mut f = Vec::new();
+        for x in [
+            f32::from_bits(crate::model::host::POISON_F32),
+            f32::INFINITY,
+            1.0,
+            -2.0,
+        ] {
+            f.extend(x.to_le_bytes());
+        }
+        let s = Scan::of_bytes(&f, DType::F32);
+        assert_eq!((s.unwritten, s.nonfinite, s.elements), (1, 1, 4));
+        assert!(can_scan(DType::Q4K) && can_scan(DType::F16) && can_scan(DType::I8));
+        assert!(!can_scan(DType::U8) && !can_scan(DType::I64));
+    }
 }

@@ -199,7 +199,7 @@ pub fn slicing_of(op: &dyn crate::contract::op::Op, case: &Case) -> Option<Slici
 
 /// Whether a case is judged on sampled slices by an impl that can run it so: `judging` samples
 /// its size, its op allows it, every tensor is a dense stack of the case's slices or an input
-/// read whole, and every output is of a type the device scans.
+/// read whole, and every output is of a type the device scans (a block format's blocks too).
 pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) -> bool {
     if judging == Judging::Full {
         return false;
@@ -212,7 +212,7 @@ pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) 
         && specs
             .iter()
             .filter(|s| s.role == Role::Output)
-            .all(|s| crate::cuda::big::can_draw(s.dtype))
+            .all(|s| crate::cuda::big::can_scan(s.dtype))
 }
 
 /// Elements of the case's largest tensor.

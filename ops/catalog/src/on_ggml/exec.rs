@@ -531,11 +531,25 @@ fn slice_bytes(draw: &SampledDraw<'_>, s: &TensorSpec, k: usize) -> Result<usize
     }
 }
 
-/// The shape the sampled slices of an output are read back as: `[elements of a slice,
-/// slices, 1, 1]`.
-fn sampled_ne(s: &TensorSpec, chunk: usize, slices: usize) -> [i64; 4] {
+/// The sampled slices of an output as the judge reads them: a dense `[elements of a slice,
+/// slices, 1, 1]` tensor of the output's type, or of f32 for a block format (dequantized by
+/// the build, a block still holding its poison read as f32 poison: `output_tensor`).
+fn sampled_slices(
+    ggml: Ggml,
+    s: &TensorSpec,
+    chunk: usize,
+    slices: usize,
+    bytes: Vec<u8>,
+) -> Result<HostTensor, RunError> {
     let per = chunk as u64 / s.dtype.size().max(1) * s.dtype.block();
-    [per as i64, slices as i64, 1, 1]
+    let ne = [per as i64, slices as i64, 1, 1];
+    let spec = TensorSpec {
+        ne,
+        nb: dense_strides(&ne, s.dtype),
+        bytes: bytes.len() as u64,
+        ..s.clone()
+    };
+    output_tensor(ggml, &spec, bytes)
 }
 
 /// What a sampled run read: each output's sampled slices and scan, and every allocation.
@@ -626,13 +640,7 @@ fn sampled_on_host(
             })?;
             bytes.extend_from_slice(got);
         }
-        let ne = sampled_ne(s, chunk, draw.slices.len());
-        rows_out.push(HostTensor::from_bytes(
-            s.dtype,
-            ne,
-            dense_strides(&ne, s.dtype),
-            bytes,
-        ));
+        rows_out.push(sampled_slices(ggml, s, chunk, draw.slices.len(), bytes)?);
     }
     Ok(SampledParts {
         rows: rows_out,
@@ -703,13 +711,7 @@ fn sampled_on(
         for &r in draw.slices {
             bytes.extend(big::read(dev, p + r * chunk as u64, chunk)?);
         }
-        let ne = sampled_ne(s, chunk, draw.slices.len());
-        rows_out.push(HostTensor::from_bytes(
-            s.dtype,
-            ne,
-            dense_strides(&ne, s.dtype),
-            bytes,
-        ));
+        rows_out.push(sampled_slices(ggml, s, chunk, draw.slices.len(), bytes)?);
     }
     Ok(SampledParts {
         rows: rows_out,

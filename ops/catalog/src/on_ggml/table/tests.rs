@@ -637,6 +637,21 @@ fn independent_slices_pass_judged_on_sampled_slices() {
             ));
         }
     }
+    // A block-format output (set_rows into q4_0 and q4_K, planes of it sampled): its sampled
+    // blocks dequantized by the build, its never-written blocks counted by the scan.
+    for d in [DType::Q4_0, DType::Q4K] {
+        let case = reg
+            .validate(&Case::new("set_rows", "ggml:CPU", d, [256, 4, 40, 1]))
+            .expect("valid");
+        let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
+        let judged = ex.result.facts.get("judged_on").and_then(|v| v.as_str());
+        if ex.result.verdict != Verdict::Pass || !judged.is_some_and(|j| j.contains("ne[2..3]")) {
+            failures.push(format!(
+                "set_rows into {d} on sampled planes: {:?} ({judged:?}): {}",
+                ex.result.verdict, ex.result.detail
+            ));
+        }
+    }
     // A big block-format input (cpy from q8_0, 2^25 values) judged on sampled rows: the run
     // takes its pool's rows, and so must the sampled rows' reference.
     let case = pooled_case(&reg, "cpy");
