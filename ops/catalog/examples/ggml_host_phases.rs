@@ -2,10 +2,12 @@
 //! reference (the same graph on ggml's CPU backend: quantizing block-format inputs, uploading,
 //! computing, reading back), each timed. A device run of the case pays the same input
 //! preparation again, so this is most of a whole-judged big case's time that the GPU does not
-//! set.
+//! set. Then the same for the case judged on sampled slices, where its op allows: the inputs
+//! the op makes, the sampled slices' inputs and their reference (the rest is the device's).
 //!
 //!     cargo run --release -p kedge-ops --example ggml_host_phases GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]
 
+use kedge_core::judge::sample;
 use kedge_core::{Case, DType, Op};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -70,6 +72,44 @@ fn main() -> ExitCode {
             case.ne,
             refs.iter().map(Vec::len).sum::<usize>(),
             rayon::current_num_threads()
+        );
+        drop((inputs, refs));
+        // The same case judged on sampled slices: the host makes only what the op makes, cuts
+        // the sampled slices' inputs and computes their reference (the device draws the rest).
+        let Some(sampling) = op.row_sampling(&case) else {
+            println!("  sampled: the op judges this case whole");
+            return Ok(());
+        };
+        let Some(sl) =
+            sample::slicing_from(&case, &specs, sampling.from_dim(), &|c| op.tensors(c).ok())
+        else {
+            println!("  sampled: its tensors are not stacks of its slices; judged whole");
+            return Ok(());
+        };
+        let t = Instant::now();
+        let made = if sampling.inputs_made() {
+            op.made_inputs(&case, &specs)?
+        } else {
+            Vec::new()
+        };
+        let t_made = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let slices = sample::sample_slices(&case, &specs, &sl);
+        let sliced = sample::sliced(&case, slices.len() as u64, sl.from);
+        let sliced_specs = op.tensors(&sliced)?;
+        let ranges = sampling.ranges();
+        let cut =
+            sample::gathered_inputs(&case, &specs, &sliced_specs, &sl, &slices, ranges, &made)?;
+        let t_cut = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let part = op.reference(&sliced, &cut)?;
+        let t_part = t.elapsed().as_secs_f64();
+        println!(
+            "  sampled: {} of {} {}, made inputs {t_made:.3} s, sampled inputs {t_cut:.3} s, reference {t_part:.3} s ({} output values)",
+            slices.len(),
+            sl.count,
+            sl.unit(),
+            part.iter().map(Vec::len).sum::<usize>()
         );
         Ok(())
     };

@@ -254,6 +254,10 @@ impl RowSampling {
     pub fn from_dim(&self) -> usize {
         self.from
     }
+    /// The range each spec's draw is uniform in (outputs' entries are not read).
+    pub fn ranges(&self) -> &[(f32, f32)] {
+        &self.ranges
+    }
 }
 
 /// An op's C ABI for external code (harness/include/kedge.h), as data.

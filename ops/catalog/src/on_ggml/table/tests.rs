@@ -750,10 +750,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         } else {
             Vec::new()
         };
-        let ranges: Vec<(f32, f32)> = match e.inputs {
-            Inputs::Uniform(lo, hi) => vec![(lo, hi); specs.len()],
-            _ => vec![(-1.0, 1.0); specs.len()],
-        };
+        let ranges = sampling.ranges().to_vec();
         let cut = match gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made) {
             Ok(x) => x,
             Err(err) => {
