@@ -80,9 +80,7 @@ fn main() -> ExitCode {
             println!("  sampled: the op judges this case whole");
             return Ok(());
         };
-        let Some(sl) =
-            sample::slicing_from(&case, &specs, sampling.from_dim(), &|c| op.tensors(c).ok())
-        else {
+        let Some(sl) = sample::slicing_of(op, &case) else {
             println!("  sampled: its tensors are not stacks of its slices; judged whole");
             return Ok(());
         };
@@ -95,11 +93,16 @@ fn main() -> ExitCode {
         let t_made = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let slices = sample::sample_slices(&case, &specs, &sl);
-        let sliced = sample::sliced(&case, slices.len() as u64, sl.from);
-        let sliced_specs = op.tensors(&sliced)?;
         let ranges = sampling.ranges();
-        let cut =
-            sample::gathered_inputs(&case, &specs, &sliced_specs, &sl, &slices, ranges, &made)?;
+        let (sliced, cut) = if sampling.is_gather() {
+            op.gathered_case(&case, &specs, &slices, &made, ranges)?
+        } else {
+            let sliced = sample::sliced(&case, slices.len() as u64, sl.from);
+            let sliced_specs = op.tensors(&sliced)?;
+            let cut =
+                sample::gathered_inputs(&case, &specs, &sliced_specs, &sl, &slices, ranges, &made)?;
+            (sliced, cut)
+        };
         let t_cut = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let part = op.reference(&sliced, &cut)?;

@@ -132,6 +132,24 @@ pub trait Op: Send + Sync {
             .map(|(i, _)| i);
         Ok(idx.zip(self.inputs(case, specs)?).collect())
     }
+    /// For an op whose `RowSampling` is `gathered`: the case of just the outputs' rows `rows`
+    /// (flat `ne[1..3]` indices of the outputs, ascending) and its inputs, from the indices the
+    /// op made (`made`, by spec index) and the rows of its drawn inputs those indices select
+    /// (`judge::sample::drawn_rows`, with `ranges`). Its outputs must be those rows of the
+    /// case's outputs, in order. Default: the op has no such case.
+    fn gathered_case(
+        &self,
+        case: &Case,
+        _specs: &[TensorSpec],
+        _rows: &[u64],
+        _made: &[(usize, HostTensor)],
+        _ranges: &[(f32, f32)],
+    ) -> Result<(Case, Vec<HostTensor>), CaseError> {
+        Err(CaseError::BadInput {
+            op: case.op.clone(),
+            msg: "the op builds no case of gathered rows".into(),
+        })
+    }
     /// f64 reference, one vector per output in logical order.
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError>;
     /// How close an output must be to the reference.
@@ -216,6 +234,10 @@ pub struct RowSampling {
     /// Some inputs are the op's own (indices, positions, distinct rows: `Op::made_inputs`):
     /// made whole on the host and uploaded, their sampled slices cut from them.
     pub(crate) made: bool,
+    /// The op's output rows read input rows its indices choose (a gather, a scatter): the
+    /// slices are the outputs' rows, and the op builds the case of the sampled ones itself
+    /// (`Op::gathered_case`).
+    pub(crate) gather: bool,
 }
 
 impl RowSampling {
@@ -231,6 +253,7 @@ impl RowSampling {
             ranges: vec![(lo, hi); specs],
             from: 1,
             made: false,
+            gather: false,
         }
     }
     /// Inputs the op makes itself (`Op::made_inputs`: all of them by default), made whole on
@@ -245,6 +268,17 @@ impl RowSampling {
     /// plane independent, 3: each `ne[3]` batch).
     pub fn along(self, from: usize) -> RowSampling {
         RowSampling { from, ..self }
+    }
+    /// Output rows that read the input rows the op's indices choose (`Op::gathered_case`).
+    pub fn gathered(self) -> RowSampling {
+        RowSampling {
+            gather: true,
+            ..self
+        }
+    }
+    /// Whether the op builds the sampled rows' case itself (`gathered`).
+    pub fn is_gather(&self) -> bool {
+        self.gather
     }
     /// Whether some inputs are made on the host (`made`).
     pub fn inputs_made(&self) -> bool {

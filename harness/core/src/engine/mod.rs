@@ -557,25 +557,31 @@ fn sampled_plan(op: &dyn Op, case: &Case, judging: Judging) -> Option<SampledPla
     }
     let sampling = op.row_sampling(case)?;
     let specs = op.tensors(case).ok()?;
-    let slicing = sample::slicing_from(case, &specs, sampling.from, &|c| op.tensors(c).ok())?;
+    let slicing = sample::slicing_of(op, case)?;
     let slices = sample::sample_slices(case, &specs, &slicing);
-    let sliced = sample::sliced(case, slices.len() as u64, slicing.from);
-    let sliced_specs = op.tensors(&sliced).ok()?;
     let made = if sampling.made {
         op.made_inputs(case, &specs).ok()?
     } else {
         Vec::new()
     };
-    let inputs = sample::gathered_inputs(
-        case,
-        &specs,
-        &sliced_specs,
-        &slicing,
-        &slices,
-        &sampling.ranges,
-        &made,
-    )
-    .ok()?;
+    let (sliced, inputs) = if sampling.gather {
+        op.gathered_case(case, &specs, &slices, &made, &sampling.ranges)
+            .ok()?
+    } else {
+        let sliced = sample::sliced(case, slices.len() as u64, slicing.from);
+        let sliced_specs = op.tensors(&sliced).ok()?;
+        let inputs = sample::gathered_inputs(
+            case,
+            &specs,
+            &sliced_specs,
+            &slicing,
+            &slices,
+            &sampling.ranges,
+            &made,
+        )
+        .ok()?;
+        (sliced, inputs)
+    };
     Some(SampledPlan {
         specs,
         slicing,

@@ -88,6 +88,9 @@ pub struct Slicing {
     /// Per spec, the bytes of one slice; 0 for an input every slice reads whole (a broadcast
     /// weight, a convolution's kernel).
     pub chunk: Vec<u64>,
+    /// The extents the slice index runs over (the case's `ne[from..4]`; a gather's output
+    /// rows), innermost first: where the grid limits fall.
+    pub extents: Vec<i64>,
 }
 
 impl Slicing {
@@ -160,10 +163,12 @@ pub fn slicing(
         chunk.push(c);
     }
     // A case all of whose tensors are read whole has nothing to sample.
-    chunk
-        .iter()
-        .any(|&c| c > 0)
-        .then_some(Slicing { from, count, chunk })
+    chunk.iter().any(|&c| c > 0).then_some(Slicing {
+        from,
+        count,
+        chunk,
+        extents: case.ne[from..].to_vec(),
+    })
 }
 
 /// Whether a tensor of shape `ne` has `extents` as its outermost dimensions (every dimension
@@ -190,11 +195,72 @@ pub fn slicing_from(
 }
 
 /// The case's slicing where its op allows sampled judging (`Op::row_sampling`): along the
-/// dimensions the op declares, or fewer of them (`slicing_from`).
+/// dimensions the op declares, or fewer of them (`slicing_from`); a gather's output rows
+/// (`output_rows`).
 pub fn slicing_of(op: &dyn crate::contract::op::Op, case: &Case) -> Option<Slicing> {
     let sampling = op.row_sampling(case)?;
     let specs = op.tensors(case).ok()?;
+    if sampling.gather {
+        return output_rows(&specs);
+    }
     slicing_from(case, &specs, sampling.from, &|c| op.tensors(c).ok())
+}
+
+/// A gather's slicing (`RowSampling::gathered`): the outputs' rows, every output dense with
+/// the same number of rows (two or more); the inputs are the op's to cut (`Op::gathered_case`),
+/// so their entries are 0.
+pub fn output_rows(specs: &[TensorSpec]) -> Option<Slicing> {
+    let mut count = None;
+    let mut extents = Vec::new();
+    let mut chunk = Vec::with_capacity(specs.len());
+    for s in specs {
+        if s.role != Role::Output {
+            chunk.push(0);
+            continue;
+        }
+        let rows = (s.ne[1..].iter().product::<i64>()).max(0) as u64;
+        if s.nb != dense_strides(&s.ne, s.dtype) || rows < 2 || count.is_some_and(|c| c != rows) {
+            return None;
+        }
+        count = Some(rows);
+        extents = s.ne[1..].to_vec();
+        chunk.push(s.nb[1]);
+    }
+    Some(Slicing {
+        from: 1,
+        count: count?,
+        chunk,
+        extents,
+    })
+}
+
+/// Rows `rows` (each `ne[0]` elements, flat `ne[1..3]` indices) of input `index` of spec `s`
+/// as the case draws it: from the stream at each row's offset, uniform in [lo, hi) (integers in
+/// [0, 16)), a big block-format input's rows from its pool. A dense `[ne0, rows, 1, 1]` tensor.
+pub fn drawn_rows(
+    case: &Case,
+    s: &TensorSpec,
+    index: usize,
+    rows: &[u64],
+    (lo, hi): (f32, f32),
+) -> HostTensor {
+    let n0 = s.ne[0].max(1) as u64;
+    let stream = Rng::stream(case.seed, index as u64);
+    let pool = crate::contract::op::BlockPool::of(case.seed, index as u64, s);
+    let integer = s.dtype.is_integer();
+    let mut vals = Vec::with_capacity(rows.len() * n0 as usize);
+    for &r in rows {
+        let r = pool.as_ref().map_or(r, |p| p.pick(r));
+        let mut rng = stream.skipped(r * n0);
+        for _ in 0..n0 {
+            vals.push(if integer {
+                rng.below(16) as f32
+            } else {
+                rng.uniform(lo, hi)
+            });
+        }
+    }
+    HostTensor::from_f32(s.dtype, [n0 as i64, rows.len() as i64, 1, 1], &vals)
 }
 
 /// Whether a case is judged on sampled slices by an impl that can run it so: `judging` samples
@@ -245,9 +311,9 @@ pub fn sample_slices(case: &Case, specs: &[TensorSpec], sl: &Slicing) -> Vec<u64
     }
     for at in [65_535u64, 65_536] {
         let mut step = 1u64;
-        for d in sl.from..4 {
+        for &e in &sl.extents {
             around(at.saturating_mul(step));
-            step = step.saturating_mul(case.ne[d].max(1) as u64);
+            step = step.saturating_mul(e.max(1) as u64);
         }
     }
     let mut rng = Rng::stream(case.seed, 0x5A3B_1E50);
@@ -496,6 +562,7 @@ mod tests {
             from: 1,
             count: spec.nelements() / n0 as u64,
             chunk: vec![(n0 * e) as u64; index + 1],
+            extents: case.ne[1..].to_vec(),
         };
         let Ok(g) = gathered_inputs(
             case,
@@ -764,6 +831,7 @@ mod tests {
             from: 1,
             count: 1000,
             chunk: vec![16],
+            extents: vec![1000, 1, 1],
         };
         let rows = [0u64, 500, 999];
         let reference: Vec<f64> = (0..12).map(|i| i as f64 * 0.25).collect();
@@ -829,6 +897,7 @@ mod tests {
             from: 2,
             count: 100,
             chunk: vec![48],
+            extents: vec![100, 1],
         };
         let planes = [7u64, 42];
         let reference: Vec<f64> = (0..24).map(|i| i as f64).collect();

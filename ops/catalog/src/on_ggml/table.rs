@@ -231,9 +231,21 @@ pub(crate) enum Rows {
     /// first input and its last output (a pad, repeat or upscale that leaves the dimensions
     /// after it alone copies each slice there from the same slice of its input).
     SlicesPastChanged,
+    /// The outputs' rows read the input rows the entry's indices choose (a gather, a
+    /// scatter): this builds the case of some output rows alone (`Op::gathered_case`).
+    Gathered(GatherFn),
     /// Judged whole.
     Whole,
 }
+
+/// The case of some output rows of a gather and its inputs (`Op::gathered_case`).
+pub(crate) type GatherFn = fn(
+    &Case,
+    &[TensorSpec],
+    &[u64],
+    &[(usize, HostTensor)],
+    &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError>;
 
 impl Rows {
     /// The first dimension a case's slices run along, where the case may be sampled.
@@ -252,6 +264,7 @@ impl Rows {
                     .map_or(1, |d| d + 1);
                 (k <= 3).then_some(k)
             }
+            Rows::Gathered(_) => Some(1),
             Rows::Whole => None,
         }
     }
@@ -304,6 +317,19 @@ impl Op for GgmlOpEntry {
                     })
                     .collect()
             }
+        }
+    }
+    fn gathered_case(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+        rows: &[u64],
+        made: &[(usize, HostTensor)],
+        ranges: &[(f32, f32)],
+    ) -> Result<(Case, Vec<HostTensor>), CaseError> {
+        match self.rows {
+            Rows::Gathered(f) => f(case, specs, rows, made, ranges),
+            _ => Err(bad(case, "its rows are not gathered")),
         }
     }
     /// What `Inputs::Partly` makes; every input for `Made`; none for drawn inputs.
@@ -371,6 +397,11 @@ impl Op for GgmlOpEntry {
             Inputs::Uniform(lo, hi) => RowSampling::uniform_in(n, lo, hi),
             Inputs::Made(_) | Inputs::Partly(_) => RowSampling::made(n),
         };
+        // A gather's indices are its own: made on the host, the rows they pick drawn there.
+        if matches!(self.rows, Rows::Gathered(_)) {
+            return matches!(self.inputs, Inputs::Made(_) | Inputs::Partly(_))
+                .then(|| s.gathered());
+        }
         Some(s.along(from))
     }
     /// The entry's own note, else the note of the declared boundary the case is a probe of.

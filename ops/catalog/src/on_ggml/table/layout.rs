@@ -4,6 +4,7 @@
 use super::*;
 use kedge_core::model::shape::dense_strides;
 use kedge_core::OpParams;
+use std::collections::HashMap;
 
 fn ne_times(ne: Ne, nr: [i64; 4]) -> Ne {
     [ne[0] * nr[0], ne[1] * nr[1], ne[2] * nr[2], ne[3] * nr[3]]
@@ -457,7 +458,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Slices(2),
+    rows: Rows::Gathered(get_rows_gathered),
     reach: no_reach,
 };
 
@@ -484,6 +485,116 @@ fn set_rows_dims(c: &Case) -> (i64, Ne) {
     let p = SetRowsParams::of(c);
     let r = if p.r == 0 { c.ne[1] } else { p.r };
     (r, [c.ne[0], c.ne[1], c.ne[2] * p.nr2, c.ne[3] * p.nr3])
+}
+
+/// Index `k` of a made index tensor (i32 or i64, dense).
+fn index_at(h: &HostTensor, k: usize) -> Option<i64> {
+    match h.dtype {
+        DType::I32 => h
+            .bytes
+            .get(4 * k..4 * k + 4)
+            .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        DType::I64 => h
+            .bytes
+            .get(8 * k..8 * k + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_le_bytes),
+        _ => None,
+    }
+}
+
+/// The made input of spec `i` (`Op::made_inputs`).
+fn made_at<'a>(
+    c: &Case,
+    made: &'a [(usize, HostTensor)],
+    i: usize,
+) -> Result<&'a HostTensor, CaseError> {
+    made.iter()
+        .find(|(k, _)| *k == i)
+        .map(|(_, h)| h)
+        .ok_or_else(|| bad(c, format!("input {i} was not made")))
+}
+
+/// get_rows' output rows `rows` alone: output row `p` (`i1` in batch `b`) is table row
+/// `idx[p]` of batch `b`, so the case of those rows is a table of just those rows, gathered in
+/// order by indices 0..n.
+fn get_rows_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    rows: &[u64],
+    made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let r = GetRowsParams::of(c).r.max(1) as u64;
+    let m = c.ne[1] as u64;
+    let idx = made_at(c, made, 1)?;
+    let mut picked = Vec::with_capacity(rows.len());
+    for &p in rows {
+        let i = index_at(idx, p as usize)
+            .filter(|&i| (0..m as i64).contains(&i))
+            .ok_or_else(|| bad(c, format!("row {p}: no index in range")))?;
+        picked.push(i as u64 + m * (p / r));
+    }
+    let n = rows.len() as i64;
+    let mut sc = c.clone();
+    sc.ne = [c.ne[0], n, 1, 1];
+    let sc = sc.with_param(kedge_core::param_name!(GetRowsParams, r), n);
+    let range = ranges.first().copied().unwrap_or((-1.0, 1.0));
+    let table = kedge_core::judge::sample::drawn_rows(c, &specs[0], 0, &picked, range);
+    let order: Vec<f32> = (0..n).map(|j| j as f32).collect();
+    let ids = HostTensor::from_f32(DType::I32, [n, 1, 1, 1], &order);
+    Ok((sc, vec![table, ids]))
+}
+
+/// set_rows' destination rows `rows` alone: destination row `i1` of batch `(i2, i3)` is the
+/// source row `k` whose index (`rows[k]` of index row `(i2 % ne2, i3 % ne3)`) is `i1`, or the
+/// destination's own row where no index names it. The case of those rows: a destination of
+/// just them, the source rows that land there, and their places as indices.
+fn set_rows_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    rows: &[u64],
+    made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let (r, dst) = set_rows_dims(c);
+    let (r, ne1, d2) = (r as u64, c.ne[1] as u64, dst[2] as u64);
+    let (ne2, ne3) = (c.ne[2] as u64, c.ne[3] as u64);
+    let idx = made_at(c, made, 2)?;
+    // Per index row the sampled rows fall in, where each destination row's source row is.
+    let mut inverse: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
+    let (mut dst_rows, mut src_rows, mut places) = (Vec::new(), Vec::new(), Vec::new());
+    for (j, &p) in rows.iter().enumerate() {
+        let (i1, b) = (p % ne1, p / ne1);
+        let (i2, i3) = (b % d2, b / d2);
+        let ir = i2 % ne2 + ne2 * (i3 % ne3);
+        let inv = inverse.entry(ir).or_insert_with(|| {
+            (0..r)
+                .filter_map(|k| index_at(idx, (k + r * ir) as usize).map(|i| (i as u64, k)))
+                .collect()
+        });
+        dst_rows.push(p);
+        if let Some(&k) = inv.get(&i1) {
+            src_rows.push(k + r * b);
+            places.push(j as f32);
+        }
+    }
+    let (n, w) = (rows.len() as i64, src_rows.len() as i64);
+    if w == 0 {
+        // r = 0 would mean every row: a case of none set is not one set_rows expresses.
+        return Err(bad(c, "no sampled row is set"));
+    }
+    let mut sc = c.clone();
+    sc.ne = [c.ne[0], n, 1, 1];
+    let sc = sc
+        .with_param(kedge_core::param_name!(SetRowsParams, r), w)
+        .with_param(kedge_core::param_name!(SetRowsParams, nr2), 1)
+        .with_param(kedge_core::param_name!(SetRowsParams, nr3), 1);
+    let range = |i: usize| ranges.get(i).copied().unwrap_or((-1.0, 1.0));
+    let dst_in = kedge_core::judge::sample::drawn_rows(c, &specs[0], 0, &dst_rows, range(0));
+    let src = kedge_core::judge::sample::drawn_rows(c, &specs[1], 1, &src_rows, range(1));
+    let ids = HostTensor::from_f32(specs[2].dtype, [w, 1, 1, 1], &places);
+    Ok((sc, vec![dst_in, src, ids]))
 }
 
 pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
@@ -577,7 +688,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         let n = (c.ne[0] * r * dst[2] * dst[3]).max(1) as f64;
         one_step_off(c.dtype, n, 1.0).unwrap_or(1e-7)
     }),
-    rows: Rows::Slices(2),
+    rows: Rows::Gathered(set_rows_gathered),
     reach: no_reach,
 };
 

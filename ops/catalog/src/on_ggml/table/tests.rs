@@ -637,7 +637,7 @@ fn independent_slices_pass_judged_on_sampled_slices() {
             ));
         }
     }
-    // A block-format output (set_rows into q4_0 and q4_K, planes of it sampled): its sampled
+    // A block-format output (set_rows into q4_0 and q4_K, rows of it gathered): its sampled
     // blocks dequantized by the build, its never-written blocks counted by the scan.
     for d in [DType::Q4_0, DType::Q4K] {
         let case = reg
@@ -645,9 +645,9 @@ fn independent_slices_pass_judged_on_sampled_slices() {
             .expect("valid");
         let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
         let judged = ex.result.facts.get("judged_on").and_then(|v| v.as_str());
-        if ex.result.verdict != Verdict::Pass || !judged.is_some_and(|j| j.contains("ne[2..3]")) {
+        if ex.result.verdict != Verdict::Pass || judged.is_none() {
             failures.push(format!(
-                "set_rows into {d} on sampled planes: {:?} ({judged:?}): {}",
+                "set_rows into {d} on sampled rows: {:?} ({judged:?}): {}",
                 ex.result.verdict, ex.result.detail
             ));
         }
@@ -686,7 +686,7 @@ fn independent_slices_pass_judged_on_sampled_slices() {
     ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
 )]
 fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
-    use kedge_core::judge::sample::{gathered_inputs, sliced, slicing_from};
+    use kedge_core::judge::sample::{gathered_inputs, output_rows, sliced, slicing_from};
     let _ = on_ggml_cpu();
     let mut failures = Vec::new();
     let mut checked: BTreeSet<String> = BTreeSet::new();
@@ -712,8 +712,12 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         let Ok(specs) = (e.tensors)(&c) else {
             continue;
         };
-        let Some(sl) = slicing_from(&c, &specs, sampling.from_dim(), &|x| (e.tensors)(x).ok())
-        else {
+        let sl = if sampling.is_gather() {
+            output_rows(&specs)
+        } else {
+            slicing_from(&c, &specs, sampling.from_dim(), &|x| (e.tensors)(x).ok())
+        };
+        let Some(sl) = sl else {
             continue;
         };
         if sl.count < 3 {
@@ -730,14 +734,6 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
                 continue;
             }
         };
-        let sc = sliced(&c, picked.len() as u64, sl.from);
-        let sspecs = match (e.tensors)(&sc) {
-            Ok(s) => s,
-            Err(err) => {
-                failures.push(format!("{} {origin}: the sliced case: {err}", e.name));
-                continue;
-            }
-        };
         // What the entry makes is cut from what it made; the rest is drawn at each slice.
         let made = if sampling.inputs_made() {
             match Op::made_inputs(e, &c, &specs) {
@@ -751,10 +747,21 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
             Vec::new()
         };
         let ranges = sampling.ranges().to_vec();
-        let cut = match gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made) {
+        let cut = if sampling.is_gather() {
+            Op::gathered_case(e, &c, &specs, &picked, &made, &ranges)
+        } else {
+            let sc = sliced(&c, picked.len() as u64, sl.from);
+            (e.tensors)(&sc).and_then(|sspecs| {
+                gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made)
+                    .map(|cut| (sc, cut))
+            })
+        };
+        let (sc, cut) = match cut {
             Ok(x) => x,
+            // A scatter none of whose picked rows is written has no case (judged whole).
+            Err(err) if err.to_string().contains("no sampled row is set") => continue,
             Err(err) => {
-                failures.push(format!("{} {origin}: gathered: {err}", e.name));
+                failures.push(format!("{} {origin}: the sampled case: {err}", e.name));
                 continue;
             }
         };
