@@ -20,7 +20,7 @@ impl Rng {
     /// The same stream `n` draws further on, in constant time: SplitMix64's state only
     /// advances by a fixed increment, so a tensor can be filled in parallel chunks that give
     /// exactly the values one sequential pass gives.
-    pub(crate) fn skipped(&self, n: u64) -> Self {
+    pub fn skipped(&self, n: u64) -> Self {
         Rng(self.0.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
     }
     /// The generator's state: the next draw is a mix of `state + gamma` (what a device draws

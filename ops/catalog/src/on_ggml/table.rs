@@ -805,28 +805,41 @@ pub(crate) fn distinct_value(rank: u32, n: usize) -> f32 {
 /// filled row by row (a row of `ne0` values every `nb1` bytes); padding between rows gets
 /// values too.
 pub(crate) fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor {
+    use rayon::prelude::*;
+    /// Rows a task draws one after the other.
+    const ROWS_PER_TASK: usize = 1024;
     let n = (s.bytes / s.dtype.size()) as usize;
-    let row = s.ne[0] as usize;
+    let row = s.ne[0].max(1) as usize;
     let pitch = (s.nb[1] / s.dtype.size()) as usize;
-    let mut rng = Rng::stream(case.seed, i as u64);
+    let step = pitch.max(row);
+    // Each row takes row - 1 draws for its permutation and one per padding value: a task
+    // starts its rows that far along the stream, so the tasks together give the values of
+    // one pass over the rows (2^31 values would be seconds of one core).
+    let draws = (row - 1 + pitch.saturating_sub(row)) as u64;
+    let stream = Rng::stream(case.seed, i as u64);
     let mut vals = vec![0f32; n];
-    let mut perm = Vec::with_capacity(row);
-    let mut start = 0;
-    while start < n {
-        let len = row.min(n - start);
-        permute_into(&mut rng, row, &mut perm);
-        for (k, &p) in perm.iter().take(len).enumerate() {
-            vals[start + k] = distinct_value(p, row);
-        }
-        for v in vals
-            .iter_mut()
-            .skip(start + len)
-            .take(pitch.saturating_sub(row))
-        {
-            *v = rng.uniform(-1.0, 1.0);
-        }
-        start += pitch.max(row);
-    }
+    vals.par_chunks_mut(step * ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let mut rng = stream.skipped((task * ROWS_PER_TASK) as u64 * draws);
+            let mut perm = Vec::with_capacity(row);
+            let mut start = 0;
+            while start < chunk.len() {
+                let len = row.min(chunk.len() - start);
+                permute_into(&mut rng, row, &mut perm);
+                for (k, &p) in perm.iter().take(len).enumerate() {
+                    chunk[start + k] = distinct_value(p, row);
+                }
+                for v in chunk
+                    .iter_mut()
+                    .skip(start + len)
+                    .take(pitch.saturating_sub(row))
+                {
+                    *v = rng.uniform(-1.0, 1.0);
+                }
+                start += step;
+            }
+        });
     span_tensor(s, &vals)
 }
 

@@ -502,6 +502,36 @@ fn distinct_rows_draw_what_a_permutation_a_row_draws() {
         }
     }
     assert!(got == span_tensor(&spec, &want));
+    // More rows than one task draws (rows are drawn in parallel, each task from where its
+    // rows start in the stream): the values of one sequential pass, padding included.
+    let (row, pitch, rows) = (5usize, 8usize, 2500usize);
+    let spec = TensorSpec {
+        name: "a".into(),
+        role: Role::Input,
+        dtype: DType::F32,
+        ne: [row as i64, rows as i64, 1, 1],
+        nb: [
+            4,
+            4 * pitch as u64,
+            4 * (pitch * rows) as u64,
+            4 * (pitch * rows) as u64,
+        ],
+        bytes: 4 * (pitch * (rows - 1) + row) as u64,
+    };
+    let got = distinct_rows(&case, &spec, 3);
+    let mut rng = Rng::stream(case.seed, 3);
+    let mut want = vec![0f32; pitch * (rows - 1) + row];
+    for r in 0..rows {
+        for (k, p) in permutation(&mut rng, row).into_iter().enumerate() {
+            want[r * pitch + k] = distinct_value(p, row);
+        }
+        if r + 1 < rows {
+            for v in &mut want[r * pitch + row..(r + 1) * pitch] {
+                *v = rng.uniform(-1.0, 1.0);
+            }
+        }
+    }
+    assert!(got == span_tensor(&spec, &want));
 }
 
 /// A big block-format table is made of a pool of quantized rows: every row one of the pool's
