@@ -461,8 +461,9 @@ for l in sys.stdin:
 }
 
 # Sampled judging against whole judging, case by case, on the cases small enough for both
-# (up to JUDGING_MAXE elements, 2^24 by default): kedge's row ops natively, and (after ggml-wait) the build's
-# row-independent ops. Every case must get the same verdict and detector.
+# (up to JUDGING_MAXE elements, 2^24 by default): kedge's row ops natively, and (after
+# ggml-wait) the build's ops sliced by rows, planes, batches and gathered rows
+# (JUDGING_GGML_OPS). Every case must get the same verdict and detector.
 judging_pair() { # NAME SWEEP-ARGS...
   local name=$1; shift
   for j in full sampled; do
@@ -479,14 +480,14 @@ a, b = load(sys.argv[1]), load(sys.argv[2])
 both = [k for k in a if k in b]
 diff = [k for k in both if (a[k]["verdict"], a[k]["detector"]) != (b[k]["verdict"], b[k]["detector"])]
 sampled = sum(1 for k in both if "judged_on" in (b[k].get("facts") or {}))
-print(f"{len(both)} cases both ways, {sampled} of them judged on sampled rows: {len(diff)} with another verdict or detector")
+print(f"{len(both)} cases both ways, {sampled} of them judged on sampled slices: {len(diff)} with another verdict or detector")
 for k in diff[:20]:
     print(f"DIFFERS {a[k]['case']['op']} {a[k]['case']['dtype']} {a[k]['case']['ne']}: full {a[k]['verdict']} ({a[k]['detector']}), sampled {b[k]['verdict']} ({b[k]['detector']})")
 PY
 }
 part_judging-own() { judging_pair own -o rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum; }
 part_judging-ggml() {
-  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 -o gelu,silu,relu,exp,sqr,sqrt,clamp,scale,add,mul,swiglu,geglu,sum_rows,mean,cpy,rms_norm,softmax,cumsum
+  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 -o "${JUDGING_GGML_OPS:-gelu,silu,relu,exp,sqr,sqrt,clamp,scale,add,mul,swiglu,geglu,sum_rows,mean,cpy,rms_norm,softmax,cumsum,argsort,top_k,concat,pad,repeat,upscale,rope,diag_mask_inf,pool_2d,conv_2d_dw,group_norm,im2col,solve_tri,get_rows,set_rows}"
 }
 
 # The build's whole space natively: every op kedge has, every dtype the backend takes, every
