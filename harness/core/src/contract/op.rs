@@ -234,6 +234,9 @@ pub struct RowSampling {
     /// Some inputs are the op's own (indices, positions, distinct rows: `Op::made_inputs`):
     /// made whole on the host and uploaded, their sampled slices cut from them.
     pub(crate) made: bool,
+    /// Which inputs (spec indices) the op makes, where it makes only some (`made_only`);
+    /// `None`: all of them.
+    pub(crate) made_specs: Option<Vec<usize>>,
     /// The op's output rows read input rows its indices choose (a gather, a scatter): the
     /// slices are the outputs' rows, and the op builds the case of the sampled ones itself
     /// (`Op::gathered_case`).
@@ -253,6 +256,7 @@ impl RowSampling {
             ranges: vec![(lo, hi); specs],
             from: 1,
             made: false,
+            made_specs: None,
             gather: false,
         }
     }
@@ -268,6 +272,19 @@ impl RowSampling {
     /// plane independent, 3: each `ne[3]` batch).
     pub fn along(self, from: usize) -> RowSampling {
         RowSampling { from, ..self }
+    }
+    /// The op makes only these inputs (spec indices; `Op::made_inputs`), the others drawn:
+    /// what the host holds of a sampled case.
+    pub fn made_only(self, specs: &[usize]) -> RowSampling {
+        RowSampling {
+            made: true,
+            made_specs: Some(specs.to_vec()),
+            ..self
+        }
+    }
+    /// Whether input `spec` is one the op makes on the host (with `made`).
+    pub fn makes(&self, spec: usize) -> bool {
+        self.made && self.made_specs.as_ref().is_none_or(|v| v.contains(&spec))
     }
     /// Output rows that read the input rows the op's indices choose (`Op::gathered_case`).
     pub fn gathered(self) -> RowSampling {

@@ -51,7 +51,8 @@ impl CaseBytes {
         // (`ggml:CUDA0`); the worker decides for itself, this is what admission expects.
         let sampled =
             c.imp.starts_with("ggml:CUDA") && kedge_core::judge::sample::sampled(op, c, judging);
-        let made = op.row_sampling(c).is_some_and(|s| s.inputs_made());
+        let sampling = op.row_sampling(c);
+        let made = sampling.as_ref().is_some_and(|s| s.inputs_made());
         if sampled && !made {
             return CaseBytes { device, host: 0 };
         }
@@ -61,8 +62,13 @@ impl CaseBytes {
         // out of memory.) A sampled case whose inputs the op makes holds only those.
         let host = specs
             .iter()
-            .filter(|t| !sampled || t.role == kedge_core::Role::Input)
-            .map(|t| {
+            .enumerate()
+            .filter(|(i, t)| {
+                !sampled
+                    || (t.role == kedge_core::Role::Input
+                        && sampling.as_ref().is_some_and(|s| s.makes(*i)))
+            })
+            .map(|(_, t)| {
                 if t.dtype.is_block() {
                     t.bytes.saturating_add(t.nelements().saturating_mul(4))
                 } else {
@@ -788,26 +794,29 @@ mod admission_tests {
         let op = reg.op("get_rows").unwrap();
         let c = Case::new("get_rows", "ggml:CUDA0", DType::Q5_0, [64, 1 << 20, 1, 1]);
         let c = reg.validate(&c).unwrap_or(c);
-        let b = CaseBytes::of(op, &c, Judging::Auto);
+        // Judged whole: its table's blocks and their f32 values on the host.
+        let b = CaseBytes::of(op, &c, Judging::Full);
         let table = DType::Q5_0.bytes_of(64 << 20);
         assert!(b.device >= table);
         assert!(b.host >= table + (64 << 20) * 4, "{b:?}");
+        // Judged on its sampled output rows: only the three indices it makes.
+        let b = CaseBytes::of(op, &c, Judging::Auto);
+        assert_eq!(b.host, 3 * 4, "{b:?}");
         // A big gelu on a CUDA build is judged on sampled rows: nothing of it on the host.
         let op = reg.op("gelu").unwrap();
         let c = Case::new("gelu", "ggml:CUDA0", DType::F32, [64, 1 << 25, 1, 1]);
         let b = CaseBytes::of(op, &c, Judging::Auto);
         assert_eq!((b.device, b.host), (2 * 4 * (64 << 25), 0));
         assert_eq!(CaseBytes::of(op, &c, Judging::Full).host, b.device);
-        // A big gather along planes is judged on sampled planes: its indices are made on the
-        // host, so the host holds its inputs (the table, drawn there too, and the indices),
-        // not its output.
+        // A big gather is judged on sampled output rows: its indices are made on the host and
+        // held there, its table drawn on the device.
         let op = reg.op("get_rows").unwrap();
         let c = Case::new("get_rows", "ggml:CUDA0", DType::F32, [64, 8, 1 << 17, 1]);
         let c = reg.validate(&c).unwrap_or(c);
         let b = CaseBytes::of(op, &c, Judging::Auto);
         let table = 4 * ((64 * 8) << 17);
         let rows = 4 * 3 * (1 << 17);
-        assert_eq!(b.host, table + rows, "{b:?}");
+        assert_eq!(b.host, rows, "{b:?}");
         assert_eq!(b.device, table + rows + 4 * 64 * 3 * (1 << 17));
     }
 

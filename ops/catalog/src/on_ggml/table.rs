@@ -144,9 +144,10 @@ pub(crate) enum Inputs {
     Uniform(f32, f32),
     /// Made by the entry.
     Made(InputsFn),
-    /// Some made by the entry (indices, positions: by spec index), the rest drawn as `Default`
-    /// draws them, so a big case's device draws its big inputs and the host makes only these.
-    Partly(PartlyFn),
+    /// Some made by the entry (indices, positions: by spec index, the ones listed), the rest
+    /// drawn as `Default` draws them, so a big case's device draws its big inputs and the host
+    /// makes only these.
+    Partly(&'static [usize], PartlyFn),
 }
 
 /// The inputs an entry makes itself, by spec index (`Inputs::Partly`).
@@ -305,7 +306,7 @@ impl Op for GgmlOpEntry {
                 .collect(),
             Inputs::Uniform(lo, hi) => Ok(uniform_inputs(case, specs, lo, hi)),
             Inputs::Made(f) => f(case, specs),
-            Inputs::Partly(f) => {
+            Inputs::Partly(_, f) => {
                 let mut made = f(case, specs)?;
                 specs
                     .iter()
@@ -340,7 +341,7 @@ impl Op for GgmlOpEntry {
     ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
         match self.inputs {
             Inputs::Default | Inputs::Uniform(..) => Ok(Vec::new()),
-            Inputs::Partly(f) => f(case, specs),
+            Inputs::Partly(_, f) => f(case, specs),
             Inputs::Made(f) => {
                 let idx = specs
                     .iter()
@@ -395,11 +396,12 @@ impl Op for GgmlOpEntry {
         let s = match self.inputs {
             Inputs::Default => RowSampling::uniform(n),
             Inputs::Uniform(lo, hi) => RowSampling::uniform_in(n, lo, hi),
-            Inputs::Made(_) | Inputs::Partly(_) => RowSampling::made(n),
+            Inputs::Made(_) => RowSampling::made(n),
+            Inputs::Partly(which, _) => RowSampling::uniform(n).made_only(which),
         };
         // A gather's indices are its own: made on the host, the rows they pick drawn there.
         if matches!(self.rows, Rows::Gathered(_)) {
-            return matches!(self.inputs, Inputs::Made(_) | Inputs::Partly(_))
+            return matches!(self.inputs, Inputs::Made(_) | Inputs::Partly(..))
                 .then(|| s.gathered());
         }
         Some(s.along(from))

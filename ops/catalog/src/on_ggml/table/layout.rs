@@ -413,7 +413,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
             )?,
         ])
     },
-    inputs: Inputs::Partly(|c, s| {
+    inputs: Inputs::Partly(&[1], |c, s| {
         let m = c.ne[1] as u64;
         let mut rng = Rng::stream(c.seed, 1);
         let n = s[1].nelements() as usize;
@@ -615,7 +615,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, dst)?,
         ])
     },
-    inputs: Inputs::Partly(|c, s| {
+    inputs: Inputs::Partly(&[2], |c, s| {
         let (r, _) = set_rows_dims(c);
         let mut rng = Rng::stream(c.seed, 2);
         let mut rows = Vec::with_capacity(s[2].nelements() as usize);

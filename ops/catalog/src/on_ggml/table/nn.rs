@@ -61,7 +61,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
         v.push(output("dst", c.dtype, c.ne)?);
         Ok(v)
     },
-    inputs: Inputs::Partly(|c, s| {
+    inputs: Inputs::Partly(&[1, 2], |c, s| {
         let mut v = vec![(1, positions(c, &s[1], 1))];
         if RopeCaseParams::of(c).ff {
             v.push((2, kedge_core::contract::op::random_tensor(c.seed, 2, &s[2], 0.9, 1.1)));
@@ -188,7 +188,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, c.ne)?,
         ])
     },
-    inputs: Inputs::Partly(|c, s| Ok(vec![(2, positions(c, &s[2], 2))])),
+    inputs: Inputs::Partly(&[2], |c, s| Ok(vec![(2, positions(c, &s[2], 2))])),
     graph: |g, c, x| {
         let p = RmsNormMulRopeParams::of(c);
         let n = g.rms_norm(x[0], p.eps as f32)?;

@@ -534,6 +534,34 @@ fn distinct_rows_draw_what_a_permutation_a_row_draws() {
     assert!(got == span_tensor(&spec, &want));
 }
 
+/// An entry that makes some of its inputs lists them (what a sampled case's host holds, for
+/// admission): every input its function makes is listed, and is an input.
+#[test]
+fn partly_made_inputs_are_the_ones_listed() {
+    let mut seen = 0;
+    for e in TABLE {
+        let Inputs::Partly(listed, f) = e.inputs else {
+            continue;
+        };
+        for (c, origin) in cases(e, &h200())
+            .into_iter()
+            .filter(|(_, o)| o.starts_with("smoke"))
+        {
+            let specs = (e.tensors)(&c).expect("tensors");
+            let made = f(&c, &specs).expect("made");
+            for (i, _) in &made {
+                assert!(
+                    listed.contains(i) && specs[*i].role == Role::Input,
+                    "{} {origin}: makes input {i}, lists {listed:?}",
+                    e.name
+                );
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen > 10, "{seen} cases");
+}
+
 /// A big block-format table is made of a pool of quantized rows: every row one of the pool's
 /// (no more distinct rows than the pool has, and most of them used), the same bytes each time,
 /// and the case passes on ggml's CPU backend; a small table is still the f32 values the build
@@ -642,7 +670,7 @@ fn independent_slices_pass_judged_on_sampled_slices() {
         }
         if matches!(
             e.inputs,
-            Inputs::Uniform(..) | Inputs::Made(_) | Inputs::Partly(_)
+            Inputs::Uniform(..) | Inputs::Made(_) | Inputs::Partly(..)
         ) {
             domains.insert(e.name);
         }
