@@ -1278,14 +1278,7 @@ pub(crate) const LIGHTNING_INDEXER: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, [kv, nb, 1, p.ns])?,
         ])
     },
-    inputs: Inputs::Made(|c, s| {
-        Ok(vec![
-            default_input(c, s, 0),
-            block_input(c, s, 1)?,
-            default_input(c, s, 2),
-            kq_mask(c, &s[3], 3),
-        ])
-    }),
+    inputs: Inputs::Partly(&[3], |c, s| Ok(vec![(3, kq_mask(c, &s[3], 3))])),
     graph: |g, _c, x| Ok(vec![g.lightning_indexer(x[0], x[1], x[2], x[3])?]),
     probe: || {
         Some(ProbeBase {
@@ -1346,6 +1339,6 @@ pub(crate) const LIGHTNING_INDEXER: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-6),
-    rows: Rows::Whole,
+    rows: Rows::Slices(3),
     reach: no_reach,
 };

@@ -890,6 +890,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "rope",
         "concat",
         "pad",
+        "lightning_indexer",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
