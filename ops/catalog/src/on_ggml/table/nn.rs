@@ -280,24 +280,33 @@ fn kv_spec(c: &Case, name: &str, hs: i64) -> Result<TensorSpec, CaseError> {
 /// 128 x 64 blocks of -inf or 0.
 fn kq_mask(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
     let (ne0, ne1) = (s.ne[0] as usize, s.ne[1] as usize);
+    // Every plane of the span (a mask of several streams has them in dim 3), each drawn on from
+    // where the last one ended: the first plane is what a mask of one plane holds.
+    let n = (s.bytes / s.dtype.size()) as usize;
+    let planes = n.div_ceil((ne0 * ne1).max(1));
     let mut rng = Rng::stream(c.seed, index);
-    let mut v: Vec<f32> = (0..ne0 * ne1).map(|_| rng.uniform(-1.0, 1.0)).collect();
-    let blocks = (0.2 * (ne0 * ne1) as f64 / (128.0 * 64.0)) as usize;
-    for _ in 0..blocks {
-        let p1 = rng.below(ne1 as u64) as usize;
-        let p0 = rng.below(ne0 as u64) as usize;
-        let x = if rng.below(2) == 1 {
-            f32::NEG_INFINITY
-        } else {
-            0.0
-        };
-        for i1 in p1..(p1 + 64).min(ne1) {
-            for i0 in p0..(p0 + 128).min(ne0) {
-                v[i1 * ne0 + i0] = x;
+    let mut all = Vec::with_capacity(planes * ne0 * ne1);
+    for _ in 0..planes {
+        let mut v: Vec<f32> = (0..ne0 * ne1).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let blocks = (0.2 * (ne0 * ne1) as f64 / (128.0 * 64.0)) as usize;
+        for _ in 0..blocks {
+            let p1 = rng.below(ne1 as u64) as usize;
+            let p0 = rng.below(ne0 as u64) as usize;
+            let x = if rng.below(2) == 1 {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            };
+            for i1 in p1..(p1 + 64).min(ne1) {
+                for i0 in p0..(p0 + 128).min(ne0) {
+                    v[i1 * ne0 + i0] = x;
+                }
             }
         }
+        all.extend(v);
     }
-    span_tensor(s, &v)
+    all.truncate(n);
+    span_tensor(s, &all)
 }
 
 pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
