@@ -93,16 +93,8 @@ fn main() -> ExitCode {
         let t_made = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let slices = sample::sample_slices(&case, &specs, &sl);
-        let ranges = sampling.ranges();
-        let (sliced, cut) = if sampling.is_gather() {
-            op.gathered_case(&case, &specs, &slices, &made, ranges)?
-        } else {
-            let sliced = sample::sliced(&case, slices.len() as u64, sl.from);
-            let sliced_specs = op.tensors(&sliced)?;
-            let cut =
-                sample::gathered_inputs(&case, &specs, &sliced_specs, &sl, &slices, ranges, &made)?;
-            (sliced, cut)
-        };
+        let (sliced, cut) =
+            sample::sampled_case(op, &case, &specs, &sampling, &sl, &slices, &made)?;
         let t_cut = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let part = op.reference(&sliced, &cut)?;

@@ -125,12 +125,7 @@ pub trait Op: Send + Sync {
         case: &Case,
         specs: &[TensorSpec],
     ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
-        let idx = specs
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.role == Role::Input)
-            .map(|(i, _)| i);
-        Ok(idx.zip(self.inputs(case, specs)?).collect())
+        Ok(by_spec_index(specs, self.inputs(case, specs)?))
     }
     /// For an op whose `RowSampling` is `gathered`: the case of just the outputs' rows `rows`
     /// (flat `ne[1..3]` indices of the outputs, ascending) and its inputs, from the indices the
@@ -217,6 +212,16 @@ pub trait Op: Send + Sync {
             .iter()
             .fold(1u64, |a, &x| a.saturating_mul(x.max(0) as u64))
     }
+}
+
+/// Inputs in input order (as `Op::inputs` gives them) paired with their spec indices.
+pub fn by_spec_index(specs: &[TensorSpec], inputs: Vec<HostTensor>) -> Vec<(usize, HostTensor)> {
+    let idx = specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Input)
+        .map(|(i, _)| i);
+    idx.zip(inputs).collect()
 }
 
 /// How a big case of an op is judged on sampled slices (`judge::sample`): along which of the

@@ -564,24 +564,8 @@ fn sampled_plan(op: &dyn Op, case: &Case, judging: Judging) -> Option<SampledPla
     } else {
         Vec::new()
     };
-    let (sliced, inputs) = if sampling.gather {
-        op.gathered_case(case, &specs, &slices, &made, &sampling.ranges)
-            .ok()?
-    } else {
-        let sliced = sample::sliced(case, slices.len() as u64, slicing.from);
-        let sliced_specs = op.tensors(&sliced).ok()?;
-        let inputs = sample::gathered_inputs(
-            case,
-            &specs,
-            &sliced_specs,
-            &slicing,
-            &slices,
-            &sampling.ranges,
-            &made,
-        )
-        .ok()?;
-        (sliced, inputs)
-    };
+    let (sliced, inputs) =
+        sample::sampled_case(op, case, &specs, &sampling, &slicing, &slices, &made).ok()?;
     Some(SampledPlan {
         specs,
         slicing,

@@ -245,7 +245,21 @@ pub fn drawn_rows(
     (lo, hi): (f32, f32),
 ) -> HostTensor {
     let n0 = s.ne[0].max(1) as u64;
+    let vals = row_values(case, s, index, rows, (lo, hi));
+    HostTensor::from_f32(s.dtype, [n0 as i64, rows.len() as i64, 1, 1], &vals)
+}
+
+/// The values of rows `rows` of input `index` (`drawn_rows`), one row after the other.
+fn row_values(
+    case: &Case,
+    s: &TensorSpec,
+    index: usize,
+    rows: &[u64],
+    (lo, hi): (f32, f32),
+) -> Vec<f32> {
+    let n0 = s.ne[0].max(1) as u64;
     let stream = Rng::stream(case.seed, index as u64);
+    // A big block-format input holds rows of its pool, drawn as the pool's rows.
     let pool = crate::contract::op::BlockPool::of(case.seed, index as u64, s);
     let integer = s.dtype.is_integer();
     let mut vals = Vec::with_capacity(rows.len() * n0 as usize);
@@ -260,7 +274,7 @@ pub fn drawn_rows(
             });
         }
     }
-    HostTensor::from_f32(s.dtype, [n0 as i64, rows.len() as i64, 1, 1], &vals)
+    vals
 }
 
 /// Whether a case is judged on sampled slices by an impl that can run it so: `judging` samples
@@ -421,39 +435,50 @@ pub fn gathered_inputs(
             continue;
         }
         let n0 = s.ne[0].max(1) as u64;
-        let (lo, hi) = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
-        let integer = s.dtype.is_integer();
-        let stream = Rng::stream(case.seed, i as u64);
-        // A big block-format input holds rows of its pool, drawn as the pool's rows.
-        let pool = crate::contract::op::BlockPool::of(case.seed, i as u64, s);
+        let range = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
         // The rows to draw: the whole input's, or each sampled slice's.
-        let rows_per = if chunk == 0 {
-            s.nelements() / n0
+        let rows: Vec<u64> = if chunk == 0 {
+            (0..s.nelements() / n0).collect()
         } else {
-            sl.chunk_elements(s, i) / n0
+            let per = sl.chunk_elements(s, i) / n0;
+            slices
+                .iter()
+                .flat_map(|&p| p * per..(p + 1) * per)
+                .collect()
         };
-        let firsts: Vec<u64> = if chunk == 0 {
-            vec![0]
-        } else {
-            slices.iter().map(|&p| p * rows_per).collect()
-        };
-        let mut vals = Vec::with_capacity((firsts.len() as u64 * rows_per * n0) as usize);
-        for &first in &firsts {
-            for r in first..first + rows_per {
-                let r = pool.as_ref().map_or(r, |p| p.pick(r));
-                let mut rng = stream.skipped(r * n0);
-                for _ in 0..n0 {
-                    vals.push(if integer {
-                        rng.below(16) as f32
-                    } else {
-                        rng.uniform(lo, hi)
-                    });
-                }
-            }
-        }
+        let vals = row_values(case, s, i, &rows, range);
         out.push(HostTensor::from_f32(s.dtype, ss.ne, &vals));
     }
     Ok(out)
+}
+
+/// The case of the sampled slices alone and its inputs: the op's own for a gather
+/// (`Op::gathered_case`), else the case cut along `sl` (`sliced`) with the same slices of its
+/// inputs (`gathered_inputs`). `made`: the inputs the op made for the whole case.
+pub fn sampled_case(
+    op: &dyn crate::contract::op::Op,
+    case: &Case,
+    specs: &[TensorSpec],
+    sampling: &crate::contract::op::RowSampling,
+    sl: &Slicing,
+    slices: &[u64],
+    made: &[(usize, HostTensor)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    if sampling.gather {
+        return op.gathered_case(case, specs, slices, made, &sampling.ranges);
+    }
+    let sliced = sliced(case, slices.len() as u64, sl.from);
+    let sliced_specs = op.tensors(&sliced)?;
+    let inputs = gathered_inputs(
+        case,
+        specs,
+        &sliced_specs,
+        sl,
+        slices,
+        &sampling.ranges,
+        made,
+    )?;
+    Ok((sliced, inputs))
 }
 
 /// Where an output's sampled values lie: the case's slicing, the slices read, and the output's

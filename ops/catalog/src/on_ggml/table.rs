@@ -342,14 +342,10 @@ impl Op for GgmlOpEntry {
         match self.inputs {
             Inputs::Default | Inputs::Uniform(..) => Ok(Vec::new()),
             Inputs::Partly(_, f) => f(case, specs),
-            Inputs::Made(f) => {
-                let idx = specs
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.role == Role::Input)
-                    .map(|(i, _)| i);
-                Ok(idx.zip(f(case, specs)?).collect())
-            }
+            Inputs::Made(f) => Ok(kedge_core::contract::op::by_spec_index(
+                specs,
+                f(case, specs)?,
+            )),
         }
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {

@@ -744,7 +744,7 @@ fn independent_slices_pass_judged_on_sampled_slices() {
     ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
 )]
 fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
-    use kedge_core::judge::sample::{gathered_inputs, output_rows, sliced, slicing_from};
+    use kedge_core::judge::sample::{sampled_case, slicing_of};
     let _ = on_ggml_cpu();
     let mut failures = Vec::new();
     let mut checked: BTreeSet<String> = BTreeSet::new();
@@ -770,12 +770,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         let Ok(specs) = (e.tensors)(&c) else {
             continue;
         };
-        let sl = if sampling.is_gather() {
-            output_rows(&specs)
-        } else {
-            slicing_from(&c, &specs, sampling.from_dim(), &|x| (e.tensors)(x).ok())
-        };
-        let Some(sl) = sl else {
+        let Some(sl) = slicing_of(e, &c) else {
             continue;
         };
         if sl.count < 3 {
@@ -804,16 +799,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         } else {
             Vec::new()
         };
-        let ranges = sampling.ranges().to_vec();
-        let cut = if sampling.is_gather() {
-            Op::gathered_case(e, &c, &specs, &picked, &made, &ranges)
-        } else {
-            let sc = sliced(&c, picked.len() as u64, sl.from);
-            (e.tensors)(&sc).and_then(|sspecs| {
-                gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made)
-                    .map(|cut| (sc, cut))
-            })
-        };
+        let cut = sampled_case(e, &c, &specs, &sampling, &sl, &picked, &made);
         let (sc, cut) = match cut {
             Ok(x) => x,
             // A scatter none of whose picked rows is written has no case (judged whole).
