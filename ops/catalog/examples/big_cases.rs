@@ -5,6 +5,9 @@
 //! no GPU needed: it reads the declarations.
 //!
 //!     cargo run --release -p kedge-ops --example big_cases [PROFILE] > big-cases.md
+//!
+//! With `--whole`, it lists the big cases still judged whole instead, one label a line (what
+//! to look at when making an op's cases cheaper).
 
 use kedge_core::judge::sample::{sampled, slicing_of, Judging};
 use kedge_core::{LimitsProfile, Op};
@@ -15,7 +18,13 @@ use std::process::ExitCode;
 const BIG: u64 = 1 << 26;
 
 fn main() -> ExitCode {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "h200".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list_whole = args.iter().any(|a| a == "--whole");
+    let name = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .cloned()
+        .unwrap_or_else(|| "h200".into());
     let Some(limits) = LimitsProfile::builtin(&name) else {
         eprintln!(
             "big_cases: no built-in profile {name} (known: {})",
@@ -23,8 +32,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    println!("| op | cases | big | rows | planes | batches | whole |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    if !list_whole {
+        println!("| op | cases | big | rows | planes | batches | whole |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+    }
     let mut total = [0usize; 6];
     for e in TABLE {
         let mut n = [0usize; 6];
@@ -39,8 +50,16 @@ fn main() -> ExitCode {
             n[1] += 1;
             match slicing_of(e, &c).filter(|_| sampled(e, &c, Judging::Auto)) {
                 Some(sl) => n[1 + sl.from] += 1,
-                None => n[5] += 1,
+                None => {
+                    n[5] += 1;
+                    if list_whole {
+                        println!("{}", c.label());
+                    }
+                }
             }
+        }
+        if list_whole {
+            continue;
         }
         println!(
             "| {} | {} | {} | {} | {} | {} | {} |",
@@ -55,6 +74,9 @@ fn main() -> ExitCode {
         for (t, x) in total.iter_mut().zip(n) {
             *t += x;
         }
+    }
+    if list_whole {
+        return ExitCode::SUCCESS;
     }
     println!(
         "| **all {} ops** | {} | {} | {} | {} | {} | {} |",

@@ -954,7 +954,10 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    // Both sources stay inside their plane (the transpose swaps dims 0 and 1; the slice's
+    // offset is within the first plane and its strides are x's): planes are independent. A
+    // transpose's rows are x's columns, so a one-plane case is judged whole.
+    rows: Rows::Slices(2),
     reach: no_reach,
 };
 

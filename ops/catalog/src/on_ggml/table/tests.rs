@@ -877,6 +877,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "concat",
         "pad",
         "lightning_indexer",
+        "cont",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
