@@ -131,11 +131,20 @@ if tbo and os.path.exists(tbo):
     ctors = sorted(set(x["ctor"] for x in rows if x["ctor"]))
     open(os.path.join(src, "tests", "kedge-cases.inc"), "w").write("\n".join(ctors) + "\n")
     open(tbo, "w").write(patched if n else text)
-    b = subprocess.run(["cmake", "--build", os.path.join(a.ggml, ".build", "cmake"), "--target",
-                        "test-backend-ops", "-j", str(os.cpu_count() or 4)],
-                       capture_output=True, text=True)
+    tree = os.path.join(a.ggml, ".build", "cmake")
+    if os.path.exists(os.path.join(tree, "CMakeCache.txt")):
+        b = subprocess.run(["cmake", "--build", tree, "--target", "test-backend-ops", "-j",
+                            str(os.cpu_count() or 4)], capture_output=True, text=True)
+        cand = os.path.join(tree, "bin", "test-backend-ops")
+    else:
+        # A build carried without its CMake tree (its lib/ and include/ only): the one source
+        # file compiled against them, as its CMake target would.
+        cand = os.path.join(a.out, "test-backend-ops")
+        lib = os.path.join(a.ggml, "lib")
+        b = subprocess.run(["g++", "-O2", "-std=c++17", "-I", os.path.join(a.ggml, "include"), tbo,
+                            "-o", cand, "-L", lib, "-lggml", "-lggml-base", f"-Wl,-rpath,{lib}",
+                            "-pthread"], capture_output=True, text=True)
     open(os.path.join(a.out, "tbo-build.log"), "w").write(b.stdout + b.stderr)
-    cand = os.path.join(a.ggml, ".build", "cmake", "bin", "test-backend-ops")
     if b.returncode == 0 and n and os.path.exists(cand):
         binp = cand
     print(f"test-backend-ops with {len(ctors)} kedge lines: build rc={b.returncode}, patched={n}")

@@ -7,6 +7,9 @@
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
+# A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
+#   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
+#   pr-gate pack
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
 #        while a check started in the background writes OUTDIR: every 90 s (and at the end) put
@@ -412,6 +415,24 @@ part_ggml-build-start() {
       > "$W/ggml-build.log" 2>&1; echo $? > "$W/ggml-build.rc" ) &
   say "ggml-build started in the background (pid $!)"
 }
+# A ggml build made on another machine the way ggml-build-start makes it, carried as an archive
+# of its lib/, bin/ and include/ (GGML_PREBUILT; GGML_PR_PREBUILT_TAR for the pull request's,
+# see pr-gate): unpacked where the parts look for it, so ggml-build-start finds its stamp and
+# builds nothing. Its source is unpacked beside it (.build/config names it) for confirm.
+part_ggml-unpack() {
+  local G P S; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
+  if [ -f "${GGML_PREBUILT:-}" ]; then
+    mkdir -p "$G/.build" && tar xJf "$GGML_PREBUILT" -C "$G" \
+      && S=$(scripts/ggml-source.sh ${KEDGE_GGML_TARBALL:+--tarball "$KEDGE_GGML_TARBALL"} "$G/.build/download") \
+      && printf '%s\n' "$S" > "$G/.build/config"
+    say "ggml-unpack: $GGML_PREBUILT into $G rc=$? ($(cut -c1-60 "$G/lib/.kedge-ggml-stamp" | head -1))"
+  fi
+  if [ -f "${GGML_PR_PREBUILT_TAR:-}" ]; then
+    mkdir -p "$P" && tar xJf "$GGML_PR_PREBUILT_TAR" -C "$P"
+    say "ggml-unpack: $GGML_PR_PREBUILT_TAR into $P rc=$?"
+    export GGML_PR_PREBUILT=1
+  fi
+}
 part_ggml-wait() {
   local t0; t0=$(date +%s)
   while [ ! -f "$W/ggml-build.rc" ]; do sleep 2; done
@@ -536,21 +557,27 @@ part_ggml-memcheck() {
 # PR_BASE_UPDATE=1, the base build's sweep makes it (a copy in OUTDIR/baselines/ to ship). Then
 # the patch (examples/ci/pull-request-breaks-rms-norm.patch) is applied to the same source and
 # only what it changes rebuilt (the CMake tree is kept), and the gate must fail naming the cases
-# the patch breaks.
+# the patch breaks. With GGML_PR_PREBUILT=1 and a build already in GGML_PR_DIR (made the same way
+# on another machine and carried), that build is the pull request's.
 part_pr-gate() {
   local G P SRC base update=0; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
-  SRC=$(head -1 "$G/.build/config")
+  SRC=$(head -1 "$G/.build/config" 2>/dev/null)
   base=$(abspath "${PR_BASELINE:-corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl}")
   if [ "${PR_BASE_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
     base="$W/ggml-cuda0-h200-native-rms-norm.jsonl"; update=1
   fi
   CI_UPDATE=$update CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
-  rm -rf "$P"; cp -a "$G" "$P"
-  patch -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > "$W/pr-patch.log" 2>&1 \
-    && cmake --build "$G/.build/cmake" --target ggml-cuda -j "$(nproc)" > "$W/pr-build.log" 2>&1 \
-    && find "$G/.build/cmake" -name 'libggml-cuda.so*' -type f -exec cp {} "$P/lib/" \;
-  say "pr-build rc=$? (patch applied to $SRC, libggml-cuda rebuilt into $P)"
-  patch -R -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > /dev/null 2>&1
+  if [ "${GGML_PR_PREBUILT:-0}" = 1 ] && [ -f "$P/lib/.kedge-ggml-stamp" ]; then
+    # Built elsewhere the same way (the patch on the same source, libggml-cuda rebuilt).
+    say "pr-build: prebuilt at $P ($(ls "$P"/lib/libggml-cuda.so* | head -1 | xargs sha256sum | cut -c1-16))"
+  else
+    rm -rf "$P"; cp -a "$G" "$P"
+    patch -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > "$W/pr-patch.log" 2>&1 \
+      && cmake --build "$G/.build/cmake" --target ggml-cuda -j "$(nproc)" > "$W/pr-build.log" 2>&1 \
+      && find "$G/.build/cmake" -name 'libggml-cuda.so*' -type f -exec cp {} "$P/lib/" \;
+    say "pr-build rc=$? (patch applied to $SRC, libggml-cuda rebuilt into $P)"
+    patch -R -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > /dev/null 2>&1
+  fi
   CI_UPDATE=0 CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-pr "$base" fail --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$P"
 }
 
