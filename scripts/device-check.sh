@@ -415,23 +415,24 @@ part_ggml-build-start() {
       > "$W/ggml-build.log" 2>&1; echo $? > "$W/ggml-build.rc" ) &
   say "ggml-build started in the background (pid $!)"
 }
-# A ggml build made on another machine the way ggml-build-start makes it, carried as an archive
-# of its lib/, bin/ and include/ (GGML_PREBUILT; GGML_PR_PREBUILT_TAR for the pull request's,
-# see pr-gate): unpacked where the parts look for it, so ggml-build-start finds its stamp and
-# builds nothing. Its source is unpacked beside it (.build/config names it) for confirm.
+# A ggml build made on another machine the way ggml-build-start makes it, carried as one archive
+# (GGML_PREBUILT): base/ holds its lib/, bin/ and include/; pr/lib/ (optional) the pull request's
+# libggml-cuda (pr-gate's patch on the same source, rebuilt in the same tree). Unpacked where the
+# parts look for them, so ggml-build-start finds the stamp and builds nothing, and pr-gate takes
+# the pull request's build as it is. The source is unpacked beside it (.build/config) for confirm.
 part_ggml-unpack() {
-  local G P S; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
-  if [ -f "${GGML_PREBUILT:-}" ]; then
-    mkdir -p "$G/.build" && tar xJf "$GGML_PREBUILT" -C "$G" \
-      && S=$(scripts/ggml-source.sh ${KEDGE_GGML_TARBALL:+--tarball "$KEDGE_GGML_TARBALL"} "$G/.build/download") \
-      && printf '%s\n' "$S" > "$G/.build/config"
-    say "ggml-unpack: $GGML_PREBUILT into $G rc=$? ($(cut -c1-60 "$G/lib/.kedge-ggml-stamp" | head -1))"
-  fi
-  if [ -f "${GGML_PR_PREBUILT_TAR:-}" ]; then
-    mkdir -p "$P" && tar xJf "$GGML_PR_PREBUILT_TAR" -C "$P"
-    say "ggml-unpack: $GGML_PR_PREBUILT_TAR into $P rc=$?"
+  local G P S T; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
+  [ -f "${GGML_PREBUILT:-}" ] || { say "ggml-unpack: no GGML_PREBUILT archive"; return 0; }
+  T=$(mktemp -d) && tar xJf "$GGML_PREBUILT" -C "$T" && mkdir -p "$G/.build" && cp -a "$T"/base/. "$G"/ \
+    && S=$(scripts/ggml-source.sh ${KEDGE_GGML_TARBALL:+--tarball "$KEDGE_GGML_TARBALL"} "$G/.build/download") \
+    && printf '%s\n' "$S" > "$G/.build/config"
+  say "ggml-unpack: $G rc=$? ($(head -1 "$G/lib/.kedge-ggml-stamp" 2>/dev/null))"
+  if [ -d "$T/pr/lib" ]; then
+    rm -rf "$P" && mkdir -p "$P" && cp -a "$G"/lib "$G"/bin "$G"/include "$P"/ && cp -a "$T"/pr/lib/. "$P"/lib/
+    say "ggml-unpack: $P rc=$? (libggml-cuda $(sha256sum "$P"/lib/libggml-cuda.so.0.* | cut -c1-16), base $(sha256sum "$G"/lib/libggml-cuda.so.0.* | cut -c1-16))"
     export GGML_PR_PREBUILT=1
   fi
+  rm -rf "$T"
 }
 part_ggml-wait() {
   local t0; t0=$(date +%s)
