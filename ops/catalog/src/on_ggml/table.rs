@@ -178,6 +178,29 @@ pub(crate) const fn s(ne: Ne) -> Smoke {
 pub(crate) enum Nmse {
     Fixed(f64),
     PerCase(fn(&Case) -> f64),
+    /// An allowance over the whole output where the first function gives one (upstream's
+    /// bound for values written into a block format: one quantized value off by one step over
+    /// all `n` of them), else the second's bound. An allowance is a count, not a rate: a
+    /// sample of rows holds the few values off by a step only by chance (a q8_0 `set_rows` of
+    /// 4.2M values, NMSE 8.7e-10 against 2.3e-10 judged whole, passed on 68 sampled rows), so
+    /// cases under one are judged whole.
+    Allowance(fn(&Case) -> Option<f64>, fn(&Case) -> f64),
+}
+
+impl Nmse {
+    /// The case's bound.
+    fn of(self, case: &Case) -> f64 {
+        match self {
+            Nmse::Fixed(x) => x,
+            Nmse::PerCase(f) => f(case),
+            Nmse::Allowance(f, otherwise) => f(case).unwrap_or_else(|| otherwise(case)),
+        }
+    }
+
+    /// Whether the case's bound is an allowance over its whole output (judged whole).
+    fn is_allowance(self, case: &Case) -> bool {
+        matches!(self, Nmse::Allowance(f, _) if f(case).is_some())
+    }
 }
 
 /// One ggml op as data.
@@ -356,11 +379,7 @@ impl Op for GgmlOpEntry {
         "ggml's CPU backend from the same build (test-backend-ops' reference)"
     }
     fn tolerance(&self, case: &Case) -> Tolerance {
-        let nmse = match self.nmse {
-            Nmse::Fixed(x) => x,
-            Nmse::PerCase(f) => f(case),
-        };
-        Tolerance::for_dtype(case.dtype).with_nmse(nmse)
+        Tolerance::for_dtype(case.dtype).with_nmse(self.nmse.of(case))
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {
         (self.boundaries)(limits)
@@ -386,6 +405,9 @@ impl Op for GgmlOpEntry {
     /// Slices (rows, or the entry's `Rows::Slices`) independent of each other; inputs drawn in
     /// [-1, 1) or the op's domain, or made by the entry on the host.
     fn row_sampling(&self, case: &Case) -> Option<RowSampling> {
+        if self.nmse.is_allowance(case) {
+            return None;
+        }
         let specs = (self.tensors)(case).ok()?;
         let from = self.rows.first_sliced_dim(case, &specs)?;
         let n = specs.len();
