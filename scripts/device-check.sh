@@ -511,7 +511,7 @@ PY
 }
 part_judging-own() { judging_pair own -o rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum; }
 part_judging-ggml() {
-  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 -o "${JUDGING_GGML_OPS:-gelu,silu,relu,exp,sqr,sqrt,clamp,scale,add,mul,swiglu,geglu,sum_rows,mean,cpy,rms_norm,softmax,cumsum,argsort,top_k,concat,pad,repeat,upscale,rope,diag_mask_inf,pool_2d,conv_2d_dw,group_norm,im2col,solve_tri,get_rows,set_rows}"
+  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 -o "${JUDGING_GGML_OPS:-argsort,top_k,argmax,soft_max_back,concat,pad,repeat,repeat_back,upscale,interpolate,rope,rope_back,rms_norm_mul_rope,diag_mask_inf,diag,pool_2d,ssm_conv,solve_tri,conv_2d_dw,conv_2d,group_norm,im2col,lightning_indexer,get_rows,set_rows,cont,gelu,add,sum_rows,cpy,scale,mean}"
 }
 
 # The build's whole space natively: every op kedge has, every dtype the backend takes, every
