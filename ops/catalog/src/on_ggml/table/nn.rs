@@ -1109,6 +1109,19 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
                 Reach::SYNTHETIC,
             )
             .with_values(vec![1873, 1874, 2048]),
+            // D30: ssm-conv.cu:86-101, the long-token path stages d_conv - 1 + 32 columns of
+            // every row for each 32-token tile, the last tile too, and computes only the
+            // tile's tokens: the last row of sx is read 32 - n_t % 32 floats past its end
+            // (memcheck sees it; natively it faults only where the next page is unmapped, as
+            // at [12288, 128]: 3 floats past a buffer of exactly 3 MiB).
+            Boundary::ne(
+                "D30: n_t not a multiple of the 32-token tile (the last tile's staging reads past sx)",
+                0,
+                12_288,
+                [0, 128, 1, 1],
+                Reach::SYNTHETIC,
+            )
+            .with_values(vec![35, 36, 12_288, 12_291]),
             // ssm-conv.cu:156 aborts on any other width while supports_op says yes.
             Boundary::param(
                 "d_conv past the widths CUDA's kernel has (5 -> 6: GGML_ABORT)",

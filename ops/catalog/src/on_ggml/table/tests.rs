@@ -302,6 +302,7 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
     ("count_equal", "D5", "new test_count_equal(GGML_TYPE_F32, {4, 1073741824, 1, 1})"),
     ("ssm_conv", "B15", "new test_ssm_conv(GGML_TYPE_F32, {2097155, 128, 1, 1}, {4, 128, 1, 1})"),
     ("ssm_conv", "C24", "new test_ssm_conv(GGML_TYPE_F32, {35, 8192, 2048, 1}, {4, 8192, 1, 1})"),
+    ("ssm_conv", "D30", "new test_ssm_conv(GGML_TYPE_F32, {12288, 128, 1, 1}, {4, 128, 1, 1})"),
     ("diag_mask_inf", "C20", "new test_diag_mask_inf(GGML_TYPE_F32, {65536, 32769, 1, 1}, 5)"),
     ("xielu", "C25", "new test_xielu(GGML_TYPE_F32, {65536, 32768, 1, 1})"),
     ("silu_back", "C26", "new test_silu_back(GGML_TYPE_F32, {65536, 32768, 1, 1}, 1e-6f)"),
