@@ -340,6 +340,12 @@ pub fn sample_slices(case: &Case, specs: &[TensorSpec], sl: &Slicing) -> Vec<u64
     v
 }
 
+/// The input of spec `spec` as the op made it (`Op::made_inputs`, paired with spec indices),
+/// or `None` where it is drawn.
+pub fn made_input(made: &[(usize, HostTensor)], spec: usize) -> Option<&HostTensor> {
+    made.iter().find(|(k, _)| *k == spec).map(|(_, h)| h)
+}
+
 /// The case of `n` slices alone: the same op, dtype, parameters and seed, `ne[from]` = `n`
 /// and the dimensions after it 1 (`[ne0, n, 1, 1]` for rows).
 pub fn sliced(case: &Case, n: u64, from: usize) -> Case {
@@ -396,7 +402,7 @@ pub fn gathered_inputs(
                 s.name, ss.ne, ss.dtype, ss.bytes
             )));
         }
-        if let Some((_, h)) = made.iter().find(|(k, _)| *k == i) {
+        if let Some(h) = made_input(made, i) {
             if chunk == 0 {
                 out.push(h.clone());
                 continue;

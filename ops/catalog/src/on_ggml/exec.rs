@@ -6,6 +6,7 @@ use kedge_core::contract::imp::{BackendImpl, BackendRun, SampledDraw, SampledRun
 use kedge_core::cuda::big::{self, Scan};
 use kedge_core::cuda::RunError;
 use kedge_core::judge::result::{Allocation, LibraryInfo};
+use kedge_core::judge::sample::made_input;
 use kedge_core::model::host::poison_pattern;
 use kedge_core::model::shape::dense_strides;
 use kedge_core::*;
@@ -514,12 +515,6 @@ fn output_indices(specs: &[TensorSpec]) -> impl Iterator<Item = usize> + '_ {
         .map(|(i, _)| i)
 }
 
-/// Input `spec` as the op made it on the host (`SampledDraw::made`), or `None` where it is
-/// drawn.
-fn made_input<'a>(draw: &SampledDraw<'a>, spec: usize) -> Option<&'a HostTensor> {
-    draw.made.iter().find(|(k, _)| *k == spec).map(|(_, h)| h)
-}
-
 /// Bytes of one sampled slice of output `spec` (index `k` among the case's specs).
 fn slice_bytes(draw: &SampledDraw<'_>, s: &TensorSpec, k: usize) -> Result<usize, RunError> {
     match draw.chunk.get(k) {
@@ -531,18 +526,25 @@ fn slice_bytes(draw: &SampledDraw<'_>, s: &TensorSpec, k: usize) -> Result<usize
     }
 }
 
-/// The sampled slices of an output as the judge reads them: a dense `[elements of a slice,
-/// slices, 1, 1]` tensor of the output's type, or of f32 for a block format (dequantized by
-/// the build, a block still holding its poison read as f32 poison: `output_tensor`).
-fn sampled_slices(
+/// The sampled slices of output `s` (index `k` among the case's specs) as the judge reads
+/// them, each read by `read(byte offset, bytes)` from where the output lies: a dense
+/// `[elements of a slice, slices, 1, 1]` tensor of the output's type, or of f32 for a block
+/// format (dequantized by the build, a block still holding its poison read as f32 poison:
+/// `output_tensor`).
+fn read_slices<'a>(
     ggml: Ggml,
+    draw: &SampledDraw<'_>,
     s: &TensorSpec,
-    chunk: usize,
-    slices: usize,
-    bytes: Vec<u8>,
+    k: usize,
+    mut read: impl FnMut(u64, usize) -> Result<Cow<'a, [u8]>, RunError>,
 ) -> Result<HostTensor, RunError> {
+    let chunk = slice_bytes(draw, s, k)?;
+    let mut bytes = Vec::with_capacity(chunk * draw.slices.len());
+    for &r in draw.slices {
+        bytes.extend_from_slice(&read(r * chunk as u64, chunk)?);
+    }
     let per = chunk as u64 / s.dtype.size().max(1) * s.dtype.block();
-    let ne = [per as i64, slices as i64, 1, 1];
+    let ne = [per as i64, draw.slices.len() as i64, 1, 1];
     let spec = TensorSpec {
         ne,
         nb: dense_strides(&ne, s.dtype),
@@ -613,7 +615,7 @@ fn sampled_on_host(
     }
     for (t, i) in uploads {
         let s = &specs[*i];
-        let bytes = match made_input(draw, *i) {
+        let bytes = match made_input(draw.made, *i) {
             Some(h) => input_bytes(ggml, s, h)?.into_owned(),
             None => {
                 let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
@@ -631,16 +633,13 @@ fn sampled_on_host(
     for ((t, s), k) in outs.iter().zip(&out_specs).zip(output_indices(specs)) {
         let all = g.get_data(*t).map_err(graph_err)?;
         scans.push(Scan::of_bytes(&all, s.dtype));
-        let chunk = slice_bytes(draw, s, k)?;
-        let mut bytes = Vec::with_capacity(chunk * draw.slices.len());
-        for &r in draw.slices {
-            let at = r as usize * chunk;
-            let got = all.get(at..at + chunk).ok_or_else(|| {
-                RunError::Impl(format!("slice {r} of {} is past its end", s.name))
-            })?;
-            bytes.extend_from_slice(got);
-        }
-        rows_out.push(sampled_slices(ggml, s, chunk, draw.slices.len(), bytes)?);
+        rows_out.push(read_slices(ggml, draw, s, k, |at, len| {
+            all.get(at as usize..at as usize + len)
+                .map(Cow::Borrowed)
+                .ok_or_else(|| {
+                    RunError::Impl(format!("{} ends before byte {}", s.name, at + len as u64))
+                })
+        })?);
     }
     Ok(SampledParts {
         rows: rows_out,
@@ -682,7 +681,7 @@ fn sampled_on(
     }
     for (t, i) in uploads {
         let s = &specs[*i];
-        if let Some(h) = made_input(draw, *i) {
+        if let Some(h) = made_input(draw.made, *i) {
             let bytes = input_bytes(ggml, s, h)?;
             g.set_data(*t, &bytes).map_err(graph_err)?;
             continue;
@@ -706,12 +705,9 @@ fn sampled_on(
     for ((t, s), k) in outs.iter().zip(&out_specs).zip(output_indices(specs)) {
         let p = g.data_ptr(*t).map_err(graph_err)?;
         scans.push(big::scan(dev, p, s.dtype, s.nelements())?);
-        let chunk = slice_bytes(draw, s, k)?;
-        let mut bytes = Vec::with_capacity(chunk * draw.slices.len());
-        for &r in draw.slices {
-            bytes.extend(big::read(dev, p + r * chunk as u64, chunk)?);
-        }
-        rows_out.push(sampled_slices(ggml, s, chunk, draw.slices.len(), bytes)?);
+        rows_out.push(read_slices(ggml, draw, s, k, |at, len| {
+            Ok(Cow::Owned(big::read(dev, p + at, len)?))
+        })?);
     }
     Ok(SampledParts {
         rows: rows_out,

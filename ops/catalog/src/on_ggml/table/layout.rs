@@ -509,9 +509,7 @@ fn made_at<'a>(
     made: &'a [(usize, HostTensor)],
     i: usize,
 ) -> Result<&'a HostTensor, CaseError> {
-    made.iter()
-        .find(|(k, _)| *k == i)
-        .map(|(_, h)| h)
+    kedge_core::judge::sample::made_input(made, i)
         .ok_or_else(|| bad(c, format!("input {i} was not made")))
 }
 
