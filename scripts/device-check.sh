@@ -351,7 +351,8 @@ part_maxtime() {
 ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
   local name=$1 base=$2 expect=$3; shift 3
   local st="$W/ci-$name" flags=(examples/ci/kedge-gpu.yml --kedge-dir "$(dirname "$K")" --env "KEDGE_BASELINE=$(abspath "$base")"
-    --env "KEDGE_SWEEP_ARGS=${CI_SWEEP_ARGS:-}" --env "KEDGE_SWEEP_OK=${CI_SWEEP_OK:-0 1}" "$@")
+    --env "KEDGE_SWEEP_ARGS=${CI_SWEEP_ARGS:-}" --env "KEDGE_SWEEP_OK=${CI_SWEEP_OK:-0 1}"
+    ${SWEEP_MAXE:+--env "KEDGE_MAX_ELEMENTS=$SWEEP_MAXE"} "$@")
   rm -rf "$st"
   if [ "$expect" = fail ] && [ ! -f "$base" ]; then
     say "ci-$name: no baseline at $base to gate against (run ci-ggml first)"; return
@@ -443,9 +444,13 @@ part_ggml-wait() {
 # kedge's own default suite natively (every dtype, the big cases included) and in guard mode,
 # each made into a baseline of its mode (OUT/baselines/) and gated against it.
 fresh() { if [ "${SWEEP_RESUME:-0}" = 1 ]; then echo --resume; else echo --force; fi; }
+# SWEEP_MAXE: the largest case of own-*, ggml-native, ggml-memcheck and the CI workflows, in
+# elements (the workflow's KEDGE_MAX_ELEMENTS; its pull-request tier is 268435456). Empty: each
+# as it defaults (the parts: the whole suite; the workflow: its own setting).
+maxe() { [ -n "${SWEEP_MAXE:-}" ] && printf '%s\n' --max-elements "$SWEEP_MAXE"; }
 own_sweep() { # NAME SWEEP-ARGS...
   local name=$1; shift
-  run own-$name "$K" sweep default "$@" --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
+  run own-$name "$K" sweep default "$@" $(maxe) --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
   mkdir -p "$OUT/baselines"
   "$K" gate --write-baseline "$OUT/baselines/kedge-h200-$name.jsonl" "$W/own-$name/results.jsonl" > "$W/own-$name-baseline.log" 2>&1
   say "    baseline kedge-h200-$name: $(tail -1 "$W/own-$name-baseline.log" | cut -c1-200)"
@@ -518,16 +523,11 @@ part_judging-ggml() {
 # generated boundary, the big cases judged on sampled rows. A baseline of it, the gate, the
 # upstream suite's coverage on the same build, and each failure shown with upstream's tools.
 # kedge's own ops run through the build in f32, the only dtype ggml computes them in (its
-# kernels assert f32 while supports_op accepts f16 and bf16: run 18's f16 smoke shapes aborted
-# or were refused, so kedge no longer plans them on ggml), the build's other ops in every type.
-OWN_OPS=rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri,add_id
+# kernels assert f32 while supports_op accepts f16 and bf16), the build's other ops in every
+# type: one sweep, the CI workflow's, so its baseline gates the workflow's results.
 part_ggml-native() {
-  local G ops; G=$(abspath "$GGML_CUDA_DIR")
-  ops=$("$K" plan --suite smoke --json --ggml "$G" -b CUDA0 2>/dev/null \
-        | python3 -c 'import json,sys; own=set(sys.argv[1].split(",")); print(",".join(sorted({json.loads(l).get("case", json.loads(l))["op"] for l in sys.stdin if l.strip()} - own)))' "$OWN_OPS")
-  say "ggml-native: $(echo "$ops" | tr , '\n' | wc -l) table ops in every dtype; $OWN_OPS in f32"
-  run ggml-own "$K" sweep default --ggml "$G" -b CUDA0 -o $OWN_OPS --dtype f32 --max-time "${GGML_OWN_MAXTIME:-3m}" "$(fresh)" --out "$W/ggml-own"
-  run ggml-native "$K" sweep default --ggml "$G" -b CUDA0 -o "$ops" --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/ggml-native"
+  local G; G=$(abspath "$GGML_CUDA_DIR")
+  run ggml-native "$K" sweep default --ggml "$G" -b CUDA0 $(maxe) --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/ggml-native"
   mkdir -p "$OUT/baselines"
   "$K" gate --write-baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" > "$W/ggml-native-baseline.log" 2>&1
   say "    baseline ggml-cuda0-h200-native: $(tail -1 "$W/ggml-native-baseline.log" | cut -c1-200)"
@@ -550,7 +550,7 @@ part_confirm() {
 }
 part_ggml-memcheck() {
   local G; G=$(abspath "$GGML_CUDA_DIR")
-  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
+  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck $(maxe) ${GGML_MEMCHECK_ARGS:-} --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
 }
 
 # A pull request's build gated against its base's baseline, through the CI workflow's own
@@ -558,10 +558,13 @@ part_ggml-memcheck() {
 # the shipped one (PR_BASELINE, default corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl):
 # the unchanged build is gated against it first (it must pass). Without it, or with
 # PR_BASE_UPDATE=1, the base build's sweep makes it (a copy in OUTDIR/baselines/ to ship). Then
+# PR_OPS: the ops the workflows sweep (default rms_norm,rms_norm_mul_add; empty: the whole
+# suite, with PR_BASELINE a baseline of it such as the one ggml-native writes). Then
 # the patch (examples/ci/pull-request-breaks-rms-norm.patch) is applied to the same source and
 # only what it changes rebuilt (the CMake tree is kept), and the gate must fail naming the cases
 # the patch breaks. With GGML_PR_PREBUILT=1 and a build already in GGML_PR_DIR (made the same way
 # on another machine and carried), that build is the pull request's.
+pr_ops() { local o=${PR_OPS-rms_norm,rms_norm_mul_add}; [ -n "$o" ] && echo "-o $o"; }
 part_pr-gate() {
   local G P SRC base update=0; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
   SRC=$(head -1 "$G/.build/config" 2>/dev/null)
@@ -569,7 +572,7 @@ part_pr-gate() {
   if [ "${PR_BASE_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
     base="$W/ggml-cuda0-h200-native-rms-norm.jsonl"; update=1
   fi
-  CI_UPDATE=$update CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
+  CI_UPDATE=$update CI_SWEEP_ARGS="$(pr_ops)" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
   if [ "${GGML_PR_PREBUILT:-0}" = 1 ] && [ -f "$P/lib/.kedge-ggml-stamp" ]; then
     # Built elsewhere the same way (the patch on the same source, libggml-cuda rebuilt).
     say "pr-build: prebuilt at $P ($(ls "$P"/lib/libggml-cuda.so* | head -1 | xargs sha256sum | cut -c1-16))"
@@ -581,7 +584,7 @@ part_pr-gate() {
     say "pr-build rc=$? (patch applied to $SRC, libggml-cuda rebuilt into $P)"
     patch -R -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > /dev/null 2>&1
   fi
-  CI_UPDATE=0 CI_SWEEP_ARGS="-o rms_norm,rms_norm_mul_add" ci_workflow ggml-pr "$base" fail --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$P"
+  CI_UPDATE=0 CI_SWEEP_ARGS="$(pr_ops)" ci_workflow ggml-pr "$base" fail --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$P"
 }
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
