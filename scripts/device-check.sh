@@ -570,7 +570,7 @@ part_pr-gate() {
   SRC=$(head -1 "$G/.build/config" 2>/dev/null)
   base=$(abspath "${PR_BASELINE:-corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl}")
   if [ "${PR_BASE_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
-    base="$W/ggml-cuda0-h200-native-rms-norm.jsonl"; update=1
+    base="$W/ggml-cuda0-h200-native$([ -n "$(pr_ops)" ] && echo -rms-norm).jsonl"; update=1
   fi
   CI_UPDATE=$update CI_SWEEP_ARGS="$(pr_ops)" ci_workflow ggml-base "$base" pass --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$G"
   if [ "${GGML_PR_PREBUILT:-0}" = 1 ] && [ -f "$P/lib/.kedge-ggml-stamp" ]; then
