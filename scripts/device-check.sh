@@ -352,7 +352,7 @@ ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
   local name=$1 base=$2 expect=$3; shift 3
   local st="$W/ci-$name" flags=(examples/ci/kedge-gpu.yml --kedge-dir "$(dirname "$K")" --env "KEDGE_BASELINE=$(abspath "$base")"
     --env "KEDGE_SWEEP_ARGS=${CI_SWEEP_ARGS:-}" --env "KEDGE_SWEEP_OK=${CI_SWEEP_OK:-0 1}"
-    ${SWEEP_MAXE:+--env "KEDGE_MAX_ELEMENTS=$SWEEP_MAXE"} "$@")
+    ${SWEEP_MAXE+--env "KEDGE_MAX_ELEMENTS=$SWEEP_MAXE"} "$@")
   rm -rf "$st"
   if [ "$expect" = fail ] && [ ! -f "$base" ]; then
     say "ci-$name: no baseline at $base to gate against (run ci-ggml first)"; return

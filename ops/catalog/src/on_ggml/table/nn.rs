@@ -1111,9 +1111,11 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
             .with_values(vec![1873, 1874, 2048]),
             // D30: ssm-conv.cu:86-101, the long-token path stages d_conv - 1 + 32 columns of
             // every row for each 32-token tile, the last tile too, and computes only the
-            // tile's tokens: the last row of sx is read 32 - n_t % 32 floats past its end
-            // (memcheck sees it; natively it faults only where the next page is unmapped, as
-            // at [12288, 128]: 3 floats past a buffer of exactly 3 MiB).
+            // tile's tokens: for n_t past 32 and not a multiple of it, the last row of sx is
+            // read 32 - n_t % 32 floats past its end. memcheck on ggml's exact buffers sees
+            // it at every such n_t (31 reads past sx at [36, 128], 3 at [12288, 128]; none at
+            // [35, 128] or [12291, 128]); natively it faults only where the next page is
+            // unmapped, as at [12288, 128]: 3 floats past a buffer of exactly 3 MiB.
             Boundary::ne(
                 "D30: n_t not a multiple of the 32-token tile (the last tile's staging reads past sx)",
                 0,
