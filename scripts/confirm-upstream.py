@@ -11,7 +11,12 @@ command that runs just that case. The lines become the eval list of the build's 
 test-backend-ops (its tests/test-backend-ops.cpp in the build's source, rebuilt in place:
 `scripts/build-ggml.sh --cuda` keeps the CMake tree), which then runs each case on BACKEND
 alone. Where the constructor cannot express the case's layout (padding, views), the C program
-`kedge repro` writes is built and run instead, both sides. Writes OUTDIR/findings.md (one row
+`kedge repro` writes is built and run instead, both sides. A failure memcheck found (detector
+memcheck) is shown under memcheck, both sides: test-backend-ops and the C program each run
+under `compute-sanitizer --tool memcheck --padding 512` (COMPUTE_SANITIZER names the tool). The
+C program runs for every such case, since test-backend-ops puts a test's tensors in one buffer,
+where a read past one tensor lands in the next and memcheck sees nothing; the C program gives
+each tensor a buffer of its own, as kedge does. Writes OUTDIR/findings.md (one row
 per case: op, dtype, shape, kedge's verdict and detector, whether memcheck alone saw it, what
 upstream's run said) and OUTDIR/confirm.jsonl."""
 import argparse, json, os, re, shlex, subprocess, sys
@@ -30,6 +35,9 @@ a = ap.parse_args()
 os.makedirs(a.out, exist_ok=True)
 
 OK = ("pass", "skipped", "unsupported")
+# Back-to-back allocations hide a short overrun from memcheck: --padding puts a gap after each.
+SANITIZER = [os.environ.get("COMPUTE_SANITIZER", "compute-sanitizer"), "--tool", "memcheck",
+             "--padding", "512", "--print-limit", "4"]
 
 
 def load(path):
@@ -112,7 +120,7 @@ for r, other in chosen:
             ctor, run, layout, cc = None, None, False, None
             print(f"repro failed for {line}: {e}", file=sys.stderr)
         rows.append({"side": side, "result": x, "ctor": ctor, "run": run, "layout": layout, "cc": cc,
-                     "pair": r["id"]})
+                     "pair": r["id"], "memcheck": r["detector"] == "memcheck"})
 
 # The build's own test-backend-ops, with these lines as its eval cases.
 cfg = os.path.join(a.ggml, ".build", "config")
@@ -152,17 +160,38 @@ else:
     print("no build source with tests/test-backend-ops.cpp: upstream runs skipped")
 
 
+def sanitized(x, argv):
+    """argv as the row runs it: under memcheck where memcheck found the pair's failure."""
+    return SANITIZER + argv if x["memcheck"] else argv
+
+
+def memcheck_errors(out):
+    """What memcheck said ("" when it did not run): its error count and first record."""
+    m = re.search(r"ERROR SUMMARY: (\d+) error", out)
+    if not m:
+        return "memcheck said nothing (did compute-sanitizer run?)"
+    first = next((l.split("=========")[-1].strip() for l in out.splitlines() if "Invalid" in l), "")
+    return f"memcheck: {m.group(1)} errors" + (f" ({first[:100]})" if first else "")
+
+
 def run_upstream(x):
     if not binp or not x["run"]:
         return "not run"
     argv = shlex.split(x["run"])
     argv[0] = binp
-    argv = [a.backend if v == "CUDA0" else v for v in argv]
+    argv = sanitized(x, [a.backend if v == "CUDA0" else v for v in argv])
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
         return "timeout"
+    except OSError as e:
+        return f"not run ({e})"
     out = p.stdout + p.stderr
+    if x["memcheck"]:
+        m = re.search(r"(\d+)/(\d+) tests passed", out)
+        if m and m.group(2) == "0":
+            return "not run by upstream (the filter matched nothing)"
+        return f"{'ran' if m else 'did not finish'} under memcheck, {memcheck_errors(out)}"
     err = next((l.strip() for l in out.splitlines() if "error" in l.lower() or "assert" in l.lower()), "")
     m = re.search(r"(\d+)/(\d+) tests passed", out)
     if p.returncode == 0 and m and m.group(1) == m.group(2) and m.group(2) != "0":
@@ -184,9 +213,16 @@ def run_c(x, d):
     if b.returncode != 0:
         return f"C repro: build failed: {b.stderr.strip()[:160]}"
     try:
-        p = subprocess.run(["./repro", a.backend, "case"], cwd=d, capture_output=True, text=True, timeout=a.timeout)
+        p = subprocess.run(sanitized(x, ["./repro", a.backend, "case"]), cwd=d, capture_output=True,
+                           text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
         return "C repro: timeout"
+    except OSError as e:
+        return f"C repro: not run ({e})"
+    said = next((l.strip() for l in p.stdout.splitlines() if l.strip() in ("PASS", "FAIL")
+                 or l.startswith(("FAIL", "could not run"))), "")
+    if x["memcheck"]:
+        return f"C repro under memcheck rc={p.returncode} {said[:80]}; {memcheck_errors(p.stdout + p.stderr)}"
     last = (p.stdout.strip().splitlines() or [""])[-1]
     return f"C repro rc={p.returncode} {last[:120]}"
 
@@ -194,7 +230,7 @@ def run_c(x, d):
 with open(os.path.join(a.out, "confirm.jsonl"), "w") as f:
     for i, x in enumerate(rows):
         x["upstream"] = run_upstream(x)
-        if x["layout"]:
+        if x["layout"] or x["memcheck"]:
             x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
         r = x["result"]
         mc = memcheck.get(r["id"])

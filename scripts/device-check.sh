@@ -22,7 +22,7 @@ if [ "${1:-}" = "--collect" ]; then
     cp "$SRC/summary.txt" "$DEST/" 2>/dev/null
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' \
-        $(ls -d own-* judging-* ggml-* confirm ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -547,6 +547,14 @@ part_confirm() {
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
     --max "${CONFIRM_MAX:-80}" ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
   say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  # What memcheck found (ggml-memcheck's results, or CONFIRM_MEMCHECK_RESULTS): each failure and
+  # its passing side under memcheck, upstream's test-backend-ops and the C repro both.
+  local mc=${CONFIRM_MEMCHECK_RESULTS:-$W/ggml-memcheck/results.jsonl}
+  if [ -s "$mc" ]; then
+    python3 scripts/confirm-upstream.py "$K" "$G" "$mc" "$W/confirm-memcheck" --backend CUDA0 \
+      --max "${CONFIRM_MAX:-80}" > "$W/confirm-memcheck.txt" 2>&1
+    say "confirm-memcheck rc=$?"; grep -E "failing cases|^test-backend-ops with|memcheck\)" "$W/confirm-memcheck.txt" | head -20 | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  fi
 }
 part_ggml-memcheck() {
   local G; G=$(abspath "$GGML_CUDA_DIR")
@@ -589,7 +597,7 @@ part_pr-gate() {
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
 part_pack() {
-  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck confirm ci-* 2>/dev/null)
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck confirm confirm-memcheck ci-* 2>/dev/null)
   ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
       coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
   say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"
