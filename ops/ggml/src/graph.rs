@@ -489,8 +489,9 @@ impl Graph {
         self.rec(t).ok().and_then(|r| r.ty)
     }
 
-    /// `ggml_nbytes`.
-    pub(crate) fn nbytes(&self, t: Tensor) -> Result<usize, GraphError> {
+    /// `ggml_nbytes`: the bytes from a tensor's first element to the end of its last (a view's
+    /// span, gaps between its rows included).
+    pub fn nbytes(&self, t: Tensor) -> Result<usize, GraphError> {
         let p = self.ptr(t)?;
         // SAFETY: a live tensor.
         Ok(unsafe { (self.api().ggml_nbytes)(p) })
@@ -1342,6 +1343,56 @@ impl Graph {
             unsafe { (self.api().ggml_backend_tensor_get)(p, out.as_mut_ptr().cast(), 0, n) };
         }
         Ok(out)
+    }
+
+    /// Writes `data` at byte `offset` of an allocated tensor (a range of it: a row of a view
+    /// whose rows lie far apart, without writing the gaps between them).
+    pub fn set_range(&mut self, t: Tensor, offset: usize, data: &[u8]) -> Result<(), GraphError> {
+        self.allocated()?;
+        let p = self.ptr(t)?;
+        self.in_range(t, offset, data.len(), "range written")?;
+        if !data.is_empty() {
+            // SAFETY: an allocated tensor; [offset, offset + len) lies within its nbytes.
+            unsafe {
+                (self.api().ggml_backend_tensor_set)(p, data.as_ptr().cast(), offset, data.len())
+            };
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at byte `offset` of an allocated tensor (`set_range`'s counterpart).
+    pub fn get_range(&self, t: Tensor, offset: usize, len: usize) -> Result<Vec<u8>, GraphError> {
+        self.allocated()?;
+        let p = self.ptr(t)?;
+        self.in_range(t, offset, len, "range read")?;
+        let mut out = vec![0u8; len];
+        if len > 0 {
+            // SAFETY: an allocated tensor; `out` has room for `len` bytes, which lie within
+            // its nbytes from `offset`.
+            unsafe {
+                (self.api().ggml_backend_tensor_get)(p, out.as_mut_ptr().cast(), offset, len)
+            };
+        }
+        Ok(out)
+    }
+
+    fn in_range(
+        &self,
+        t: Tensor,
+        offset: usize,
+        len: usize,
+        what: &'static str,
+    ) -> Result<(), GraphError> {
+        let n = self.nbytes(t)?;
+        if offset.checked_add(len).is_none_or(|end| end > n) {
+            return Err(GraphError::SizeMismatch {
+                tensor: self.name(t)?,
+                what,
+                expected: n.saturating_sub(offset),
+                got: len,
+            });
+        }
+        Ok(())
     }
 
     /// Fills a tensor with `pattern` repeated (the last repeat cut short): poison before a

@@ -435,8 +435,20 @@ pub(crate) fn run_on(
     // input (ggml's in-place clamp and leaky_relu, set_rows into its destination) then runs on
     // the input's data, and every other output starts as poison.
     let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
+    let mut sparse = Vec::with_capacity(outs.len());
     for (t, s) in outs.iter().zip(&out_specs) {
-        g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?;
+        let rows = sparse_rows(s, g.nbytes(*t).map_err(graph_err)?);
+        match &rows {
+            Some(rows) => {
+                let poison = poison_pattern(s.dtype);
+                for &(off, len) in rows {
+                    let row: Vec<u8> = poison.iter().copied().cycle().take(len).collect();
+                    g.set_range(*t, off, &row).map_err(graph_err)?;
+                }
+            }
+            None => g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?,
+        }
+        sparse.push(rows);
     }
     let mut inputs_iter = inputs.iter();
     let mut by_spec: HashMap<usize, &HostTensor> = HashMap::new();
@@ -461,9 +473,21 @@ pub(crate) fn run_on(
         other => RunError::Impl(other.to_string()),
     })?;
     let mut results = Vec::new();
-    for (t, s) in outs.iter().zip(&out_specs) {
-        let bytes = g.get_data(*t).map_err(graph_err)?;
-        results.push(output_tensor(ggml, s, bytes)?);
+    for ((t, s), rows) in outs.iter().zip(&out_specs).zip(&sparse) {
+        match rows {
+            Some(rows) => {
+                let mut bytes = Vec::with_capacity(rows.iter().map(|r| r.1).sum());
+                for &(off, len) in rows {
+                    bytes.extend(g.get_range(*t, off, len).map_err(graph_err)?);
+                }
+                let nb = dense_strides(&s.ne, s.dtype);
+                results.push(HostTensor::from_bytes(s.dtype, s.ne, nb, bytes));
+            }
+            None => {
+                let bytes = g.get_data(*t).map_err(graph_err)?;
+                results.push(output_tensor(ggml, s, bytes)?);
+            }
+        }
     }
     let allocations = allocations_of(&g);
     Ok(Ran {
@@ -471,6 +495,37 @@ pub(crate) fn run_on(
         allocations,
         not_applied,
     })
+}
+
+/// The byte range of each row of an output whose rows lie far apart (a destination with
+/// padded rows, as test_cpy's `dst_alloc` makes: D1 pads each row by 2 GiB), in row order,
+/// where poisoning and reading only the rows saves moving a span many times their size; `None`
+/// where the span is moved whole. The gaps between the rows are no output's values and no
+/// verdict reads them, so they are left as allocated.
+fn sparse_rows(s: &TensorSpec, span: usize) -> Option<Vec<(usize, usize)>> {
+    /// Below this, the span is moved whole (one copy beats many small ones).
+    const SPARSE_FROM: usize = 64 << 20;
+    /// More rows than this are moved whole too (a copy per row costs more than the span).
+    const MOST_ROWS: i64 = 4096;
+    let size = s.dtype.size() as usize;
+    if s.dtype.is_block() || s.nb[0] as usize != size || s.ne.iter().any(|&n| n < 1) {
+        return None;
+    }
+    let row = s.ne[0] as usize * size;
+    let rows = s.ne[1].checked_mul(s.ne[2])?.checked_mul(s.ne[3])?;
+    if span < SPARSE_FROM || rows > MOST_ROWS || span / 8 < row * rows as usize {
+        return None;
+    }
+    let mut out = Vec::with_capacity(rows as usize);
+    for i3 in 0..s.ne[3] as u64 {
+        for i2 in 0..s.ne[2] as u64 {
+            for i1 in 0..s.ne[1] as u64 {
+                let off = i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3];
+                out.push((usize::try_from(off).ok()?, row));
+            }
+        }
+    }
+    Some(out)
 }
 
 /// The CUDA device ordinal of a ggml device named `CUDA<n>`.
@@ -855,4 +910,46 @@ pub(crate) fn cpu_reference(
     let ran = run_on(ggml, "CPU", &exact, specs, inputs, graph)
         .map_err(|e| bad(format!("ggml's CPU backend (the reference) failed: {e}")))?;
     Ok(ran.outputs.iter().map(HostTensor::to_f64).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn padded(ne: Ne, pad: i64) -> TensorSpec {
+        let alloc = [ne[0] + pad, ne[1], ne[2], ne[3]];
+        TensorSpec::strided(
+            "dst",
+            Role::Output,
+            DType::F32,
+            ne,
+            dense_strides(&alloc, DType::F32),
+        )
+        .expect("a valid spec")
+    }
+
+    #[test]
+    fn rows_far_apart_are_moved_one_by_one_and_the_rest_whole() {
+        // test_cpy's dst_alloc at D1: two values, each in a row of 2^29 floats.
+        let s = padded([1, 2, 1, 1], 536_870_911);
+        let span = (s.nb[1] + 4) as usize;
+        assert_eq!(
+            sparse_rows(&s, span),
+            Some(vec![(0, 4), (s.nb[1] as usize, 4)])
+        );
+        // Rows of every dimension, in row order.
+        let s = padded([3, 2, 2, 1], 1 << 24);
+        let span = (s.nb[2] + s.nb[1] + 12) as usize;
+        let rows = sparse_rows(&s, span).expect("sparse");
+        let offs: Vec<u64> = rows.iter().map(|r| r.0 as u64).collect();
+        assert_eq!(offs, vec![0, s.nb[1], s.nb[2], s.nb[2] + s.nb[1]]);
+        assert!(rows.iter().all(|r| r.1 == 12));
+        // A small span, a dense tensor, many rows: moved whole.
+        let s = padded([33, 7, 1, 1], 31);
+        assert_eq!(sparse_rows(&s, (s.nb[1] * 7) as usize), None);
+        let dense = padded([1 << 20, 64, 1, 1], 0);
+        assert_eq!(sparse_rows(&dense, (1 << 20) * 64 * 4), None);
+        let many = padded([1, 8192, 1, 1], 1 << 14);
+        assert_eq!(sparse_rows(&many, (many.nb[1] * 8192) as usize), None);
+    }
 }

@@ -766,6 +766,36 @@ fn independent_slices_pass_judged_on_sampled_slices() {
     assert!(domains.len() >= 6, "entries drawn in a domain: {domains:?}");
 }
 
+/// A destination whose rows lie 64 MiB apart (test_cpy's `dst_alloc`, as D1 makes at 2 GiB
+/// a row) is poisoned and read back a row at a time, not as its whole span: every value of the
+/// copy is still compared where the view puts it, and none is unwritten.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn a_destination_of_rows_far_apart_is_judged_row_by_row() {
+    let reg = on_ggml_cpu();
+    let mut slot = DeviceSlot::new(0);
+    for pad in [1 << 24, 31] {
+        let mut c = Case::new("cpy", "ggml:CPU", DType::F32, [33, 3, 1, 1]);
+        c.params = crate::params_with(|p: &mut layout::CpyParams| {
+            p.dst = "f32";
+            p.dst_row_pad = pad;
+        });
+        let case = reg.validate(&c).expect("valid");
+        let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
+        assert_eq!(
+            ex.result.verdict,
+            Verdict::Pass,
+            "pad {pad}: {}",
+            ex.result.detail
+        );
+        let n = ex.result.numbers.as_ref().expect("judged on values");
+        assert_eq!((n.compared, n.unwritten), (99, 0), "pad {pad}");
+    }
+}
+
 /// What each entry promises for sampled judging (`Rows`), checked on ggml's CPU backend: for
 /// every small case that cuts into three slices or more, the reference of a case of some of
 /// its slices alone (every other one and the last, never all) is those slices of the whole
