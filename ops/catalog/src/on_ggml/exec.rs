@@ -257,10 +257,9 @@ fn backend(ggml: Ggml, device: &str) -> Result<&'static Mutex<Backend>, RunError
 
 /// Threads ggml's CPU backend computes a case with: one per 8 MiB of the case's tensors, at
 /// most `cores`. ggml's threads spin while they wait for each other (OpenMP), so a graph given
-/// more threads than its work needs costs every worker beside it: eight workers each running
-/// tiny graphs on every core made a reference that takes 0.01 ms alone take 50 to 75 ms on a
-/// 16-core GPU box; on two cores, four processes of two threads each took one from 0.012 ms
-/// to as much as 7.5 ms, and with one thread each 0.04 ms at most.
+/// more threads than its work needs costs every worker beside it: on two cores, four
+/// processes of two threads each took a tiny reference from 0.012 ms (one process) to as much
+/// as 7.5 ms, and with one thread each to 0.04 ms at most.
 fn cpu_threads(bytes: u64, cores: usize) -> usize {
     const PER_THREAD: u64 = 8 << 20;
     usize::try_from(bytes / PER_THREAD)
