@@ -1305,7 +1305,6 @@ impl Graph {
     /// `nbytes` long.
     pub fn set_data(&mut self, t: Tensor, data: &[u8]) -> Result<(), GraphError> {
         self.allocated()?;
-        let p = self.ptr(t)?;
         let n = self.nbytes(t)?;
         if data.len() != n {
             return Err(GraphError::SizeMismatch {
@@ -1315,11 +1314,7 @@ impl Graph {
                 got: data.len(),
             });
         }
-        if n > 0 {
-            // SAFETY: an allocated tensor; `data` holds exactly its nbytes.
-            unsafe { (self.api().ggml_backend_tensor_set)(p, data.as_ptr().cast(), 0, n) };
-        }
-        Ok(())
+        self.set_range(t, 0, data)
     }
 
     /// The address of an allocated tensor's first byte in its buffer (`ggml_get_data`): a
@@ -1335,14 +1330,8 @@ impl Graph {
     /// Reads all of a tensor's bytes (`ggml_backend_tensor_get`).
     pub fn get_data(&self, t: Tensor) -> Result<Vec<u8>, GraphError> {
         self.allocated()?;
-        let p = self.ptr(t)?;
         let n = self.nbytes(t)?;
-        let mut out = vec![0u8; n];
-        if n > 0 {
-            // SAFETY: an allocated tensor; `out` has room for its nbytes.
-            unsafe { (self.api().ggml_backend_tensor_get)(p, out.as_mut_ptr().cast(), 0, n) };
-        }
-        Ok(out)
+        self.get_range(t, 0, n)
     }
 
     /// Writes `data` at byte `offset` of an allocated tensor (a range of it: a row of a view
@@ -1398,6 +1387,19 @@ impl Graph {
     /// Fills a tensor with `pattern` repeated (the last repeat cut short): poison before a
     /// compute, so bytes an op should write but does not are recognisable afterwards.
     pub fn fill(&mut self, t: Tensor, pattern: &[u8]) -> Result<(), GraphError> {
+        let n = self.nbytes(t)?;
+        self.fill_range(t, 0, n, pattern)
+    }
+
+    /// Fills `len` bytes at byte `offset` of a tensor with `pattern` repeated from its start
+    /// (`fill` of a range: a row of a view whose rows lie far apart).
+    pub fn fill_range(
+        &mut self,
+        t: Tensor,
+        offset: usize,
+        len: usize,
+        pattern: &[u8],
+    ) -> Result<(), GraphError> {
         if pattern.is_empty() {
             return Err(GraphError::SizeMismatch {
                 tensor: self.name(t)?,
@@ -1406,9 +1408,8 @@ impl Graph {
                 got: 0,
             });
         }
-        let n = self.nbytes(t)?;
-        let data: Vec<u8> = pattern.iter().copied().cycle().take(n).collect();
-        self.set_data(t, &data)
+        let data: Vec<u8> = pattern.iter().copied().cycle().take(len).collect();
+        self.set_range(t, offset, &data)
     }
 
     /// Writes f32 values (the tensor's bytes reinterpreted; its type is the caller's business).

@@ -465,15 +465,14 @@ pub(crate) fn run_on(
     let mut sparse = Vec::with_capacity(outs.len());
     for (t, s) in outs.iter().zip(&out_specs) {
         let rows = sparse_rows(s, g.nbytes(*t).map_err(graph_err)?);
+        let poison = poison_pattern(s.dtype);
         match &rows {
             Some(rows) => {
-                let poison = poison_pattern(s.dtype);
                 for &(off, len) in rows {
-                    let row: Vec<u8> = poison.iter().copied().cycle().take(len).collect();
-                    g.set_range(*t, off, &row).map_err(graph_err)?;
+                    g.fill_range(*t, off, len, &poison).map_err(graph_err)?;
                 }
             }
-            None => g.fill(*t, &poison_pattern(s.dtype)).map_err(graph_err)?,
+            None => g.fill(*t, &poison).map_err(graph_err)?,
         }
         sparse.push(rows);
     }
