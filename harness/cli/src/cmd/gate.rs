@@ -21,7 +21,9 @@ pub(crate) struct Args {
     /// results.jsonl files (shards are merged).
     #[arg(required = true)]
     results: Vec<PathBuf>,
-    /// Write the results' failures as a new baseline to this file instead of gating.
+    /// Write the results' failures as a new baseline to this file instead of gating. Given
+    /// several runs of one suite, a case that fails in one and passes in another is written
+    /// as an intermittent failure: its pass does not fail the gate.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["baseline", "update"])]
     write_baseline: Option<PathBuf>,
     /// Rewrite this baseline from the results (their failures and their run) instead of
@@ -110,8 +112,8 @@ fn write_baseline(a: &Args, w: &Path, set: &ResultSet, run: &ResultsRun) -> Resu
     let (dir, name) = OutDir::for_file(w, command)?;
     let dir = dir.reading(a.results.iter().chain(&a.baseline).map(PathBuf::as_path));
     dir.check_target(&name, Some((FileKind::Baseline, command)))?;
-    let b = Baseline::from_results(&set.results);
-    // An update keeps the file's own comment header.
+    // An update keeps the file's own comment header, and its intermittent failures that
+    // these results pass.
     let (old, header) = match (&a.update, w.exists()) {
         (Some(_), true) => {
             let text = std::fs::read_to_string(w).map_err(|source| GateError::Io {
@@ -121,6 +123,16 @@ fn write_baseline(a: &Args, w: &Path, set: &ResultSet, run: &ResultsRun) -> Resu
             (Some(Baseline::parse(w, &text)?), comment_header(&text))
         }
         _ => (None, None),
+    };
+    // Each file's results as they are: the merged set keeps one result of a case, the last
+    // file's, and a case that failed in one run and passed in another is intermittent.
+    let mut each = Vec::new();
+    for p in &a.results {
+        each.extend(ResultSet::load(std::slice::from_ref(p))?.results);
+    }
+    let b = match &old {
+        Some(o) => Baseline::from_results(&each).keeping_intermittent(o, &each),
+        None => Baseline::from_results(&each),
     };
     let header = header.unwrap_or_else(|| KNOWN_FAILURES_HEADER_GENERIC.to_string());
     let written = dir.write(&name, &b.to_jsonl_with(Some(&header)))?;

@@ -261,6 +261,56 @@ fn update_rewrites_the_baseline_and_says_what_changed() {
 }
 
 #[test]
+fn a_baseline_of_two_runs_that_disagree_on_a_case_knows_it_is_intermittent() {
+    let d = tempfile::tempdir().unwrap();
+    let first = sweep(&d.path().join("a"), "boundary", &[]);
+    // The second run: one case that failed in the first passes (a read past a buffer that
+    // faults only when the page after it is unmapped does that).
+    let mut lines: Vec<serde_json::Value> = std::fs::read_to_string(&first)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let i = (0..lines.len())
+        .find(|&i| lines[i]["verdict"] == "launch-error")
+        .unwrap();
+    let id = lines[i]["id"].as_str().unwrap().to_string();
+    lines[i]["verdict"] = "pass".into();
+    let second = d.path().join("second.jsonl");
+    let body: String = lines.iter().map(|v| v.to_string() + "\n").collect();
+    std::fs::write(&second, body).unwrap();
+
+    // Each run's own baseline: the second fails the first's gate (a known failure passes).
+    let one = baseline_of(&first, &d.path().join("one.jsonl"));
+    let (rc, out, _) = kedge(&["gate", "--baseline", s(&one), s(&second)]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains(&format!("FIXED   {id} ")), "{out}");
+    // Both runs' baseline: the case is intermittent, and both runs pass the gate.
+    let both = d.path().join("both.jsonl");
+    let (rc, _, err) = kedge(&["gate", "--write-baseline", s(&both), s(&first), s(&second)]);
+    assert_eq!(rc, 0, "{err}");
+    let text = std::fs::read_to_string(&both).unwrap();
+    let marked: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"intermittent\":true"))
+        .collect();
+    assert_eq!(marked.len(), 1, "{text}");
+    assert!(marked[0].contains(&id), "{text}");
+    for run in [&first, &second] {
+        let (rc, out, err) = kedge(&["gate", "--baseline", s(&both), s(run)]);
+        assert_eq!(rc, 0, "{out}{err}");
+    }
+    let (_, out, _) = kedge(&["gate", "--baseline", s(&both), s(&second)]);
+    assert!(out.contains("1 known intermittent passing"), "{out}");
+    assert!(out.contains(&format!("INTERMITTENT {id} ")), "{out}");
+    // An update from the run that passed it keeps it.
+    let (rc, out, err) = kedge(&["gate", "--update", s(&both), s(&second)]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains(": 0 added, 0 removed, 0 changed, "), "{out}");
+    assert_eq!(std::fs::read_to_string(&both).unwrap(), text);
+}
+
+#[test]
 fn resume_refuses_results_of_another_run() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("a");

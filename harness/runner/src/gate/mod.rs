@@ -8,7 +8,8 @@
 //! `RunInfo`: a baseline judges only results of its profile, mode and suite), then one known
 //! failure a line, `{"id":"3fa2c1d4e5f6","verdict":"launch-error","detector":"driver",
 //! "reason":"...","case":{...}}` (`detector`, `reason` and `case` optional, for people and for
-//! re-running); blank lines and `#` comments allowed. `Baseline::from_results` writes one
+//! re-running; `"intermittent":true` for a failure that has also passed in the same mode,
+//! whose pass is no news); blank lines and `#` comments allowed. `Baseline::from_results` writes one
 //! from a results file; `known_failures` computes the one kedge ships
 //! (corpora/known-failures.jsonl); `BaselineChanges` says what an update changed.
 
@@ -89,6 +90,16 @@ pub struct BaselineEntry {
     /// The case itself, to name it in messages and re-run it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub case: Option<Case>,
+    /// The case has also passed in the same mode: a failure that depends on what lies past
+    /// a buffer or on timing. Its pass is no news (the gate neither fails nor asks to trim
+    /// it); failing with another verdict is still new. Set when a baseline is written from
+    /// several runs that disagree on the case.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub intermittent: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The run line of a baseline file.
@@ -183,7 +194,9 @@ impl Baseline {
     }
 
     /// Every failing case of `results` as a known failure (the worst verdict when a case
-    /// has several results, e.g. native and memcheck), and the results' run.
+    /// has several results, e.g. native and memcheck), and the results' run. A case that
+    /// fails in one result and passes in another of the same mode (several runs of one
+    /// suite) is `intermittent`.
     pub fn from_results(results: &[CaseResult]) -> Baseline {
         let mut entries: BTreeMap<String, BaselineEntry> = BTreeMap::new();
         for r in results.iter().filter(|r| r.verdict.is_failure()) {
@@ -199,14 +212,47 @@ impl Baseline {
                         detector: Some(r.detector),
                         reason: reason_of(&r.detail),
                         case: Some(r.case.clone()),
+                        intermittent: false,
                     },
                 );
+            }
+        }
+        let passed: std::collections::HashSet<(&str, String)> = results
+            .iter()
+            .filter(|r| r.verdict == Verdict::Pass)
+            .map(|r| (r.id.as_str(), r.under.to_string()))
+            .collect();
+        for r in results.iter().filter(|r| r.verdict.is_failure()) {
+            if passed.contains(&(r.id.as_str(), r.under.to_string())) {
+                if let Some(e) = entries.get_mut(&r.id) {
+                    e.intermittent = true;
+                }
             }
         }
         Baseline {
             run: results.iter().find_map(|r| r.run.clone()),
             entries,
         }
+    }
+
+    /// `self`, the baseline written from new results, as an update of `old`: a known
+    /// intermittent failure stays known when the new results pass it (a pass says nothing
+    /// about it) and stays intermittent when they fail it the same way.
+    pub fn keeping_intermittent(mut self, old: &Baseline, results: &[CaseResult]) -> Baseline {
+        for (id, o) in old.entries.iter().filter(|(_, o)| o.intermittent) {
+            match self.entries.get_mut(id) {
+                Some(e) if e.verdict == o.verdict => e.intermittent = true,
+                Some(_) => {}
+                None if results
+                    .iter()
+                    .any(|r| &r.id == id && r.verdict == Verdict::Pass) =>
+                {
+                    self.entries.insert(id.clone(), o.clone());
+                }
+                None => {}
+            }
+        }
+        self
     }
 
     /// The file form: the run line, then one JSON line per entry, sorted by id.
@@ -389,6 +435,8 @@ pub struct GateOutcome {
     pub still_failing_known: Vec<CaseResult>,
     /// Known failures whose every result now passes: trim them from the baseline.
     pub fixed_known: Vec<BaselineEntry>,
+    /// Known intermittent failures that passed this time: no news.
+    pub intermittent_passing: Vec<BaselineEntry>,
     /// Known failures with no result here (another shard, or not run this time).
     pub not_run_known: Vec<BaselineEntry>,
     /// Results that did not fail (pass, unsupported, skipped).
@@ -463,8 +511,12 @@ impl GateOutcome {
     /// What a CI log shows.
     pub fn render(&self) -> String {
         let mut s = String::new();
+        let intermittent = match self.intermittent_passing.len() {
+            0 => String::new(),
+            n => format!(", {n} known intermittent passing"),
+        };
         s.push_str(&format!(
-            "gate: {} ({} new failure(s), {} known still failing, {} known now passing, {} known not run, {} not failing)\n",
+            "gate: {} ({} new failure(s), {} known still failing, {} known now passing{intermittent}, {} known not run, {} not failing)\n",
             if self.passed() { "PASS" } else { "FAIL" },
             self.new_failures.len(),
             self.still_failing_known.len(),
@@ -500,6 +552,13 @@ impl GateOutcome {
             let label = e.case.as_ref().map(Case::label).unwrap_or_default();
             s.push_str(&format!(
                 "FIXED   {} {} (was {}): remove it from the baseline\n",
+                e.id, label, e.verdict
+            ));
+        }
+        for e in &self.intermittent_passing {
+            let label = e.case.as_ref().map(Case::label).unwrap_or_default();
+            s.push_str(&format!(
+                "INTERMITTENT {} {} (known {}, intermittent): passed this time\n",
                 e.id, label, e.verdict
             ));
         }
@@ -632,7 +691,11 @@ pub fn gate(baseline: &Baseline, results: &[CaseResult]) -> GateOutcome {
                     // An id-only baseline line: name the case from its result.
                     e.case = of_case().next().map(|r| r.case.clone());
                 }
-                out.fixed_known.push(e)
+                if e.intermittent {
+                    out.intermittent_passing.push(e)
+                } else {
+                    out.fixed_known.push(e)
+                }
             }
             (None, Some(e)) => out.not_run_known.push(e.clone()),
             (None, None) => {}
@@ -891,6 +954,67 @@ mod tests {
             g.still_failing_known[0].under,
             kedge_core::Under::Tool(kedge_core::Tool::Memcheck)
         );
+    }
+
+    #[test]
+    fn a_case_that_failed_in_one_run_and_passed_in_another_is_intermittent() {
+        // ssm_conv's read past its input faults natively only when the page after the
+        // buffer is unmapped: the same build failed it in one run and passed it in the next.
+        let fault = res(12288, Verdict::DeviceFault);
+        let passed = res(12288, Verdict::Pass);
+        let steady = res(65536, Verdict::LaunchError);
+        let b = Baseline::from_results(&[fault.clone(), steady.clone(), passed.clone()]);
+        assert!(b.entries[&fault.id].intermittent);
+        assert!(!b.entries[&steady.id].intermittent);
+        assert_eq!(b.entries[&fault.id].verdict, Verdict::DeviceFault);
+        // The flag is written only where it is set, and read back.
+        let text = b.to_jsonl();
+        assert_eq!(text.matches("\"intermittent\":true").count(), 1, "{text}");
+        assert!(!text.contains("\"intermittent\":false"), "{text}");
+        assert_eq!(
+            Baseline::parse(Path::new("b"), &text).unwrap_or_default(),
+            b
+        );
+
+        // Its pass neither fails the gate nor asks to trim it; its known failure is known.
+        let g = gate(&b, &[passed.clone(), steady.clone()]);
+        assert!(g.passed(), "{}", g.render());
+        assert!(g.fixed_known.is_empty());
+        assert_eq!(g.intermittent_passing.len(), 1);
+        let text = g.render();
+        assert!(text.contains("1 known intermittent passing"), "{text}");
+        assert!(
+            text.contains(&format!("INTERMITTENT {}", fault.id)),
+            "{text}"
+        );
+        let g = gate(&b, &[fault.clone(), steady.clone()]);
+        assert!(g.passed(), "{}", g.render());
+        assert_eq!(g.still_failing_known.len(), 2);
+        // Failing another way is new, and a steady known failure that passes still fails.
+        let g = gate(&b, &[res(12288, Verdict::OobRead), steady.clone()]);
+        assert_eq!(g.new_failures.len(), 1);
+        assert_eq!(g.new_failures[0].known_as, Some(Verdict::DeviceFault));
+        let g = gate(&b, &[passed.clone(), res(65536, Verdict::Pass)]);
+        assert_eq!(g.fixed_known.len(), 1);
+        assert!(!g.passed());
+
+        // A pass under another tool says nothing about the native failure.
+        let mut mem = res(12288, Verdict::Pass);
+        mem.under = kedge_core::Under::Tool(kedge_core::Tool::Memcheck);
+        let b2 = Baseline::from_results(&[fault.clone(), mem]);
+        assert!(!b2.entries[&fault.id].intermittent);
+
+        // An update from a run that passes it keeps it; one that fails it keeps the flag.
+        let kept = Baseline::from_results(&[passed.clone(), steady.clone()])
+            .keeping_intermittent(&b, &[passed.clone(), steady.clone()]);
+        assert_eq!(kept.entries.get(&fault.id), b.entries.get(&fault.id));
+        let refailed = Baseline::from_results(&[fault.clone(), steady.clone()])
+            .keeping_intermittent(&b, &[fault.clone(), steady.clone()]);
+        assert!(refailed.entries[&fault.id].intermittent);
+        // One not run at all is dropped, as an update drops any known failure with no result.
+        let unrun = Baseline::from_results(std::slice::from_ref(&steady))
+            .keeping_intermittent(&b, std::slice::from_ref(&steady));
+        assert!(!unrun.entries.contains_key(&fault.id));
     }
 
     #[test]
