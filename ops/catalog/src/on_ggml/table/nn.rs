@@ -1115,7 +1115,9 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
             // read 32 - n_t % 32 floats past its end. memcheck on ggml's exact buffers sees
             // it at every such n_t (31 reads past sx at [36, 128], 3 at [12288, 128]; none at
             // [35, 128] or [12291, 128]); natively it faults only where the next page is
-            // unmapped, as at [12288, 128]: 3 floats past a buffer of exactly 3 MiB.
+            // unmapped, as at [12288, 128]: 3 floats past a buffer of exactly 3 MiB (it
+            // faulted in one run and passed in the next). kedge's C repro under memcheck
+            // shows it upstream: 32 errors at [36, 128], none at [35, 128].
             Boundary::ne(
                 "D30: n_t not a multiple of the 32-token tile (the last tile's staging reads past sx)",
                 0,
