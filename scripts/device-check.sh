@@ -562,12 +562,13 @@ part_ggml-memcheck() {
 }
 
 # A pull request's build gated against its base's baseline, through the CI workflow's own
-# commands (two shards, merge, report, gate) on the ops the patch touches. The base's baseline is
-# the shipped one (PR_BASELINE, default corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl):
-# the unchanged build is gated against it first (it must pass). Without it, or with
+# commands (two shards, merge, report, gate) on the ops PR_OPS names (default
+# rms_norm,rms_norm_mul_add, the ops the patch touches; empty: the whole suite). The base's
+# baseline is PR_BASELINE, by default the shipped one of that suite:
+# corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl (no element limit: SWEEP_MAXE= ) or,
+# for the whole suite, corpora/baselines/ggml-cuda0-h200-native.jsonl (the workflow's tier).
+# The unchanged build is gated against it first (it must pass). Without it, or with
 # PR_BASE_UPDATE=1, the base build's sweep makes it (a copy in OUTDIR/baselines/ to ship). Then
-# PR_OPS: the ops the workflows sweep (default rms_norm,rms_norm_mul_add; empty: the whole
-# suite, with PR_BASELINE a baseline of it such as the one ggml-native writes). Then
 # the patch (examples/ci/pull-request-breaks-rms-norm.patch) is applied to the same source and
 # only what it changes rebuilt (the CMake tree is kept), and the gate must fail naming the cases
 # the patch breaks. With GGML_PR_PREBUILT=1 and a build already in GGML_PR_DIR (made the same way
@@ -576,7 +577,9 @@ pr_ops() { local o=${PR_OPS-rms_norm,rms_norm_mul_add}; [ -n "$o" ] && echo "-o 
 part_pr-gate() {
   local G P SRC base update=0; G=$(abspath "$GGML_CUDA_DIR"); P=$(abspath "$GGML_PR_DIR")
   SRC=$(head -1 "$G/.build/config" 2>/dev/null)
-  base=$(abspath "${PR_BASELINE:-corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl}")
+  if [ -n "$(pr_ops)" ]; then base=corpora/baselines/ggml-cuda0-h200-native-rms-norm.jsonl
+  else base=corpora/baselines/ggml-cuda0-h200-native.jsonl; fi
+  base=$(abspath "${PR_BASELINE:-$base}")
   if [ "${PR_BASE_UPDATE:-0}" = 1 ] || [ ! -f "$base" ]; then
     base="$W/ggml-cuda0-h200-native$([ -n "$(pr_ops)" ] && echo -rms-norm).jsonl"; update=1
   fi
