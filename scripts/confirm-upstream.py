@@ -2,7 +2,7 @@
 """Each failure of a kedge sweep of a ggml build, shown with upstream's own tools.
 
     scripts/confirm-upstream.py KEDGE GGML_DIR RESULTS.jsonl OUTDIR [--backend CUDA0] [--max N]
-                                [--memcheck MEMCHECK-RESULTS.jsonl]
+                                [--memcheck MEMCHECK-RESULTS.jsonl] [--jobs J]
 
 For every failing case of the sweep (at most N, each op's first ones) and the passing case on
 the other side of its transition (the same case with one dimension or parameter one step
@@ -18,9 +18,12 @@ C program runs for every such case, since test-backend-ops puts a test's tensors
 where a read past one tensor lands in the next and memcheck sees nothing; the C program gives
 each tensor a buffer of its own, as kedge does. Writes OUTDIR/findings.md (one row
 per case: op, dtype, shape, kedge's verdict and detector, whether memcheck alone saw it, what
-upstream's run said) and OUTDIR/confirm.jsonl."""
-import argparse, json, os, re, shlex, subprocess, sys
+upstream's run said) and OUTDIR/confirm.jsonl. The repros are written, and the cases run, J at
+a time (default: half the cores, at most 8), each in a process of its own: one that aborts or
+hangs costs only its own row."""
+import argparse, json, os, re, shlex, subprocess, sys, time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 ap = argparse.ArgumentParser()
 ap.add_argument("kedge")
@@ -31,6 +34,7 @@ ap.add_argument("--backend", default="CUDA0")
 ap.add_argument("--max", type=int, default=80)
 ap.add_argument("--memcheck")
 ap.add_argument("--timeout", type=int, default=120)
+ap.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
 a = ap.parse_args()
 os.makedirs(a.out, exist_ok=True)
 
@@ -108,19 +112,20 @@ def repro(case_line, out_dir=None):
     return ctor, run, layout, cc, text
 
 
-rows = []
-for r, other in chosen:
-    for side, x in (("fail", r), ("pass", other)):
-        if x is None:
-            continue
-        line = json.dumps(x["case"], separators=(",", ":"))
-        try:
-            ctor, run, layout, cc, _ = repro(line)
-        except Exception as e:  # a repro that cannot be written is said, not fatal
-            ctor, run, layout, cc = None, None, False, None
-            print(f"repro failed for {line}: {e}", file=sys.stderr)
-        rows.append({"side": side, "result": x, "ctor": ctor, "run": run, "layout": layout, "cc": cc,
-                     "pair": r["id"], "memcheck": r["detector"] == "memcheck"})
+def row(side, x, r):
+    line = json.dumps(x["case"], separators=(",", ":"))
+    try:
+        ctor, run, layout, cc, _ = repro(line)
+    except Exception as e:  # a repro that cannot be written is said, not fatal
+        ctor, run, layout, cc = None, None, False, None
+        print(f"repro failed for {line}: {e}", file=sys.stderr)
+    return {"side": side, "result": x, "ctor": ctor, "run": run, "layout": layout, "cc": cc,
+            "pair": r["id"], "memcheck": r["detector"] == "memcheck"}
+
+
+sides = [(side, x, r) for r, other in chosen for side, x in (("fail", r), ("pass", other)) if x is not None]
+with ThreadPoolExecutor(a.jobs) as pool:
+    rows = list(pool.map(lambda t: row(*t), sides))
 
 # The build's own test-backend-ops, with these lines as its eval cases.
 cfg = os.path.join(a.ggml, ".build", "config")
@@ -227,11 +232,21 @@ def run_c(x, d):
     return f"C repro rc={p.returncode} {last[:120]}"
 
 
+def confirm(i, x):
+    t0 = time.monotonic()
+    x["upstream"] = run_upstream(x)
+    if x["layout"] or x["memcheck"]:
+        x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
+    x["seconds"] = round(time.monotonic() - t0, 1)
+
+
+t0 = time.monotonic()
+with ThreadPoolExecutor(a.jobs) as pool:
+    list(pool.map(lambda t: confirm(*t), enumerate(rows)))
+wall = time.monotonic() - t0
+
 with open(os.path.join(a.out, "confirm.jsonl"), "w") as f:
-    for i, x in enumerate(rows):
-        x["upstream"] = run_upstream(x)
-        if x["layout"] or x["memcheck"]:
-            x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
+    for x in rows:
         r = x["result"]
         mc = memcheck.get(r["id"])
         x["memcheck_only"] = bool(mc and r["verdict"] == "pass" and mc["verdict"] not in OK)
@@ -245,7 +260,8 @@ with open(os.path.join(a.out, "findings.md"), "w") as f:
         c = x["result"]["case"]
         p = ",".join(f"{k}={v}" for k, v in (c.get("params") or {}).items())
         f.write(f"| {c['op']} | {c['dtype']} | {c['ne']} | {p} | {x['side']} | {x['result']['verdict']} ({x['result']['detector']}) | {x['upstream']} | {x.get('c_repro', '')} |\n")
-print(f"{len(failing)} failing cases; {len(chosen)} confirmed with {sum(1 for x in rows if x['side'] == 'pass')} passing sides")
+print(f"{len(failing)} failing cases; {len(chosen)} confirmed with {sum(1 for x in rows if x['side'] == 'pass')} passing sides"
+      f" ({len(rows)} runs, {a.jobs} at a time: {wall:.0f} s)")
 for x in rows:
     c = x["result"]["case"]
     print(f"{x['side']:4} {c['op']} {c['dtype']} {c['ne']}: kedge {x['result']['verdict']} ({x['result']['detector']}); upstream: {x['upstream']}"
