@@ -541,18 +541,25 @@ part_coverage() {
   python3 scripts/compare-coverage.py "$W/upstream-support-cuda0.csv" "$W/ggml-plan.jsonl" CUDA0 > "$W/coverage.txt" 2>&1
   say "coverage rc=$?"; head -4 "$W/coverage.txt" | sed 's/^/    /' | cut -c1-300 | tee -a "$SUM" > /dev/null
 }
+# confirm: each failure of ggml-native (or, where that part did not run, of the unchanged
+# build's CI workflow, pr-gate's ci-ggml-base shards) and its passing side with upstream's
+# tools, CONFIRM_MAX failures at most (default 400: every one of the tier's), CONFIRM_JOBS at
+# a time (default 8).
 part_confirm() {
-  local G; G=$(abspath "$GGML_CUDA_DIR")
-  cat "$W"/ggml-own/results.jsonl "$W"/ggml-native/results.jsonl > "$W/ggml-all.jsonl" 2>/dev/null
+  local G src; G=$(abspath "$GGML_CUDA_DIR")
+  src=("$W"/ggml-own/results.jsonl "$W"/ggml-native/results.jsonl)
+  [ -s "$W/ggml-native/results.jsonl" ] || src+=("$W"/ci-ggml-base/artifacts/kedge-shard-*/results.jsonl)
+  cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
-    --max "${CONFIRM_MAX:-80}" ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
+    --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" \
+    ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
   say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   # What memcheck found (ggml-memcheck's results, or CONFIRM_MEMCHECK_RESULTS): each failure and
   # its passing side under memcheck, upstream's test-backend-ops and the C repro both.
   local mc=${CONFIRM_MEMCHECK_RESULTS:-$W/ggml-memcheck/results.jsonl}
   if [ -s "$mc" ]; then
     python3 scripts/confirm-upstream.py "$K" "$G" "$mc" "$W/confirm-memcheck" --backend CUDA0 \
-      --max "${CONFIRM_MAX:-80}" > "$W/confirm-memcheck.txt" 2>&1
+      --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" > "$W/confirm-memcheck.txt" 2>&1
     say "confirm-memcheck rc=$?"; grep -E "failing cases|^test-backend-ops with|memcheck\)" "$W/confirm-memcheck.txt" | head -20 | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   fi
 }
