@@ -589,7 +589,8 @@ fn gh_property(s: &str) -> String {
 impl GateOutcome {
     /// GitHub Actions annotations: `::error` for each new failure, each known failure that
     /// now passes and each other reason the gate fails (no results, a cut-off file, expected
-    /// cases without a result), then one `::notice` with the gate's summary line.
+    /// cases without a result), a `::notice` for each known intermittent failure that passed,
+    /// then one `::notice` with the gate's summary line.
     pub fn render_github(&self) -> String {
         let mut s = String::new();
         let mut error = |title: String, msg: String| {
@@ -635,6 +636,17 @@ impl GateOutcome {
             {
                 error("kedge gate".into(), r);
             }
+        }
+        for e in &self.intermittent_passing {
+            let label = e.case.as_ref().map(Case::label).unwrap_or_default();
+            s.push_str(&format!(
+                "::notice title={}::{}\n",
+                gh_property(&format!("kedge: intermittent failure passed {label}")),
+                gh_data(&format!(
+                    "{} is known to fail intermittently ({}); it passed this time",
+                    e.id, e.verdict
+                ))
+            ));
         }
         let head = self.render();
         let first = head.lines().next().unwrap_or("gate");
@@ -983,6 +995,12 @@ mod tests {
         assert_eq!(g.intermittent_passing.len(), 1);
         let text = g.render();
         assert!(text.contains("1 known intermittent passing"), "{text}");
+        let gh = g.render_github();
+        assert!(!gh.contains("::error"), "{gh}");
+        assert!(
+            gh.contains("::notice title=kedge: intermittent failure passed"),
+            "{gh}"
+        );
         assert!(
             text.contains(&format!("INTERMITTENT {}", fault.id)),
             "{text}"
