@@ -998,7 +998,7 @@ mod tests {
         let gh = g.render_github();
         assert!(!gh.contains("::error"), "{gh}");
         assert!(
-            gh.contains("::notice title=kedge: intermittent failure passed"),
+            gh.contains("::notice title=kedge%3A intermittent failure passed"),
             "{gh}"
         );
         assert!(
