@@ -598,8 +598,9 @@ fn partly_made_inputs_are_the_ones_listed() {
 
 /// A big block-format table is made of a pool of quantized rows: every row one of the pool's
 /// (no more distinct rows than the pool has, and most of them used), the same bytes each time,
-/// and the case passes on ggml's CPU backend; a small table is still the f32 values the build
-/// quantizes. Drawn inputs (concat) and set_rows' destination are pooled the same way.
+/// and the case passes on ggml's CPU backend; a small table is quantized once when drawn, the
+/// bytes the build makes of the f32 values (what the run and the reference would each make).
+/// Drawn inputs (concat) and set_rows' destination are pooled the same way.
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),
@@ -642,10 +643,30 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
         ))
         .expect("valid");
     let specs = (e.tensors)(&small).expect("tensors");
-    assert_eq!(
-        Op::inputs(e, &small, &specs).expect("inputs")[0].dtype,
-        DType::F32
+    let drawn = Op::inputs(e, &small, &specs).expect("inputs");
+    assert_eq!(drawn[0].dtype, DType::Q8_0);
+    assert_eq!(drawn[0].bytes.len() as u64, specs[0].bytes);
+    let ggml = Ggml::load(&build_dir()).expect("the build loads");
+    let values = default_input(&small, &specs, 0);
+    assert_eq!(values.dtype, DType::F32);
+    let by_the_run =
+        crate::on_ggml::exec::input_bytes(ggml, &specs[0], &values).expect("quantized");
+    assert!(
+        drawn[0].bytes == *by_the_run,
+        "not the bytes the run would quantize"
     );
+    // Already quantized, the run passes them through.
+    assert!(matches!(
+        crate::on_ggml::exec::input_bytes(ggml, &specs[0], &drawn[0]),
+        Ok(std::borrow::Cow::Borrowed(_))
+    ));
+    let ex = execute(
+        &reg,
+        &mut DeviceSlot::new(0),
+        &small,
+        &mut ReferenceCache::default(),
+    );
+    assert_eq!(ex.result.verdict, Verdict::Pass, "{}", ex.result.detail);
     // The same for an entry drawing its inputs (concat) and for set_rows' destination.
     for name in ["concat", "set_rows"] {
         let e = TABLE.iter().find(|e| e.name == name).expect("entry");
