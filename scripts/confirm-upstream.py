@@ -171,7 +171,7 @@ def sanitized(x, argv):
 
 
 def memcheck_errors(out):
-    """What memcheck said ("" when it did not run): its error count and first record."""
+    """What memcheck said: its error count and first record, or that it said nothing."""
     m = re.search(r"ERROR SUMMARY: (\d+) error", out)
     if not m:
         return "memcheck said nothing (did compute-sanitizer run?)"

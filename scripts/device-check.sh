@@ -547,8 +547,8 @@ part_coverage() {
 # a time (default 8).
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
-  src=("$W"/ggml-own/results.jsonl "$W"/ggml-native/results.jsonl)
-  [ -s "$W/ggml-native/results.jsonl" ] || src+=("$W"/ci-ggml-base/artifacts/kedge-shard-*/results.jsonl)
+  src=("$W"/ggml-native/results.jsonl)
+  [ -s "${src[0]}" ] || src=("$W"/ci-ggml-base/artifacts/kedge-shard-*/results.jsonl)
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
     --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" \
