@@ -9,7 +9,7 @@
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
-#   pr-gate pack
+#   pr-gate scheduled pack
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
 #        while a check started in the background writes OUTDIR: every 90 s (and at the end) put
@@ -22,6 +22,7 @@ if [ "${1:-}" = "--collect" ]; then
     cp "$SRC/summary.txt" "$DEST/" 2>/dev/null
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' \
+        --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
         $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
@@ -549,6 +550,8 @@ part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
   src=("$W"/ggml-native/results.jsonl)
   [ -s "${src[0]}" ] || src=("$W"/ci-ggml-base/artifacts/kedge-shard-*/results.jsonl)
+  # The scheduled tier's after the pull-request tier's (scheduled).
+  [ -s "$W/ggml-scheduled/results.jsonl" ] && src+=("$W/ggml-scheduled/results.jsonl")
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
     --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" \
@@ -603,6 +606,37 @@ part_pr-gate() {
     patch -R -d "$SRC" -p1 < examples/ci/pull-request-breaks-rms-norm.patch > /dev/null 2>&1
   fi
   CI_UPDATE=0 CI_SWEEP_ARGS="$(pr_ops)" ci_workflow ggml-pr "$base" fail --env KEDGE_BACKEND=CUDA0 --restore "ggml-build=$P"
+}
+
+# The scheduled tier: only the cases past the pull-request tier (--over-elements, default
+# 268435456: what SWEEP_MAXE=268435456 leaves out), kedge's own suite (SCHED_OWN_MAXTIME, default
+# 2m) and the ggml build's (SCHED_MAXTIME, default 5m), each with its wall time per case by size.
+part_scheduled() {
+  local G over=${SCHED_OVER:-268435456}; G=$(abspath "$GGML_CUDA_DIR")
+  run own-scheduled "$K" sweep default --over-elements "$over" --max-time "${SCHED_OWN_MAXTIME:-2m}" "$(fresh)" --out "$W/own-scheduled"
+  sizes own-scheduled
+  run ggml-scheduled "$K" sweep default --ggml "$G" -b CUDA0 --over-elements "$over" --max-time "${SCHED_MAXTIME:-5m}" "$(fresh)" --out "$W/ggml-scheduled"
+  sizes ggml-scheduled
+}
+sizes() { # NAME: results by the case's element count (the product of ne): cases, ms median and max, failing
+  python3 - "$W/$1/results.jsonl" <<'PY' > "$W/$1-sizes.txt" 2>&1
+import json, math, statistics, sys
+from collections import defaultdict
+OK = {"pass", "unsupported", "skipped"}
+by = defaultdict(list)
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    n = math.prod(r["case"]["ne"])
+    k = "<= 2^30" if n <= 1 << 30 else "<= 2^31" if n <= 1 << 31 else "<= 2^32" if n <= 1 << 32 else "> 2^32"
+    by[k].append(r)
+print("elements  cases  median_ms  max_ms  failing")
+for k in ["<= 2^30", "<= 2^31", "<= 2^32", "> 2^32"]:
+    rs = by.get(k, [])
+    if rs:
+        ms = [r.get("ms", 0) for r in rs]
+        print(f"{k:8} {len(rs):6} {statistics.median(ms):10.0f} {max(ms):7.0f} {sum(r['verdict'] not in OK for r in rs):8}")
+PY
+  sed 's/^/    /' "$W/$1-sizes.txt" | tee -a "$SUM" > /dev/null
 }
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.

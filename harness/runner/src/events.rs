@@ -305,6 +305,11 @@ pub enum LeftOutWhy {
         /// The largest tensor allowed, in elements.
         limit: u64,
     },
+    /// Within `--over-elements`: the cases a sweep with that `--max-elements` runs.
+    UpToElements {
+        /// The largest tensor left out, in elements.
+        limit: u64,
+    },
     /// Generated probes and other dtypes' shapes the ops refuse.
     Refused,
     /// Incidents of ops this build does not have.
@@ -320,6 +325,9 @@ impl LeftOutWhy {
         match self {
             LeftOutWhy::OverElements { limit } => format!(
                 "{cases} cases over {limit} elements left out (--max-elements 0 runs them)"
+            ),
+            LeftOutWhy::UpToElements { limit } => format!(
+                "{cases} cases of {limit} elements or fewer left out (--over-elements {limit}: the ones --max-elements {limit} runs)"
             ),
             LeftOutWhy::Refused => format!(
                 "{cases} generated probes and shapes outside ops' first dtypes left out: the ops refuse them"

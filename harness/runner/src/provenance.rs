@@ -133,7 +133,12 @@ pub(crate) fn mode(runs: &[Under], allocs: Option<&str>) -> String {
 
 /// The suite's name with the flags that shape its cases, as typed: `default -o rms_norm
 /// --impl ggml:CPU`. The shard is not among them: every shard is of the same suite.
-pub(crate) fn suite_name(suite: Suite, sel: &Selection, max: MaxElements) -> String {
+pub(crate) fn suite_name(
+    suite: Suite,
+    sel: &Selection,
+    max: MaxElements,
+    over: Option<u64>,
+) -> String {
     let mut words: Vec<String> = Vec::new();
     if !sel.cases.is_empty() || sel.ne.is_some() {
         words.push("given cases".into());
@@ -174,6 +179,9 @@ pub(crate) fn suite_name(suite: Suite, sel: &Selection, max: MaxElements) -> Str
     }
     if let Some(n) = max.limit() {
         words.push(format!("--max-elements {n}"));
+    }
+    if let Some(n) = over {
+        words.push(format!("--over-elements {n}"));
     }
     words.join(" ")
 }

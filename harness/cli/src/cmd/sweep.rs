@@ -1,5 +1,6 @@
 use crate::args::{
-    selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs, ProfileArg, ResumeArgs,
+    in_range, range, selection, AllocArg, CaseArgs, ExecArgs, ExtArgs, FilterArgs, ProfileArg,
+    ResumeArgs,
 };
 use kedge_runner::events::{Events, Progress};
 use kedge_runner::run::{DeviceList, Gpus, MaxTime, TimeBudget};
@@ -36,6 +37,12 @@ pub(crate) struct Args {
     /// Run shard K of N (1-based); `kedge report` merges the shards' results.
     #[arg(long, value_name = "K/N")]
     shard: Option<Shard>,
+    /// Only the cases whose largest tensor has more elements than N: the ones a sweep with
+    /// `--max-elements N` leaves out. A scheduled job sweeps these beside a pull request's
+    /// `--max-elements N` tier instead of running that tier again; the suite's name carries
+    /// both bounds, so a baseline knows its tier.
+    #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
+    over_elements: Option<u64>,
     /// GPUs to spread the sweep over, e.g. 0,1 (default: every GPU the driver shows;
     /// `--device N` is the list N). Each GPU has its own workers and pulls cases from one
     /// queue; a GPU lost mid-sweep hands its unfinished cases to the others.
@@ -83,6 +90,7 @@ pub(crate) fn run(a: Args) -> Result<Status, Error> {
         profile: a.profile.get()?,
         shard: a.shard,
         max_elements: a.exec.max_elements,
+        over_elements: a.over_elements,
         tools: a.exec.tools()?,
         cpu: a.cpu,
         gpus,

@@ -754,6 +754,7 @@ pub fn known_failures(
             crate::select::Suite::Default,
             &crate::select::Selection::default(),
             crate::select::MaxElements::NONE,
+            None,
         ),
         cases
             .iter()

@@ -25,7 +25,7 @@ use crate::run::{
     CPU_REFERENCE_LIMIT,
 };
 use crate::run::{MaxTime, RunStats, TimeBudget};
-use crate::select::{order, MaxElements, Selection, Shard, Suite};
+use crate::select::{largest_tensor_elements, order, MaxElements, Selection, Shard, Suite};
 pub use crate::summary::{RunSummary, SweepSummary};
 use crate::summary::{StartUp, TimeSpent};
 use kedge_core::{Case, LimitsProfile, Registry, SuiteInfo, Tool, Under};
@@ -59,6 +59,9 @@ pub struct SweepRequest {
     /// `--max-elements` as given (0: no limit; absent: no limit, but `GPU_MAX_ELEMENTS` for a
     /// library's host backend).
     pub max_elements: Option<u64>,
+    /// `--over-elements`: only the cases whose largest tensor has more elements than this (the
+    /// ones a sweep with `--max-elements` of the same value leaves out); absent: no lower bound.
+    pub over_elements: Option<u64>,
     /// Sanitizer tools; empty: natively.
     pub tools: Vec<Tool>,
     /// The CPU side only, even with a GPU.
@@ -391,6 +394,7 @@ fn select(
             req.suite,
             &req.selection,
             MaxElements::from_flag(req.max_elements, None),
+            req.over_elements,
         ),
         cases
             .iter()
@@ -441,6 +445,16 @@ fn bound_elements(req: &SweepRequest, reg: &Registry, cases: &mut Vec<Case>) {
                     .unwrap_or(0),
             },
         });
+    }
+    if let Some(floor) = req.over_elements {
+        let before = cases.len();
+        cases.retain(|c| largest_tensor_elements(reg, c) > floor);
+        if before > cases.len() {
+            req.engine.events.emit(Event::LeftOut {
+                cases: before - cases.len(),
+                why: LeftOutWhy::UpToElements { limit: floor },
+            });
+        }
     }
 }
 

@@ -22,6 +22,7 @@ fn request(out: &Path, mode: OutMode) -> SweepRequest {
         profile: LimitsProfile::builtin("h200").unwrap(),
         shard: None,
         max_elements: None,
+        over_elements: None,
         tools: Vec::new(),
         cpu: true,
         gpus: Gpus::All,
@@ -376,5 +377,47 @@ fn every_verdict_carries_the_run_and_shards_share_the_suite() {
         suite.cases,
         infos.len(),
         "the suite counts every shard's cases"
+    );
+}
+
+/// `--max-elements N` and `--over-elements N` split the suite: every case in exactly one tier,
+/// each tier a suite of its own name (a baseline knows which it gates).
+#[test]
+fn the_pull_request_tier_and_the_scheduled_tier_split_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |name: &str, max: Option<u64>, over: Option<u64>| {
+        let mut req = request(&dir.path().join(name), OutMode::Fresh);
+        req.suite = Suite::Default;
+        req.selection.ops = vec!["rms_norm".into()];
+        req.selection.dtype = Some("f32".into());
+        req.max_elements = max;
+        req.over_elements = over;
+        let o = sweep(&req).unwrap();
+        let set = ResultSet::load(std::slice::from_ref(&o.results)).unwrap();
+        let ids: std::collections::BTreeSet<String> =
+            set.results.iter().map(|r| r.id.clone()).collect();
+        let suite = set.results[0].run.clone().unwrap().suite.unwrap().name;
+        (ids, suite)
+    };
+    let n = 1u64 << 28;
+    let (all, _) = plan("all", Some(0), None);
+    let (small, small_suite) = plan("pr", Some(n), None);
+    let (big, big_suite) = plan("scheduled", None, Some(n));
+    assert!(!small.is_empty() && !big.is_empty());
+    assert!(small.is_disjoint(&big));
+    assert_eq!(
+        small
+            .union(&big)
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>(),
+        all
+    );
+    assert_eq!(
+        small_suite,
+        format!("default -o rms_norm --dtype f32 --max-elements {n}")
+    );
+    assert_eq!(
+        big_suite,
+        format!("default -o rms_norm --dtype f32 --over-elements {n}")
     );
 }
