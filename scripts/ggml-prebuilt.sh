@@ -36,5 +36,6 @@ patch -R -s -d "$SRC" -p1 < "$PATCH"
 trap 'rm -rf "$STAGE"' EXIT
 cmake --build "$B/.build/cmake" --target ggml-cuda -j "$(nproc)" > /dev/null 2>&1 || true
 rm -f "$STAGE/pr-build.log"
-tar cf - -C "$STAGE" base pr | xz -T0 -6 > "$ARCHIVE.part" && mv "$ARCHIVE.part" "$ARCHIVE"
+# One stream with a window over both: the two libggml-cuda differ in one file's code.
+tar cf - -C "$STAGE" base pr | xz -T1 --lzma2=preset=6,dict=192MiB > "$ARCHIVE.part" && mv "$ARCHIVE.part" "$ARCHIVE"
 echo "ggml-prebuilt.sh: $ARCHIVE ($(du -h "$ARCHIVE" | cut -f1)): base libggml-cuda $(sha256sum "$STAGE"/base/lib/libggml-cuda.so.0.* | cut -c1-16), pull request's $(sha256sum "$STAGE"/pr/lib/libggml-cuda.so.0.* | cut -c1-16)"
