@@ -82,7 +82,9 @@ part_env() {
   { echo "commit: $(cat .bin/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"; date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     compute-sanitizer --version | tail -1; nvcc --version | tail -1
-    for t in nsys ncu; do echo "$t: $(command -v $t || echo absent)"; done; } > "$W/env.txt" 2>&1
+    for t in nsys ncu; do echo "$t: $(command -v $t || echo absent)"; done
+    # The host's CPU: ggml's CPU reference is most of a ggml sweep's case time.
+    echo "host: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g 2>/dev/null | awk '/^Mem:/ {print $2}') GiB"; } > "$W/env.txt" 2>&1
   cat "$W/env.txt" | tee -a "$SUM"
   run limits "$K" limits
 }
