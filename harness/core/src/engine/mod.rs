@@ -5,6 +5,7 @@
 
 pub mod bench;
 mod cpu;
+pub mod phase;
 mod reference;
 
 pub use cpu::{check_on_cpu, plan_case};
@@ -23,6 +24,7 @@ use crate::judge::sample::{self, Judging};
 use crate::model::case::{AllocMode, Case};
 use crate::model::host::{poison_pattern, HostTensor};
 use crate::model::words::{Detector, Verdict};
+use phase::Phase;
 use std::time::Instant;
 
 /// The outcome of a case on a device, and whether the CUDA context is now dead (the worker
@@ -113,7 +115,7 @@ pub fn execute(
     case: &Case,
     refs: &mut ReferenceCache,
 ) -> Executed {
-    let t0 = Instant::now();
+    let t0 = begin(Phase::Setup);
     let judging = slot.judging;
     let mut ex = match reg.resolve(case) {
         Err(e) => Executed::alive(CaseResult::new(
@@ -136,6 +138,7 @@ pub fn execute(
         },
     };
     ex.result.ms = t0.elapsed().as_secs_f64() * 1e3;
+    phase::clear();
     ex
 }
 
@@ -179,6 +182,12 @@ fn bad_input(case: &Case, e: impl std::fmt::Display) -> Executed {
     ))
 }
 
+/// Starts a phase of the case in flight: says so (`phase::current`) and starts its clock.
+fn begin(p: Phase) -> Instant {
+    phase::enter(p);
+    Instant::now()
+}
+
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -218,6 +227,7 @@ fn execute_kernels(
         })
         .unwrap_or_default();
     dev.keep_spare_for(&out_sizes);
+    phase::enter(Phase::Inputs);
     let (specs, inputs) = match refs.inputs(op, case) {
         Ok(x) => x,
         Err(e) => return bad_input(case, e),
@@ -243,7 +253,7 @@ fn execute_kernels(
             inputs: &inputs,
         };
         let on_dev = on_device(op, imp, dev, case, prepared, t);
-        let waited = Instant::now();
+        let waited = begin(Phase::Reference);
         if let Some(h) = pending {
             match h.join() {
                 Ok(Ok(r)) => refs.put_reference(case, &inputs, r),
@@ -351,6 +361,7 @@ fn on_device(
     let failed = |case: &Case, e: RunError| Box::new(failed(case, e));
     let mut timings = Timings::default();
     // Allocate every tensor in the case's mode.
+    phase::enter(Phase::Setup);
     let mut allocs: Vec<DeviceAlloc> = Vec::with_capacity(specs.len());
     let mut observed = Observed::default();
     for s in specs.iter() {
@@ -369,7 +380,7 @@ fn on_device(
     }
     timings.setup = ms(t);
     // Upload inputs, poison outputs.
-    let t = Instant::now();
+    let t = begin(Phase::Upload);
     let mut input_iter = inputs.iter();
     for (s, a) in specs.iter().zip(&allocs) {
         let r = match s.role {
@@ -391,7 +402,7 @@ fn on_device(
     }
     timings.upload = ms(t);
     // Run.
-    let t = Instant::now();
+    let t = begin(Phase::Run);
     let mut ctx = RunCtx::new(dev, &allocs, case.alloc);
     let run = imp.run(&mut ctx, case, plan);
     let record = ctx.finish();
@@ -416,7 +427,7 @@ fn on_device(
         return Err(ex);
     }
     // Canaries (inputs, outputs and scratch), then the outputs.
-    let t = Instant::now();
+    let t = begin(Phase::Download);
     let mut canary_hits = Vec::new();
     for a in allocs.iter().chain(record.scratch.iter()) {
         match dev.check_canary(a) {
@@ -493,7 +504,7 @@ fn execute_backend(
         return execute_sampled(op, backend, case, plan);
     }
     let mut timings = Timings::default();
-    let t = Instant::now();
+    let t = begin(Phase::Inputs);
     let (specs, inputs) = match refs.inputs(op, case) {
         Ok(x) => x,
         Err(e) => {
@@ -503,7 +514,7 @@ fn execute_backend(
         }
     };
     timings.setup = ms(t);
-    let t = Instant::now();
+    let t = begin(Phase::Run);
     let run: BackendRun = match backend.execute(case, &specs, &inputs) {
         Ok(r) => r,
         Err(e) => {
@@ -586,7 +597,7 @@ fn execute_sampled(
     plan: SampledPlan,
 ) -> Executed {
     let mut timings = Timings::default();
-    let t = Instant::now();
+    let t = begin(Phase::Run);
     let draw = SampledDraw {
         slices: &plan.slices,
         chunk: &plan.slicing.chunk,
@@ -646,7 +657,7 @@ fn execute_kernels_sampled(
         }
     }
     timings.setup = ms(t);
-    let t = Instant::now();
+    let t = begin(Phase::Upload);
     for (i, (s, a)) in sp.specs.iter().zip(&allocs).enumerate() {
         let r = match s.role {
             Role::Input => {
@@ -672,7 +683,7 @@ fn execute_kernels_sampled(
         return failed(case, e);
     }
     timings.upload = ms(t);
-    let t = Instant::now();
+    let t = begin(Phase::Run);
     let mut ctx = RunCtx::new(dev, &allocs, case.alloc);
     let run = imp.run(&mut ctx, case, plan);
     let record = ctx.finish();
@@ -696,7 +707,7 @@ fn execute_kernels_sampled(
         finish_notes(op, case, &mut ex.result);
         return ex;
     }
-    let t = Instant::now();
+    let t = begin(Phase::Download);
     let mut canary_hits = Vec::new();
     for a in allocs.iter().chain(record.scratch.iter()) {
         match dev.check_canary(a) {
@@ -775,12 +786,12 @@ fn judge_sampled(
     seen: SampledSeen<'_>,
     timings: &mut Timings,
 ) -> Result<CaseResult, Box<Executed>> {
-    let t = Instant::now();
+    let t = begin(Phase::Reference);
     let reference = op
         .reference(&plan.sliced, &plan.inputs)
         .map_err(|e| Box::new(bad_input(case, e)))?;
     timings.reference = ms(t);
-    let t = Instant::now();
+    let t = begin(Phase::Compare);
     let tol = op.tolerance(&plan.sliced);
     let outs: Vec<(usize, &TensorSpec)> = plan
         .specs
@@ -899,7 +910,7 @@ fn judge(
     made.resize_with(outs.len(), || None);
     // The digests are a pass over every output byte (the comparison's time) unless the
     // download made them.
-    let t = Instant::now();
+    let t = begin(Phase::Compare);
     let digests: Vec<String> = outs
         .iter()
         .zip(&known)
@@ -950,7 +961,7 @@ fn judge(
                     }
                     None => {
                         if reference.is_none() {
-                            let t = Instant::now();
+                            let t = begin(Phase::Reference);
                             match refs.reference(op, case, inputs) {
                                 Ok(r) => reference = Some(r),
                                 Err(e) => return (bad_input(case, e).result, judged),
@@ -960,7 +971,7 @@ fn judge(
                         let Some(r) = reference.as_ref().and_then(|r| r.get(k)) else {
                             continue;
                         };
-                        let t = Instant::now();
+                        let t = begin(Phase::Compare);
                         let c = compare(&s.name, out, r, tol);
                         timings.compare += ms(t);
                         c

@@ -43,6 +43,20 @@ pub struct WorkerSpec {
     /// How big cases are judged (`--judge`): sampled rows from 2^26 elements by default.
     #[serde(default, skip_serializing_if = "is_auto")]
     pub(crate) judging: Judging,
+    /// Where the worker keeps the phase of the case in flight (`kedge_core::engine::phase`),
+    /// one JSON object rewritten as the phase changes: a supervisor that kills the worker for
+    /// a timeout reads it to say whose work was taking the time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_file: Option<std::path::PathBuf>,
+}
+
+/// What a worker's phase file holds: the phase of the case in flight and when it began.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PhaseNote {
+    /// The phase; absent between cases.
+    pub(crate) phase: Option<kedge_core::engine::phase::Phase>,
+    /// When the worker saw it begin, in milliseconds since the Unix epoch.
+    pub(crate) since_ms: u64,
 }
 
 fn is_auto(j: &Judging) -> bool {
@@ -72,6 +86,7 @@ impl WorkerSpec {
             sanitized: false,
             judging: Judging::Auto,
             warm_up: Vec::new(),
+            phase_file: None,
         }
     }
     /// The same spec on another GPU.

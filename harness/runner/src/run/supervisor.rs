@@ -178,6 +178,8 @@ struct Worker {
     rx: Receiver<Option<String>>,
     xml: Option<PathBuf>,
     index: usize,
+    /// Where it keeps the phase of its case in flight (`PhaseNote`).
+    phase_file: PathBuf,
 }
 
 impl Drop for Worker {
@@ -498,6 +500,7 @@ impl Supervisor {
         argv.push(self.cfg.exe.display().to_string());
         argv.push("worker".into());
         let log_path = self.cfg.work_dir.join(format!("worker-{index}.log"));
+        let phase_file = self.cfg.work_dir.join(format!("worker-{index}.phase"));
         // Never through a link: the log may be inside an output directory.
         let log = crate::results::outfile::create_log(&log_path).map_err(SupervisorError::Log)?;
         let mut cmd = Command::new(&argv[0]);
@@ -529,6 +532,7 @@ impl Supervisor {
             let mut spec = self.cfg.spec.clone();
             spec.sanitized = self.cfg.sanitize.is_some();
             spec.warm_up = warm_up;
+            spec.phase_file = Some(phase_file.clone());
             let _ = writeln!(i, "{}", spec.to_line()).and_then(|_| i.flush());
         }
         let (tx, rx) = mpsc::channel();
@@ -552,6 +556,7 @@ impl Supervisor {
             rx,
             xml,
             index,
+            phase_file,
         })
     }
 
@@ -1073,18 +1078,41 @@ impl CaseWait<'_> {
     fn on_timeout(&mut self) -> CaseResult {
         self.gone = true;
         self.w.kill();
+        let in_phase = killed_in(&self.w.phase_file);
         let mut r = CaseResult::new(
             self.case,
             Verdict::Timeout,
             Detector::Supervisor,
             format!(
-                "no verdict within {:?} (--timeout and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed",
-                case_timeout(self.cfg.timeout, self.case)
+                "no verdict within {:?} (--timeout and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed{}",
+                case_timeout(self.cfg.timeout, self.case),
+                in_phase.map_or_else(
+                    || " (its phase unknown)".to_string(),
+                    |(p, s)| format!(" in `{}` after {s:.1} s of it ({})", p.as_str(), p.whose())
+                ),
             ),
         );
+        if let Some((p, s)) = in_phase {
+            r.facts.insert(
+                "killed_in".into(),
+                serde_json::json!({ "phase": p.as_str(), "seconds": (s * 10.0).round() / 10.0 }),
+            );
+        }
         r.ms = self.t0.elapsed().as_secs_f64() * 1e3;
         r
     }
+}
+
+/// The phase a worker was in (its phase file, `PhaseNote`) and for how many seconds; `None`
+/// where it wrote none (a worker that never began a case, or an older kedge).
+fn killed_in(file: &std::path::Path) -> Option<(kedge_core::engine::phase::Phase, f64)> {
+    let note: super::protocol::PhaseNote =
+        serde_json::from_str(std::fs::read_to_string(file).ok()?.trim()).ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    Some((note.phase?, now.saturating_sub(note.since_ms) as f64 / 1e3))
 }
 
 /// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`): `ended_by_faults`

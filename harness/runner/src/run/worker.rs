@@ -52,11 +52,46 @@ pub fn main() -> i32 {
         Err(code) => return code,
     };
     let mut slot = slot.packed_exact(!spec.sanitized).judging(spec.judging);
+    if let Some(f) = &spec.phase_file {
+        keep_phase(f.clone(), kedge_core::engine::phase::current);
+    }
     warm_up(&reg, &spec.warm_up);
     if send(&mut out, &ready(&slot, started)).is_err() {
         return exit::ENVIRONMENT;
     }
     serve(lines, &mut out, &spec, CaseRunner::new(&reg, &mut slot))
+}
+
+/// Keep the phase of the case in flight in `file` (`PhaseNote`), rewritten within a fifth of
+/// a second of each change, from a thread of its own: the main thread may be inside a
+/// library's compute when the supervisor's deadline comes.
+fn keep_phase(
+    file: std::path::PathBuf,
+    read: impl Fn() -> Option<kedge_core::engine::phase::Phase> + Send + 'static,
+) {
+    std::thread::spawn(move || {
+        let mut last = None;
+        let mut first = true;
+        loop {
+            let now = read();
+            if first || now != last {
+                let since_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                let note = super::protocol::PhaseNote {
+                    phase: now,
+                    since_ms,
+                };
+                // Never through a link: the file may be inside an output directory.
+                if let Ok(mut f) = crate::results::outfile::create_log(&file) {
+                    let _ = writeln!(f, "{}", serde_json::to_string(&note).unwrap_or_default());
+                }
+                last = now;
+                first = false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    });
 }
 
 /// The worker's spec, its first line in; `Err`: why it cannot be used.
@@ -249,5 +284,47 @@ fn abort_hook(r: &kedge_ggml::AbortReport<'_>) {
             break;
         }
         bytes = &bytes[n as usize..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kedge_core::engine::phase::Phase;
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    /// The phase thread writes each phase it sees, with when it began, where the supervisor
+    /// reads it (`PhaseNote`).
+    #[test]
+    fn the_phase_thread_keeps_the_file_current() {
+        static NOW: AtomicU8 = AtomicU8::new(0);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("worker-0.phase");
+        keep_phase(file.clone(), || match NOW.load(Ordering::Relaxed) {
+            0 => None,
+            1 => Some(Phase::Run),
+            _ => Some(Phase::Reference),
+        });
+        let read = |want: Option<Phase>| {
+            for _ in 0..50 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if let Ok(t) = std::fs::read_to_string(&file) {
+                    if let Ok(n) =
+                        serde_json::from_str::<super::super::protocol::PhaseNote>(t.trim())
+                    {
+                        if n.phase == want {
+                            return n;
+                        }
+                    }
+                }
+            }
+            panic!("the phase file never said {want:?}");
+        };
+        assert_eq!(read(None).phase, None);
+        NOW.store(1, Ordering::Relaxed);
+        let run = read(Some(Phase::Run));
+        NOW.store(2, Ordering::Relaxed);
+        let reference = read(Some(Phase::Reference));
+        assert!(reference.since_ms >= run.since_ms);
     }
 }

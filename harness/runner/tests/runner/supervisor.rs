@@ -10,7 +10,8 @@ use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
 use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
-# Speaks kedge's worker protocol. seed 666: crash with SIGSEGV; seed 777: hang.
+# Speaks kedge's worker protocol. seed 666: crash with SIGSEGV; seed 777: hang (in the
+# reference, its phase file says).
 # The first line is the worker spec; the test checks what it said.
 IFS= read -r spec; echo "$spec" >> "$(dirname "$0")/specs"
 # compute-sanitizer prints a banner on stdout before the worker speaks: so does this.
@@ -19,7 +20,12 @@ printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "
 while IFS= read -r line; do
   case "$line" in
     *'"seed":666'*) kill -SEGV $$ ;;
-    *'"seed":777'*) sleep 600 ;;
+    *'"seed":777'*)
+      # Hang in kedge's own reference, saying so where the spec asks (as the real worker's
+      # phase thread does).
+      pf=$(printf '%s' "$spec" | sed -n 's/.*"phase_file":"\([^"]*\)".*/\1/p')
+      [ -n "$pf" ] && printf '{"phase":"reference","since_ms":%s}\n' "$(date +%s%3N)" > "$pf"
+      sleep 600 ;;
     *'"seed":555'*)
       # A sticky fault: announce retirement, give the verdict, linger a moment (as a
       # sanitizer-wrapped worker does while the tool writes its report), then exit.
@@ -112,6 +118,18 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
         by_seed(666).detail
     );
     assert_eq!(by_seed(777).verdict, Verdict::Timeout);
+    // The timeout says whose work was taking the time: kedge's reference, not the impl.
+    let hung = by_seed(777);
+    assert!(
+        hung.detail.contains("killed in `reference` after")
+            && hung
+                .detail
+                .contains("kedge's own host work, not the impl's"),
+        "{}",
+        hung.detail
+    );
+    assert_eq!(hung.facts["killed_in"]["phase"], "reference");
+    assert!(hung.facts["killed_in"]["seconds"].as_f64().unwrap() >= 1.0);
     // The retiring worker's own verdict is kept; the case after it goes to a new worker
     // (not to the one that is exiting, which would charge it a death it did not cause).
     assert_eq!(by_seed(555).verdict, Verdict::DeviceFault);
@@ -139,6 +157,7 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
     let n = specs.lines().count();
     assert!(n == 4 || n == 5, "{n} specs read");
     let mut warmed = 0;
+    let mut phase_files = std::collections::BTreeSet::new();
     for line in specs.lines() {
         let mut got = serde_json::from_str::<WorkerSpec>(line).unwrap();
         for c in &got.warm_up {
@@ -146,6 +165,13 @@ fn crash_and_hang_cost_one_worker_each_and_lose_nothing() {
             warmed += 1;
         }
         got.warm_up.clear();
+        // Each worker keeps its phase in a file of its own, beside its log.
+        let pf = got
+            .phase_file
+            .take()
+            .expect("every worker is given a phase file");
+        assert!(pf.starts_with(dir.path().join("w")), "{}", pf.display());
+        assert!(phase_files.insert(pf));
         assert_eq!(got, spec);
     }
     assert!(warmed >= 2, "{specs}");

@@ -5,6 +5,7 @@
 use kedge_core::contract::imp::{BackendImpl, BackendRun, SampledDraw, SampledRun};
 use kedge_core::cuda::big::{self, Scan};
 use kedge_core::cuda::RunError;
+use kedge_core::engine::phase::{self, Phase};
 use kedge_core::judge::result::{Allocation, LibraryInfo};
 use kedge_core::judge::sample::made_input;
 use kedge_core::model::host::poison_pattern;
@@ -754,7 +755,9 @@ fn sampled_on(
     draw: &SampledDraw<'_>,
 ) -> Result<SampledParts, RunError> {
     // Outputs poisoned first, inputs after (an output that is a view of an input then holds
-    // the input, as in `run_on`).
+    // the input, as in `run_on`). A block-format input is drawn and quantized on the host:
+    // kedge's work, said as such to a supervisor whose deadline comes meanwhile.
+    phase::enter(Phase::Upload);
     let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
     for (t, s) in outs.iter().zip(&out_specs) {
         let p = g.data_ptr(*t).map_err(graph_err)?;
@@ -777,10 +780,12 @@ fn sampled_on(
         }
     }
     dev.synchronize("drawing the inputs")?;
+    phase::enter(Phase::Run);
     g.compute(b).map_err(|e| match e {
         ComputeError::Graph(e) => graph_err(e),
         other => RunError::Impl(other.to_string()),
     })?;
+    phase::enter(Phase::Download);
     let mut rows_out = Vec::new();
     let mut scans = Vec::new();
     for ((t, s), k) in outs.iter().zip(&out_specs).zip(output_indices(specs)) {
