@@ -59,6 +59,26 @@ pub(crate) struct PhaseNote {
     pub(crate) since_ms: u64,
 }
 
+impl PhaseNote {
+    /// `phase`, beginning now.
+    pub(crate) fn now(phase: Option<kedge_core::engine::phase::Phase>) -> PhaseNote {
+        PhaseNote {
+            phase,
+            since_ms: unix_ms(),
+        }
+    }
+    /// Seconds since the phase began.
+    pub(crate) fn age_s(&self) -> f64 {
+        unix_ms().saturating_sub(self.since_ms) as f64 / 1e3
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 fn is_auto(j: &Judging) -> bool {
     *j == Judging::Auto
 }

@@ -1108,11 +1108,7 @@ impl CaseWait<'_> {
 fn killed_in(file: &std::path::Path) -> Option<(kedge_core::engine::phase::Phase, f64)> {
     let note: super::protocol::PhaseNote =
         serde_json::from_str(std::fs::read_to_string(file).ok()?.trim()).ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_millis() as u64;
-    Some((note.phase?, now.saturating_sub(note.since_ms) as f64 / 1e3))
+    Some((note.phase?, note.age_s()))
 }
 
 /// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`): `ended_by_faults`

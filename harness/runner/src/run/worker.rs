@@ -70,24 +70,17 @@ fn keep_phase(
     read: impl Fn() -> Option<kedge_core::engine::phase::Phase> + Send + 'static,
 ) {
     std::thread::spawn(move || {
-        let mut last = None;
-        let mut first = true;
+        // What the file says; `None` before its first write.
+        let mut written = None;
         loop {
             let now = read();
-            if first || now != last {
-                let since_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64);
-                let note = super::protocol::PhaseNote {
-                    phase: now,
-                    since_ms,
-                };
+            if written != Some(now) {
+                let note = super::protocol::PhaseNote::now(now);
                 // Never through a link: the file may be inside an output directory.
                 if let Ok(mut f) = crate::results::outfile::create_log(&file) {
                     let _ = writeln!(f, "{}", serde_json::to_string(&note).unwrap_or_default());
                 }
-                last = now;
-                first = false;
+                written = Some(now);
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
