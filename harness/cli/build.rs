@@ -1,6 +1,7 @@
 //! Embeds the commit kedge is built from (`KEDGE_COMMIT`), so `kedge --version` and every
 //! result say which kedge made them. In order: the `KEDGE_COMMIT` environment variable (a
-//! build from an archive that knows its commit), `git rev-parse HEAD` in a checkout, the
+//! build from an archive that knows its commit), `git rev-parse HEAD` in a checkout (with
+//! `-dirty` where tracked files differ from it), the
 //! `.cargo_vcs_info.json` cargo writes into a packaged crate, else `unknown`.
 //!
 //! Also sets `cfg(kedge_have_ggml)` for the tests that drive a real ggml build
@@ -47,6 +48,20 @@ fn commit(dir: &Path) -> (String, Vec<String>) {
                 watch.push(path);
             }
         }
+        // A tree with changes to tracked files is not that commit: `-dirty`, as `git describe
+        // --dirty` says it. So any change to what the repository tracks (the index, or a file
+        // under one of its top-level entries) runs this again.
+        if let Some(path) = git(dir, &["rev-parse", "--git-path", "index"]) {
+            watch.push(path);
+        }
+        if let (Some(top), Some(names)) = (
+            git(dir, &["rev-parse", "--show-toplevel"]),
+            git(dir, &["ls-tree", "--name-only", "HEAD"]),
+        ) {
+            watch.extend(names.lines().map(|n| Path::new(&top).join(n).display().to_string()));
+        }
+        let dirty = git(dir, &["status", "--porcelain", "--untracked-files=no"]).is_some();
+        let c = if dirty { format!("{c}-dirty") } else { c };
         let watch = watch
             .into_iter()
             .map(|p| {

@@ -406,6 +406,11 @@ impl BlockPool {
     pub fn pick(&self, row: u64) -> u64 {
         self.picks.skipped(row).below(self.rows)
     }
+    /// The picks' stream as a device draws from it: row `r`'s pick is `below(rows)` of the mix
+    /// of `state + (r + 1) * gamma` (`cuda::big::pool_rows`).
+    pub fn picks_state(&self) -> u64 {
+        self.picks.state()
+    }
 }
 
 /// Fill a (possibly strided) tensor's span; padding bytes get values too, so a kernel that
@@ -478,6 +483,35 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `kedge_pool_rows` (cuda/big.cu) picks row `r`'s pool row as the top bits of the product
+    /// of `pool_rows` with `kedge_mix(state + (r + 1) * gamma)`, from `picks_state`. Written
+    /// out here as the kernel computes it, it must be the host's `pick` for every row, or the
+    /// device would lay out other rows than the sampled judge's reference reads.
+    #[test]
+    fn the_device_pick_of_a_pool_row_is_the_hosts() {
+        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let ne = [256, 1 << 23, 1, 1];
+        for (dtype, seed, index) in [(DType::Q4K, 1, 0), (DType::Q8_0, 7, 2)] {
+            let s = TensorSpec::dense("table", Role::Input, dtype, ne).expect("a spec");
+            let pool = BlockPool::of(seed, index, &s).expect("a pooled input");
+            assert!(pool.rows > 1 && pool.rows < ne[1] as u64);
+            let mut seen = std::collections::BTreeSet::new();
+            for r in (0..4096u64).chain([(1 << 23) - 1, 1 << 22, 12_345_678]) {
+                let z = mix(pool.picks_state().wrapping_add((r + 1).wrapping_mul(GAMMA)));
+                let k = ((z as u128 * pool.rows as u128) >> 64) as u64;
+                assert_eq!(k, pool.pick(r), "{dtype} row {r}");
+                seen.insert(k);
+            }
+            // The picks spread over the pool.
+            assert!(seen.len() > 3000, "{} distinct pool rows", seen.len());
+        }
+    }
 
     #[test]
     fn rounded_to_adds_the_types_rounding_and_keeps_f32() {

@@ -140,3 +140,25 @@ extern "C" __global__ void kedge_scan_block(const unsigned char *p, unsigned lon
     }
     kedge_add_counts(poisoned, 0, counts);
 }
+
+// A big block-format input made of its pool (contract::op::BlockPool): row r of the input is
+// the pool row the picks' stream draws at r, `below(pool_rows)` of that draw (the top bits of
+// its product with pool_rows), as the host's `BlockPool::pick`. A warp copies each row, so the
+// pool (megabytes) crosses PCIe instead of the input (gigabytes).
+extern "C" __global__ void kedge_pool_rows(unsigned char *dst, const unsigned char *pool,
+                                           unsigned long long row_bytes, unsigned long long rows,
+                                           unsigned long long pool_rows,
+                                           unsigned long long state) {
+    const unsigned long long per_block = blockDim.x / 32;
+    const unsigned long long warps = (unsigned long long) gridDim.x * per_block;
+    const unsigned int lane = threadIdx.x % 32;
+    for (unsigned long long r = blockIdx.x * per_block + threadIdx.x / 32; r < rows; r += warps) {
+        const unsigned long long k =
+            __umul64hi(kedge_mix(state + (r + 1ull) * KEDGE_GAMMA), pool_rows);
+        const unsigned char *from = pool + k * row_bytes;
+        unsigned char *to = dst + r * row_bytes;
+        for (unsigned long long b = lane; b < row_bytes; b += 32) {
+            to[b] = from[b];
+        }
+    }
+}

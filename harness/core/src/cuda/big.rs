@@ -26,6 +26,7 @@ pub const KERNELS: &[(Kernel, &[u32])] = &[
     (BIG.entry("kedge_scan_u32"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_scan_u16"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_scan_block"), &[8, 8, 4, 4, 8]),
+    (BIG.entry("kedge_pool_rows"), &[8, 8, 8, 8, 8, 8]),
 ];
 
 /// Threads per block of the draw and scan kernels, and the most blocks they take (grid-stride
@@ -81,6 +82,73 @@ pub fn draw_uniform(
     ];
     let k: Kernel = BIG.entry(entry);
     dev.launch(&k, grid(n), [THREADS, 1, 1], 0, &mut args, &entry, true)
+}
+
+/// Fill the input at `ptr` (dense rows of `pool.spec`'s row bytes, `bytes` in all) with the
+/// rows of `blocks` (`pool`'s rows as the library quantized them) that `pool` picks: what the
+/// host's `pooled_bytes` makes, made where the input lives. The pool crosses PCIe (at most
+/// 2^24 values' blocks) instead of the input (gigabytes).
+pub fn pool_rows(
+    dev: &mut Device,
+    ptr: u64,
+    bytes: u64,
+    pool: &crate::contract::op::BlockPool,
+    blocks: &[u8],
+) -> Result<(), RunError> {
+    let row = pool.spec.nb[1];
+    if row == 0 || !bytes.is_multiple_of(row) || blocks.len() as u64 != row * pool.rows {
+        return Err(RunError::Impl(format!(
+            "a pool of {} rows of {row} bytes ({} bytes given) cannot fill {bytes} bytes",
+            pool.rows,
+            blocks.len()
+        )));
+    }
+    let rows = bytes / row;
+    if rows == 0 {
+        return Ok(());
+    }
+    let mut staged: sys::CUdeviceptr = 0;
+    // SAFETY: an allocation of the pool's size, freed below on every path.
+    driver("cuMemAlloc", unsafe {
+        sys::cuMemAlloc_v2(&mut staged, blocks.len())
+    })?;
+    let run = (|| -> Result<(), RunError> {
+        // SAFETY: the pool's bytes into the allocation of its size just made, on the stream
+        // the kernel runs on (so it reads them copied); `blocks` outlives the synchronizing
+        // launch below.
+        driver("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                staged,
+                blocks.as_ptr() as *const std::ffi::c_void,
+                blocks.len(),
+                dev.cu_stream(),
+            )
+        })?;
+        let mut args = [
+            KArg::Ptr(ptr),
+            KArg::Ptr(staged),
+            KArg::U64(row),
+            KArg::U64(rows),
+            KArg::U64(pool.rows),
+            KArg::U64(pool.picks_state()),
+        ];
+        // A warp a row: eight rows a block of 256 threads.
+        let blocks_needed = rows.div_ceil(THREADS / 32).clamp(1, MAX_BLOCKS);
+        let entry = "kedge_pool_rows";
+        dev.launch(
+            &BIG.entry(entry),
+            [blocks_needed, 1, 1],
+            [THREADS, 1, 1],
+            0,
+            &mut args,
+            &entry,
+            true,
+        )
+    })();
+    // SAFETY: allocated above, freed once, after the launch synchronized (or failed).
+    let freed = driver("cuMemFree", unsafe { sys::cuMemFree_v2(staged) });
+    run?;
+    freed
 }
 
 /// Fill `bytes` at `ptr` with the poison of `dtype`.

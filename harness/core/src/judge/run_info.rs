@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 pub struct RunInfo {
     /// kedge's version (`0.1.0`).
     pub kedge: String,
-    /// The git commit kedge was built from (`unknown` when it was built from no checkout).
+    /// The git commit kedge was built from (`-dirty` after it where tracked files had changes;
+    /// `unknown` when it was built from no checkout).
     pub commit: String,
     /// The limits profile the cases were built for (`h200`).
     pub profile: String,
@@ -80,7 +81,11 @@ impl std::fmt::Display for SuiteInfo {
 impl RunInfo {
     /// The build that made the results: `kedge 0.1.0 (e538bd6a91c0), ggml 0.21.0 (d99724f)`.
     pub fn build(&self) -> String {
-        let commit: String = self.commit.chars().take(12).collect();
+        // Twelve digits of the hash, and a `-dirty` after it where the tree had changes.
+        let (hash, rest) = self
+            .commit
+            .split_at(self.commit.find('-').unwrap_or(self.commit.len()));
+        let commit: String = hash.chars().take(12).chain(rest.chars()).collect();
         let mut s = format!("kedge {} ({commit})", self.kedge);
         for i in self.impls.iter().filter(|i| i.as_str() != "kedge") {
             s.push_str(", ");
@@ -129,5 +134,12 @@ mod tests {
             "kedge 0.1.0 (e538bd6a91c0), ggml 0.21.0 (d99724f)"
         );
         assert_eq!(r.what(), "profile h200, mode native/exact");
+        // A build from a tree with changes says so after the hash.
+        let dirty = RunInfo {
+            commit: "5d3d7c937756a49776f7e10df243ed7c3076aaa8-dirty".into(),
+            impls: Vec::new(),
+            ..r
+        };
+        assert_eq!(dirty.build(), "kedge 0.1.0 (5d3d7c937756-dirty)");
     }
 }

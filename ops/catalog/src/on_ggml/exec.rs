@@ -3,6 +3,7 @@
 //! computed, read back.
 
 use kedge_core::contract::imp::{BackendImpl, BackendRun, SampledDraw, SampledRun};
+use kedge_core::contract::op::BlockPool;
 use kedge_core::cuda::big::{self, Scan};
 use kedge_core::cuda::RunError;
 use kedge_core::engine::phase::{self, Phase};
@@ -17,7 +18,7 @@ use kedge_ggml::{
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Builds an op's node(s) from its input tensors (in the op's spec order, views already made),
 /// returning its outputs in spec order.
@@ -165,9 +166,56 @@ pub(crate) fn input_bytes<'a>(
         .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
 }
 
-/// A big block-format input's bytes made of its pool (`BlockPool`): the pool drawn (in
-/// [lo, hi)) and quantized once by the build, each row the pool row it picks. `None`: the
-/// input is drawn whole.
+/// A big block-format input's pool (`BlockPool`) and the pool's rows as the build quantized
+/// them (drawn in [lo, hi)), or `None` where the input is drawn whole.
+///
+/// The quantized pool is kept for the worker's next cases (the last `KEPT_POOLS`): the cases
+/// around one crossing share it (the same seed, input, type and row length), and an i-quant's
+/// 2^24 values take seconds to quantize, more than the rest of such a case.
+fn pool_blocks(
+    ggml: Ggml,
+    seed: u64,
+    index: usize,
+    s: &TensorSpec,
+    lo: f32,
+    hi: f32,
+) -> Result<Option<(BlockPool, Arc<Vec<u8>>)>, RunError> {
+    type Key = (u64, usize, DType, i64, u64, u32, u32);
+    const KEPT_POOLS: usize = 4;
+    static KEPT: Mutex<Vec<(Key, Arc<Vec<u8>>)>> = Mutex::new(Vec::new());
+    let Some(pool) = BlockPool::of(seed, index as u64, s) else {
+        return Ok(None);
+    };
+    let key: Key = (
+        seed,
+        index,
+        s.dtype,
+        s.ne[0],
+        pool.rows,
+        lo.to_bits(),
+        hi.to_bits(),
+    );
+    let kept = |k: &Key| -> Option<Arc<Vec<u8>>> {
+        let v = KEPT.lock().ok()?;
+        v.iter().find(|(x, _)| x == k).map(|(_, b)| Arc::clone(b))
+    };
+    if let Some(b) = kept(&key) {
+        return Ok(Some((pool, b)));
+    }
+    let values = kedge_core::contract::op::random_tensor(seed, index as u64, &pool.spec, lo, hi);
+    let blocks = Arc::new(input_bytes(ggml, &pool.spec, &values)?.into_owned());
+    // A poisoned lock keeps nothing: the pool is made again next time.
+    if let Ok(mut v) = KEPT.lock() {
+        if v.len() == KEPT_POOLS {
+            v.remove(0);
+        }
+        v.push((key, Arc::clone(&blocks)));
+    }
+    Ok(Some((pool, blocks)))
+}
+
+/// A big block-format input's bytes made of its pool (`pool_blocks`): each row the pool row it
+/// picks. `None`: the input is drawn whole.
 pub(crate) fn pooled_bytes(
     ggml: Ggml,
     seed: u64,
@@ -177,11 +225,9 @@ pub(crate) fn pooled_bytes(
     hi: f32,
 ) -> Result<Option<Vec<u8>>, RunError> {
     use rayon::prelude::*;
-    let Some(pool) = kedge_core::contract::op::BlockPool::of(seed, index as u64, s) else {
+    let Some((pool, blocks)) = pool_blocks(ggml, seed, index, s, lo, hi)? else {
         return Ok(None);
     };
-    let values = kedge_core::contract::op::random_tensor(seed, index as u64, &pool.spec, lo, hi);
-    let blocks = input_bytes(ggml, &pool.spec, &values)?;
     let row = s.nb[1] as usize;
     let mut bytes = vec![0u8; s.bytes as usize];
     bytes.par_chunks_mut(row).enumerate().for_each(|(r, dst)| {
@@ -774,6 +820,10 @@ fn sampled_on(
         if big::can_draw(s.dtype) {
             let p = g.data_ptr(*t).map_err(graph_err)?;
             big::draw_uniform(dev, p, s.dtype, s.nelements(), case.seed, *i as u64, lo, hi)?;
+        } else if let Some((pool, blocks)) = pool_blocks(ggml, case.seed, *i, s, lo, hi)? {
+            // The pool quantized on the host, its rows laid out on the device.
+            let p = g.data_ptr(*t).map_err(graph_err)?;
+            big::pool_rows(dev, p, s.bytes, &pool, &blocks)?;
         } else {
             let bytes = drawn_bytes(ggml, case.seed, *i, s, lo, hi)?;
             g.set_data(*t, &bytes).map_err(graph_err)?;

@@ -260,6 +260,8 @@ pub(crate) enum Rows {
     Gathered(GatherFn),
     /// Judged whole.
     Whole,
+    /// One of these, by the case (a view copied by rows, a transpose by planes).
+    Choose(fn(&Case) -> &'static Rows),
 }
 
 /// The case of some output rows of a gather and its inputs (`Op::gathered_case`).
@@ -272,9 +274,17 @@ pub(crate) type GatherFn = fn(
 ) -> Result<(Case, Vec<HostTensor>), CaseError>;
 
 impl Rows {
+    /// What the case's rows are: the entry's, or what its `Choose` picks for the case.
+    fn of(&self, case: &Case) -> &Rows {
+        match self {
+            Rows::Choose(f) => f(case).of(case),
+            other => other,
+        }
+    }
+
     /// The first dimension a case's slices run along, where the case may be sampled.
     fn first_sliced_dim(&self, case: &Case, specs: &[TensorSpec]) -> Option<usize> {
-        match self {
+        match self.of(case) {
             Rows::Independent => Some(1),
             Rows::IndependentWhen(f) => f(case).then_some(1),
             Rows::Slices(k) => Some(*k),
@@ -289,7 +299,7 @@ impl Rows {
                 (k <= 3).then_some(k)
             }
             Rows::Gathered(_) => Some(1),
-            Rows::Whole => None,
+            Rows::Whole | Rows::Choose(_) => None,
         }
     }
 }
@@ -351,7 +361,7 @@ impl Op for GgmlOpEntry {
         made: &[(usize, HostTensor)],
         ranges: &[(f32, f32)],
     ) -> Result<(Case, Vec<HostTensor>), CaseError> {
-        match self.rows {
+        match self.rows.of(case) {
             Rows::Gathered(f) => f(case, specs, rows, made, ranges),
             _ => Err(bad(case, "its rows are not gathered")),
         }
@@ -417,10 +427,17 @@ impl Op for GgmlOpEntry {
             Inputs::Made(_) => RowSampling::made(n),
             Inputs::Partly(which, _) => RowSampling::uniform(n).made_only(which),
         };
-        // A gather's indices are its own: made on the host, the rows they pick drawn there.
-        if matches!(self.rows, Rows::Gathered(_)) {
-            return matches!(self.inputs, Inputs::Made(_) | Inputs::Partly(..))
-                .then(|| s.gathered());
+        // A gather builds the case of its sampled rows itself: from the indices it made on the
+        // host and the input rows they pick (get_rows), or from the windows of drawn inputs
+        // those rows read (im2col). The host draws a drawn input's rows where the device drew
+        // them only if the input is dense: the device draws element after element.
+        if matches!(self.rows.of(case), Rows::Gathered(_)) {
+            let drawn_dense = specs
+                .iter()
+                .enumerate()
+                .filter(|(i, x)| x.role == Role::Input && !s.makes(*i))
+                .all(|(_, x)| x.nb == kedge_core::model::shape::dense_strides(&x.ne, x.dtype));
+            return drawn_dense.then(|| s.gathered());
         }
         Some(s.along(from))
     }

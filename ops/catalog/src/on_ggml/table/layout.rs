@@ -955,12 +955,65 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    // Both sources stay inside their plane (the transpose swaps dims 0 and 1; the slice's
-    // offset is within the first plane and its strides are x's): planes are independent. A
-    // transpose's rows are x's columns, so a one-plane case is judged whole.
-    rows: Rows::Slices(2),
+    // A transpose stays inside its plane (it swaps dims 0 and 1): planes are independent, and
+    // its rows are x's columns, so a one-plane case is judged whole. The slice's rows are one
+    // row of each of x's planes: a gather of those rows.
+    rows: Rows::Choose(|c| {
+        if ContParams::of(c).slice {
+            &CONT_SLICE_ROWS
+        } else {
+            &CONT_TRANSPOSE_ROWS
+        }
+    }),
     reach: no_reach,
 };
+
+const CONT_SLICE_ROWS: Rows = Rows::Gathered(cont_slice_gathered);
+const CONT_TRANSPOSE_ROWS: Rows = Rows::Slices(2);
+
+/// The slice's rows `rows` alone: row `r` of `[ne0, 1, ne2, ne3]` is the `ne0` values of x's
+/// plane `r` from its element `ne1 - 1` on (test_cont's view offset, in elements). The case of
+/// those rows: a slice one row high of a tensor whose planes are those values in order (its
+/// offset, `ne1 - 1` with `ne1` 1, is 0). x's other values are never read: a case of 2^30
+/// values judged on a few rows draws those rows alone, not the 4 GiB it was drawing.
+fn cont_slice_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    rows: &[u64],
+    _made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let x = specs.first().ok_or_else(|| bad(c, "cont has an input"))?;
+    let (ne0, ne1) = (c.ne[0].max(1) as u64, c.ne[1].max(1) as u64);
+    // Each sampled row's first value, flat in x, and the (one or two) rows of x it spans.
+    let starts: Vec<u64> = rows.iter().map(|&r| (ne1 - 1) + r * ne0 * ne1).collect();
+    let mut wanted: Vec<u64> = starts
+        .iter()
+        .flat_map(|&s| [s / ne0, (s + ne0 - 1) / ne0])
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let range = ranges.first().copied().unwrap_or((-1.0, 1.0));
+    let drawn = kedge_core::judge::sample::drawn_rows(c, x, 0, &wanted, range);
+    let size = drawn.dtype.size() as usize;
+    let mut bytes = Vec::with_capacity(starts.len() * ne0 as usize * size);
+    for &s in &starts {
+        let (row, off) = (s / ne0, (s % ne0) as usize);
+        let at = wanted
+            .binary_search(&row)
+            .map_err(|_| bad(c, format!("x's row {row} was not drawn")))?;
+        let from = (at * ne0 as usize + off) * size;
+        let span = drawn
+            .bytes
+            .get(from..from + ne0 as usize * size)
+            .ok_or_else(|| bad(c, format!("x's values from {s} are past the rows drawn")))?;
+        bytes.extend_from_slice(span);
+    }
+    let mut sc = c.clone();
+    sc.ne = [c.ne[0], 1, rows.len() as i64, 1];
+    let input = HostTensor::from_bytes(drawn.dtype, sc.ne, dense_strides(&sc.ne, drawn.dtype), bytes);
+    Ok((sc, vec![input]))
+}
 
 // ---- ACC, DIAG_MASK_INF ----------------------------------------------------------------------
 

@@ -627,6 +627,17 @@ fn a_big_block_format_table_is_made_of_a_pool_of_quantized_rows() {
         distinct.len()
     );
     assert!(Op::inputs(e, &case, &specs).expect("inputs")[0] == *table);
+    // The worker keeps quantized pools for its next cases: a pool of another range or seed is
+    // made anew, never one kept for another key.
+    let ggml = Ggml::load(&build_dir()).expect("the build loads");
+    let pooled = |seed: u64, lo: f32, hi: f32| {
+        crate::on_ggml::exec::pooled_bytes(ggml, seed, 0, &specs[0], lo, hi)
+            .expect("pooled")
+            .expect("a pooled input")
+    };
+    assert!(pooled(case.seed, 0.0, 1.0) != table.bytes);
+    assert!(pooled(case.seed + 1, -1.0, 1.0) != table.bytes);
+    assert!(pooled(case.seed, -1.0, 1.0) == table.bytes);
     let ex = execute(
         &reg,
         &mut DeviceSlot::new(0),
@@ -964,6 +975,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "pad",
         "lightning_indexer",
         "cont",
+        "im2col_3d",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
