@@ -58,7 +58,11 @@ fn commit(dir: &Path) -> (String, Vec<String>) {
             git(dir, &["rev-parse", "--show-toplevel"]),
             git(dir, &["ls-tree", "--name-only", "HEAD"]),
         ) {
-            watch.extend(names.lines().map(|n| Path::new(&top).join(n).display().to_string()));
+            watch.extend(
+                names
+                    .lines()
+                    .map(|n| Path::new(&top).join(n).display().to_string()),
+            );
         }
         let dirty = git(dir, &["status", "--porcelain", "--untracked-files=no"]).is_some();
         let c = if dirty { format!("{c}-dirty") } else { c };

@@ -166,6 +166,9 @@ pub(crate) fn input_bytes<'a>(
         .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
 }
 
+/// A block-format input's pool and its rows as the build quantized them (`pool_blocks`).
+type PoolBlocks = (BlockPool, Arc<Vec<u8>>);
+
 /// A big block-format input's pool (`BlockPool`) and the pool's rows as the build quantized
 /// them (drawn in [lo, hi)), or `None` where the input is drawn whole.
 ///
@@ -179,7 +182,7 @@ fn pool_blocks(
     s: &TensorSpec,
     lo: f32,
     hi: f32,
-) -> Result<Option<(BlockPool, Arc<Vec<u8>>)>, RunError> {
+) -> Result<Option<PoolBlocks>, RunError> {
     type Key = (u64, usize, DType, i64, u64, u32, u32);
     const KEPT_POOLS: usize = 4;
     static KEPT: Mutex<Vec<(Key, Arc<Vec<u8>>)>> = Mutex::new(Vec::new());

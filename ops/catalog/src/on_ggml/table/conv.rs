@@ -757,12 +757,7 @@ fn im2col_3d_gathered(
             let r = r as i64;
             let (iow, ioh, t) = (r % ow, (r / ow) % oh, r / (ow * oh));
             let (iod, b) = (t % od, t / od);
-            (
-                iow * p.s0 - p.p0,
-                ioh * p.s1 - p.p1,
-                iod * p.s2 - p.p2,
-                b,
-            )
+            (iow * p.s0 - p.p0, ioh * p.s1 - p.p1, iod * p.s2 - p.p2, b)
         })
         .collect();
     // The input rows (each `w` values) the windows read, drawn once each.

@@ -989,7 +989,10 @@ fn cont_slice_gathered(
     let starts: Vec<u64> = rows.iter().map(|&r| (ne1 - 1) + r * ne0 * ne1).collect();
     let mut wanted: Vec<u64> = starts
         .iter()
-        .flat_map(|&s| [s / ne0, (s + ne0 - 1) / ne0])
+        .flat_map(|&s| {
+            let last = s + ne0 - 1;
+            [s / ne0, last / ne0]
+        })
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
@@ -1011,7 +1014,12 @@ fn cont_slice_gathered(
     }
     let mut sc = c.clone();
     sc.ne = [c.ne[0], 1, rows.len() as i64, 1];
-    let input = HostTensor::from_bytes(drawn.dtype, sc.ne, dense_strides(&sc.ne, drawn.dtype), bytes);
+    let input = HostTensor::from_bytes(
+        drawn.dtype,
+        sc.ne,
+        dense_strides(&sc.ne, drawn.dtype),
+        bytes,
+    );
     Ok((sc, vec![input]))
 }
 
