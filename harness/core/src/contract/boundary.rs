@@ -181,6 +181,12 @@ pub struct ProbeBase {
     /// `ne[0]` is free: probed around the dtype's vector widths or blocks, and at the
     /// threads-per-block limit (false where the op ties `ne[0]` to another dimension).
     pub vec_dim: bool,
+    /// Free dimensions the impl walks on the host, one launch per index (concat.cu:149 launches
+    /// a kernel per `ne[3]` slice): probed at the grid, shared-memory and thread limits like
+    /// the others, but not across 2^31 elements, which would be tens of millions of launches
+    /// and minutes a case, upstream's harness included. The op declares one such case itself
+    /// where it wants the loop's cost seen.
+    pub launch_loop_dims: &'static [usize],
 }
 
 impl ProbeBase {
@@ -194,6 +200,7 @@ impl ProbeBase {
             count_dim: Some(1),
             row_dim: true,
             vec_dim: true,
+            launch_loop_dims: &[],
         }
     }
 }
@@ -300,6 +307,7 @@ impl Generated<'_> {
                 .copied()
                 .filter(|d| Some(*d) != base.count_dim),
         );
+        count_dims.retain(|d| !base.launch_loop_dims.contains(d));
         for d in count_dims {
             let others: i64 = (0..4)
                 .filter(|&i| i != d)
@@ -526,6 +534,37 @@ mod tests {
         let bs = generated(&base, &h200(), DType::F16);
         let bytes = values_of(&bs, "bytes across 2^31");
         assert_eq!(bytes[0].values, vec![(1 << 24) - 1, 1 << 24]);
+    }
+
+    /// A dimension the impl walks one launch per index keeps its grid, shared-memory and
+    /// thread probes and loses only its 2^31 crossing.
+    #[test]
+    fn a_launch_loop_dimension_is_not_taken_across_2_31() {
+        let all = ProbeBase::rows([64, 1, 1, 1]);
+        let looped = ProbeBase {
+            launch_loop_dims: &[3],
+            ..ProbeBase::rows([64, 1, 1, 1])
+        };
+        let (a, l) = (
+            generated(&all, &h200(), DType::F32),
+            generated(&looped, &h200(), DType::F32),
+        );
+        assert_eq!(values_of(&a, "ne[3]: elements across 2^31").len(), 1);
+        assert!(values_of(&l, "ne[3]: elements across 2^31").is_empty());
+        assert_eq!(values_of(&l, "elements across 2^31").len(), 2);
+        for label in [
+            "ne[3] at the grid",
+            "ne[3]: the",
+            "ne[3] at the 1024-threads",
+        ] {
+            assert_eq!(
+                values_of(&a, label).len(),
+                values_of(&l, label).len(),
+                "{label}"
+            );
+            assert!(!values_of(&l, label).is_empty(), "{label}");
+        }
+        assert_eq!(a.len(), l.len() + 1);
     }
 
     #[test]

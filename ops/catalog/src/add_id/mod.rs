@@ -222,6 +222,7 @@ impl Op for AddId {
             count_dim: Some(2),
             row_dim: true,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {

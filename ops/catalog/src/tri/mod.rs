@@ -145,6 +145,7 @@ impl Op for Tri {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: false,
+            launch_loop_dims: &[],
         })
     }
     fn boundaries(&self, limits: &LimitsProfile) -> Vec<Boundary> {

@@ -138,6 +138,7 @@ pub(crate) const CONV_2D_DW: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -297,6 +298,7 @@ pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(3),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -515,6 +517,7 @@ pub(crate) const CONV_3D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(3),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -849,6 +852,7 @@ pub(crate) const IM2COL_3D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -1030,6 +1034,7 @@ pub(crate) const COL2IM_1D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[

@@ -219,10 +219,15 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
     },
     inputs: Inputs::Default,
     graph: |g, c, x| Ok(vec![g.concat(x[0], x[1], ConcatParams::of(c).dim as i32)?]),
+    // concat.cu:149 launches one kernel per ne[3] slice when a and b are contiguous to
+    // ne[2]: ne[3] keeps its grid, shared-memory and thread probes, not its 2^31 crossings
+    // (2^26 slices are 67M launches: on an H100 180 s a case, timed out in kedge and in
+    // test-backend-ops alike; nothing of a 32-bit index is left to see there).
     probe: || {
         Some(ProbeBase {
             ne: [16, 1, 1, 1],
             params: crate::params_with(|p: &mut ConcatParams| p.dim = 0),
+            launch_loop_dims: &[3],
             ..elementwise_probe()?
         })
     },
@@ -1463,6 +1468,7 @@ pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
             count_dim: None,
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
             params: Params::new(),
         })
     },
@@ -1538,6 +1544,7 @@ pub(crate) const PAD_REFLECT_1D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(1),
             row_dim: true,
             vec_dim: true,
+            launch_loop_dims: &[],
             params: Params::new(),
         })
     },
@@ -1606,6 +1613,7 @@ pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(1),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
             params: Params::new(),
         })
     },
@@ -1692,6 +1700,7 @@ pub(crate) const ARANGE: GgmlOpEntry = GgmlOpEntry {
             count_dim: None,
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
             params: Params::new(),
         })
     },

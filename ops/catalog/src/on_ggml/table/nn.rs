@@ -82,6 +82,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -528,6 +529,7 @@ fn resample_probe() -> Option<ProbeBase> {
         count_dim: Some(2),
         row_dim: false,
         vec_dim: true,
+        launch_loop_dims: &[],
     })
 }
 
@@ -748,6 +750,7 @@ pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
             count_dim: None,
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -867,6 +870,7 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -990,6 +994,7 @@ pub(crate) const POOL_1D: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(1),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -1081,6 +1086,7 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -1213,6 +1219,7 @@ pub(crate) const SOLVE_TRI: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: false,
+            launch_loop_dims: &[],
             params: Params::new(),
         })
     },
@@ -1313,6 +1320,7 @@ pub(crate) const LIGHTNING_INDEXER: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: false,
+            launch_loop_dims: &[],
             params: Params::new(),
         })
     },

@@ -151,6 +151,7 @@ pub(crate) const SSM_SCAN: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: false,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
@@ -306,6 +307,7 @@ fn wkv_probe() -> Option<ProbeBase> {
         count_dim: Some(2),
         row_dim: false,
         vec_dim: false,
+        launch_loop_dims: &[],
     })
 }
 
@@ -558,6 +560,7 @@ pub(crate) const GATED_DELTA_NET: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(2),
             row_dim: false,
             vec_dim: false,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[

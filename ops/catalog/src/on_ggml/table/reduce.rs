@@ -429,6 +429,7 @@ pub(crate) const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
             count_dim: Some(1),
             row_dim: false,
             vec_dim: true,
+            launch_loop_dims: &[],
         })
     },
     smoke: &[
