@@ -10,6 +10,7 @@
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
 #   pr-gate scheduled pack
+# timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
 #        while a check started in the background writes OUTDIR: every 90 s (and at the end) put
@@ -349,6 +350,16 @@ part_maxtime() {
   run gate-maxtime "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
   run sweep-maxtime-resume "$K" sweep "${MT[@]}" --resume
   run gate-maxtime-resumed "$K" gate --baseline corpora/known-failures.jsonl "$W/maxtime/results.jsonl" --expect "$W/maxtime/plan.jsonl"
+}
+
+# A kernel that never returns (scripts/hang-kernel.cu, a user's source kernel): the timeout's
+# verdict must name the phase its worker was killed in (`run`) and how long it had been there.
+part_timeout-phase() {
+  run timeout-phase "$K" run -o rms_norm --kernel scripts/hang-kernel.cu --entry hang_rms_norm \
+    --impl source:hang_rms_norm:clamped --ne 64,4 --timeout "${HANG_TIMEOUT:-5}" --format json \
+    --results "$W/timeout-phase.jsonl"
+  grep -o '"detail":"[^"]*"' "$W/timeout-phase.jsonl" | head -2 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  grep -o '"killed_in":"[^"]*"' "$W/timeout-phase.jsonl" | head -2 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
 }
 
 ci_workflow() { # NAME BASELINE EXPECT(pass|fail) [ci_local flags ...]
