@@ -142,6 +142,9 @@ pub(crate) enum Inputs {
     Default,
     /// Every input uniform in [lo, hi): the op's domain, as test-backend-ops draws it.
     Uniform(f32, f32),
+    /// Every input uniform in the range this gives for the case: a domain that depends on the
+    /// op or the dtype (test_unary's [-150, 150), f16 exp's [-10, 10)).
+    UniformBy(fn(&Case) -> (f32, f32)),
     /// Made by the entry.
     Made(InputsFn),
     /// Some made by the entry (indices, positions: by spec index, the ones listed), the rest
@@ -338,6 +341,10 @@ impl Op for GgmlOpEntry {
                 .map(|(i, _)| block_input(case, specs, i))
                 .collect(),
             Inputs::Uniform(lo, hi) => Ok(uniform_inputs(case, specs, lo, hi)),
+            Inputs::UniformBy(f) => {
+                let (lo, hi) = f(case);
+                Ok(uniform_inputs(case, specs, lo, hi))
+            }
             Inputs::Made(f) => f(case, specs),
             Inputs::Partly(_, f) => {
                 let mut made = f(case, specs)?;
@@ -373,7 +380,7 @@ impl Op for GgmlOpEntry {
         specs: &[TensorSpec],
     ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
         match self.inputs {
-            Inputs::Default | Inputs::Uniform(..) => Ok(Vec::new()),
+            Inputs::Default | Inputs::Uniform(..) | Inputs::UniformBy(_) => Ok(Vec::new()),
             Inputs::Partly(_, f) => f(case, specs),
             Inputs::Made(f) => Ok(kedge_core::contract::op::by_spec_index(
                 specs,
@@ -424,6 +431,10 @@ impl Op for GgmlOpEntry {
         let s = match self.inputs {
             Inputs::Default => RowSampling::uniform(n),
             Inputs::Uniform(lo, hi) => RowSampling::uniform_in(n, lo, hi),
+            Inputs::UniformBy(f) => {
+                let (lo, hi) = f(case);
+                RowSampling::uniform_in(n, lo, hi)
+            }
             Inputs::Made(_) => RowSampling::made(n),
             Inputs::Partly(which, _) => RowSampling::uniform(n).made_only(which),
         };

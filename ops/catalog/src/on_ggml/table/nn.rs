@@ -20,6 +20,19 @@ fn positions(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
     span_i32(s, &v)
 }
 
+/// Positions `0..n_tokens` in a seeded order, as test_rms_norm_mul_rope draws them
+/// (`init_set_rows_row_ids(t, ne[2])`: a shuffle of the token indices, each once).
+fn shuffled_positions(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
+    let n = s.nelements() as usize;
+    let mut v: Vec<i32> = (0..n).map(|i| i as i32).collect();
+    let mut rng = Rng::stream(c.seed, index);
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    span_i32(s, &v)
+}
+
 // ---- ROPE ------------------------------------------------------------------------------------
 
 kedge_core::params! {
@@ -189,7 +202,8 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
             output("dst", c.dtype, c.ne)?,
         ])
     },
-    inputs: Inputs::Partly(&[2], |c, s| Ok(vec![(2, positions(c, &s[2], 2))])),
+    // Positions as upstream draws them: each token's own index, shuffled (not [0, 512)).
+    inputs: Inputs::Partly(&[2], |c, s| Ok(vec![(2, shuffled_positions(c, &s[2], 2))])),
     graph: |g, c, x| {
         let p = RmsNormMulRopeParams::of(c);
         let n = g.rms_norm(x[0], p.eps as f32)?;

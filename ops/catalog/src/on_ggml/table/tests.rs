@@ -332,6 +332,66 @@ const PREDICTIONS: &[(&str, &str, &str)] = &[
 /// Each prediction is a case kedge derives (declared or generated), in the dtype the
 /// prediction names or in another dtype the same kernel serves (the unary launches take
 /// `int k` whatever the type): the line must match up to the type.
+/// Inputs are drawn where test-backend-ops draws them: test_unary's [-150, 150) (f16 exp and
+/// expm1 in [-10, 10)), test_glu's and test_swiglu_oai's [-150, 150), and
+/// test_rms_norm_mul_rope's positions each token's own index, shuffled. A big case's device
+/// draw takes the same range (`row_sampling`).
+#[test]
+fn inputs_are_drawn_in_upstreams_domains() {
+    let entry = |name: &str| TABLE.iter().find(|e| e.name == name).expect("in the table");
+    let range_of = |name: &str, dtype: DType| {
+        let e = entry(name);
+        let c = Case::new(name, "ggml:CUDA0", dtype, [64, 300, 1, 1]);
+        let specs = (e.tensors)(&c).expect("tensors");
+        let ins = Op::inputs(e, &c, &specs).expect("inputs");
+        let v: Vec<f64> = ins.iter().flat_map(|h| h.to_f64()).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let sampling = Op::row_sampling(e, &c).expect("sampled when big");
+        assert!(
+            // <=: a 16-bit value may round up to the range's end.
+            sampling
+                .ranges()
+                .iter()
+                .all(|&(a, b)| (a as f64) <= lo && hi <= b as f64),
+            "{name} {dtype}: the device would draw in {:?}, the host drew in [{lo}, {hi}]",
+            sampling.ranges()
+        );
+        (lo, hi)
+    };
+    for (name, dtype, want) in [
+        ("gelu", DType::F32, 150.0),
+        ("gelu", DType::F16, 150.0),
+        ("exp", DType::F32, 150.0),
+        ("exp", DType::F16, 10.0),
+        ("expm1", DType::F16, 10.0),
+        ("silu", DType::F16, 150.0),
+        ("geglu", DType::F16, 150.0),
+        ("swiglu", DType::F32, 150.0),
+        ("swiglu_oai", DType::F32, 150.0),
+    ] {
+        let (lo, hi) = range_of(name, dtype);
+        assert!(
+            lo >= -want && hi <= want && lo < -0.9 * want && hi > 0.9 * want,
+            "{name} {dtype}: drawn in [{lo}, {hi}], upstream's is [-{want}, {want})"
+        );
+    }
+    let e = entry("rms_norm_mul_rope");
+    let c = Case::new(
+        "rms_norm_mul_rope",
+        "ggml:CUDA0",
+        DType::F32,
+        [64, 4, 1000, 1],
+    );
+    let specs = (e.tensors)(&c).expect("tensors");
+    let pos = Op::inputs(e, &c, &specs).expect("inputs")[2].to_f64();
+    let mut sorted = pos.clone();
+    sorted.sort_by(f64::total_cmp);
+    let ids: Vec<f64> = (0..1000).map(f64::from).collect();
+    assert_eq!(sorted, ids, "each token's index once");
+    assert_ne!(pos, ids, "shuffled");
+}
+
 #[test]
 fn every_predicted_failure_is_a_case_of_its_op() {
     let mut missing = Vec::new();
@@ -736,7 +796,7 @@ fn independent_slices_pass_judged_on_sampled_slices() {
         }
         if matches!(
             e.inputs,
-            Inputs::Uniform(..) | Inputs::Made(_) | Inputs::Partly(..)
+            Inputs::Uniform(..) | Inputs::UniformBy(_) | Inputs::Made(_) | Inputs::Partly(..)
         ) {
             domains.insert(e.name);
         }
