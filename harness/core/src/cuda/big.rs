@@ -84,22 +84,23 @@ pub fn draw_uniform(
     dev.launch(&k, grid(n), [THREADS, 1, 1], 0, &mut args, &entry, true)
 }
 
-/// Fill the input at `ptr` (dense rows of `pool.spec`'s row bytes, `bytes` in all) with the
-/// rows of `blocks` (`pool`'s rows as the library quantized them) that `pool` picks: what the
-/// host's `pooled_bytes` makes, made where the input lives. The pool crosses PCIe (at most
-/// 2^24 values' blocks) instead of the input (gigabytes).
+/// Fill the input at `ptr` (`bytes` of dense rows of `row` bytes) with rows of `blocks` (a
+/// block-format input's pool, `contract::op::BlockPool`: `pool_rows` rows as the library
+/// quantized them), row `r` the pool row the picks' stream (at `picks_state`) draws for it:
+/// what the host's `pooled_bytes` makes, made where the input lives. The pool crosses PCIe (at
+/// most 2^24 values' blocks) instead of the input (gigabytes).
 pub fn pool_rows(
     dev: &mut Device,
     ptr: u64,
     bytes: u64,
-    pool: &crate::contract::op::BlockPool,
+    row: u64,
     blocks: &[u8],
+    pool_rows: u64,
+    picks_state: u64,
 ) -> Result<(), RunError> {
-    let row = pool.spec.nb[1];
-    if row == 0 || !bytes.is_multiple_of(row) || blocks.len() as u64 != row * pool.rows {
+    if row == 0 || !bytes.is_multiple_of(row) || blocks.len() as u64 != row * pool_rows {
         return Err(RunError::Impl(format!(
-            "a pool of {} rows of {row} bytes ({} bytes given) cannot fill {bytes} bytes",
-            pool.rows,
+            "a pool of {pool_rows} rows of {row} bytes ({} bytes given) cannot fill {bytes} bytes",
             blocks.len()
         )));
     }
@@ -129,8 +130,8 @@ pub fn pool_rows(
             KArg::Ptr(staged),
             KArg::U64(row),
             KArg::U64(rows),
-            KArg::U64(pool.rows),
-            KArg::U64(pool.picks_state()),
+            KArg::U64(pool_rows),
+            KArg::U64(picks_state),
         ];
         // A warp a row: eight rows a block of 256 threads.
         let blocks_needed = rows.div_ceil(THREADS / 32).clamp(1, MAX_BLOCKS);

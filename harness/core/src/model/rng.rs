@@ -54,7 +54,8 @@ impl Rng {
 /// The same generator in C, for standalone repros: `kedge_stream(seed, index)` is
 /// [`Rng::stream`], `kedge_next` [`Rng::next_u64`], `kedge_uniform` `uniform(-1.0, 1.0)` and
 /// `kedge_below16` `below(16)`; `kedge_fill_*` fill a tensor's span as
-/// `contract::op::random_tensor` does. Also `kedge_f32_bits`: the float with those bits.
+/// `contract::op::random_tensor` does (`kedge_fill_f32_in` in an op's own range [lo, hi)).
+/// Also `kedge_f32_bits`: the float with those bits.
 pub const C_SOURCE: &str = r#"__attribute__((unused)) static uint64_t kedge_next(uint64_t *s) {
     *s += 0x9E3779B97F4A7C15ull;
     uint64_t z = *s;
@@ -77,6 +78,16 @@ __attribute__((unused)) static uint32_t kedge_below16(uint64_t *s) {
 __attribute__((unused)) static void kedge_fill_f32(float *h, size_t n, uint64_t seed, uint64_t index) {
     uint64_t s = kedge_stream(seed, index);
     for (size_t i = 0; i < n; i++) h[i] = kedge_uniform(&s);
+}
+__attribute__((unused)) static void kedge_fill_f32_in(float *h, size_t n, uint64_t seed, uint64_t index, float lo, float hi) {
+    uint64_t s = kedge_stream(seed, index);
+    const float d = hi - lo;
+    for (size_t i = 0; i < n; i++) {
+        const float unit = (float) (kedge_next(&s) >> 40) / (float) (1u << 24);
+        /* Each step rounded on its own, as kedge's own draw: no fused multiply-add. */
+        volatile float p = d * unit;
+        h[i] = lo + p;
+    }
 }
 __attribute__((unused)) static void kedge_fill_i32(int32_t *h, size_t n, uint64_t seed, uint64_t index) {
     uint64_t s = kedge_stream(seed, index);

@@ -1291,7 +1291,7 @@ mod tests {
         let c = dir.path().join("rng.c");
         let exe = dir.path().join("rng");
         let prog = format!(
-            "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n{RNG_C}\nint main(void) {{ float f[64]; int32_t i[64]; kedge_fill_f32(f, 64, 7, 0); kedge_fill_i32(i, 64, 7, 3); for (int k = 0; k < 64; k++) {{ uint32_t b; memcpy(&b, &f[k], 4); printf(\"%08x %d\\n\", b, i[k]); }} return 0; }}\n"
+            "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n{RNG_C}\nint main(void) {{ float f[64], g[64], w[64]; int32_t i[64]; kedge_fill_f32(f, 64, 7, 0); kedge_fill_i32(i, 64, 7, 3); kedge_fill_f32_in(g, 64, 7, 1, -150.0f, 150.0f); kedge_fill_f32_in(w, 64, 7, 2, 0.9f, 1.1f); for (int k = 0; k < 64; k++) {{ uint32_t b, c, e; memcpy(&b, &f[k], 4); memcpy(&c, &g[k], 4); memcpy(&e, &w[k], 4); printf(\"%08x %d %08x %08x\\n\", b, i[k], c, e); }} return 0; }}\n"
         );
         std::fs::write(&c, prog).unwrap();
         let built = std::process::Command::new(&cc)
@@ -1311,13 +1311,19 @@ mod tests {
         check_half_bits(&cc, dir.path());
         let mut rf = kedge_core::model::rng::Rng::stream(7, 0);
         let mut ri = kedge_core::model::rng::Rng::stream(7, 3);
+        // An op's own range (test_unary's, test_log's): every bit as the host draws it.
+        let mut rg = kedge_core::model::rng::Rng::stream(7, 1);
+        let mut rw = kedge_core::model::rng::Rng::stream(7, 2);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 64);
         for line in lines {
-            let (fb, iv) = line.split_once(' ').unwrap();
-            let want_f = rf.uniform(-1.0, 1.0);
-            assert_eq!(u32::from_str_radix(fb, 16).unwrap(), want_f.to_bits());
-            assert_eq!(iv.parse::<u64>().unwrap(), ri.below(16));
+            let v: Vec<&str> = line.split(' ').collect();
+            assert_eq!(v.len(), 4, "{line}");
+            let hex = |x: &str| u32::from_str_radix(x, 16).unwrap();
+            assert_eq!(hex(v[0]), rf.uniform(-1.0, 1.0).to_bits());
+            assert_eq!(v[1].parse::<u64>().unwrap(), ri.below(16));
+            assert_eq!(hex(v[2]), rg.uniform(-150.0, 150.0).to_bits(), "{line}");
+            assert_eq!(hex(v[3]), rw.uniform(0.9, 1.1).to_bits(), "{line}");
         }
     }
 }

@@ -229,10 +229,16 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
             }
         })
         .collect::<Result<_, String>>()?;
-    // kedge's own stream, tensor by tensor (one extra tensor in memory at a time).
+    // kedge's own stream in the op's range, tensor by tensor (one extra tensor in memory at a
+    // time).
+    let range = super::table::TABLE
+        .iter()
+        .find(|e| e.name == case.op)
+        .and_then(|e| e.drawn_range(case))
+        .unwrap_or((-1.0, 1.0));
     let generated = input_specs.iter().zip(&inputs).all(|(&i, h)| {
         let s = &specs[i];
-        random_tensor(case.seed, i as u64, s, -1.0, 1.0).bytes == h.bytes
+        random_tensor(case.seed, i as u64, s, range.0, range.1).bytes == h.bytes
     });
     let input_bytes: u64 = inputs.iter().map(|h| h.bytes.len() as u64).sum();
     let source = if generated {
@@ -332,7 +338,11 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
                         c_string(&file_name)
                     );
                 } else {
-                    let _ = writeln!(c, "        {}", fill_call(spec.dtype, case.seed, *spec_i)?);
+                    let _ = writeln!(
+                        c,
+                        "        {}",
+                        fill_call(spec.dtype, case.seed, *spec_i, range)?
+                    );
                 }
                 let _ = writeln!(
                     c,
@@ -416,11 +426,33 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
 }
 
 /// The C statement that fills `h` (n bytes) as `random_tensor(seed, index, spec, -1, 1)`.
-fn fill_call(d: DType, seed: u64, index: usize) -> Result<String, String> {
+/// An f32 in C, bit for bit (`0.9f` would do too, but a bit pattern cannot be misread).
+fn c_float(x: f32) -> String {
+    format!("kedge_f32_bits(0x{:08x}u)", x.to_bits())
+}
+
+fn fill_call(d: DType, seed: u64, index: usize, (lo, hi): (f32, f32)) -> Result<String, String> {
     let n = match d.size() {
         1 => "n".to_string(),
         w => format!("n / {w}"),
     };
+    // A float drawn in the op's own range (test_unary's [-150, 150), test_log's [0.9, 1.1)):
+    // the ranged fill, then the 16-bit conversion where the type needs one.
+    let ranged = (lo, hi) != (-1.0, 1.0);
+    let fill_f32 = |ptr: &str, n: &str| {
+        if ranged {
+            format!(
+                "kedge_fill_f32_in({ptr}, {n}, {seed}ull, {index}ull, {}, {});",
+                c_float(lo),
+                c_float(hi)
+            )
+        } else {
+            format!("kedge_fill_f32({ptr}, {n}, {seed}ull, {index}ull);")
+        }
+    };
+    if d == DType::F32 && ranged {
+        return Ok(fill_f32("(float *) h", &n));
+    }
     if let Some(fill) = kedge_core::model::rng::c_fill(d, "h", &n, seed, index as u64) {
         return Ok(fill);
     }
@@ -432,7 +464,8 @@ fn fill_call(d: DType, seed: u64, index: usize) -> Result<String, String> {
                 "ggml_fp32_to_bf16_row(tmp, (ggml_bf16_t *) h, (int64_t) (n / 2))"
             };
             format!(
-                "float *tmp = malloc((n / 2 ? n / 2 : 1) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); free(h); return 2; }} kedge_fill_f32(tmp, n / 2, {seed}ull, {index}ull); {conv}; free(tmp);"
+                "float *tmp = malloc((n / 2 ? n / 2 : 1) * sizeof(float)); if (!tmp) {{ fprintf(stderr, \"out of host memory\\n\"); free(h); return 2; }} {} {conv}; free(tmp);",
+                fill_f32("tmp", "n / 2")
             )
         }
         // A block format is quantized from kedge's values by the build (ggml_quantize_chunk);
@@ -946,6 +979,10 @@ mod tests {
             case("add_id", "ggml:CPU", DType::F32, [64, 5, 3, 1], &[]),
             case("gelu", "ggml:CUDA0", DType::F32, [64, 5, 4, 3], &[]),
             case("gelu", "ggml:CUDA0", DType::F16, [67, 5, 4, 3], &[]),
+            // Drawn in the op's own range ([-150, 150), [0.9, 1.1)) in C, past what would be
+            // embedded: generated, not a file beside the program.
+            case("gelu", "ggml:CUDA0", DType::F16, [300_000, 2, 1, 1], &[]),
+            case("log", "ggml:CUDA0", DType::F32, [300_000, 2, 1, 1], &[]),
             case(
                 "argmax",
                 "ggml:CUDA0",

@@ -826,7 +826,8 @@ fn sampled_on(
         } else if let Some((pool, blocks)) = pool_blocks(ggml, case.seed, *i, s, lo, hi)? {
             // The pool quantized on the host, its rows laid out on the device.
             let p = g.data_ptr(*t).map_err(graph_err)?;
-            big::pool_rows(dev, p, s.bytes, &pool, &blocks)?;
+            let row = pool.spec.nb[1];
+            big::pool_rows(dev, p, s.bytes, row, &blocks, pool.rows, pool.picks_state())?;
         } else {
             let bytes = drawn_bytes(ggml, case.seed, *i, s, lo, hi)?;
             g.set_data(*t, &bytes).map_err(graph_err)?;

@@ -307,6 +307,19 @@ impl Rows {
     }
 }
 
+impl GgmlOpEntry {
+    /// The range the entry's drawn inputs are uniform in for the case (integers are drawn in
+    /// [0, 16) whatever it is); `None` where the entry makes every input itself.
+    pub(crate) fn drawn_range(&self, case: &Case) -> Option<(f32, f32)> {
+        match self.inputs {
+            Inputs::Default | Inputs::Partly(..) => Some((-1.0, 1.0)),
+            Inputs::Uniform(lo, hi) => Some((lo, hi)),
+            Inputs::UniformBy(f) => Some(f(case)),
+            Inputs::Made(_) => None,
+        }
+    }
+}
+
 impl Op for GgmlOpEntry {
     fn name(&self) -> &'static str {
         self.name
