@@ -5,9 +5,12 @@
 //! 0. both sides of each boundary crossing: every probe of a boundary (the op's own and the
 //!    generated ones: grid limits, 2^31 and 2^32 elements, the shared-memory row), its probe
 //!    values next to each other, so a crossing is run as a pair (or not at all);
-//! 1. the other cases in a dtype other than the op's first (its kernels' other vector widths
+//! 1. both sides of the crossings whose cases are big and judged whole (a CPU reference of the
+//!    whole case: seconds to minutes each, where a sampled big case takes well under one), so
+//!    a sweep cut short has run as many crossings as it could;
+//! 2. the other cases in a dtype other than the op's first (its kernels' other vector widths
 //!    and tails);
-//! 2. the rest (smoke shapes, corpus lines).
+//! 3. the rest (smoke shapes, corpus lines).
 //!
 //! Within a class each op's groups are spread over the class as `run::units_by_reference`
 //! spreads units, and a key's impls stay one unit. The order depends on the cases (and their
@@ -16,26 +19,50 @@
 use crate::run::{Rank, YieldOrder};
 use crate::select::suite;
 use kedge_core::engine::ReferenceKey;
+use kedge_core::judge::sample::{sampled, Judging};
 use kedge_core::model::params::check_params;
 use kedge_core::{Boundary, Case, DType, LimitsProfile, Params, Registry};
 use std::collections::HashMap;
 
 /// Both sides of a boundary crossing.
 pub const CROSSING: u8 = 0;
+/// Both sides of a crossing with a big case judged whole.
+pub const WHOLE_CROSSING: u8 = 1;
 /// A dtype other than the op's first.
-pub(crate) const OTHER_DTYPE: u8 = 1;
+pub(crate) const OTHER_DTYPE: u8 = 2;
 /// Everything else.
-pub(crate) const REST: u8 = 2;
+pub(crate) const REST: u8 = 3;
+
+/// Elements from which a case judged whole counts as costly (`--judge auto` samples from
+/// there where the op allows it).
+const BIG: u64 = 1 << 26;
 
 /// What each class is, as the sweep says it.
-pub(crate) const CLASSES: &str = "both sides of each boundary crossing first, then dtypes other than each op's first, then the rest";
+pub(crate) const CLASSES: &str = "both sides of each boundary crossing first (those with a big case judged whole after the others), then dtypes other than each op's first, then the rest";
+
+/// Whether a case is big and judged whole under `judging`.
+fn big_and_whole(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> bool {
+    let largest = op
+        .tensors(c)
+        .map(|v| v.iter().map(|s| s.nelements()).max().unwrap_or(0))
+        .unwrap_or(0);
+    largest >= BIG && !sampled(op, c, judging)
+}
 
 /// The rank of every case's key. A case is a boundary's probe when its op, dtype and shape are
 /// those of one of the boundary's probes and it has the boundary's parameters that are not
 /// at their defaults (other parameters, `--param` overrides among them, do not matter:
 /// `Boundary::probes`).
-fn ranks(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> HashMap<ReferenceKey, Rank> {
+fn ranks(
+    reg: &Registry,
+    limits: &LimitsProfile,
+    cases: &[Case],
+    judging: Judging,
+) -> HashMap<ReferenceKey, Rank> {
     let mut out: HashMap<ReferenceKey, Rank> = HashMap::new();
+    // The groups with a big case judged whole: the whole group (both sides) goes after the
+    // other crossings.
+    let mut whole_groups: std::collections::HashSet<u32> = Default::default();
     // Each (op, dtype)'s boundaries, computed once.
     let mut bounds: HashMap<(String, DType), Vec<Boundary>> = HashMap::new();
     // Each op's parameters at their defaults.
@@ -69,6 +96,9 @@ fn ranks(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> HashMap<Refe
             Some(b) => {
                 let n = groups.len() as u32;
                 let g = *groups.entry((c.op.clone(), c.dtype, b)).or_insert(n);
+                if big_and_whole(op, c, judging) {
+                    whole_groups.insert(g);
+                }
                 Rank {
                     class: CROSSING,
                     group: Some(g),
@@ -85,13 +115,23 @@ fn ranks(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> HashMap<Refe
         };
         out.insert(key, rank);
     }
+    for r in out.values_mut() {
+        if r.group.is_some_and(|g| whole_groups.contains(&g)) {
+            r.class = WHOLE_CROSSING;
+        }
+    }
     out
 }
 
 /// `cases` in the order of expected yield (each key's cases together, in their order), and the
 /// order itself, for executors and for a resumed sweep to keep.
-pub fn by_yield(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> (Vec<Case>, YieldOrder) {
-    let ranks = ranks(reg, limits, cases);
+pub fn by_yield(
+    reg: &Registry,
+    limits: &LimitsProfile,
+    cases: &[Case],
+    judging: Judging,
+) -> (Vec<Case>, YieldOrder) {
+    let ranks = ranks(reg, limits, cases, judging);
     let rank = |c: &Case| ranks.get(&ReferenceKey::of(c)).copied().unwrap_or_default();
     let ordered = crate::run::units_ranked(cases, rank).0;
     let mut positions = HashMap::new();
@@ -133,7 +173,7 @@ mod tests {
         other.params = params;
         let other = reg.validate(&other).unwrap_or_else(|e| panic!("{e}"));
         cases.push(other.clone());
-        let (ordered, r) = by_yield(&reg, &h200, &cases);
+        let (ordered, r) = by_yield(&reg, &h200, &cases, Judging::Auto);
         assert_eq!(ordered.len(), cases.len());
         let classes: Vec<u8> = ordered.iter().map(|c| r.rank(c).class).collect();
         assert!(classes.windows(2).all(|w| w[0] <= w[1]), "{classes:?}");
@@ -164,6 +204,67 @@ mod tests {
         assert_eq!(r.rank(&ordered[o]).class, OTHER_DTYPE);
         assert!(classes[..o].iter().all(|&k| k != REST));
         // Deterministic: the same cases give the same order.
-        assert_eq!(by_yield(&reg, &h200, &cases).0, ordered);
+        assert_eq!(by_yield(&reg, &h200, &cases, Judging::Auto).0, ordered);
+    }
+
+    /// Judged whole (`--judge full`), a crossing with a case of 2^26 elements or more comes
+    /// after every crossing of small cases, both of its sides together, and before the other
+    /// classes; judged on samples (`auto`), the same crossing is an ordinary one.
+    #[test]
+    fn crossings_with_big_cases_judged_whole_come_after_the_others_as_pairs() {
+        let reg = kedge_ops::registry();
+        let h200 = LimitsProfile::builtin("h200").unwrap();
+        let sel = Selection {
+            ops: vec!["rms_norm".into()],
+            ..Selection::default()
+        };
+        let cases = sel
+            .cases(
+                &reg,
+                Suite::Default,
+                &h200,
+                None,
+                &crate::events::Events::default(),
+            )
+            .unwrap();
+        let op = reg.op("rms_norm").unwrap();
+        let big = |c: &Case| {
+            op.tensors(c)
+                .map(|v| v.iter().map(|s| s.nelements()).max().unwrap_or(0))
+                .unwrap_or(0)
+                >= BIG
+        };
+        let (ordered, r) = by_yield(&reg, &h200, &cases, Judging::Full);
+        let classes: Vec<u8> = ordered.iter().map(|c| r.rank(c).class).collect();
+        assert!(classes.windows(2).all(|w| w[0] <= w[1]), "{classes:?}");
+        let whole: Vec<&Case> = ordered
+            .iter()
+            .filter(|c| r.rank(c).class == WHOLE_CROSSING)
+            .collect();
+        assert!(whole.len() > 10, "{} whole crossings' cases", whole.len());
+        // Each such group has a big case, and no group is split across the two classes.
+        let mut groups: HashMap<u32, (bool, std::collections::BTreeSet<u8>)> = HashMap::new();
+        for c in &ordered {
+            let rk = r.rank(c);
+            if let Some(g) = rk.group {
+                let e = groups.entry(g).or_default();
+                e.0 |= big(c);
+                e.1.insert(rk.class);
+            }
+        }
+        for (g, (has_big, classes)) in &groups {
+            assert_eq!(classes.len(), 1, "group {g} split: {classes:?}");
+            let whole_group = classes.contains(&WHOLE_CROSSING);
+            assert_eq!(whole_group, *has_big, "group {g}");
+        }
+        // The grid.y pair of 65535 and 65536 rows (4M elements) stays an ordinary crossing.
+        let grid = ordered
+            .iter()
+            .find(|c| c.ne == [64, 1, 65536, 1] && c.dtype == DType::F32)
+            .unwrap();
+        assert_eq!(r.rank(grid).class, CROSSING);
+        // Judged on samples, no crossing of rms_norm's is costly.
+        let (_, auto) = by_yield(&reg, &h200, &cases, Judging::Auto);
+        assert!(cases.iter().all(|c| auto.rank(c).class != WHOLE_CROSSING));
     }
 }

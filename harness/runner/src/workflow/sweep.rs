@@ -293,11 +293,10 @@ fn run_all(
     executors.retain(|e| cases.iter().any(|c| e.accepts(c)));
     // With a time limit, the whole selection's order of expected yield: each executor runs
     // its part in it, and a resumed sweep continues it.
-    let yield_order = req
-        .engine
-        .budget
-        .as_ref()
-        .map(|b| (b.limit(), order::by_yield(reg, limits, cases)));
+    let yield_order = req.engine.budget.as_ref().map(|b| {
+        let order = order::by_yield(reg, limits, cases, req.engine.judging);
+        (b.limit(), order)
+    });
     if let Some((limit, _)) = &yield_order {
         ev.emit(Event::TimeLimit {
             limit: MaxTime(*limit).to_string(),

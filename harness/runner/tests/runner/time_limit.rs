@@ -93,7 +93,12 @@ fn the_yield_order_goes_out_first_nothing_starts_after_the_time_and_the_rest_run
     }
     .cases(&reg, Suite::Default, &h200, None, &Events::default())
     .unwrap();
-    let (ordered, yields) = order::by_yield(&reg, &h200, &cases);
+    let (ordered, yields) = order::by_yield(
+        &reg,
+        &h200,
+        &cases,
+        kedge_core::judge::sample::Judging::Auto,
+    );
     assert!(ordered[..7]
         .iter()
         .all(|c| yields.rank(c).class == order::CROSSING));
@@ -132,7 +137,12 @@ fn a_limit_spent_before_the_first_case_runs_that_one_case() {
     }
     .cases(&reg, Suite::Boundary, &h200, None, &Events::default())
     .unwrap();
-    let (ordered, yields) = order::by_yield(&reg, &h200, &cases);
+    let (ordered, yields) = order::by_yield(
+        &reg,
+        &h200,
+        &cases,
+        kedge_core::judge::sample::Judging::Auto,
+    );
     let got = run(dir.path(), &cases, &yields, 0);
     assert_eq!(got, vec![ordered[0].clone()]);
 }
