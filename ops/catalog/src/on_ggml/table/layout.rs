@@ -1123,9 +1123,64 @@ pub(crate) const ACC: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Whole,
+    rows: Rows::Gathered(acc_gathered),
     reach: no_reach,
 };
+
+/// acc's result rows `rows` alone: row `(i1, i2, i3)` is a's row plus, where b reaches it (b
+/// sits in a's leading corner), b's row over its first `b0` values. The case of those rows: a
+/// of just them and a b of as many rows, b's own where it reaches the row and zeros where it
+/// does not (adding zero leaves a drawn value as it is: a draw is never -0).
+fn acc_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    rows: &[u64],
+    _made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let (Some(a), Some(b)) = (specs.first(), specs.get(1)) else {
+        return Err(bad(c, "acc has two inputs"));
+    };
+    let [_, n1, n2, _] = c.ne.map(|n| n.max(1) as u64);
+    let [b0, b1, b2, b3] = b.ne.map(|n| n.max(1) as u64);
+    let k = rows.len();
+    let range = |i: usize| ranges.get(i).copied().unwrap_or((-1.0, 1.0));
+    let a_rows = kedge_core::judge::sample::drawn_rows(c, a, 0, rows, range(0));
+    // Where b reaches a sampled row: that row's place among the sampled ones and b's row.
+    let reached: Vec<(usize, u64)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(j, &p)| {
+            let (i1, i2, i3) = (p % n1, (p / n1) % n2, p / (n1 * n2));
+            (i1 < b1 && i2 < b2 && i3 < b3).then_some((j, i1 + b1 * (i2 + b2 * i3)))
+        })
+        .collect();
+    let b_picked: Vec<u64> = reached.iter().map(|&(_, r)| r).collect();
+    let b_drawn = kedge_core::judge::sample::drawn_rows(c, b, 1, &b_picked, range(1)).to_f64();
+    let mut b_vals = vec![0f32; k * b0 as usize];
+    for (n, &(j, _)) in reached.iter().enumerate() {
+        let (to, from) = (j * b0 as usize, n * b0 as usize);
+        for (dst, &v) in b_vals[to..to + b0 as usize]
+            .iter_mut()
+            .zip(&b_drawn[from..from + b0 as usize])
+        {
+            *dst = v as f32;
+        }
+    }
+    let mut sc = c.clone().with_params(|p: &mut AccParams| {
+        p.b0 = b0 as i64;
+        (p.b1, p.b2, p.b3) = (0, 0, 0);
+    });
+    sc.ne = [c.ne[0], k as i64, 1, 1];
+    let b_ne = [b0 as i64, k as i64, 1, 1];
+    let a_in = HostTensor::from_bytes(
+        a_rows.dtype,
+        sc.ne,
+        dense_strides(&sc.ne, a_rows.dtype),
+        a_rows.bytes,
+    );
+    Ok((sc, vec![a_in, HostTensor::from_f32(b.dtype, b_ne, &b_vals)]))
+}
 
 kedge_core::params! {
     /// DIAG_MASK_INF's offset.

@@ -1036,6 +1036,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "lightning_indexer",
         "cont",
         "im2col_3d",
+        "acc",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
