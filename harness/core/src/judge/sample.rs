@@ -24,7 +24,7 @@ use crate::model::words::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// From this many elements in a case's largest tensor, `Judging::Auto` judges on sampled rows.
-const SAMPLED_FROM: u64 = 1 << 26;
+pub const SAMPLED_FROM: u64 = 1 << 26;
 
 /// Rows drawn at random (seeded by the case) beside the crossings and the ends.
 const RANDOM_ROWS: usize = 64;
@@ -293,6 +293,14 @@ pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) 
             .iter()
             .filter(|s| s.role == Role::Output)
             .all(|s| crate::cuda::big::can_scan(s.dtype))
+}
+
+/// Whether a case is big (`SAMPLED_FROM` elements or more in a tensor) and still judged whole
+/// under `judging`: a CPU reference of the whole case, seconds to minutes.
+pub fn big_and_whole(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) -> bool {
+    op.tensors(case)
+        .is_ok_and(|specs| largest(&specs) >= SAMPLED_FROM)
+        && !sampled(op, case, judging)
 }
 
 /// Elements of the case's largest tensor.

@@ -19,7 +19,7 @@
 use crate::run::{Rank, YieldOrder};
 use crate::select::suite;
 use kedge_core::engine::ReferenceKey;
-use kedge_core::judge::sample::{sampled, Judging};
+use kedge_core::judge::sample::{big_and_whole, Judging};
 use kedge_core::model::params::check_params;
 use kedge_core::{Boundary, Case, DType, LimitsProfile, Params, Registry};
 use std::collections::HashMap;
@@ -33,21 +33,8 @@ pub(crate) const OTHER_DTYPE: u8 = 2;
 /// Everything else.
 pub(crate) const REST: u8 = 3;
 
-/// Elements from which a case judged whole counts as costly (`--judge auto` samples from
-/// there where the op allows it).
-const BIG: u64 = 1 << 26;
-
 /// What each class is, as the sweep says it.
 pub(crate) const CLASSES: &str = "both sides of each boundary crossing first (those with a big case judged whole after the others), then dtypes other than each op's first, then the rest";
-
-/// Whether a case is big and judged whole under `judging`.
-fn big_and_whole(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> bool {
-    let largest = op
-        .tensors(c)
-        .map(|v| v.iter().map(|s| s.nelements()).max().unwrap_or(0))
-        .unwrap_or(0);
-    largest >= BIG && !sampled(op, c, judging)
-}
 
 /// The rank of every case's key. A case is a boundary's probe when its op, dtype and shape are
 /// those of one of the boundary's probes and it has the boundary's parameters that are not
@@ -232,7 +219,7 @@ mod tests {
             op.tensors(c)
                 .map(|v| v.iter().map(|s| s.nelements()).max().unwrap_or(0))
                 .unwrap_or(0)
-                >= BIG
+                >= kedge_core::judge::sample::SAMPLED_FROM
         };
         let (ordered, r) = by_yield(&reg, &h200, &cases, Judging::Full);
         let classes: Vec<u8> = ordered.iter().map(|c| r.rank(c).class).collect();
