@@ -18,10 +18,14 @@ C program runs for every such case, since test-backend-ops puts a test's tensors
 where a read past one tensor lands in the next and memcheck sees nothing; the C program gives
 each tensor a buffer of its own, as kedge does. Writes OUTDIR/findings.md (one row
 per case: op, dtype, shape, kedge's verdict and detector, whether memcheck alone saw it, what
-upstream's run said) and OUTDIR/confirm.jsonl. The repros are written, and the cases run, J at
-a time (default: half the cores, at most 8), each in a process of its own: one that aborts or
-hangs costs only its own row."""
-import argparse, json, os, re, shlex, subprocess, sys, time
+upstream's run said) and OUTDIR/confirm.jsonl (the same, with the last lines of upstream's
+output, and what `kedge repro` said where it wrote no line to run). The repros are written,
+and the cases run, J at a time (default: half the cores, at most 8), each in a process of its
+own: one that aborts or hangs costs only its own row. Runs also wait for host memory: at most
+half of what the host has free is held by the cases running (estimated from each case's
+shape), so big cases run fewer at a time and do not fail for each other. A line two rows share
+(one passing side paired with several failures) runs once."""
+import argparse, json, os, re, shlex, subprocess, sys, threading, time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -42,6 +46,57 @@ OK = ("pass", "skipped", "unsupported")
 # Back-to-back allocations hide a short overrun from memcheck: --padding puts a gap after each.
 SANITIZER = [os.environ.get("COMPUTE_SANITIZER", "compute-sanitizer"), "--tool", "memcheck",
              "--padding", "512", "--print-limit", "4"]
+
+
+def tail(text, n):
+    """The last n non-empty lines of a tool's output, each cut to 200 characters."""
+    return [l.strip()[:200] for l in text.splitlines() if l.strip()][-n:]
+
+
+class MemoryGate:
+    """At most `cap` bytes of estimated host memory held by the runs at a time (one run is
+    always let through, however big): upstream's test-backend-ops holds a case's tensors on the
+    CPU backend and float copies of both outputs, so a few 2^30-element cases side by side can
+    exhaust the host and fail (or be killed) for that reason alone."""
+
+    def __init__(self, cap):
+        self.cap, self.used, self.cv = cap, 0, threading.Condition()
+
+    def hold(self, need):
+        with self.cv:
+            self.cv.wait_for(lambda: self.used == 0 or self.used + need <= self.cap)
+            self.used += need
+        return need
+
+    def free(self, need):
+        with self.cv:
+            self.used -= need
+            self.cv.notify_all()
+
+
+def host_bytes():
+    try:
+        for l in open("/proc/meminfo"):
+            if l.startswith("MemAvailable:"):
+                return int(l.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 << 30
+
+
+WIDTH = {"f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i64": 8}
+
+
+def run_bytes(case):
+    """A run's host memory, estimated: the case's largest tensor (the shape's elements at the
+    dtype's width) three times over on the CPU backend, and two f32 copies of it to compare."""
+    n = 1
+    for d in case["ne"]:
+        n *= max(1, int(d))
+    return n * (3 * WIDTH.get(case["dtype"], 1) + 8)
+
+
+GATE = MemoryGate(host_bytes() // 2)
 
 
 def load(path):
@@ -105,22 +160,31 @@ def repro(case_line, out_dir=None):
         cmd += ["--out", out_dir]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     text = p.stdout
+    if p.returncode != 0:
+        said = f"kedge repro rc={p.returncode}: " + " | ".join(tail(p.stderr, 3))
+    else:
+        said = " | ".join(tail(text, 2))
     ctor = next((l for l in text.splitlines() if l.startswith("test_cases.emplace_back(")), None)
     run = next((l for l in text.splitlines() if l.startswith("test-backend-ops test ")), None)
     layout = "does not reproduce the case's layout" in text
     cc = next((l for l in text.splitlines() if l.startswith("cc -std=c11")), None)
-    return ctor, run, layout, cc, text
+    return ctor, run, layout, cc, said
 
 
 def row(side, x, r):
     line = json.dumps(x["case"], separators=(",", ":"))
+    said = None
     try:
-        ctor, run, layout, cc, _ = repro(line)
+        ctor, run, layout, cc, said = repro(line)
     except Exception as e:  # a repro that cannot be written is said, not fatal
-        ctor, run, layout, cc = None, None, False, None
+        ctor, run, layout, cc, said = None, None, False, None, f"kedge repro: {e}"
         print(f"repro failed for {line}: {e}", file=sys.stderr)
-    return {"side": side, "result": x, "ctor": ctor, "run": run, "layout": layout, "cc": cc,
-            "pair": r["id"], "memcheck": r["detector"] == "memcheck"}
+    out = {"side": side, "result": x, "ctor": ctor, "run": run, "layout": layout, "cc": cc,
+           "pair": r["id"], "memcheck": r["detector"] == "memcheck"}
+    if not (ctor or cc):
+        # Why there is no line to run: what kedge repro said.
+        out["repro_said"] = (said or "")[-400:]
+    return out
 
 
 sides = [(side, x, r) for r, other in chosen for side, x in (("fail", r), ("pass", other)) if x is not None]
@@ -179,19 +243,46 @@ def memcheck_errors(out):
     return f"memcheck: {m.group(1)} errors" + (f" ({first[:100]})" if first else "")
 
 
+RAN = {}  # argv -> (what upstream said, its output's last lines): a line run once
+RAN_LOCK = threading.Lock()
+
+
 def run_upstream(x):
+    """What upstream's run of the row's line said, and its output's last lines. A line two rows
+    share (a passing side paired with several failures) runs once; the second row waits for it."""
     if not binp or not x["run"]:
-        return "not run"
+        return "not run", []
     argv = shlex.split(x["run"])
     argv[0] = binp
     argv = sanitized(x, [a.backend if v == "CUDA0" else v for v in argv])
+    with RAN_LOCK:
+        slot = RAN.get(tuple(argv))
+        mine = slot is None
+        if mine:
+            slot = RAN[tuple(argv)] = {"done": threading.Event()}
+    if mine:
+        need = GATE.hold(run_bytes(x["result"]["case"]))
+        try:
+            slot["said"] = run_upstream_once(x, argv)
+        finally:
+            GATE.free(need)
+            slot["done"].set()
+    slot["done"].wait()
+    return slot["said"]
+
+
+def run_upstream_once(x, argv):
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
-        return "timeout"
+        return "timeout", []
     except OSError as e:
-        return f"not run ({e})"
+        return f"not run ({e})", []
     out = p.stdout + p.stderr
+    return upstream_said(x, p, out), tail(out, 4)
+
+
+def upstream_said(x, p, out):
     if x["memcheck"]:
         m = re.search(r"(\d+)/(\d+) tests passed", out)
         if m and m.group(2) == "0":
@@ -217,6 +308,7 @@ def run_c(x, d):
     b = subprocess.run(cc, shell=True, cwd=d, capture_output=True, text=True)
     if b.returncode != 0:
         return f"C repro: build failed: {b.stderr.strip()[:160]}"
+    need = GATE.hold(run_bytes(x["result"]["case"]))
     try:
         p = subprocess.run(sanitized(x, ["./repro", a.backend, "case"]), cwd=d, capture_output=True,
                            text=True, timeout=a.timeout)
@@ -224,6 +316,8 @@ def run_c(x, d):
         return "C repro: timeout"
     except OSError as e:
         return f"C repro: not run ({e})"
+    finally:
+        GATE.free(need)
     said = next((l.strip() for l in p.stdout.splitlines() if l.strip() in ("PASS", "FAIL")
                  or l.startswith(("FAIL", "could not run"))), "")
     if x["memcheck"]:
@@ -234,7 +328,7 @@ def run_c(x, d):
 
 def confirm(i, x):
     t0 = time.monotonic()
-    x["upstream"] = run_upstream(x)
+    x["upstream"], x["upstream_tail"] = run_upstream(x)
     if x["layout"] or x["memcheck"]:
         x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
     x["seconds"] = round(time.monotonic() - t0, 1)
@@ -259,9 +353,11 @@ with open(os.path.join(a.out, "findings.md"), "w") as f:
     for x in rows:
         c = x["result"]["case"]
         p = ",".join(f"{k}={v}" for k, v in (c.get("params") or {}).items())
-        f.write(f"| {c['op']} | {c['dtype']} | {c['ne']} | {p} | {x['side']} | {x['result']['verdict']} ({x['result']['detector']}) | {x['upstream']} | {x.get('c_repro', '')} |\n")
+        up = x["upstream"] + (f" ({x['repro_said'][:160]})" if x.get("repro_said") else "")
+        f.write(f"| {c['op']} | {c['dtype']} | {c['ne']} | {p} | {x['side']} | {x['result']['verdict']} ({x['result']['detector']}) | {up} | {x.get('c_repro', '')} |\n")
 print(f"{len(failing)} failing cases; {len(chosen)} confirmed with {sum(1 for x in rows if x['side'] == 'pass')} passing sides"
-      f" ({len(rows)} runs, {a.jobs} at a time: {wall:.0f} s)")
+      f" ({len(rows)} rows, {len(RAN)} upstream runs, {a.jobs} at a time and at most {GATE.cap / 2**30:.0f} GiB of cases"
+      f" on the host: {wall:.0f} s)")
 for x in rows:
     c = x["result"]["case"]
     print(f"{x['side']:4} {c['op']} {c['dtype']} {c['ne']}: kedge {x['result']['verdict']} ({x['result']['detector']}); upstream: {x['upstream']}"
