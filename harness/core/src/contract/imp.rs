@@ -158,6 +158,14 @@ pub trait BackendImpl: Send + Sync {
         inputs: &[HostTensor],
     ) -> Result<BackendRun, RunError>;
 
+    /// Whether the library computes the case at all, asked before kedge makes any of its
+    /// inputs (a big case's take seconds to draw): an error here is the case's verdict
+    /// (`RunError::Unsupported`: unsupported) and nothing is drawn or run. The default asks
+    /// nothing, leaving it to `execute`.
+    fn supports(&self, _case: &Case, _specs: &[TensorSpec]) -> Result<(), RunError> {
+        Ok(())
+    }
+
     /// Run a big case judged on sampled rows: inputs drawn where the library keeps them
     /// (`cuda::big::draw_uniform`, the same values as the host draw of the seed), outputs
     /// poisoned, the op computed, each output scanned for poison survivors and non-finite

@@ -496,6 +496,14 @@ fn execute_backend(
             ),
         ));
     }
+    // What the library does not compute is the verdict before any input is drawn.
+    if let Ok(specs) = op.tensors(case) {
+        if let Err(e) = backend.supports(case, &specs) {
+            let mut ex = failed(case, e);
+            ex.result.observed.library = Some(backend.library());
+            return ex;
+        }
+    }
     if let Some(plan) = backend
         .samples()
         .then(|| sampled_plan(op, case, judging))

@@ -2,6 +2,7 @@
 //! views of their own base tensor), each in its own buffer, outputs poisoned, inputs uploaded,
 //! computed, read back.
 
+use super::pool_cache;
 use kedge_core::contract::imp::{BackendImpl, BackendRun, SampledDraw, SampledRun};
 use kedge_core::contract::op::BlockPool;
 use kedge_core::cuda::big::{self, Scan};
@@ -152,6 +153,9 @@ pub(crate) fn input_bytes<'a>(
     let ty = ggml_type(s.dtype)?;
     let vals: &[f32] = bytemuck::try_cast_slice(&h.bytes)
         .map_err(|e| RunError::Impl(format!("input {}: {e}", s.name)))?;
+    if let Some(b) = from_pool_rows(s, vals) {
+        return Ok(Cow::Owned(b));
+    }
     let ones;
     let imatrix = match ggml.requires_imatrix(ty) {
         Ok(true) => {
@@ -166,15 +170,88 @@ pub(crate) fn input_bytes<'a>(
         .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
 }
 
+/// How many quantized pools a worker keeps.
+const KEPT_POOLS: usize = 4;
+
 /// A block-format input's pool and its rows as the build quantized them (`pool_blocks`).
 type PoolBlocks = (BlockPool, Arc<Vec<u8>>);
+
+/// A kept pool's rows by their values: its type, row length, quantized rows, and each row's
+/// index by the digest of its f32 values.
+struct PoolRows {
+    dtype: DType,
+    ne0: i64,
+    blocks: Arc<Vec<u8>>,
+    by_values: HashMap<[u8; 16], usize>,
+}
+
+/// The pools kept (`pool_blocks`), by their rows' values (the last `KEPT_POOLS`).
+static POOL_ROWS: Mutex<Vec<PoolRows>> = Mutex::new(Vec::new());
+
+fn row_digest(row: &[f32]) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(bytemuck::cast_slice::<f32, u8>(row));
+    let mut k = [0u8; 16];
+    k.copy_from_slice(&d[..16]);
+    k
+}
+
+/// Remember a kept pool's rows by their values (the worker's last `KEPT_POOLS`).
+fn keep_pool_rows(s: &TensorSpec, values: &[f32], blocks: &Arc<Vec<u8>>) {
+    let n0 = s.ne[0].max(1) as usize;
+    let by_values = values
+        .chunks_exact(n0)
+        .enumerate()
+        .map(|(r, row)| (row_digest(row), r))
+        .collect();
+    if let Ok(mut v) = POOL_ROWS.lock() {
+        if v.len() == KEPT_POOLS {
+            v.remove(0);
+        }
+        v.push(PoolRows {
+            dtype: s.dtype,
+            ne0: s.ne[0],
+            blocks: Arc::clone(blocks),
+            by_values,
+        });
+    }
+}
+
+/// A block-format tensor's bytes laid out from a kept pool's quantized rows, where every row of
+/// its values is a row of that pool (the sampled rows of a big input: its pool's rows). ggml
+/// quantizes row by row, so the same values are the same blocks; laying them out skips the
+/// quantization, and with it the tables an i-quant builds first in every new worker (iq1_m:
+/// 5.7 s on two cores). `None`: quantize.
+fn from_pool_rows(s: &TensorSpec, vals: &[f32]) -> Option<Vec<u8>> {
+    let n0 = s.ne[0].max(1) as usize;
+    // Only a dense tensor's values are its rows one after the other (a strided one's span
+    // holds its padding too).
+    let dense = s.nb == dense_strides(&s.ne, s.dtype);
+    if !dense || vals.is_empty() || vals.len() as u64 != s.nelements() {
+        return None;
+    }
+    let pools = POOL_ROWS.lock().ok()?;
+    let pool = pools
+        .iter()
+        .rev()
+        .find(|p| p.dtype == s.dtype && p.ne0 == s.ne[0])?;
+    let row_bytes = pool.blocks.len() / pool.by_values.len().max(1);
+    let mut out = Vec::with_capacity(vals.len() / n0 * row_bytes);
+    for row in vals.chunks_exact(n0) {
+        let r = *pool.by_values.get(&row_digest(row))?;
+        out.extend_from_slice(pool.blocks.get(r * row_bytes..(r + 1) * row_bytes)?);
+    }
+    Some(out)
+}
 
 /// A big block-format input's pool (`BlockPool`) and the pool's rows as the build quantized
 /// them (drawn in [lo, hi)), or `None` where the input is drawn whole.
 ///
 /// The quantized pool is kept for the worker's next cases (the last `KEPT_POOLS`): the cases
 /// around one crossing share it (the same seed, input, type and row length), and an i-quant's
-/// 2^24 values take seconds to quantize, more than the rest of such a case.
+/// 2^24 values take seconds to quantize, more than the rest of such a case. A pool that took
+/// long to quantize is also kept on disk (`pool_cache`) for the workers that come after this
+/// one: a big case's worker is replaced after it.
 fn pool_blocks(
     ggml: Ggml,
     seed: u64,
@@ -184,7 +261,6 @@ fn pool_blocks(
     hi: f32,
 ) -> Result<Option<PoolBlocks>, RunError> {
     type Key = (u64, usize, DType, i64, u64, u32, u32);
-    const KEPT_POOLS: usize = 4;
     static KEPT: Mutex<Vec<(Key, Arc<Vec<u8>>)>> = Mutex::new(Vec::new());
     let Some(pool) = BlockPool::of(seed, index as u64, s) else {
         return Ok(None);
@@ -206,7 +282,33 @@ fn pool_blocks(
         return Ok(Some((pool, b)));
     }
     let values = kedge_core::contract::op::random_tensor(seed, index as u64, &pool.spec, lo, hi);
-    let blocks = Arc::new(input_bytes(ggml, &pool.spec, &values)?.into_owned());
+    // Another worker (or an earlier sweep) may have quantized these values with this build.
+    static BUILD: OnceLock<String> = OnceLock::new();
+    let build =
+        BUILD.get_or_init(|| pool_cache::build_id(&ggml.version(), &ggml.commit(), ggml.dir()));
+    let file = pool_cache::path(
+        &pool_cache::dir(),
+        build,
+        &s.dtype.to_string(),
+        s.ne[0],
+        &values.bytes,
+    );
+    let want = pool.spec.bytes as usize;
+    let blocks = match pool_cache::read(&file, want) {
+        Some(b) => b,
+        None => {
+            let t = std::time::Instant::now();
+            let b = input_bytes(ggml, &pool.spec, &values)?.into_owned();
+            if b.len() == want && t.elapsed() >= pool_cache::WORTH_KEEPING {
+                pool_cache::write(&file, &b);
+            }
+            b
+        }
+    };
+    let blocks = Arc::new(blocks);
+    if let Ok(vals) = bytemuck::try_cast_slice::<u8, f32>(&values.bytes) {
+        keep_pool_rows(&pool.spec, vals, &blocks);
+    }
     // A poisoned lock keeps nothing: the pool is made again next time.
     if let Ok(mut v) = KEPT.lock() {
         if v.len() == KEPT_POOLS {
@@ -912,6 +1014,11 @@ impl BackendImpl for GgmlImpl {
     fn samples(&self) -> bool {
         self.host || cuda_ordinal(&self.device).is_some()
     }
+    /// The case's graph built (no memory: a context without allocation) and the backend
+    /// asked about every node, as `execute` asks before it runs.
+    fn supports(&self, case: &Case, specs: &[TensorSpec]) -> Result<(), RunError> {
+        built_on(self.ggml, &self.device, case, specs, self.graph).map(|_| ())
+    }
     fn execute_sampled(
         &self,
         case: &Case,
@@ -1011,6 +1118,50 @@ mod tests {
             dense_strides(&alloc, DType::F32),
         )
         .expect("a valid spec")
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(kedge_have_ggml),
+        ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+    )]
+    fn a_big_inputs_sampled_rows_are_laid_out_from_its_pool_as_the_build_quantizes_them() {
+        let dir = std::env::var_os("KEDGE_GGML_DIR").expect("KEDGE_GGML_DIR");
+        let ggml = Ggml::load(std::path::Path::new(&dir)).expect("the build loads");
+        // A q4_0 input past the pool's 2^24 values: its rows are pool rows.
+        let ne = [64, (1 << 18) + 3, 1, 1];
+        let s = TensorSpec::dense("src0", Role::Input, DType::Q4_0, ne).expect("a spec");
+        let case = Case::new("get_rows", "ggml:CPU", DType::Q4_0, ne);
+        let (pool, blocks) = pool_blocks(ggml, case.seed, 0, &s, -1.0, 1.0)
+            .expect("quantized")
+            .expect("a pooled input");
+        let rows = [0u64, 5, 262_146, 131_072];
+        let drawn = kedge_core::judge::sample::drawn_rows(&case, &s, 0, &rows, (-1.0, 1.0));
+        let sampled =
+            TensorSpec::dense("src0", Role::Input, DType::Q4_0, drawn.ne).expect("a spec");
+        let vals: &[f32] = bytemuck::cast_slice(&drawn.bytes);
+        let laid = from_pool_rows(&sampled, vals).expect("every row is a pool row");
+        // The pool's own rows, and what the build makes of the same values.
+        let row = s.nb[1] as usize;
+        let picked: Vec<u8> = rows
+            .iter()
+            .flat_map(|&r| {
+                let k = pool.pick(r) as usize;
+                blocks[k * row..(k + 1) * row].to_vec()
+            })
+            .collect();
+        assert_eq!(laid, picked);
+        let quantized = ggml
+            .quantize(Type::Q4_0, vals, ne[0], None)
+            .expect("quantizes");
+        assert_eq!(laid, quantized);
+        assert_eq!(
+            input_bytes(ggml, &sampled, &drawn).expect("bytes").as_ref(),
+            &quantized[..]
+        );
+        // Values that are no pool's rows are quantized.
+        let other: Vec<f32> = vals.iter().map(|v| v * 0.5).collect();
+        assert_eq!(from_pool_rows(&sampled, &other), None);
     }
 
     #[test]

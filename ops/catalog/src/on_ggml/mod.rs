@@ -10,6 +10,7 @@
 pub mod c_repro;
 mod exec;
 pub(crate) mod kedge_ops;
+mod pool_cache;
 pub mod table;
 
 pub(crate) use exec::{GgmlImpl, GraphFn};

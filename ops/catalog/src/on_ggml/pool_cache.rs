@@ -1,0 +1,127 @@
+//! Quantized pools kept on disk, so the workers of one sweep (and later sweeps) quantize each
+//! slow pool once.
+//!
+//! A worker keeps its last pools in memory (`exec::pool_blocks`), but the big cases' workers
+//! are replaced after each case to give their device memory back, and an i-quant's pool of
+//! 2^24 values takes seconds to quantize (iq1_m: 16 s on two cores). A pool is found by what
+//! it is made of: a digest of its f32 values, its type and row length, and the ggml build that
+//! quantizes it (version, commit, and the base library's size and modification time). The same
+//! key is therefore the same bytes, whatever kedge commit drew the values.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Pools that took less than this to quantize are not written (reading them back would not
+/// be faster than quantizing again).
+pub(crate) const WORTH_KEEPING: Duration = Duration::from_millis(500);
+
+/// Where pools are kept: `KEDGE_POOL_CACHE`, else `$XDG_CACHE_HOME/kedge/pools`, else
+/// `~/.cache/kedge/pools`, else the temporary directory's `kedge-pools`.
+pub(crate) fn dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("KEDGE_POOL_CACHE") {
+        return PathBuf::from(p);
+    }
+    if let Some(p) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(p).join("kedge").join("pools");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("kedge").join("pools");
+    }
+    std::env::temp_dir().join("kedge-pools")
+}
+
+/// The build's identity as a pool's key takes it.
+pub(crate) fn build_id(version: &str, commit: &str, lib_dir: &Path) -> String {
+    let lib = ["libggml-base.so", "libggml-base.dylib", "ggml-base.dll"]
+        .iter()
+        .map(|n| lib_dir.join(n))
+        .find_map(|p| std::fs::metadata(p).ok());
+    let (size, mtime) = lib
+        .map(|m| {
+            let t = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            (m.len(), t)
+        })
+        .unwrap_or((0, 0));
+    format!("{version}|{commit}|{}|{size}|{mtime}", lib_dir.display())
+}
+
+/// The file of the pool of `values` quantized to `ty_name` in rows of `ne0` by `build`.
+pub(crate) fn path(dir: &Path, build: &str, ty_name: &str, ne0: i64, values: &[u8]) -> PathBuf {
+    let mut h = Sha256::new();
+    h.update(build.as_bytes());
+    h.update([0]);
+    h.update(ty_name.as_bytes());
+    h.update([0]);
+    h.update(ne0.to_le_bytes());
+    h.update(values);
+    let key: String = h
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.join(format!("{ty_name}-{key}.blocks"))
+}
+
+/// The pool's bytes, if a whole one (`len` bytes) is kept at `path`.
+pub(crate) fn read(path: &Path, len: usize) -> Option<Vec<u8>> {
+    let b = std::fs::read(path).ok()?;
+    (b.len() == len).then_some(b)
+}
+
+/// Keep `bytes` at `path`: written beside it and renamed, so a reader never sees part of a
+/// pool. A failure (a full or read-only disk) only means the next worker quantizes again.
+pub(crate) fn write(path: &Path, bytes: &[u8]) {
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = path.with_extension(format!("{}.part", std::process::id()));
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_is_found_by_its_values_type_row_length_and_build() {
+        let d = Path::new("/x");
+        let v: Vec<u8> = (0..64u8).collect();
+        let p = path(d, "b1", "iq1_m", 256, &v);
+        assert_eq!(p, path(d, "b1", "iq1_m", 256, &v));
+        let mut w = v.clone();
+        w[63] ^= 1;
+        for other in [
+            path(d, "b2", "iq1_m", 256, &v),
+            path(d, "b1", "iq2_xs", 256, &v),
+            path(d, "b1", "iq1_m", 512, &v),
+            path(d, "b1", "iq1_m", 256, &w),
+        ] {
+            assert_ne!(p, other);
+        }
+    }
+
+    #[test]
+    fn a_kept_pool_reads_back_whole_or_not_at_all() {
+        let d = std::env::temp_dir().join(format!("kedge-pool-test-{}", std::process::id()));
+        let p = path(&d, "b", "q4_0", 32, b"values");
+        assert_eq!(read(&p, 3), None);
+        write(&p, b"abc");
+        assert_eq!(read(&p, 3), Some(b"abc".to_vec()));
+        // A file of another length is not this pool.
+        assert_eq!(read(&p, 4), None);
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .map(|r| r.filter_map(Result::ok).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert_eq!(left.len(), 1, "no part file left: {left:?}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
