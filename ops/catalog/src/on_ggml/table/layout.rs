@@ -493,7 +493,7 @@ fn set_rows_dims(c: &Case) -> (i64, Ne) {
 }
 
 /// Index `k` of a made index tensor (i32 or i64, dense).
-fn index_at(h: &HostTensor, k: usize) -> Option<i64> {
+pub(super) fn index_at(h: &HostTensor, k: usize) -> Option<i64> {
     match h.dtype {
         DType::I32 => h
             .bytes
@@ -509,7 +509,7 @@ fn index_at(h: &HostTensor, k: usize) -> Option<i64> {
 }
 
 /// The made input of spec `i` (`Op::made_inputs`).
-fn made_at<'a>(
+pub(super) fn made_at<'a>(
     c: &Case,
     made: &'a [(usize, HostTensor)],
     i: usize,

@@ -33,6 +33,53 @@ fn shuffled_positions(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
     span_i32(s, &v)
 }
 
+/// The result rows `rows` of a rope (rope, rope_back, rms_norm_mul_rope) alone: row `(i1, i2,
+/// i3)` is its own rows of the row-shaped inputs (x; rms_norm_mul_rope's a and b) turned at
+/// token `i2`'s position, with the frequency factors every row shares. The case of those rows:
+/// `[ne0, 1, k, 1]`, one token per row, each with its row's position.
+fn rope_rows_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    rows: &[u64],
+    made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let [_, n1, n2, _] = c.ne.map(|n| n.max(1) as u64);
+    let k = rows.len() as i64;
+    let mut sc = c.clone();
+    sc.ne = [c.ne[0], 1, k, 1];
+    let mut ins = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        if s.role != Role::Input {
+            continue;
+        }
+        if s.name == "pos" {
+            let pos = layout::made_at(c, made, i)?;
+            let mut p = Vec::with_capacity(rows.len());
+            for &r in rows {
+                let t = (r / n1) % n2;
+                let v = layout::index_at(pos, t as usize)
+                    .ok_or_else(|| bad(c, format!("token {t} has no position")))?;
+                p.push(v as f32);
+            }
+            ins.push(HostTensor::from_f32(DType::I32, [k, 1, 1, 1], &p));
+        } else if s.ne == c.ne {
+            let range = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
+            let d = kedge_core::judge::sample::drawn_rows(c, s, i, rows, range);
+            ins.push(HostTensor::from_bytes(
+                d.dtype,
+                sc.ne,
+                kedge_core::model::shape::dense_strides(&sc.ne, d.dtype),
+                d.bytes,
+            ));
+        } else {
+            // Shared by every row (the frequency factors): as made.
+            ins.push(layout::made_at(c, made, i)?.clone());
+        }
+    }
+    Ok((sc, ins))
+}
+
 // ---- ROPE ------------------------------------------------------------------------------------
 
 kedge_core::params! {
@@ -132,7 +179,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| rope_line(c, true),
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Slices(2),
+    rows: Rows::Gathered(rope_rows_gathered),
     reach: no_reach,
 };
 
@@ -255,7 +302,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    rows: Rows::Slices(2),
+    rows: Rows::Gathered(rope_rows_gathered),
     reach: no_reach,
 };
 

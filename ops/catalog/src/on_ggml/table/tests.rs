@@ -1037,6 +1037,8 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "cont",
         "im2col_3d",
         "acc",
+        "rope_back",
+        "rms_norm_mul_rope",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
