@@ -504,12 +504,15 @@ fn execute_backend(
             return ex;
         }
     }
+    // The sampled plan's host work (the inputs the op makes, the sampled rows' case) is the
+    // case's setup.
+    let t = begin(Phase::Inputs);
     if let Some(plan) = backend
         .samples()
         .then(|| sampled_plan(op, case, judging))
         .flatten()
     {
-        return execute_sampled(op, backend, case, plan);
+        return execute_sampled(op, backend, case, plan, ms(t));
     }
     let mut timings = Timings::default();
     let t = begin(Phase::Inputs);
@@ -603,8 +606,12 @@ fn execute_sampled(
     backend: &dyn BackendImpl,
     case: &Case,
     plan: SampledPlan,
+    setup_ms: f64,
 ) -> Executed {
-    let mut timings = Timings::default();
+    let mut timings = Timings {
+        setup: setup_ms,
+        ..Timings::default()
+    };
     let t = begin(Phase::Run);
     let draw = SampledDraw {
         slices: &plan.slices,

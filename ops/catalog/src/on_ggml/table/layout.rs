@@ -564,20 +564,33 @@ fn set_rows_gathered(
     let (r, ne1, d2) = (r as u64, c.ne[1] as u64, dst[2] as u64);
     let (ne2, ne3) = (c.ne[2] as u64, c.ne[3] as u64);
     let idx = made_at(c, made, 2)?;
-    // Per index row the sampled rows fall in, where each destination row's source row is.
-    let mut inverse: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
-    let (mut dst_rows, mut src_rows, mut places) = (Vec::new(), Vec::new(), Vec::new());
-    for (j, &p) in rows.iter().enumerate() {
+    // Per index row the sampled rows fall in: the destination rows wanted there, then one pass
+    // over that index row for the source row that writes each (the last, where two do). Only
+    // the wanted rows are looked up: an index row can hold 2^25 indices.
+    let place = |p: u64| {
         let (i1, b) = (p % ne1, p / ne1);
         let (i2, i3) = (b % d2, b / d2);
-        let ir = i2 % ne2 + ne2 * (i3 % ne3);
-        let inv = inverse.entry(ir).or_insert_with(|| {
-            (0..r)
-                .filter_map(|k| index_at(idx, (k + r * ir) as usize).map(|i| (i as u64, k)))
-                .collect()
-        });
+        (i1, b, i2 % ne2 + ne2 * (i3 % ne3))
+    };
+    let mut writer: HashMap<u64, HashMap<u64, Option<u64>>> = HashMap::new();
+    for &p in rows {
+        let (i1, _, ir) = place(p);
+        writer.entry(ir).or_default().insert(i1, None);
+    }
+    for (ir, wanted) in writer.iter_mut() {
+        for k in 0..r {
+            if let Some(slot) =
+                index_at(idx, (k + r * *ir) as usize).and_then(|i| wanted.get_mut(&(i as u64)))
+            {
+                *slot = Some(k);
+            }
+        }
+    }
+    let (mut dst_rows, mut src_rows, mut places) = (Vec::new(), Vec::new(), Vec::new());
+    for (j, &p) in rows.iter().enumerate() {
+        let (i1, b, ir) = place(p);
         dst_rows.push(p);
-        if let Some(&k) = inv.get(&i1) {
+        if let Some(k) = writer.get(&ir).and_then(|w| w.get(&i1)).copied().flatten() {
             src_rows.push(k + r * b);
             places.push(j as f32);
         }
