@@ -70,6 +70,23 @@ extern "C" __global__ void kedge_draw_i32(int *p, unsigned long long n, unsigned
     }
 }
 
+// The same integers at 16 and 8 bits (i16, i8: concat's integer types).
+extern "C" __global__ void kedge_draw_i16(short *p, unsigned long long n, unsigned long long state,
+                                          float lo, float hi) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        p[i] = (short) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
+    }
+}
+
+extern "C" __global__ void kedge_draw_i8(signed char *p, unsigned long long n,
+                                         unsigned long long state, float lo, float hi) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long) gridDim.x * blockDim.x) {
+        p[i] = (signed char) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
+    }
+}
+
 // Counts of elements still holding the poison and of non-finite ones (poison apart), for
 // 4-byte (f32, i32) and 2-byte (f16, bf16) elements. `exp_mask`: the exponent bits (all ones
 // is inf or NaN; 0 for an integer type).

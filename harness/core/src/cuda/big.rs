@@ -23,6 +23,8 @@ pub const KERNELS: &[(Kernel, &[u32])] = &[
     (BIG.entry("kedge_draw_f16"), &[8, 8, 8, 4, 4]),
     (BIG.entry("kedge_draw_bf16"), &[8, 8, 8, 4, 4]),
     (BIG.entry("kedge_draw_i32"), &[8, 8, 8, 4, 4]),
+    (BIG.entry("kedge_draw_i16"), &[8, 8, 8, 4, 4]),
+    (BIG.entry("kedge_draw_i8"), &[8, 8, 8, 4, 4]),
     (BIG.entry("kedge_scan_u32"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_scan_u16"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_scan_block"), &[8, 8, 4, 4, 8]),
@@ -41,7 +43,10 @@ fn grid(n: u64) -> [u64; 3] {
 /// Whether [`draw_uniform`] can make a tensor of `dtype`: the plain types. A block format is
 /// quantized by the library from host values.
 pub fn can_draw(dtype: DType) -> bool {
-    matches!(dtype, DType::F32 | DType::F16 | DType::Bf16 | DType::I32)
+    matches!(
+        dtype,
+        DType::F32 | DType::F16 | DType::Bf16 | DType::I32 | DType::I16 | DType::I8
+    )
 }
 
 /// Fill `n` elements at `ptr` with what `contract::op::random_tensor(seed, index, .., lo, hi)`
@@ -63,6 +68,8 @@ pub fn draw_uniform(
         DType::F16 => "kedge_draw_f16",
         DType::Bf16 => "kedge_draw_bf16",
         DType::I32 => "kedge_draw_i32",
+        DType::I16 => "kedge_draw_i16",
+        DType::I8 => "kedge_draw_i8",
         d => {
             return Err(RunError::Unsupported(format!(
                 "{d} inputs are not drawn on the device"
@@ -396,5 +403,36 @@ mod tests {
         assert_eq!((s.unwritten, s.nonfinite, s.elements), (1, 1, 4));
         assert!(can_scan(DType::Q4K) && can_scan(DType::F16) && can_scan(DType::I8));
         assert!(!can_scan(DType::U8) && !can_scan(DType::I64));
+    }
+
+    /// `kedge_draw_i32`, `_i16` and `_i8` as written in big.cu: element `i` is the top four
+    /// bits of SplitMix64's mix of `state + (i + 1) * gamma`.
+    fn device_integer(state: u64, i: u64) -> i64 {
+        let mut z = state.wrapping_add((i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 60) as i64
+    }
+
+    #[test]
+    fn the_device_draws_the_hosts_integers_at_every_width() {
+        use crate::contract::op::random_tensor;
+        for dtype in [DType::I32, DType::I16, DType::I8] {
+            assert!(can_draw(dtype), "{dtype}");
+            let spec = crate::TensorSpec::dense("x", crate::Role::Input, dtype, [1000, 3, 1, 1])
+                .expect("a spec");
+            let (seed, index) = (7, 2);
+            let host = random_tensor(seed, index, &spec, -1.0, 1.0);
+            let state = Rng::stream(seed, index).state();
+            let w = dtype.size() as usize;
+            for (i, b) in host.bytes.chunks_exact(w).enumerate() {
+                let v = match w {
+                    4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                    2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
+                    _ => i64::from(b[0] as i8),
+                };
+                assert_eq!(v, device_integer(state, i as u64), "{dtype} element {i}");
+            }
+        }
     }
 }
