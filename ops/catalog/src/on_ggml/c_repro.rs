@@ -192,16 +192,30 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
             side.name
         ));
     }
-    let inputs = op
-        .inputs(case, &specs)
-        .map_err(|e| format!("{}: {e}", side.name))?;
     let input_specs: Vec<usize> = specs
         .iter()
         .enumerate()
         .filter(|(_, s)| s.role == Role::Input)
         .map(|(i, _)| i)
         .collect();
-    if inputs.len() != input_specs.len() {
+    let entry = super::table::TABLE.iter().find(|e| e.name == case.op);
+    // kedge's own stream in the op's range, tensor by tensor (one extra tensor in memory at a
+    // time).
+    let range = entry
+        .and_then(|e| e.drawn_range(case))
+        .unwrap_or((-1.0, 1.0));
+    // An entry that draws every input from kedge's stream, none a block format: the program
+    // draws them the same way, so kedge need not draw them to know it (a big case's inputs
+    // are gigabytes, and `kedge repro` would hold them twice).
+    let all_drawn = entry.is_some_and(|e| e.draws_every_input())
+        && input_specs.iter().all(|&i| !specs[i].dtype.is_block());
+    let inputs = if all_drawn {
+        Vec::new()
+    } else {
+        op.inputs(case, &specs)
+            .map_err(|e| format!("{}: {e}", side.name))?
+    };
+    if !all_drawn && inputs.len() != input_specs.len() {
         return Err(format!(
             "{}: {} inputs for {} input tensors",
             side.name,
@@ -229,18 +243,18 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
             }
         })
         .collect::<Result<_, String>>()?;
-    // kedge's own stream in the op's range, tensor by tensor (one extra tensor in memory at a
-    // time).
-    let range = super::table::TABLE
-        .iter()
-        .find(|e| e.name == case.op)
-        .and_then(|e| e.drawn_range(case))
-        .unwrap_or((-1.0, 1.0));
-    let generated = input_specs.iter().zip(&inputs).all(|(&i, h)| {
-        let s = &specs[i];
-        random_tensor(case.seed, i as u64, s, range.0, range.1).bytes == h.bytes
-    });
-    let input_bytes: u64 = inputs.iter().map(|h| h.bytes.len() as u64).sum();
+    let generated = all_drawn
+        || input_specs.iter().zip(&inputs).all(|(&i, h)| {
+            let s = &specs[i];
+            random_tensor(case.seed, i as u64, s, range.0, range.1).bytes == h.bytes
+        });
+    // Each input's bytes: what was drawn, or (drawn in the program only) its spec's.
+    let lens: Vec<u64> = if all_drawn {
+        input_specs.iter().map(|&i| specs[i].bytes).collect()
+    } else {
+        inputs.iter().map(|h| h.bytes.len() as u64).collect()
+    };
+    let input_bytes: u64 = lens.iter().sum();
     let source = if generated {
         Source::Generated
     } else if input_bytes <= MAX_EMBEDDED_BYTES {
@@ -308,7 +322,7 @@ fn side_code(ggml: Ggml, op: &dyn Op, k: usize, side: &Side<'_>) -> Result<SideC
             .ok_or("an upload of no input")?;
         let spec = &specs[*spec_i];
         let t = tensor.index();
-        let bytes = inputs[j].bytes.len();
+        let bytes = lens[j];
         let _ = writeln!(
             c,
             "    {{ /* {} ({}, {} bytes) */",

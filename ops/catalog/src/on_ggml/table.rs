@@ -308,6 +308,13 @@ impl Rows {
 }
 
 impl GgmlOpEntry {
+    /// Whether every input is drawn from kedge's stream (none made by the entry).
+    pub(crate) fn draws_every_input(&self) -> bool {
+        matches!(
+            self.inputs,
+            Inputs::Default | Inputs::Uniform(..) | Inputs::UniformBy(_)
+        )
+    }
     /// The range the entry's drawn inputs are uniform in for the case (integers are drawn in
     /// [0, 16) whatever it is); `None` where the entry makes every input itself.
     pub(crate) fn drawn_range(&self, case: &Case) -> Option<(f32, f32)> {
