@@ -189,11 +189,7 @@ struct PoolRows {
 static POOL_ROWS: Mutex<Vec<PoolRows>> = Mutex::new(Vec::new());
 
 fn row_digest(row: &[f32]) -> [u8; 16] {
-    use sha2::{Digest, Sha256};
-    let d = Sha256::digest(bytemuck::cast_slice::<f32, u8>(row));
-    let mut k = [0u8; 16];
-    k.copy_from_slice(&d[..16]);
-    k
+    pool_cache::digest(&[bytemuck::cast_slice::<f32, u8>(row)])
 }
 
 /// Remember a kept pool's rows by their values (the worker's last `KEPT_POOLS`).
