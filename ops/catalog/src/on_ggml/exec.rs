@@ -227,17 +227,24 @@ fn from_pool_rows(s: &TensorSpec, vals: &[f32]) -> Option<Vec<u8>> {
         return None;
     }
     let pools = POOL_ROWS.lock().ok()?;
-    let pool = pools
+    if !pools.iter().any(|p| p.dtype == s.dtype && p.ne0 == s.ne[0]) {
+        return None;
+    }
+    let digests: Vec<[u8; 16]> = vals.chunks_exact(n0).map(row_digest).collect();
+    // The newest kept pool of the type and row length that holds every row.
+    pools
         .iter()
         .rev()
-        .find(|p| p.dtype == s.dtype && p.ne0 == s.ne[0])?;
-    let row_bytes = pool.blocks.len() / pool.by_values.len().max(1);
-    let mut out = Vec::with_capacity(vals.len() / n0 * row_bytes);
-    for row in vals.chunks_exact(n0) {
-        let r = *pool.by_values.get(&row_digest(row))?;
-        out.extend_from_slice(pool.blocks.get(r * row_bytes..(r + 1) * row_bytes)?);
-    }
-    Some(out)
+        .filter(|p| p.dtype == s.dtype && p.ne0 == s.ne[0])
+        .find_map(|pool| {
+            let row_bytes = pool.blocks.len() / pool.by_values.len().max(1);
+            let mut out = Vec::with_capacity(digests.len() * row_bytes);
+            for d in &digests {
+                let r = *pool.by_values.get(d)?;
+                out.extend_from_slice(pool.blocks.get(r * row_bytes..(r + 1) * row_bytes)?);
+            }
+            Some(out)
+        })
 }
 
 /// A big block-format input's pool (`BlockPool`) and the pool's rows as the build quantized
