@@ -105,16 +105,7 @@ fn include_dirs() -> Vec<PathBuf> {
 }
 
 fn cache_dir() -> PathBuf {
-    if let Ok(p) = std::env::var("KEDGE_CACHE_DIR") {
-        return PathBuf::from(p);
-    }
-    if let Ok(p) = std::env::var("XDG_CACHE_HOME") {
-        return PathBuf::from(p).join("kedge").join("nvrtc");
-    }
-    if let Ok(h) = std::env::var("HOME") {
-        return PathBuf::from(h).join(".cache").join("kedge").join("nvrtc");
-    }
-    std::env::temp_dir().join("kedge-nvrtc")
+    crate::model::cache::dir("KEDGE_CACHE_DIR", "nvrtc")
 }
 
 /// Compile a kernel's source for `arch` (`compute_90` gives PTX, `sm_90` a cubin).

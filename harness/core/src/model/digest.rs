@@ -35,8 +35,8 @@ pub(crate) fn digest_of_chunks(chunks: &[u64]) -> String {
     format!("{:016x}", words_digest(&parts))
 }
 
-/// [`digest`]'s hash of one run of bytes.
-pub(crate) fn words_digest(bytes: &[u8]) -> u64 {
+/// [`digest`]'s hash of one run of bytes (also what finds a quantized pool and its rows).
+pub fn words_digest(bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     // The lanes start apart, so two words swapped between lanes change the digest.

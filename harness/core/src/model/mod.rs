@@ -1,9 +1,11 @@
 //! What a case is: its op and impl names, element type, shape in ggml order, parameters, seed
 //! and allocation mode; the host tensors it is filled with; the device limits it is planned
-//! against; and the words its verdict is made of. Nothing here touches a device.
+//! against; and the words its verdict is made of; where kedge keeps its caches. Nothing here
+//! touches a device.
 
+pub mod cache;
 pub mod case;
-pub(crate) mod digest;
+pub mod digest;
 pub(crate) mod dtype;
 pub mod host;
 pub mod limits;

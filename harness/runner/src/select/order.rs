@@ -134,15 +134,15 @@ mod tests {
     use super::*;
     use crate::select::{Selection, Suite};
 
-    #[test]
-    fn crossings_come_first_as_pairs_then_other_dtypes_then_the_rest() {
+    /// The registry, the h200 profile, and the default suite of `ops` on it.
+    fn default_suite_of(ops: &[&str]) -> (Registry, LimitsProfile, Vec<Case>) {
         let reg = kedge_ops::registry();
         let h200 = LimitsProfile::builtin("h200").unwrap();
         let sel = Selection {
-            ops: vec!["rms_norm".into(), "softmax".into()],
+            ops: ops.iter().map(|o| o.to_string()).collect(),
             ..Selection::default()
         };
-        let mut cases = sel
+        let cases = sel
             .cases(
                 &reg,
                 Suite::Default,
@@ -151,6 +151,12 @@ mod tests {
                 &crate::events::Events::default(),
             )
             .unwrap();
+        (reg, h200, cases)
+    }
+
+    #[test]
+    fn crossings_come_first_as_pairs_then_other_dtypes_then_the_rest() {
+        let (reg, h200, mut cases) = default_suite_of(&["rms_norm", "softmax"]);
         // A case in an op's second dtype that probes no boundary, as a corpus line would add.
         let op = reg.op("sdpa_prefill").unwrap();
         let d1 = op.dtypes()[1];
@@ -199,21 +205,7 @@ mod tests {
     /// classes; judged on samples (`auto`), the same crossing is an ordinary one.
     #[test]
     fn crossings_with_big_cases_judged_whole_come_after_the_others_as_pairs() {
-        let reg = kedge_ops::registry();
-        let h200 = LimitsProfile::builtin("h200").unwrap();
-        let sel = Selection {
-            ops: vec!["rms_norm".into()],
-            ..Selection::default()
-        };
-        let cases = sel
-            .cases(
-                &reg,
-                Suite::Default,
-                &h200,
-                None,
-                &crate::events::Events::default(),
-            )
-            .unwrap();
+        let (reg, h200, cases) = default_suite_of(&["rms_norm"]);
         let op = reg.op("rms_norm").unwrap();
         let big = |c: &Case| {
             op.tensors(c)

@@ -150,12 +150,17 @@ pub(crate) fn input_bytes<'a>(
             h.dtype
         )));
     }
-    let ty = ggml_type(s.dtype)?;
     let vals: &[f32] = bytemuck::try_cast_slice(&h.bytes)
         .map_err(|e| RunError::Impl(format!("input {}: {e}", s.name)))?;
-    if let Some(b) = from_pool_rows(s, vals) {
-        return Ok(Cow::Owned(b));
+    match from_pool_rows(s, vals) {
+        Some(b) => Ok(Cow::Owned(b)),
+        None => quantize(ggml, s, vals).map(Cow::Owned),
     }
+}
+
+/// `vals` quantized by the build in rows of `s.ne[0]`.
+fn quantize(ggml: Ggml, s: &TensorSpec, vals: &[f32]) -> Result<Vec<u8>, RunError> {
+    let ty = ggml_type(s.dtype)?;
     let ones;
     let imatrix = match ggml.requires_imatrix(ty) {
         Ok(true) => {
@@ -166,7 +171,6 @@ pub(crate) fn input_bytes<'a>(
         Err(e) => return Err(RunError::Unsupported(e.to_string())),
     };
     ggml.quantize(ty, vals, s.ne[0], imatrix)
-        .map(Cow::Owned)
         .map_err(|e| RunError::Unsupported(format!("input {}: {e}", s.name)))
 }
 
@@ -176,41 +180,23 @@ const KEPT_POOLS: usize = 4;
 /// A block-format input's pool and its rows as the build quantized them (`pool_blocks`).
 type PoolBlocks = (BlockPool, Arc<Vec<u8>>);
 
-/// A kept pool's rows by their values: its type, row length, quantized rows, and each row's
-/// index by the digest of its f32 values.
-struct PoolRows {
-    dtype: DType,
-    ne0: i64,
+/// What a pool is made for: seed, input index, type, row length, rows, and the range's bits.
+type PoolKey = (u64, usize, DType, i64, u64, u32, u32);
+
+/// A pool a worker keeps: what it is made for, its rows as the build quantized them, and each
+/// row's index by the digest of its f32 values (`from_pool_rows`).
+struct KeptPool {
+    key: PoolKey,
     blocks: Arc<Vec<u8>>,
-    by_values: HashMap<[u8; 16], usize>,
+    by_values: HashMap<u64, usize>,
 }
 
-/// The pools kept (`pool_blocks`), by their rows' values (the last `KEPT_POOLS`).
-static POOL_ROWS: Mutex<Vec<PoolRows>> = Mutex::new(Vec::new());
+/// The worker's last `KEPT_POOLS` pools, oldest first. A poisoned lock keeps nothing: a pool
+/// is then made again.
+static KEPT: Mutex<Vec<KeptPool>> = Mutex::new(Vec::new());
 
-fn row_digest(row: &[f32]) -> [u8; 16] {
-    pool_cache::digest(&[bytemuck::cast_slice::<f32, u8>(row)])
-}
-
-/// Remember a kept pool's rows by their values (the worker's last `KEPT_POOLS`).
-fn keep_pool_rows(s: &TensorSpec, values: &[f32], blocks: &Arc<Vec<u8>>) {
-    let n0 = s.ne[0].max(1) as usize;
-    let by_values = values
-        .chunks_exact(n0)
-        .enumerate()
-        .map(|(r, row)| (row_digest(row), r))
-        .collect();
-    if let Ok(mut v) = POOL_ROWS.lock() {
-        if v.len() == KEPT_POOLS {
-            v.remove(0);
-        }
-        v.push(PoolRows {
-            dtype: s.dtype,
-            ne0: s.ne[0],
-            blocks: Arc::clone(blocks),
-            by_values,
-        });
-    }
+fn row_digest(row: &[f32]) -> u64 {
+    kedge_core::model::digest::words_digest(bytemuck::cast_slice::<f32, u8>(row))
 }
 
 /// A block-format tensor's bytes laid out from a kept pool's quantized rows, where every row of
@@ -226,25 +212,24 @@ fn from_pool_rows(s: &TensorSpec, vals: &[f32]) -> Option<Vec<u8>> {
     if !dense || vals.is_empty() || vals.len() as u64 != s.nelements() {
         return None;
     }
-    let pools = POOL_ROWS.lock().ok()?;
-    if !pools.iter().any(|p| p.dtype == s.dtype && p.ne0 == s.ne[0]) {
-        return None;
-    }
-    let digests: Vec<[u8; 16]> = vals.chunks_exact(n0).map(row_digest).collect();
-    // The newest kept pool of the type and row length that holds every row.
-    pools
+    let kept = KEPT.lock().ok()?;
+    let mut pools = kept
         .iter()
         .rev()
-        .filter(|p| p.dtype == s.dtype && p.ne0 == s.ne[0])
-        .find_map(|pool| {
-            let row_bytes = pool.blocks.len() / pool.by_values.len().max(1);
-            let mut out = Vec::with_capacity(digests.len() * row_bytes);
-            for d in &digests {
-                let r = *pool.by_values.get(d)?;
-                out.extend_from_slice(pool.blocks.get(r * row_bytes..(r + 1) * row_bytes)?);
-            }
-            Some(out)
-        })
+        .filter(|p| p.key.2 == s.dtype && p.key.3 == s.ne[0])
+        .peekable();
+    pools.peek()?;
+    let digests: Vec<u64> = vals.chunks_exact(n0).map(row_digest).collect();
+    // The newest kept pool of the type and row length that holds every row.
+    pools.find_map(|pool| {
+        let row_bytes = pool.blocks.len() / pool.by_values.len().max(1);
+        let mut out = Vec::with_capacity(digests.len() * row_bytes);
+        for d in &digests {
+            let r = *pool.by_values.get(d)?;
+            out.extend_from_slice(pool.blocks.get(r * row_bytes..(r + 1) * row_bytes)?);
+        }
+        Some(out)
+    })
 }
 
 /// A big block-format input's pool (`BlockPool`) and the pool's rows as the build quantized
@@ -254,7 +239,7 @@ fn from_pool_rows(s: &TensorSpec, vals: &[f32]) -> Option<Vec<u8>> {
 /// around one crossing share it (the same seed, input, type and row length), and an i-quant's
 /// 2^24 values take seconds to quantize, more than the rest of such a case. A pool that took
 /// long to quantize is also kept on disk (`pool_cache`) for the workers that come after this
-/// one: a big case's worker is replaced after it.
+/// one: a big case's worker is replaced after a failure.
 fn pool_blocks(
     ggml: Ggml,
     seed: u64,
@@ -263,12 +248,10 @@ fn pool_blocks(
     lo: f32,
     hi: f32,
 ) -> Result<Option<PoolBlocks>, RunError> {
-    type Key = (u64, usize, DType, i64, u64, u32, u32);
-    static KEPT: Mutex<Vec<(Key, Arc<Vec<u8>>)>> = Mutex::new(Vec::new());
     let Some(pool) = BlockPool::of(seed, index as u64, s) else {
         return Ok(None);
     };
-    let key: Key = (
+    let key: PoolKey = (
         seed,
         index,
         s.dtype,
@@ -277,14 +260,22 @@ fn pool_blocks(
         lo.to_bits(),
         hi.to_bits(),
     );
-    let kept = |k: &Key| -> Option<Arc<Vec<u8>>> {
-        let v = KEPT.lock().ok()?;
-        v.iter().find(|(x, _)| x == k).map(|(_, b)| Arc::clone(b))
-    };
-    if let Some(b) = kept(&key) {
+    let kept = KEPT.lock().ok().and_then(|v| {
+        v.iter()
+            .find(|p| p.key == key)
+            .map(|p| Arc::clone(&p.blocks))
+    });
+    if let Some(b) = kept {
         return Ok(Some((pool, b)));
     }
     let values = kedge_core::contract::op::random_tensor(seed, index as u64, &pool.spec, lo, hi);
+    let vals: &[f32] = bytemuck::try_cast_slice(&values.bytes)
+        .map_err(|e| RunError::Impl(format!("input {}: {e}", s.name)))?;
+    // Each row's digest, once: the rows' index (`from_pool_rows`) and the pool's name on disk.
+    let digests: Vec<u64> = vals
+        .chunks_exact(s.ne[0].max(1) as usize)
+        .map(row_digest)
+        .collect();
     // Another worker (or an earlier sweep) may have quantized these values with this build.
     static BUILD: OnceLock<String> = OnceLock::new();
     let build =
@@ -294,14 +285,14 @@ fn pool_blocks(
         build,
         &s.dtype.to_string(),
         s.ne[0],
-        &values.bytes,
+        bytemuck::cast_slice(&digests),
     );
     let want = pool.spec.bytes as usize;
     let blocks = match pool_cache::read(&file, want) {
         Some(b) => b,
         None => {
             let t = std::time::Instant::now();
-            let b = input_bytes(ggml, &pool.spec, &values)?.into_owned();
+            let b = quantize(ggml, &pool.spec, vals)?;
             if b.len() == want && t.elapsed() >= pool_cache::WORTH_KEEPING {
                 pool_cache::write(&file, &b);
             }
@@ -309,15 +300,19 @@ fn pool_blocks(
         }
     };
     let blocks = Arc::new(blocks);
-    if let Ok(vals) = bytemuck::try_cast_slice::<u8, f32>(&values.bytes) {
-        keep_pool_rows(&pool.spec, vals, &blocks);
-    }
-    // A poisoned lock keeps nothing: the pool is made again next time.
     if let Ok(mut v) = KEPT.lock() {
         if v.len() == KEPT_POOLS {
             v.remove(0);
         }
-        v.push((key, Arc::clone(&blocks)));
+        v.push(KeptPool {
+            key,
+            blocks: Arc::clone(&blocks),
+            by_values: digests
+                .into_iter()
+                .enumerate()
+                .map(|(r, d)| (d, r))
+                .collect(),
+        });
     }
     Ok(Some((pool, blocks)))
 }
