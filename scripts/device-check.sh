@@ -421,7 +421,7 @@ part_ci-ggml-pr() {
 # no network. Time limits (a sweep stops starting cases after them, names the rest in
 # not-run.jsonl, exit status 6): OWN_MAXTIME (kedge's own suite natively and in guard mode,
 # default 4m), OWN_MEMCHECK_MAXTIME (2m), GGML_MAXTIME (the build's sweep natively, 8m),
-# GGML_MEMCHECK_MAXTIME (4m).
+# GGML_MEMCHECK_MAXTIME (4m); GGML_MEMCHECK_MAXE (ggml-memcheck's largest case).
 
 # The ggml CUDA build, started in the background (about 5 minutes on 16 cores) so kedge's own
 # sweeps use the GPU meanwhile; part ggml-wait waits for it.
@@ -589,7 +589,11 @@ part_confirm() {
 }
 part_ggml-memcheck() {
   local G; G=$(abspath "$GGML_CUDA_DIR")
-  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck $(maxe) ${GGML_MEMCHECK_ARGS:-} --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
+  # GGML_MEMCHECK_MAXE: its largest case in elements (default SWEEP_MAXE's). Memcheck runs a
+  # case many times slower: a few ops (GGML_MEMCHECK_ARGS "-o ...") judged on sampled rows
+  # ("--judge sampled") reach the big cases' device-side draws and gathers in bounded time.
+  local maxe=(); [ -n "${GGML_MEMCHECK_MAXE:-${SWEEP_MAXE:-}}" ] && maxe=(--max-elements "${GGML_MEMCHECK_MAXE:-$SWEEP_MAXE}")
+  run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck "${maxe[@]}" ${GGML_MEMCHECK_ARGS:-} --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
 }
 
 # A pull request's build gated against its base's baseline, through the CI workflow's own
