@@ -2,7 +2,7 @@
 """Each failure of a kedge sweep of a ggml build, shown with upstream's own tools.
 
     scripts/confirm-upstream.py KEDGE GGML_DIR RESULTS.jsonl OUTDIR [--backend CUDA0] [--max N]
-                                [--memcheck MEMCHECK-RESULTS.jsonl] [--jobs J]
+                                [--memcheck MEMCHECK-RESULTS.jsonl] [--jobs J] [--max-time S]
 
 For every failing case of the sweep (at most N, each op's first ones) and the passing case on
 the other side of its transition (the same case with one dimension or parameter one step
@@ -24,7 +24,10 @@ and the cases run, J at a time (default: half the cores, at most 8), each in a p
 own: one that aborts or hangs costs only its own row. Runs also wait for host memory: at most
 half of what the host has free is held by the cases running (estimated from each case's
 shape), so big cases run fewer at a time and do not fail for each other. A line two rows share
-(one passing side paired with several failures) runs once."""
+(one passing side paired with several failures) runs once. Each row is appended to
+confirm.jsonl as it finishes, so a run cut off keeps what it confirmed; with --max-time, no run
+starts after S seconds and the rows left say so ("not run (--max-time ...)"). At the end
+confirm.jsonl is written again, in row order."""
 import argparse, json, os, re, shlex, subprocess, sys, threading, time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +42,13 @@ ap.add_argument("--max", type=int, default=80)
 ap.add_argument("--memcheck")
 ap.add_argument("--timeout", type=int, default=120)
 ap.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
+ap.add_argument("--max-time", type=float, help="start no run after this many seconds")
 a = ap.parse_args()
+STARTED = time.monotonic()
+
+
+def out_of_time():
+    return a.max_time is not None and time.monotonic() - STARTED > a.max_time
 os.makedirs(a.out, exist_ok=True)
 
 OK = ("pass", "skipped", "unsupported")
@@ -326,12 +335,31 @@ def run_c(x, d):
     return f"C repro rc={p.returncode} {last[:120]}"
 
 
+def record(x):
+    """The row as confirm.jsonl holds it."""
+    r = x["result"]
+    mc = memcheck.get(r["id"])
+    x["memcheck_only"] = bool(mc and r["verdict"] == "pass" and mc["verdict"] not in OK)
+    return json.dumps({k: v for k, v in x.items() if k != "result"} | {"id": r["id"], "case": r["case"],
+                      "verdict": r["verdict"], "detector": r["detector"]}) + "\n"
+
+
+JSONL = os.path.join(a.out, "confirm.jsonl")
+open(JSONL, "w").close()
+JSONL_LOCK = threading.Lock()
+
+
 def confirm(i, x):
     t0 = time.monotonic()
-    x["upstream"], x["upstream_tail"] = run_upstream(x)
-    if x["layout"] or x["memcheck"]:
-        x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
+    if out_of_time():
+        x["upstream"], x["upstream_tail"] = f"not run (--max-time {a.max_time:g} s)", []
+    else:
+        x["upstream"], x["upstream_tail"] = run_upstream(x)
+        if (x["layout"] or x["memcheck"]) and not out_of_time():
+            x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
     x["seconds"] = round(time.monotonic() - t0, 1)
+    with JSONL_LOCK, open(JSONL, "a") as f:
+        f.write(record(x))
 
 
 t0 = time.monotonic()
@@ -339,13 +367,9 @@ with ThreadPoolExecutor(a.jobs) as pool:
     list(pool.map(lambda t: confirm(*t), enumerate(rows)))
 wall = time.monotonic() - t0
 
-with open(os.path.join(a.out, "confirm.jsonl"), "w") as f:
+with open(JSONL, "w") as f:
     for x in rows:
-        r = x["result"]
-        mc = memcheck.get(r["id"])
-        x["memcheck_only"] = bool(mc and r["verdict"] == "pass" and mc["verdict"] not in OK)
-        f.write(json.dumps({k: v for k, v in x.items() if k != "result"} | {"id": r["id"], "case": r["case"],
-                           "verdict": r["verdict"], "detector": r["detector"]}) + "\n")
+        f.write(record(x))
 
 with open(os.path.join(a.out, "findings.md"), "w") as f:
     f.write(f"| op | dtype | ne | params | side | kedge verdict (detector) | upstream test-backend-ops on {a.backend} | C repro |\n")

@@ -22,7 +22,7 @@ if [ "${1:-}" = "--collect" ]; then
   collect() {
     cp "$SRC/summary.txt" "$DEST/" 2>/dev/null
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
-    ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' \
+    ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
         $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
@@ -566,7 +566,8 @@ part_coverage() {
 # confirm: each failure of ggml-native (or, where that part did not run, of the unchanged
 # build's CI workflow, pr-gate's ci-ggml-base shards) and its passing side with upstream's
 # tools, CONFIRM_MAX failures at most (default 400: every one of the tier's), CONFIRM_JOBS at
-# a time (default 8).
+# a time (default 8), no upstream run started after CONFIRM_MAXTIME seconds (default: none).
+# Its rows reach confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
   src=("$W"/ggml-native/results.jsonl)
@@ -575,7 +576,7 @@ part_confirm() {
   [ -s "$W/ggml-scheduled/results.jsonl" ] && src+=("$W/ggml-scheduled/results.jsonl")
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
-    --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" \
+    --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MAXTIME:+--max-time "$CONFIRM_MAXTIME"} \
     ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
   say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   # What memcheck found (ggml-memcheck's results, or CONFIRM_MEMCHECK_RESULTS): each failure and

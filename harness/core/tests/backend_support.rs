@@ -1,14 +1,18 @@
 //! A library impl that does not compute a case says so before kedge draws a single input: the
-//! verdict is `unsupported`, and neither the op's inputs nor the library's run happen.
+//! verdict is `unsupported`, and neither the op's inputs nor the library's run happen. A
+//! library that says when it copies (`phase::enter`) has those copies timed as kedge's, not as
+//! its run.
 
 use kedge_core::contract::imp::{BackendImpl, BackendRun};
 use kedge_core::cuda::error::RunError;
+use kedge_core::engine::phase::{self, Phase};
 use kedge_core::engine::{execute, DeviceSlot, ReferenceCache};
 use kedge_core::judge::result::LibraryInfo;
 use kedge_core::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// How often the op made inputs, and how often the library ran.
+/// How often the op made inputs, and how often the library ran (the timing test's cases, of
+/// 3 rows, not counted: the two tests run side by side).
 static INPUTS_MADE: AtomicUsize = AtomicUsize::new(0);
 static RUNS: AtomicUsize = AtomicUsize::new(0);
 
@@ -35,11 +39,22 @@ impl BackendImpl for Lib {
     }
     fn execute(
         &self,
-        _case: &Case,
+        case: &Case,
         _specs: &[TensorSpec],
         inputs: &[HostTensor],
     ) -> Result<BackendRun, RunError> {
-        RUNS.fetch_add(1, Ordering::SeqCst);
+        if case.ne[1] != 3 {
+            RUNS.fetch_add(1, Ordering::SeqCst);
+        } else {
+            // A library that uploads for 200 ms, computes for a moment, reads back for 100 ms.
+            let nap = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+            phase::enter(Phase::Upload);
+            nap(200);
+            phase::enter(Phase::Run);
+            nap(1);
+            phase::enter(Phase::Download);
+            nap(100);
+        }
         Ok(BackendRun {
             outputs: vec![inputs[0].clone()],
             allocations: Vec::new(),
@@ -101,7 +116,9 @@ impl Op for Copy {
         ])
     }
     fn inputs(&self, case: &Case, specs: &[TensorSpec]) -> Result<Vec<HostTensor>, CaseError> {
-        INPUTS_MADE.fetch_add(1, Ordering::SeqCst);
+        if case.ne[1] != 3 {
+            INPUTS_MADE.fetch_add(1, Ordering::SeqCst);
+        }
         Ok(vec![kedge_core::contract::op::random_tensor(
             case.seed, 0, &specs[0], -1.0, 1.0,
         )])
@@ -143,4 +160,21 @@ fn an_unsupported_case_is_the_verdict_before_any_input_is_made() {
     assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
     assert_eq!(INPUTS_MADE.load(Ordering::SeqCst), 1);
     assert_eq!(RUNS.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_librarys_copies_are_timed_as_kedges_and_its_run_is_its_compute() {
+    let reg = Registry::new(vec![&COPY]);
+    let mut slot = DeviceSlot::new(0);
+    let mut refs = ReferenceCache::default();
+    let case = reg
+        .validate(&Case::new("copy", "lib", DType::F32, [8, 3, 1, 1]))
+        .expect("a valid case");
+    let r = execute(&reg, &mut slot, &case, &mut refs).result;
+    assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    let t = r.observed.timings;
+    assert!(t.upload >= 200.0, "{t:?}");
+    assert!(t.download >= 100.0, "{t:?}");
+    // The run is the library's compute alone: not its 300 ms of copies.
+    assert!(t.run < t.upload, "{t:?}");
 }

@@ -2,7 +2,9 @@
 //! that the supervisor kills for a timeout can have said whether the impl's run or kedge's own
 //! host work (its inputs, its reference, its comparison) was taking the time.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Instant;
 
 /// A part of a case's work, in the order the engine does them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,6 +61,62 @@ impl Cell {
 /// The process's case in flight (a worker runs one at a time).
 static CURRENT: Cell = Cell::new();
 
+/// Milliseconds spent in each phase (`ALL`'s order) since they were last taken, as `enter`
+/// moves from one to the next on this thread: a library backend that enters `Upload` and `Download` around its
+/// own copies gets them counted as such, not as its run.
+struct Clock {
+    at: Option<(Phase, Instant)>,
+    spent: [f64; 7],
+}
+
+impl Clock {
+    /// The phase in flight's time so far added to its total, its clock restarted.
+    fn close(&mut self) {
+        if let Some((p, t)) = self.at {
+            if let Some(i) = ALL.iter().position(|&q| q == p) {
+                self.spent[i] += t.elapsed().as_secs_f64() * 1e3;
+            }
+            self.at = Some((p, Instant::now()));
+        }
+    }
+    fn enter(&mut self, p: Option<Phase>) {
+        self.close();
+        self.at = p.map(|p| (p, Instant::now()));
+    }
+    fn take(&mut self) -> Spent {
+        self.close();
+        Spent(std::mem::take(&mut self.spent))
+    }
+}
+
+thread_local! {
+    /// The thread's own: the engine and the backend it calls run a case on one thread, and
+    /// the other threads of a process (a test binary's) keep theirs apart.
+    static CLOCK: RefCell<Clock> = const {
+        RefCell::new(Clock {
+            at: None,
+            spent: [0.0; 7],
+        })
+    };
+}
+
+/// The milliseconds spent in each phase over a stretch of a case's work (`take_spent`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent([f64; 7]);
+
+impl Spent {
+    /// Milliseconds in `p`.
+    pub fn ms(&self, p: Phase) -> f64 {
+        ALL.iter().position(|&q| q == p).map_or(0.0, |i| self.0[i])
+    }
+}
+
+/// The time spent in each phase since the last call, and the count started again (the phase in
+/// flight goes on).
+pub fn take_spent() -> Spent {
+    CLOCK.with(|c| c.borrow_mut().take())
+}
+
 impl Phase {
     /// The phase's name as written (`run`, `reference`, ...).
     pub fn as_str(self) -> &'static str {
@@ -93,11 +151,13 @@ impl Phase {
 /// The engine starts `p` for the case in flight.
 pub fn enter(p: Phase) {
     CURRENT.set(Some(p));
+    CLOCK.with(|c| c.borrow_mut().enter(Some(p)));
 }
 
 /// No case in flight.
 pub fn clear() {
     CURRENT.set(None);
+    CLOCK.with(|c| c.borrow_mut().enter(None));
 }
 
 /// The phase of the case in flight, if any.
@@ -124,5 +184,35 @@ mod tests {
         assert_eq!(Phase::parse("nap"), None);
         assert!(Phase::Run.whose().contains("impl"));
         assert!(Phase::Reference.whose().contains("not the impl"));
+    }
+
+    #[test]
+    fn a_clock_counts_each_phase_from_its_entry_to_the_next() {
+        // A clock of its own, as above.
+        let mut c = Clock {
+            at: None,
+            spent: [0.0; 7],
+        };
+        c.enter(Some(Phase::Run));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.enter(Some(Phase::Upload));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        c.enter(Some(Phase::Run));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let s = c.take();
+        assert!(s.ms(Phase::Upload) >= 30.0, "{s:?}");
+        assert!(s.ms(Phase::Run) >= 30.0, "{s:?}");
+        assert_eq!(s.ms(Phase::Download), 0.0);
+        // Taken: counted again from zero, the phase in flight going on.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        c.enter(None);
+        let t = c.take();
+        assert!(
+            t.ms(Phase::Run) >= 5.0 && t.ms(Phase::Upload) == 0.0,
+            "{t:?}"
+        );
+        // No phase in flight: nothing counts.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(c.take(), Spent::default());
     }
 }

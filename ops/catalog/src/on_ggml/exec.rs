@@ -611,6 +611,14 @@ pub(crate) fn run_on(
     // Outputs are poisoned first, inputs written after: an op whose result is a view of an
     // input (ggml's in-place clamp and leaky_relu, set_rows into its destination) then runs on
     // the input's data, and every other output starts as poison.
+    // On a device, the copies are said as kedge's (`phase`), so the case's run is the
+    // library's compute. On the host backend (the reference) the engine's phase stands.
+    let enter = |p: Phase| {
+        if !host {
+            phase::enter(p);
+        }
+    };
+    enter(Phase::Upload);
     let out_specs: Vec<&TensorSpec> = specs.iter().filter(|s| s.role == Role::Output).collect();
     let mut sparse = Vec::with_capacity(outs.len());
     for (t, s) in outs.iter().zip(&out_specs) {
@@ -644,10 +652,12 @@ pub(crate) fn run_on(
         let bytes = input_bytes(ggml, &specs[*i], h)?;
         g.set_data(*t, &bytes).map_err(graph_err)?;
     }
+    enter(Phase::Run);
     g.compute(&b).map_err(|e| match e {
         ComputeError::Graph(e) => graph_err(e),
         other => RunError::Impl(other.to_string()),
     })?;
+    enter(Phase::Download);
     let mut results = Vec::new();
     for ((t, s), rows) in outs.iter().zip(&out_specs).zip(&sparse) {
         match rows {
@@ -923,13 +933,19 @@ fn sampled_on(
         if big::can_draw(s.dtype) {
             let p = g.data_ptr(*t).map_err(graph_err)?;
             big::draw_uniform(dev, p, s.dtype, s.nelements(), case.seed, *i as u64, lo, hi)?;
-        } else if let Some((pool, blocks)) = pool_blocks(ggml, case.seed, *i, s, lo, hi)? {
-            // The pool quantized on the host, its rows laid out on the device.
+            continue;
+        }
+        phase::enter(Phase::Inputs);
+        if let Some((pool, blocks)) = pool_blocks(ggml, case.seed, *i, s, lo, hi)? {
+            // The pool quantized on the host (or read from the pool cache), its rows laid out
+            // on the device.
+            phase::enter(Phase::Upload);
             let p = g.data_ptr(*t).map_err(graph_err)?;
             let row = pool.spec.nb[1];
             big::pool_rows(dev, p, s.bytes, row, &blocks, pool.rows, pool.picks_state())?;
         } else {
             let bytes = drawn_bytes(ggml, case.seed, *i, s, lo, hi)?;
+            phase::enter(Phase::Upload);
             g.set_data(*t, &bytes).map_err(graph_err)?;
         }
     }
