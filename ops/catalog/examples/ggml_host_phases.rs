@@ -5,7 +5,9 @@
 //! set. Then the same for the case judged on sampled slices, where its op allows: the inputs
 //! the op makes, the sampled slices' inputs and their reference (the rest is the device's).
 //!
-//!     cargo run --release -p kedge-ops --example ggml_host_phases GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]
+//!     cargo run --release -p kedge-ops --example ggml_host_phases [--sampled-only] GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]
+//!
+//! `--sampled-only` skips the whole case: one whose inputs and reference do not fit this host.
 
 use kedge_core::judge::sample;
 use kedge_core::{Case, DType, Op};
@@ -13,9 +15,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 fn main() -> ExitCode {
-    let a: Vec<String> = std::env::args().skip(1).collect();
+    let mut a: Vec<String> = std::env::args().skip(1).collect();
+    let sampled_only = a.first().is_some_and(|x| x == "--sampled-only");
+    if sampled_only {
+        a.remove(0);
+    }
     if a.len() < 4 {
-        eprintln!("usage: ggml_host_phases GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]");
+        eprintln!("usage: ggml_host_phases [--sampled-only] GGML_DIR OP DTYPE NE0,NE1,NE2,NE3 [NAME=VALUE ...]");
         return ExitCode::from(2);
     }
     let mut reg = kedge_ops::registry();
@@ -57,10 +63,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let run = || -> Result<(), kedge_core::CaseError> {
-        let specs = op.tensors(&case)?;
+    let whole = |specs: &[kedge_core::TensorSpec]| -> Result<(), kedge_core::CaseError> {
         let t = Instant::now();
-        let inputs = op.inputs(&case, &specs)?;
+        let inputs = op.inputs(&case, specs)?;
         let t_in = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let refs = op.reference(&case, &inputs)?;
@@ -74,6 +79,9 @@ fn main() -> ExitCode {
             rayon::current_num_threads()
         );
         drop((inputs, refs));
+        Ok(())
+    };
+    let sampled = |specs: &[kedge_core::TensorSpec]| -> Result<(), kedge_core::CaseError> {
         // The same case judged on sampled slices: the host makes only what the op makes, cuts
         // the sampled slices' inputs and computes their reference (the device draws the rest).
         let Some(sampling) = op.row_sampling(&case) else {
@@ -86,15 +94,14 @@ fn main() -> ExitCode {
         };
         let t = Instant::now();
         let made = if sampling.inputs_made() {
-            op.made_inputs(&case, &specs)?
+            op.made_inputs(&case, specs)?
         } else {
             Vec::new()
         };
         let t_made = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let slices = sample::sample_slices(&case, &specs, &sl);
-        let (sliced, cut) =
-            sample::sampled_case(op, &case, &specs, &sampling, &sl, &slices, &made)?;
+        let slices = sample::sample_slices(&case, specs, &sl);
+        let (sliced, cut) = sample::sampled_case(op, &case, specs, &sampling, &sl, &slices, &made)?;
         let t_cut = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let part = op.reference(&sliced, &cut)?;
@@ -107,6 +114,18 @@ fn main() -> ExitCode {
             part.iter().map(Vec::len).sum::<usize>()
         );
         Ok(())
+    };
+    let run = || -> Result<(), kedge_core::CaseError> {
+        let specs = op.tensors(&case)?;
+        if sampled_only {
+            println!(
+                "{} {} {:?}: the whole case not run (--sampled-only)",
+                case.op, case.dtype, case.ne
+            );
+        } else {
+            whole(&specs)?;
+        }
+        sampled(&specs)
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,

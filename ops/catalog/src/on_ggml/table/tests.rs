@@ -920,6 +920,22 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
             "batches".into(),
         ));
     }
+    // conv_2d_dw's windows with every geometry parameter away from 1 and 0, and an f16 kernel.
+    let dw = TABLE
+        .iter()
+        .find(|e| e.name == "conv_2d_dw")
+        .expect("in the table");
+    for dtype in [DType::F32, DType::F16] {
+        all.push((
+            dw,
+            Case::new("conv_2d_dw", "ggml:CPU", dtype, [13, 23, 5, 2]).with_params(
+                |p: &mut super::conv::Conv2dDwParams| {
+                    (p.kw, p.kh, p.stride, p.padding, p.dilation) = (5, 3, 2, 2, 2);
+                },
+            ),
+            "windows".into(),
+        ));
+    }
     for (e, c, origin) in all {
         let Some(sampling) = Op::row_sampling(e, &c) else {
             continue;
@@ -1039,6 +1055,8 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "acc",
         "rope_back",
         "rms_norm_mul_rope",
+        "timestep_embedding",
+        "conv_2d_dw",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
