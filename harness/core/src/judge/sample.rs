@@ -495,6 +495,93 @@ pub fn sampled_case(
     Ok((sliced, inputs))
 }
 
+/// Whether `op`'s reference of `case` on sampled slices (every other slice, and the last)
+/// equals those slices of its reference of the whole case: the check of an op's sampling
+/// declaration (`Op::row_sampling`, `Op::gathered_case`) for its tests, on cases small enough
+/// for both. `Ok(None)`: the case is judged whole (no sampling, not a stack of slices, fewer
+/// than three of them, or a scatter none of whose sampled rows is set); `Ok(Some(from))`: equal,
+/// sliced from dimension `from`; `Err`: what differs.
+pub fn sampled_matches_whole(
+    op: &dyn crate::contract::op::Op,
+    case: &Case,
+) -> Result<Option<usize>, String> {
+    let Some(sampling) = op.row_sampling(case) else {
+        return Ok(None);
+    };
+    let Ok(specs) = op.tensors(case) else {
+        return Ok(None);
+    };
+    let Some(sl) = slicing_of(op, case) else {
+        return Ok(None);
+    };
+    if sl.count < 3 {
+        return Ok(None);
+    }
+    let mut picked: Vec<u64> = (1..sl.count).step_by(2).collect();
+    if picked.last() != Some(&(sl.count - 1)) {
+        picked.push(sl.count - 1);
+    }
+    let whole_in = op
+        .inputs(case, &specs)
+        .map_err(|e| format!("inputs: {e}"))?;
+    // What the op makes is cut from what it made; the rest is drawn at each slice.
+    let made = if sampling.inputs_made() {
+        op.made_inputs(case, &specs)
+            .map_err(|e| format!("made inputs: {e}"))?
+    } else {
+        Vec::new()
+    };
+    let (sc, cut) = match sampled_case(op, case, &specs, &sampling, &sl, &picked, &made) {
+        Ok(x) => x,
+        Err(e) if e.to_string().contains("no sampled row is set") => return Ok(None),
+        Err(e) => return Err(format!("the sampled case: {e}")),
+    };
+    let whole = op
+        .reference(case, &whole_in)
+        .map_err(|e| format!("reference: {e}"))?;
+    let part = op
+        .reference(&sc, &cut)
+        .map_err(|e| format!("the sampled case's reference: {e}"))?;
+    let outs = specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Output);
+    for (k, (i, s)) in outs.enumerate() {
+        let per = sl.chunk_elements(s, i) as usize;
+        let (Some(whole), Some(part)) = (whole.get(k), part.get(k)) else {
+            return Err(format!("output {} has no reference", s.name));
+        };
+        let want: Vec<f64> = picked
+            .iter()
+            .flat_map(|&p| {
+                whole[p as usize * per..(p as usize + 1) * per]
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        let same = want.len() == part.len()
+            && want.iter().zip(part).all(|(a, b)| {
+                a.to_bits() == b.to_bits() || (a - b).abs() <= 1e-6 * a.abs().max(1.0)
+            });
+        if !same {
+            let at = want
+                .iter()
+                .zip(part)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            return Err(format!(
+                "{} ({} {:?}): output {} of the sliced case is not the slices of the whole ({} vs {} values, first difference at {at:?})",
+                case.label(),
+                sl.unit(),
+                sl.count,
+                s.name,
+                part.len(),
+                want.len()
+            ));
+        }
+    }
+    Ok(Some(sl.from))
+}
+
 /// Where an output's sampled values lie: the case's slicing, the slices read, and the output's
 /// place among the case's specs (`Slicing::chunk`).
 #[derive(Debug, Clone, Copy)]

@@ -6,6 +6,7 @@ mod declarations;
 mod half;
 mod nvrtc_compile;
 mod row_ops;
+mod sampling;
 
 use kedge_core::contract::boundary::generated;
 use kedge_core::{Boundary, DType, LimitsProfile, Op};

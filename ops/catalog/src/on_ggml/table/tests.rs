@@ -901,7 +901,7 @@ fn a_destination_of_rows_far_apart_is_judged_row_by_row() {
     ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
 )]
 fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
-    use kedge_core::judge::sample::{sampled_case, slicing_of};
+    use kedge_core::judge::sample::sampled_matches_whole;
     let _ = on_ggml_cpu();
     let mut failures = Vec::new();
     let mut checked: BTreeSet<String> = BTreeSet::new();
@@ -937,96 +937,13 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         ));
     }
     for (e, c, origin) in all {
-        let Some(sampling) = Op::row_sampling(e, &c) else {
-            continue;
-        };
-        let Ok(specs) = (e.tensors)(&c) else {
-            continue;
-        };
-        let Some(sl) = slicing_of(e, &c) else {
-            continue;
-        };
-        if sl.count < 3 {
-            continue;
+        match sampled_matches_whole(e, &c) {
+            Ok(Some(from)) => {
+                checked.insert(format!("{}/{from}", e.name));
+            }
+            Ok(None) => {}
+            Err(err) => failures.push(format!("{} {origin}: {err}", e.name)),
         }
-        let mut picked: Vec<u64> = (1..sl.count).step_by(2).collect();
-        if picked.last() != Some(&(sl.count - 1)) {
-            picked.push(sl.count - 1);
-        }
-        let whole_in = match Op::inputs(e, &c, &specs) {
-            Ok(x) => x,
-            Err(err) => {
-                failures.push(format!("{} {origin}: inputs: {err}", e.name));
-                continue;
-            }
-        };
-        // What the entry makes is cut from what it made; the rest is drawn at each slice.
-        let made = if sampling.inputs_made() {
-            match Op::made_inputs(e, &c, &specs) {
-                Ok(m) => m,
-                Err(err) => {
-                    failures.push(format!("{} {origin}: made inputs: {err}", e.name));
-                    continue;
-                }
-            }
-        } else {
-            Vec::new()
-        };
-        let cut = sampled_case(e, &c, &specs, &sampling, &sl, &picked, &made);
-        let (sc, cut) = match cut {
-            Ok(x) => x,
-            // A scatter none of whose picked rows is written has no case (judged whole).
-            Err(err) if err.to_string().contains("no sampled row is set") => continue,
-            Err(err) => {
-                failures.push(format!("{} {origin}: the sampled case: {err}", e.name));
-                continue;
-            }
-        };
-        let (whole, part) = match (Op::reference(e, &c, &whole_in), Op::reference(e, &sc, &cut)) {
-            (Ok(w), Ok(p)) => (w, p),
-            (Err(err), _) | (_, Err(err)) => {
-                failures.push(format!("{} {origin}: reference: {err}", e.name));
-                continue;
-            }
-        };
-        let outs: Vec<usize> = specs
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.role == Role::Output)
-            .map(|(i, _)| i)
-            .collect();
-        for (k, &i) in outs.iter().enumerate() {
-            let per = sl.chunk_elements(&specs[i], i) as usize;
-            let want: Vec<f64> = picked
-                .iter()
-                .flat_map(|&p| {
-                    whole[k][p as usize * per..(p as usize + 1) * per]
-                        .iter()
-                        .copied()
-                })
-                .collect();
-            let same = want.len() == part[k].len()
-                && want.iter().zip(&part[k]).all(|(a, b)| {
-                    a.to_bits() == b.to_bits() || (a - b).abs() <= 1e-6 * a.abs().max(1.0)
-                });
-            if !same {
-                let at = want
-                    .iter()
-                    .zip(&part[k])
-                    .position(|(a, b)| a.to_bits() != b.to_bits());
-                failures.push(format!(
-                    "{} {origin} {} ({} {:?}): output {} of the sliced case is not the slices of the whole ({} vs {} values, first difference at {at:?})",
-                    e.name,
-                    c.label(),
-                    sl.unit(),
-                    sl.count,
-                    specs[i].name,
-                    part[k].len(),
-                    want.len()
-                ));
-            }
-        }
-        checked.insert(format!("{}/{}", e.name, sl.from));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Every kind of slice is checked, each from several entries.
