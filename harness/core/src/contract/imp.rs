@@ -230,6 +230,9 @@ pub struct SampledDraw<'a> {
     pub chunk: &'a [u64],
     /// Per spec, the uniform range its values are drawn from (`contract::op::RowSampling`).
     pub ranges: &'a [(f32, f32)],
+    /// The drawn inputs are distinct rows instead (`contract::op::distinct_rows`; on the
+    /// device, `cuda::big::distinct_rows`).
+    pub distinct: bool,
     /// Inputs the op made on the host, by spec index, uploaded as they are instead of drawn.
     pub made: &'a [(usize, HostTensor)],
 }

@@ -224,6 +224,94 @@ pub fn by_spec_index(specs: &[TensorSpec], inputs: Vec<HostTensor>) -> Vec<(usiz
     idx.zip(inputs).collect()
 }
 
+/// `permutation` of 0..n into `p`, reusing its allocation (a big case has millions of short
+/// rows): Fisher-Yates from the top, one draw a swap.
+pub fn permute_into(rng: &mut Rng, n: usize, p: &mut Vec<u32>) {
+    p.clear();
+    p.extend(0..n as u32);
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        p.swap(i, j);
+    }
+}
+
+/// Row values that are all distinct and ordered as `rank`: exact integers while rows fit f32's
+/// 24-bit mantissa (test-backend-ops shuffles 0..ne0), then distinct floats by bit pattern, so
+/// a sort or a maximum has one right answer.
+pub fn distinct_value(rank: u32, n: usize) -> f32 {
+    if n <= 1 << 24 {
+        rank as f32
+    } else {
+        f32::from_bits(0x3f80_0000 + rank)
+    }
+}
+
+/// The draws a row of spec `s` takes in a distinct-rows input: `ne0 - 1` for its permutation
+/// and one per padding value after it.
+fn distinct_draws(s: &TensorSpec) -> u64 {
+    let row = s.ne[0].max(1) as u64;
+    let pitch = s.nb[1] / s.dtype.size().max(1);
+    row - 1 + pitch.saturating_sub(row)
+}
+
+/// An input whose rows are shuffled distinct values (argsort, argmax, top_k: one right
+/// answer): input `i`'s span filled row by row (a row of `ne0` values every `nb1` bytes), row
+/// `r` from the stream at `r` times the draws a row takes (`permute_into`, then the padding
+/// after it uniform in [-1, 1)). The device makes the same (`cuda::big::distinct_rows`).
+pub fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor {
+    use rayon::prelude::*;
+    /// Rows a task draws one after the other.
+    const ROWS_PER_TASK: usize = 1024;
+    let n = (s.bytes / s.dtype.size()) as usize;
+    let row = s.ne[0].max(1) as usize;
+    let pitch = (s.nb[1] / s.dtype.size()) as usize;
+    let step = pitch.max(row);
+    let draws = distinct_draws(s);
+    let stream = Rng::stream(case.seed, i as u64);
+    let mut vals = vec![0f32; n];
+    vals.par_chunks_mut(step * ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let mut rng = stream.skipped((task * ROWS_PER_TASK) as u64 * draws);
+            let mut perm = Vec::with_capacity(row);
+            let mut start = 0;
+            while start < chunk.len() {
+                let len = row.min(chunk.len() - start);
+                permute_into(&mut rng, row, &mut perm);
+                for (k, &p) in perm.iter().take(len).enumerate() {
+                    chunk[start + k] = distinct_value(p, row);
+                }
+                for v in chunk
+                    .iter_mut()
+                    .skip(start + len)
+                    .take(pitch.saturating_sub(row))
+                {
+                    *v = rng.uniform(-1.0, 1.0);
+                }
+                start += step;
+            }
+        });
+    let mut t = HostTensor::from_f32(s.dtype, [n as i64, 1, 1, 1], &vals);
+    t.ne = s.ne;
+    t.nb = s.nb;
+    t
+}
+
+/// Rows `rows` (flat `ne[1..3]` indices) of input `i` as `distinct_rows` makes it, one after
+/// the other, without the padding between them: what a sampled judge reads of it.
+pub fn distinct_row_values(case: &Case, s: &TensorSpec, i: usize, rows: &[u64]) -> Vec<f32> {
+    let row = s.ne[0].max(1) as usize;
+    let draws = distinct_draws(s);
+    let stream = Rng::stream(case.seed, i as u64);
+    let mut perm = Vec::with_capacity(row);
+    let mut vals = Vec::with_capacity(rows.len() * row);
+    for &r in rows {
+        permute_into(&mut stream.skipped(r * draws), row, &mut perm);
+        vals.extend(perm.iter().map(|&p| distinct_value(p, row)));
+    }
+    vals
+}
+
 /// How a big case of an op is judged on sampled slices (`judge::sample`): along which of the
 /// case's dimensions its outputs are independent, and how its inputs come to be: per spec (in
 /// spec order; outputs' entries are not read), the uniform range `random_tensor` draws it
@@ -246,6 +334,9 @@ pub struct RowSampling {
     /// slices are the outputs' rows, and the op builds the case of the sampled ones itself
     /// (`Op::gathered_case`).
     pub(crate) gather: bool,
+    /// Every input the op does not make holds distinct rows (`distinct_rows`), not uniform
+    /// values: the device makes them as the host does, and a sampled judge draws its rows.
+    pub(crate) distinct: bool,
 }
 
 impl RowSampling {
@@ -263,6 +354,7 @@ impl RowSampling {
             made: false,
             made_specs: None,
             gather: false,
+            distinct: false,
         }
     }
     /// Inputs the op makes itself (`Op::made_inputs`: all of them by default), made whole on
@@ -297,6 +389,17 @@ impl RowSampling {
             gather: true,
             ..self
         }
+    }
+    /// Inputs of distinct rows (`distinct_rows`), every one of them; rows independent.
+    pub fn distinct(specs: usize) -> RowSampling {
+        RowSampling {
+            distinct: true,
+            ..RowSampling::uniform(specs)
+        }
+    }
+    /// Whether the inputs are distinct rows (`distinct`).
+    pub fn is_distinct(&self) -> bool {
+        self.distinct
     }
     /// Whether the op builds the sampled rows' case itself (`gathered`).
     pub fn is_gather(&self) -> bool {
@@ -488,6 +591,79 @@ mod tests {
     /// of `pool_rows` with `kedge_mix(state + (r + 1) * gamma)`, from `picks_state`. Written
     /// out here as the kernel computes it, it must be the host's `pick` for every row, or the
     /// device would lay out other rows than the sampled judge's reference reads.
+    /// `kedge_distinct_rows` (cuda/big.cu), written out as the kernel computes it (a row's
+    /// state at `r * draws` gammas, a swap with the top bits of `mix(s) * (i + 1)`, ranks made
+    /// values in place, the padding after each row but the last uniform in [-1, 1)), makes
+    /// the host's `distinct_rows`, padded rows included.
+    #[test]
+    fn the_device_shuffle_of_distinct_rows_is_the_hosts() {
+        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let case = Case::new("argsort", "ggml:CPU", DType::F32, [7, 5, 3, 1]);
+        let (n, pitch, rows) = (7u64, 10u64, 15u64);
+        let spec = TensorSpec::strided(
+            "a",
+            Role::Input,
+            DType::F32,
+            case.ne,
+            [4, 4 * pitch, 4 * pitch * 5, 4 * pitch * 15],
+        )
+        .expect("a spec");
+        let host = distinct_rows(&case, &spec, 1);
+        let state = Rng::stream(case.seed, 1).state();
+        let draws = n - 1 + (pitch - n);
+        let mut dev = vec![0u32; (pitch * (rows - 1) + n) as usize];
+        for r in 0..rows {
+            let at = (r * pitch) as usize;
+            let mut s = state.wrapping_add(r.wrapping_mul(draws).wrapping_mul(GAMMA));
+            for k in 0..n as usize {
+                dev[at + k] = k as u32;
+            }
+            for i in (1..n).rev() {
+                s = s.wrapping_add(GAMMA);
+                let j = ((mix(s) as u128 * (i + 1) as u128) >> 64) as usize;
+                dev.swap(at + i as usize, at + j);
+            }
+            for k in 0..n as usize {
+                dev[at + k] = (dev[at + k] as f32).to_bits();
+            }
+            if r + 1 < rows {
+                for k in n..pitch {
+                    s = s.wrapping_add(GAMMA);
+                    let unit = (mix(s) >> 40) as f32 * 5.960_464_5e-8;
+                    dev[at + k as usize] = (-1.0f32 + 2.0 * unit).to_bits();
+                }
+            }
+        }
+        assert_eq!(host.bytes, bytemuck::cast_slice::<u32, u8>(&dev));
+    }
+
+    /// A sampled judge's rows of a distinct-rows input are those rows of the whole input, in
+    /// any order asked, across the rows a task of `distinct_rows` draws.
+    #[test]
+    fn distinct_row_values_are_the_rows_of_the_whole_input() {
+        let case = Case::new("argsort", "ggml:CPU", DType::F32, [5, 3000, 1, 1]);
+        let spec = TensorSpec::dense("a", Role::Input, DType::F32, case.ne).expect("a spec");
+        let whole = distinct_rows(&case, &spec, 2).to_f64();
+        let rows = [2999u64, 0, 1023, 1024, 1500, 7];
+        let got = distinct_row_values(&case, &spec, 2, &rows);
+        for (k, &r) in rows.iter().enumerate() {
+            let want: Vec<f32> = whole[r as usize * 5..(r as usize + 1) * 5]
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            assert_eq!(&got[k * 5..(k + 1) * 5], &want[..], "row {r}");
+            // Each row a shuffle of 0..5.
+            let mut sorted = want.clone();
+            sorted.sort_by(f32::total_cmp);
+            assert_eq!(sorted, [0.0, 1.0, 2.0, 3.0, 4.0], "row {r}");
+        }
+    }
+
     #[test]
     fn the_device_pick_of_a_pool_row_is_the_hosts() {
         const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;

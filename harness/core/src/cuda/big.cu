@@ -179,3 +179,43 @@ extern "C" __global__ void kedge_pool_rows(unsigned char *dst, const unsigned ch
         }
     }
 }
+
+// An input of distinct rows (contract::op::distinct_rows: argsort, argmax, top_k), f32: row r
+// is a Fisher-Yates shuffle of 0..n-1 from the stream at r * draws (draws: n - 1 for the
+// shuffle, then one per padding value, uniform in [-1, 1), up to the next row at `pitch`
+// elements), each rank written as `distinct_value` writes it. One thread a row, shuffling in
+// the row itself: the ranks as integers in the float's bits, then made values.
+extern "C" __global__ void kedge_distinct_rows(float *p, unsigned long long rows,
+                                               unsigned long long n, unsigned long long pitch,
+                                               unsigned long long state) {
+    const unsigned long long draws = n - 1ull + (pitch > n ? pitch - n : 0ull);
+    for (unsigned long long r = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x;
+         r < rows; r += (unsigned long long) gridDim.x * blockDim.x) {
+        unsigned int *row = (unsigned int *) (p + r * pitch);
+        unsigned long long s = state + r * draws * KEDGE_GAMMA;
+        for (unsigned long long k = 0; k < n; k++) {
+            row[k] = (unsigned int) k;
+        }
+        for (unsigned long long i = n - 1ull; i >= 1ull; i--) {
+            s += KEDGE_GAMMA;
+            const unsigned long long z = kedge_mix(s);
+            // below(i + 1): the top 64 bits of the 128-bit product.
+            const unsigned long long j = __umul64hi(z, i + 1ull);
+            const unsigned int t = row[i];
+            row[i] = row[j];
+            row[j] = t;
+        }
+        for (unsigned long long k = 0; k < n; k++) {
+            row[k] = n <= (1ull << 24) ? __float_as_uint((float) row[k]) : 0x3f800000u + row[k];
+        }
+        // The padding after the row (none after the last).
+        if (r + 1ull < rows) {
+            for (unsigned long long k = n; k < pitch; k++) {
+                s += KEDGE_GAMMA;
+                const unsigned long long z = kedge_mix(s);
+                const float unit = __fmul_rn((float) (z >> 40), 5.9604644775390625e-8f);
+                p[r * pitch + k] = __fadd_rn(-1.0f, __fmul_rn(2.0f, unit));
+            }
+        }
+    }
+}

@@ -29,6 +29,7 @@ pub const KERNELS: &[(Kernel, &[u32])] = &[
     (BIG.entry("kedge_scan_u16"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_scan_block"), &[8, 8, 4, 4, 8]),
     (BIG.entry("kedge_pool_rows"), &[8, 8, 8, 8, 8, 8]),
+    (BIG.entry("kedge_distinct_rows"), &[8, 8, 8, 8, 8]),
 ];
 
 /// Threads per block of the draw and scan kernels, and the most blocks they take (grid-stride
@@ -89,6 +90,47 @@ pub fn draw_uniform(
     ];
     let k: Kernel = BIG.entry(entry);
     dev.launch(&k, grid(n), [THREADS, 1, 1], 0, &mut args, &entry, true)
+}
+
+/// Fill input `index` of spec `s` at `ptr` with distinct rows, as the host's
+/// `contract::op::distinct_rows(case of seed, s, index)` makes them (f32 only). A thread a row:
+/// argsort's `[64, 67108865]` input is 17 GB the host made and uploaded.
+pub fn distinct_rows(
+    dev: &mut Device,
+    ptr: u64,
+    s: &crate::contract::op::TensorSpec,
+    seed: u64,
+    index: u64,
+) -> Result<(), RunError> {
+    if s.dtype != DType::F32 {
+        return Err(RunError::Unsupported(format!(
+            "distinct rows of {} are not made on the device",
+            s.dtype
+        )));
+    }
+    let n = s.ne[0].max(1) as u64;
+    let rows = s.ne[1..].iter().map(|&d| d.max(1) as u64).product::<u64>();
+    let pitch = s.nb[1] / 4;
+    // Rows laid out one after the other at `pitch` (a view of a bigger span is not).
+    let dense_above =
+        s.nb[2] == s.nb[1] * s.ne[1].max(1) as u64 && s.nb[3] == s.nb[2] * s.ne[2].max(1) as u64;
+    if s.nb[0] != 4 || pitch < n || !dense_above {
+        return Err(RunError::Impl(format!(
+            "{}: distinct rows are made on the device for rows laid out one after the other",
+            s.name
+        )));
+    }
+    let state = Rng::stream(seed, index).state();
+    let mut args = [
+        KArg::Ptr(ptr),
+        KArg::U64(rows),
+        KArg::U64(n),
+        KArg::U64(pitch),
+        KArg::U64(state),
+    ];
+    let entry = "kedge_distinct_rows";
+    let k: Kernel = BIG.entry(entry);
+    dev.launch(&k, grid(rows), [THREADS, 1, 1], 0, &mut args, &entry, true)
 }
 
 /// Fill the input at `ptr` (`bytes` of dense rows of `row` bytes) with rows of `blocks` (a

@@ -576,6 +576,8 @@ struct SampledPlan {
     slicing: sample::Slicing,
     slices: Vec<u64>,
     ranges: Vec<(f32, f32)>,
+    /// The drawn inputs are distinct rows (`contract::op::distinct_rows`).
+    distinct: bool,
     sliced: Case,
     inputs: Vec<HostTensor>,
     /// The inputs the op makes, made whole on the host, by spec index (`Op::made_inputs`).
@@ -605,6 +607,7 @@ fn sampled_plan(op: &dyn Op, case: &Case, judging: Judging) -> Option<SampledPla
         specs,
         slicing,
         slices,
+        distinct: sampling.is_distinct(),
         ranges: sampling.ranges,
         sliced,
         inputs,
@@ -631,6 +634,7 @@ fn execute_sampled(
         slices: &plan.slices,
         chunk: &plan.slicing.chunk,
         ranges: &plan.ranges,
+        distinct: plan.distinct,
         made: &plan.made,
     };
     let run: SampledRun = match backend.execute_sampled(case, &plan.specs, &draw) {
@@ -689,6 +693,7 @@ fn execute_kernels_sampled(
     let t = begin(Phase::Upload);
     for (i, (s, a)) in sp.specs.iter().zip(&allocs).enumerate() {
         let r = match s.role {
+            Role::Input if sp.distinct => big::distinct_rows(dev, a.ptr, s, case.seed, i as u64),
             Role::Input => {
                 let (lo, hi) = sp.ranges.get(i).copied().unwrap_or((-1.0, 1.0));
                 big::draw_uniform(

@@ -382,6 +382,22 @@ pub fn gathered_inputs(
     ranges: &[(f32, f32)],
     made: &[(usize, HostTensor)],
 ) -> Result<Vec<HostTensor>, CaseError> {
+    gathered_inputs_of(case, specs, sliced_specs, sl, slices, ranges, made, false)
+}
+
+/// `gathered_inputs`, the drawn inputs distinct rows (`contract::op::distinct_rows`) where
+/// `distinct`.
+#[allow(clippy::too_many_arguments)]
+fn gathered_inputs_of(
+    case: &Case,
+    specs: &[TensorSpec],
+    sliced_specs: &[TensorSpec],
+    sl: &Slicing,
+    slices: &[u64],
+    ranges: &[(f32, f32)],
+    made: &[(usize, HostTensor)],
+    distinct: bool,
+) -> Result<Vec<HostTensor>, CaseError> {
     let bad = |msg: String| CaseError::BadInput {
         op: case.op.clone(),
         msg,
@@ -460,7 +476,11 @@ pub fn gathered_inputs(
                 .flat_map(|&p| p * per..(p + 1) * per)
                 .collect()
         };
-        let vals = row_values(case, s, i, &rows, range);
+        let vals = if distinct {
+            crate::contract::op::distinct_row_values(case, s, i, &rows)
+        } else {
+            row_values(case, s, i, &rows, range)
+        };
         out.push(HostTensor::from_f32(s.dtype, ss.ne, &vals));
     }
     Ok(out)
@@ -483,7 +503,7 @@ pub fn sampled_case(
     }
     let sliced = sliced(case, slices.len() as u64, sl.from);
     let sliced_specs = op.tensors(&sliced)?;
-    let inputs = gathered_inputs(
+    let inputs = gathered_inputs_of(
         case,
         specs,
         &sliced_specs,
@@ -491,6 +511,7 @@ pub fn sampled_case(
         slices,
         &sampling.ranges,
         made,
+        sampling.distinct,
     )?;
     Ok((sliced, inputs))
 }

@@ -858,6 +858,10 @@ fn sampled_on_host(
         let s = &specs[*i];
         let bytes = match made_input(draw.made, *i) {
             Some(h) => input_bytes(ggml, s, h)?.into_owned(),
+            None if draw.distinct => {
+                let h = kedge_core::contract::op::distinct_rows(case, s, *i);
+                input_bytes(ggml, s, &h)?.into_owned()
+            }
             None => {
                 let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
                 drawn_bytes(ggml, case.seed, *i, s, lo, hi)?
@@ -930,6 +934,11 @@ fn sampled_on(
             continue;
         }
         let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
+        if draw.distinct {
+            let p = g.data_ptr(*t).map_err(graph_err)?;
+            big::distinct_rows(dev, p, s, case.seed, *i as u64)?;
+            continue;
+        }
         if big::can_draw(s.dtype) {
             let p = g.data_ptr(*t).map_err(graph_err)?;
             big::draw_uniform(dev, p, s.dtype, s.nelements(), case.seed, *i as u64, lo, hi)?;

@@ -53,6 +53,9 @@ mod train;
 
 use super::exec::cpu_reference;
 use super::GraphFn;
+#[cfg(test)]
+use kedge_core::contract::op::distinct_value;
+use kedge_core::contract::op::{distinct_rows, permute_into};
 use kedge_core::contract::upstream::ggml_float;
 use kedge_core::model::rng::Rng;
 use kedge_core::*;
@@ -145,6 +148,10 @@ pub(crate) enum Inputs {
     /// Every input uniform in the range this gives for the case: a domain that depends on the
     /// op or the dtype (test_unary's [-150, 150), f16 exp's [-10, 10)).
     UniformBy(fn(&Case) -> (f32, f32)),
+    /// Every input of distinct rows (`contract::op::distinct_rows`: shuffled distinct values, so
+    /// a sort or a maximum has one right answer), which a big case's device makes as the host
+    /// does.
+    Distinct,
     /// Made by the entry.
     Made(InputsFn),
     /// Some made by the entry (indices, positions: by spec index, the ones listed), the rest
@@ -322,7 +329,7 @@ impl GgmlOpEntry {
             Inputs::Default | Inputs::Partly(..) => Some((-1.0, 1.0)),
             Inputs::Uniform(lo, hi) => Some((lo, hi)),
             Inputs::UniformBy(f) => Some(f(case)),
-            Inputs::Made(_) => None,
+            Inputs::Made(_) | Inputs::Distinct => None,
         }
     }
 }
@@ -365,6 +372,12 @@ impl Op for GgmlOpEntry {
                 let (lo, hi) = f(case);
                 Ok(uniform_inputs(case, specs, lo, hi))
             }
+            Inputs::Distinct => Ok(specs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.role == Role::Input)
+                .map(|(i, s)| distinct_rows(case, s, i))
+                .collect()),
             Inputs::Made(f) => f(case, specs),
             Inputs::Partly(_, f) => {
                 let mut made = f(case, specs)?;
@@ -400,7 +413,9 @@ impl Op for GgmlOpEntry {
         specs: &[TensorSpec],
     ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
         match self.inputs {
-            Inputs::Default | Inputs::Uniform(..) | Inputs::UniformBy(_) => Ok(Vec::new()),
+            Inputs::Default | Inputs::Uniform(..) | Inputs::UniformBy(_) | Inputs::Distinct => {
+                Ok(Vec::new())
+            }
             Inputs::Partly(_, f) => f(case, specs),
             Inputs::Made(f) => Ok(kedge_core::contract::op::by_spec_index(
                 specs,
@@ -455,6 +470,7 @@ impl Op for GgmlOpEntry {
                 let (lo, hi) = f(case);
                 RowSampling::uniform_in(n, lo, hi)
             }
+            Inputs::Distinct => RowSampling::distinct(n),
             Inputs::Made(_) => RowSampling::made(n),
             Inputs::Partly(which, _) => RowSampling::uniform(n).made_only(which),
         };
@@ -857,69 +873,6 @@ pub(crate) fn permutation(rng: &mut Rng, n: usize) -> Vec<u32> {
     let mut p = Vec::new();
     permute_into(rng, n, &mut p);
     p
-}
-
-/// `permutation` into `p`, reusing its allocation (a big case has millions of short rows).
-fn permute_into(rng: &mut Rng, n: usize, p: &mut Vec<u32>) {
-    p.clear();
-    p.extend(0..n as u32);
-    for i in (1..n).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        p.swap(i, j);
-    }
-}
-
-/// Row values that are all distinct and ordered as `rank`: exact integers while rows fit f32's
-/// 24-bit mantissa (test-backend-ops shuffles 0..ne0), then distinct floats by bit pattern, so
-/// a sort or a maximum has one right answer.
-pub(crate) fn distinct_value(rank: u32, n: usize) -> f32 {
-    if n <= 1 << 24 {
-        rank as f32
-    } else {
-        f32::from_bits(0x3f80_0000 + rank)
-    }
-}
-
-/// Inputs whose rows are shuffled distinct values (argsort, argmax, top_k): spec `i`'s span is
-/// filled row by row (a row of `ne0` values every `nb1` bytes); padding between rows gets
-/// values too.
-pub(crate) fn distinct_rows(case: &Case, s: &TensorSpec, i: usize) -> HostTensor {
-    use rayon::prelude::*;
-    /// Rows a task draws one after the other.
-    const ROWS_PER_TASK: usize = 1024;
-    let n = (s.bytes / s.dtype.size()) as usize;
-    let row = s.ne[0].max(1) as usize;
-    let pitch = (s.nb[1] / s.dtype.size()) as usize;
-    let step = pitch.max(row);
-    // Each row takes row - 1 draws for its permutation and one per padding value: a task
-    // starts its rows that far along the stream, so the tasks together give the values of
-    // one pass over the rows (2^31 values would be seconds of one core).
-    let draws = (row - 1 + pitch.saturating_sub(row)) as u64;
-    let stream = Rng::stream(case.seed, i as u64);
-    let mut vals = vec![0f32; n];
-    vals.par_chunks_mut(step * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, chunk)| {
-            let mut rng = stream.skipped((task * ROWS_PER_TASK) as u64 * draws);
-            let mut perm = Vec::with_capacity(row);
-            let mut start = 0;
-            while start < chunk.len() {
-                let len = row.min(chunk.len() - start);
-                permute_into(&mut rng, row, &mut perm);
-                for (k, &p) in perm.iter().take(len).enumerate() {
-                    chunk[start + k] = distinct_value(p, row);
-                }
-                for v in chunk
-                    .iter_mut()
-                    .skip(start + len)
-                    .take(pitch.saturating_sub(row))
-                {
-                    *v = rng.uniform(-1.0, 1.0);
-                }
-                start += step;
-            }
-        });
-    span_tensor(s, &vals)
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ pub(crate) const ARGMAX: GgmlOpEntry = GgmlOpEntry {
         matrix(c)?;
         Ok(vec![padded_x(c)?, output("dst", DType::I32, [c.ne[1], 1, 1, 1])?])
     },
-    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
+    inputs: Inputs::Distinct,
     graph: |g, _c, x| Ok(vec![g.argmax(x[0])?]),
     probe: matrix_probe,
     smoke: &[
@@ -213,7 +213,7 @@ pub(crate) const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::I32, [1, 1, 1, 1])?,
         ])
     },
-    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0), distinct_rows(c, &s[1], 1)])),
+    inputs: Inputs::Distinct,
     graph: |g, _c, x| {
         let a = g.argmax(x[0])?;
         let b = g.argmax(x[1])?;
@@ -280,7 +280,7 @@ pub(crate) const ARGSORT: GgmlOpEntry = GgmlOpEntry {
         };
         Ok(vec![x, output("dst", DType::I32, c.ne)?])
     },
-    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
+    inputs: Inputs::Distinct,
     graph: |g, c, x| Ok(vec![g.argsort(x[0], sort_order(c))?]),
     probe: rows_probe,
     smoke: &[
@@ -351,7 +351,7 @@ pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
             output("dst", DType::F32, with_dim(c.ne, 0, k))?,
         ])
     },
-    inputs: Inputs::Made(|c, s| Ok(vec![distinct_rows(c, &s[0], 0)])),
+    inputs: Inputs::Distinct,
     graph: |g, c, x| {
         let k = TopKParams::of(c).k;
         let ne = c.ne;

@@ -796,7 +796,11 @@ fn independent_slices_pass_judged_on_sampled_slices() {
         }
         if matches!(
             e.inputs,
-            Inputs::Uniform(..) | Inputs::UniformBy(_) | Inputs::Made(_) | Inputs::Partly(..)
+            Inputs::Uniform(..)
+                | Inputs::UniformBy(_)
+                | Inputs::Made(_)
+                | Inputs::Distinct
+                | Inputs::Partly(..)
         ) {
             domains.insert(e.name);
         }
