@@ -92,32 +92,31 @@ pub fn draw_uniform(
     dev.launch(&k, grid(n), [THREADS, 1, 1], 0, &mut args, &entry, true)
 }
 
-/// Fill input `index` of spec `s` at `ptr` with distinct rows, as the host's
-/// `contract::op::distinct_rows(case of seed, s, index)` makes them (f32 only). A thread a row:
-/// argsort's `[64, 67108865]` input is 17 GB the host made and uploaded.
+/// Fill input `index` (`dtype`, shape `ne`, byte strides `nb`) at `ptr` with distinct rows,
+/// as the host's `contract::op::distinct_rows(case of seed, spec, index)` makes them (f32
+/// only). A thread a row: argsort's `[64, 67108865]` input is 17 GB the host made and uploaded.
 pub fn distinct_rows(
     dev: &mut Device,
     ptr: u64,
-    s: &crate::contract::op::TensorSpec,
+    dtype: DType,
+    ne: [i64; 4],
+    nb: [u64; 4],
     seed: u64,
     index: u64,
 ) -> Result<(), RunError> {
-    if s.dtype != DType::F32 {
+    if dtype != DType::F32 {
         return Err(RunError::Unsupported(format!(
-            "distinct rows of {} are not made on the device",
-            s.dtype
+            "distinct rows of {dtype} are not made on the device"
         )));
     }
-    let n = s.ne[0].max(1) as u64;
-    let rows = s.ne[1..].iter().map(|&d| d.max(1) as u64).product::<u64>();
-    let pitch = s.nb[1] / 4;
+    let n = ne[0].max(1) as u64;
+    let rows = ne[1..].iter().map(|&d| d.max(1) as u64).product::<u64>();
+    let pitch = nb[1] / 4;
     // Rows laid out one after the other at `pitch` (a view of a bigger span is not).
-    let dense_above =
-        s.nb[2] == s.nb[1] * s.ne[1].max(1) as u64 && s.nb[3] == s.nb[2] * s.ne[2].max(1) as u64;
-    if s.nb[0] != 4 || pitch < n || !dense_above {
+    let dense_above = nb[2] == nb[1] * ne[1].max(1) as u64 && nb[3] == nb[2] * ne[2].max(1) as u64;
+    if nb[0] != 4 || pitch < n || !dense_above {
         return Err(RunError::Impl(format!(
-            "{}: distinct rows are made on the device for rows laid out one after the other",
-            s.name
+            "distinct rows of shape {ne:?} and strides {nb:?}: made on the device only for rows laid out one after the other"
         )));
     }
     let state = Rng::stream(seed, index).state();

@@ -693,7 +693,9 @@ fn execute_kernels_sampled(
     let t = begin(Phase::Upload);
     for (i, (s, a)) in sp.specs.iter().zip(&allocs).enumerate() {
         let r = match s.role {
-            Role::Input if sp.distinct => big::distinct_rows(dev, a.ptr, s, case.seed, i as u64),
+            Role::Input if sp.distinct => {
+                big::distinct_rows(dev, a.ptr, s.dtype, s.ne, s.nb, case.seed, i as u64)
+            }
             Role::Input => {
                 let (lo, hi) = sp.ranges.get(i).copied().unwrap_or((-1.0, 1.0));
                 big::draw_uniform(

@@ -936,7 +936,7 @@ fn sampled_on(
         let (lo, hi) = draw.ranges.get(*i).copied().unwrap_or((-1.0, 1.0));
         if draw.distinct {
             let p = g.data_ptr(*t).map_err(graph_err)?;
-            big::distinct_rows(dev, p, s, case.seed, *i as u64)?;
+            big::distinct_rows(dev, p, s.dtype, s.ne, s.nb, case.seed, *i as u64)?;
             continue;
         }
         if big::can_draw(s.dtype) {
