@@ -62,8 +62,8 @@ impl Cell {
 static CURRENT: Cell = Cell::new();
 
 /// Milliseconds spent in each phase (`ALL`'s order) since they were last taken, as `enter`
-/// moves from one to the next on this thread: a library backend that enters `Upload` and `Download` around its
-/// own copies gets them counted as such, not as its run.
+/// moves from one to the next on this thread: a library backend that enters `Upload` and
+/// `Download` around its own copies gets them counted as such, not as its run.
 struct Clock {
     at: Option<(Phase, Instant)>,
     spent: [f64; 7],
