@@ -1408,8 +1408,18 @@ impl Graph {
                 got: 0,
             });
         }
-        let data: Vec<u8> = pattern.iter().copied().cycle().take(len).collect();
-        self.set_range(t, offset, &data)
+        // A chunk of whole patterns at a time, written again and again: a multi-gigabyte
+        // output is never built in host memory, nor byte by byte.
+        const CHUNK: usize = 16 << 20;
+        let per = (CHUNK / pattern.len()).max(1) * pattern.len();
+        let chunk: Vec<u8> = pattern.repeat(per.min(len).div_ceil(pattern.len()));
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(per);
+            self.set_range(t, offset + done, &chunk[..n])?;
+            done += n;
+        }
+        Ok(())
     }
 
     /// Writes f32 values (the tensor's bytes reinterpreted; its type is the caller's business).

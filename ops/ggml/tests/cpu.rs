@@ -207,6 +207,35 @@ fn soft_max_ext_with_mask_matches_naive() {
     assert!(out[0].contains(&0.0), "the masked columns are 0");
 }
 
+/// A fill of a range longer than one of `fill_range`'s chunks, starting off a pattern's
+/// width, with a pattern whose width divides no chunk: the pattern runs on unbroken from the
+/// range's start, and the bytes around the range are untouched.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn a_long_fill_repeats_its_pattern_unbroken_across_chunks() {
+    let ggml = ggml("a_long_fill_repeats_its_pattern_unbroken_across_chunks");
+    let be = cpu(&ggml);
+    let mut g = ggml.graph(GraphOptions::default()).unwrap();
+    let n = (17 << 20) + 12;
+    let x = g.new_tensor(Type::F32, &[n as i64 / 4]).unwrap();
+    let y = g.cumsum(x).unwrap();
+    g.build(&[y]).unwrap();
+    g.alloc(&be).unwrap();
+    g.set_data(x, &vec![0xAA; n]).unwrap();
+    let (offset, len) = (7, n - 9);
+    g.fill_range(x, offset, len, &[1, 2, 3, 4, 5]).unwrap();
+    let got = g.get_data(x).unwrap();
+    assert!(got[..offset].iter().all(|&b| b == 0xAA));
+    assert!(got[offset + len..].iter().all(|&b| b == 0xAA));
+    assert!(got[offset..offset + len]
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == [1, 2, 3, 4, 5][i % 5]));
+}
+
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),
