@@ -61,30 +61,30 @@ extern "C" __global__ void kedge_draw_bf16(unsigned short *p, unsigned long long
     }
 }
 
-// Integers in [0, 16): the host's `below(16)` is the top four bits of the draw.
-extern "C" __global__ void kedge_draw_i32(int *p, unsigned long long n, unsigned long long state,
-                                          float lo, float hi) {
+// Integers in [0, 16) at the tensor's width (i32; i16 and i8, concat's integer types): the
+// host's `below(16)` is the top four bits of the draw.
+template <typename T>
+__device__ __forceinline__ void kedge_draw_int(T *p, unsigned long long n,
+                                               unsigned long long state) {
     for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long) gridDim.x * blockDim.x) {
-        p[i] = (int) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
+        p[i] = (T) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
     }
 }
 
-// The same integers at 16 and 8 bits (i16, i8: concat's integer types).
+extern "C" __global__ void kedge_draw_i32(int *p, unsigned long long n, unsigned long long state,
+                                          float lo, float hi) {
+    kedge_draw_int(p, n, state);
+}
+
 extern "C" __global__ void kedge_draw_i16(short *p, unsigned long long n, unsigned long long state,
                                           float lo, float hi) {
-    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
-         i += (unsigned long long) gridDim.x * blockDim.x) {
-        p[i] = (short) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
-    }
+    kedge_draw_int(p, n, state);
 }
 
 extern "C" __global__ void kedge_draw_i8(signed char *p, unsigned long long n,
                                          unsigned long long state, float lo, float hi) {
-    for (unsigned long long i = blockIdx.x * (unsigned long long) blockDim.x + threadIdx.x; i < n;
-         i += (unsigned long long) gridDim.x * blockDim.x) {
-        p[i] = (signed char) (kedge_mix(state + (i + 1ull) * KEDGE_GAMMA) >> 60);
-    }
+    kedge_draw_int(p, n, state);
 }
 
 // Counts of elements still holding the poison and of non-finite ones (poison apart), for

@@ -371,8 +371,10 @@ pub fn sliced(case: &Case, n: u64, from: usize) -> Case {
 /// `i`, and an input read whole is the whole of it. An input the op made (`made`, by spec
 /// index, made whole on the host) is cut from it; a drawn one is drawn from the same stream
 /// at that slice's offset (`random_tensor(seed, i, .., lo, hi)` with
-/// `ranges[i]`; for a big block-format input, its pool rows: `BlockPool`). So the reference of
-/// the sliced case is the reference of those slices.
+/// `ranges[i]`; for a big block-format input, its pool rows: `BlockPool`; where `distinct`, as
+/// `contract::op::distinct_rows` makes its rows). So the reference of the sliced case is the
+/// reference of those slices.
+#[allow(clippy::too_many_arguments)]
 pub fn gathered_inputs(
     case: &Case,
     specs: &[TensorSpec],
@@ -380,23 +382,8 @@ pub fn gathered_inputs(
     sl: &Slicing,
     slices: &[u64],
     ranges: &[(f32, f32)],
-    made: &[(usize, HostTensor)],
-) -> Result<Vec<HostTensor>, CaseError> {
-    gathered_inputs_of(case, specs, sliced_specs, sl, slices, ranges, made, false)
-}
-
-/// `gathered_inputs`, the drawn inputs distinct rows (`contract::op::distinct_rows`) where
-/// `distinct`.
-#[allow(clippy::too_many_arguments)]
-fn gathered_inputs_of(
-    case: &Case,
-    specs: &[TensorSpec],
-    sliced_specs: &[TensorSpec],
-    sl: &Slicing,
-    slices: &[u64],
-    ranges: &[(f32, f32)],
-    made: &[(usize, HostTensor)],
     distinct: bool,
+    made: &[(usize, HostTensor)],
 ) -> Result<Vec<HostTensor>, CaseError> {
     let bad = |msg: String| CaseError::BadInput {
         op: case.op.clone(),
@@ -503,15 +490,15 @@ pub fn sampled_case(
     }
     let sliced = sliced(case, slices.len() as u64, sl.from);
     let sliced_specs = op.tensors(&sliced)?;
-    let inputs = gathered_inputs_of(
+    let inputs = gathered_inputs(
         case,
         specs,
         &sliced_specs,
         sl,
         slices,
         &sampling.ranges,
-        made,
         sampling.distinct,
+        made,
     )?;
     Ok((sliced, inputs))
 }
@@ -718,6 +705,7 @@ mod tests {
             &cut,
             rows,
             &vec![(-1.0, 1.0); index + 1],
+            false,
             &[],
         ) else {
             return false;
@@ -860,8 +848,17 @@ mod tests {
         let picked = [3u64, 9, 15];
         let sc = sliced(&c, picked.len() as u64, 1);
         let sspecs = with_weight(&sc).expect("specs");
-        let g = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &[(-1.0, 1.0); 3], &[])
-            .expect("gathered");
+        let g = gathered_inputs(
+            &c,
+            &specs,
+            &sspecs,
+            &sl,
+            &picked,
+            &[(-1.0, 1.0); 3],
+            false,
+            &[],
+        )
+        .expect("gathered");
         assert_eq!(g.len(), 2);
         assert_eq!(g[1].ne, [64, 1, 1, 1]);
         assert_eq!(
@@ -889,6 +886,7 @@ mod tests {
             &sl,
             &picked,
             &[(-1.0, 1.0); 3],
+            false,
             &[],
         )
         .is_err());
@@ -938,8 +936,8 @@ mod tests {
         ];
         let ranges = [(-1.0, 1.0); 3];
         let drawn =
-            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &[]).expect("drawn");
-        let cut = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &made)
+            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, false, &[]).expect("drawn");
+        let cut = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, false, &made)
             .expect("cut from the made inputs");
         assert_eq!(
             drawn[0].bytes, cut[0].bytes,
@@ -964,7 +962,9 @@ mod tests {
             made[0].clone(),
             (1, HostTensor::from_f32(DType::I32, [5, 1, 1, 1], &[1.0; 5])),
         ];
-        assert!(gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, &short).is_err());
+        assert!(
+            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, false, &short).is_err()
+        );
     }
 
     fn out_rows(vals: &[f32], n0: i64) -> HostTensor {
