@@ -566,13 +566,16 @@ part_coverage() {
 # confirm: each failure of ggml-native (or, where that part did not run, of the unchanged
 # build's CI workflow, pr-gate's ci-ggml-base shards) and its passing side with upstream's
 # tools, CONFIRM_MAX failures at most (default 400: every one of the tier's), CONFIRM_JOBS at
-# a time (default 8), no upstream run started after CONFIRM_MAXTIME seconds (default: none).
+# a time (default 8), no upstream run started after CONFIRM_MAXTIME seconds (default: none);
+# CONFIRM_FROM=scheduled: the scheduled tier's failures only.
 # Its rows reach confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
   src=("$W"/ggml-native/results.jsonl)
   [ -s "${src[0]}" ] || src=("$W"/ci-ggml-base/artifacts/kedge-shard-*/results.jsonl)
-  # The scheduled tier's after the pull-request tier's (scheduled).
+  # The scheduled tier's after the pull-request tier's (scheduled); CONFIRM_FROM=scheduled
+  # confirms the scheduled tier's alone, where the other tier's were confirmed before.
+  [ "${CONFIRM_FROM:-all}" = scheduled ] && src=()
   [ -s "$W/ggml-scheduled/results.jsonl" ] && src+=("$W/ggml-scheduled/results.jsonl")
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
