@@ -9,7 +9,7 @@
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
-#   pr-gate scheduled pack
+#   pr-gate scheduled pool-memcheck pack
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
@@ -24,7 +24,7 @@ if [ "${1:-}" = "--collect" ]; then
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
-        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -600,6 +600,17 @@ part_ggml-memcheck() {
   run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck "${maxe[@]}" ${GGML_MEMCHECK_ARGS:-} --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
 }
 
+# kedge's block pools under memcheck: an input of a block format past 2^24 elements holds rows
+# of a pool, laid out on the device by kedge_pool_rows, which the capped ggml-memcheck never
+# reaches. One get_rows case per type (POOL_MEMCHECK_TYPES), its table 256 x 131073 values.
+part_pool-memcheck() {
+  local G t; G=$(abspath "$GGML_CUDA_DIR")
+  for t in ${POOL_MEMCHECK_TYPES:-q4_0 q4_K iq2_xs mxfp4}; do
+    run pool-memcheck-$t "$K" sweep -o get_rows --dtype "$t" --ne 256,131073,1,1 --ggml "$G" -b CUDA0 \
+      --sanitize memcheck --judge sampled --force --out "$W/pool-memcheck-$t"
+  done
+}
+
 # A pull request's build gated against its base's baseline, through the CI workflow's own
 # commands (two shards, merge, report, gate) on the ops PR_OPS names (default
 # rms_norm,rms_norm_mul_add, the ops the patch touches; empty: the whole suite). The base's
@@ -670,7 +681,7 @@ PY
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
 part_pack() {
-  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck confirm confirm-memcheck ci-* 2>/dev/null)
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck confirm confirm-memcheck ci-* pool-memcheck-* 2>/dev/null)
   ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
       coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
   say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"
