@@ -288,17 +288,7 @@ fn pool_blocks(
         bytemuck::cast_slice(&digests),
     );
     let want = pool.spec.bytes as usize;
-    let blocks = match pool_cache::read(&file, want) {
-        Some(b) => b,
-        None => {
-            let t = std::time::Instant::now();
-            let b = quantize(ggml, &pool.spec, vals)?;
-            if b.len() == want && t.elapsed() >= pool_cache::WORTH_KEEPING {
-                pool_cache::write(&file, &b);
-            }
-            b
-        }
-    };
+    let blocks = pool_cache::read_or_make(&file, want, || quantize(ggml, &pool.spec, vals))?;
     let blocks = Arc::new(blocks);
     if let Ok(mut v) = KEPT.lock() {
         if v.len() == KEPT_POOLS {
