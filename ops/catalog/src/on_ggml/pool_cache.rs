@@ -66,7 +66,7 @@ pub(crate) fn read(path: &Path, len: usize) -> Option<Vec<u8>> {
 
 /// The pool kept at `path` (`len` bytes), or the one `make` makes, kept there when it took
 /// `WORTH_KEEPING` or more. Workers that want the same pool at once take turns (a lock file
-/// beside it): the first makes it, the others then read what it kept. The cases around one
+/// beside it, `flock`): the first makes it, the others then read what it kept. The cases around one
 /// crossing start together, each in its own worker, and on a fresh machine each made the same
 /// i-quant pool with its share of the cores (iq1_m: 14 cases, 97 s of setup on an H100's host).
 /// Where the directory cannot hold the lock, each worker makes its own.
@@ -92,8 +92,10 @@ pub(crate) fn read_or_make<E>(
 }
 
 /// The lock of the pool at `path`, taken (waiting for the worker that holds it), or `None`
-/// where it cannot be.
+/// where it cannot be. An advisory `flock`: closing the file (or the worker's death) lets it go.
+#[cfg(unix)]
 fn lock(path: &Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
     std::fs::create_dir_all(path.parent()?).ok()?;
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -101,8 +103,20 @@ fn lock(path: &Path) -> Option<std::fs::File> {
         .write(true)
         .open(path.with_extension("lock"))
         .ok()?;
-    f.lock().ok()?;
-    Some(f)
+    loop {
+        // SAFETY: a descriptor this function owns, open for the call.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Some(f);
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn lock(_path: &Path) -> Option<()> {
+    None
 }
 
 /// Keep `bytes` at `path`: written beside it and renamed, so a reader never sees part of a
