@@ -9,7 +9,7 @@
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
-#   pr-gate scheduled pool-memcheck pack
+#   pr-gate scheduled pool-memcheck memcheck-bands pack
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
@@ -600,6 +600,20 @@ part_ggml-memcheck() {
   run ggml-memcheck "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck "${maxe[@]}" ${GGML_MEMCHECK_ARGS:-} --max-time "${GGML_MEMCHECK_MAXTIME:-4m}" "$(fresh)" --out "$W/ggml-memcheck"
 }
 
+# The build's sweep under memcheck in bands of size (MEMCHECK_BANDS, the bands' upper bounds in
+# elements, default "65536 262144 1048576"): each band its own sweep (ggml-memcheck-le-N), so
+# every case up to the last bound runs and what each band took is seen (MEMCHECK_BAND_MAXTIME,
+# default 4m, bounds each).
+part_memcheck-bands() {
+  local G lo=0 hi; G=$(abspath "$GGML_CUDA_DIR")
+  for hi in ${MEMCHECK_BANDS:-65536 262144 1048576}; do
+    run ggml-memcheck-le-$hi "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck \
+      --over-elements "$lo" --max-elements "$hi" --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
+      --out "$W/ggml-memcheck-le-$hi"
+    lo=$hi
+  done
+}
+
 # kedge's block pools under memcheck: an input of a block format past 2^24 elements holds rows
 # of a pool, laid out on the device by kedge_pool_rows, which the capped ggml-memcheck never
 # reaches. One get_rows case per type (POOL_MEMCHECK_TYPES), its table 256 x 131073 values.
@@ -681,7 +695,7 @@ PY
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
 part_pack() {
-  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck confirm confirm-memcheck ci-* pool-memcheck-* 2>/dev/null)
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* 2>/dev/null)
   ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
       coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
   say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"
