@@ -214,6 +214,46 @@ fn repro_of_a_padded_ggml_case_writes_a_c_program_that_builds_and_runs() {
     );
 }
 
+/// `kedge repro` of a failure memcheck saw (as ssm_conv's long-token kernel reading past its
+/// input, which no value shows, was seen on CUDA0): test-backend-ops' line runs clean under
+/// compute-sanitizer, as its tensors share one buffer, so the repro says so and runs the C
+/// program, each tensor in its own buffer, under compute-sanitizer. On the CPU backend here,
+/// with a dense case of one of kedge's ops the build computes.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn repro_of_a_memcheck_failure_runs_the_c_program_under_compute_sanitizer() {
+    let dir = build_dir();
+    let seen = r#"{"id":"ed66d8f13843","case":{"op":"cumsum","impl":"ggml:CPU","dtype":"f32","ne":[8194,2,1,1],"seed":1,"alloc":"exact"},"verdict":"oob-read","detector":"memcheck","detail":"memcheck: Invalid __global__ read of size 4 bytes is out of bounds in cumsum_kernel (31 records)","under":"memcheck","gpu":0,"ms":1450.06}"#;
+    let (code, text, err) = kedge(&["repro", seen, "--ggml", &dir]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "// memcheck saw this, not a value: test-backend-ops puts the case's tensors in one buffer",
+        "test_cases.emplace_back(new test_cumsum(GGML_TYPE_F32, {8194, 2, 1, 1}));",
+        "# layout: only this program reproduces it, under compute-sanitizer",
+        "compute-sanitizer --tool memcheck ./repro CPU case",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    // A value failure of the same case keeps the plain run and says both reproduce it.
+    let wrong = seen
+        .replace(
+            r#""verdict":"oob-read","detector":"memcheck""#,
+            r#""verdict":"wrong-values","detector":"reference""#,
+        )
+        .replace(r#""under":"memcheck""#, r#""under":"native""#);
+    let (code, text, err) = kedge(&["repro", &wrong, "--ggml", &dir]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!text.contains("memcheck saw this"), "{text}");
+    assert!(text.contains("# layout: both reproduce it"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("./repro CPU case")),
+        "{text}"
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),

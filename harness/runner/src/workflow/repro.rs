@@ -15,8 +15,8 @@ use kedge_core::contract::op::random_inputs;
 use kedge_core::contract::plan::LaunchViolation;
 use kedge_core::model::shape::fmt_ne;
 use kedge_core::{
-    Case, CaseError, CaseResult, DType, Impl, ImplRole, KernelArg, LimitsProfile, Op, Plan,
-    Registry, Role, TensorSpec,
+    Case, CaseError, CaseResult, DType, Detector, Impl, ImplRole, KernelArg, LimitsProfile, Op,
+    Plan, Registry, Role, TensorSpec,
 };
 use kedge_ops::on_ggml::c_repro::{self, CProgram, Side};
 use std::fmt::Write as _;
@@ -95,6 +95,9 @@ pub enum GgmlRepro {
         /// Whether test-backend-ops' constructor line builds the case's layout: `Err(what the
         /// line loses)`.
         layout: Result<(), String>,
+        /// Whether the failure is memcheck's (`seen_by_memcheck`): the program then runs
+        /// under compute-sanitizer, and test-backend-ops' line does not show it.
+        memcheck: bool,
     },
     /// No program can be written (no ggml build loaded, or it cannot build the case's graph).
     Unavailable {
@@ -223,6 +226,19 @@ pub fn limit_comments(reg: &Registry, case: &Case, profile: &LimitsProfile) -> V
         .collect()
 }
 
+/// Whether what kedge saw failing was compute-sanitizer memcheck's: an access outside a
+/// tensor that changed no value. test-backend-ops puts all of a case's tensors in one buffer,
+/// so such an access stays inside that buffer and memcheck reports nothing there (ssm_conv's
+/// long-token kernel: 32 memcheck errors in the C program, 0 in test-backend-ops' run of the
+/// same case); the C program gives each tensor its own buffer, as kedge does.
+fn seen_by_memcheck(input: &ReproInput<'_>) -> bool {
+    let failing = match input.transition {
+        Some(t) => Some(&t.fail),
+        None => input.result,
+    };
+    failing.is_some_and(|r| r.verdict.is_failure() && r.detector == Detector::Memcheck)
+}
+
 fn upstream_section(
     input: &ReproInput<'_>,
     op: &dyn Op,
@@ -240,6 +256,12 @@ fn upstream_section(
         lines.push(format!(
             "// this line does not reproduce the case's layout: {lost}; test-backend-ops makes its tensors dense (or its own view of a larger tensor) in one buffer. The C program (e) builds the layout kedge ran."
         ));
+    }
+    if seen_by_memcheck(input) {
+        lines.push(
+            "// memcheck saw this, not a value: test-backend-ops puts the case's tensors in one buffer, where an access past one tensor stays inside the buffer and memcheck reports nothing (this line runs clean under compute-sanitizer). The C program (e) gives each tensor its own buffer: run it under compute-sanitizer."
+                .into(),
+        );
     }
     let limits = limit_comments(input.reg, case, input.profile);
     if limits.is_empty() {
@@ -341,23 +363,34 @@ fn ggml_repro(input: &ReproInput<'_>, op: &dyn Op) -> Option<GgmlRepro> {
         }
     };
     let layout = c_repro::upstream_layout(op, case);
+    let memcheck = seen_by_memcheck(input);
     Some(match c_repro::program(ggml, input.reg, device, &sides) {
         Ok(program) => {
             let run = sides
                 .iter()
                 .map(|x| {
-                    let expect = match (x.name, input.transition.is_some()) {
-                        ("fail", _) => "  # must print FAIL (exit status 1)",
-                        ("pass", _) => "  # must print PASS (exit status 0)",
-                        _ => "",
+                    let (tool, expect) = match (x.name, memcheck) {
+                        ("fail", false) => ("", "  # must print FAIL (exit status 1)"),
+                        ("pass", false) => ("", "  # must print PASS (exit status 0)"),
+                        ("fail", true) => (
+                            "compute-sanitizer --tool memcheck ",
+                            "  # must report memcheck errors (natively it may print PASS)",
+                        ),
+                        ("pass", true) => (
+                            "compute-sanitizer --tool memcheck ",
+                            "  # must report 0 errors and print PASS",
+                        ),
+                        (_, true) => ("compute-sanitizer --tool memcheck ", ""),
+                        _ => ("", ""),
                     };
-                    format!("./repro {device} {}{expect}", x.name)
+                    format!("{tool}./repro {device} {}{expect}", x.name)
                 })
                 .collect();
             GgmlRepro::Available {
                 program,
                 run,
                 layout,
+                memcheck,
             }
         }
         Err(why) => GgmlRepro::Unavailable { why },
@@ -509,8 +542,15 @@ fn ggml_part(s: &mut String, g: &GgmlRepro) {
             program,
             run,
             layout,
+            memcheck,
         } => {
             match layout {
+                Ok(()) if *memcheck => {
+                    let _ = writeln!(
+                        s,
+                        "# layout: only this program reproduces it, under compute-sanitizer (memcheck saw an access outside a tensor; test-backend-ops' one buffer hides it); the test-backend-ops line in (a) does not"
+                    );
+                }
                 Ok(()) => {
                     let _ = writeln!(
                         s,
@@ -538,7 +578,7 @@ fn ggml_part(s: &mut String, g: &GgmlRepro) {
             for c in run {
                 let _ = writeln!(s, "{c}");
             }
-            if let Some(first) = run.first() {
+            if let Some(first) = run.first().filter(|_| !*memcheck) {
                 let first = first.split("  #").next().unwrap_or(first);
                 let _ = writeln!(s, "compute-sanitizer --tool memcheck --padding 512 {first}");
             }
