@@ -605,12 +605,12 @@ part_ggml-memcheck() {
 # every case up to the last bound runs and what each band took is seen (MEMCHECK_BAND_MAXTIME,
 # default 4m, bounds each).
 part_memcheck-bands() {
-  local G lo=0 hi; G=$(abspath "$GGML_CUDA_DIR")
+  local G hi over=(); G=$(abspath "$GGML_CUDA_DIR")
   for hi in ${MEMCHECK_BANDS:-65536 262144 1048576}; do
     run ggml-memcheck-le-$hi "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck \
-      --over-elements "$lo" --max-elements "$hi" --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
+      "${over[@]}" --max-elements "$hi" --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
       --out "$W/ggml-memcheck-le-$hi"
-    lo=$hi
+    over=(--over-elements "$hi")
   done
 }
 

@@ -66,10 +66,10 @@ pub(crate) fn read(path: &Path, len: usize) -> Option<Vec<u8>> {
 
 /// The pool kept at `path` (`len` bytes), or the one `make` makes, kept there when it took
 /// `WORTH_KEEPING` or more. Workers that want the same pool at once take turns (a lock file
-/// beside it, `flock`): the first makes it, the others then read what it kept. The cases around one
-/// crossing start together, each in its own worker, and on a fresh machine each made the same
-/// i-quant pool with its share of the cores (iq1_m: 14 cases, 97 s of setup on an H100's host).
-/// Where the directory cannot hold the lock, each worker makes its own.
+/// beside it, `flock`): the first makes it, the others then read what it kept. The cases
+/// around one crossing start together, each in its own worker, and on a fresh machine each
+/// made the same i-quant pool with its share of the cores (iq1_m: 14 cases, 97 s of setup on
+/// an H100's host). Where the directory cannot hold the lock, each worker makes its own.
 pub(crate) fn read_or_make<E>(
     path: &Path,
     len: usize,
