@@ -1140,3 +1140,28 @@ fn a_plain_copy_is_sampled_and_a_permuted_one_is_judged_whole() {
     let permuted = plain.clone().with_param("permute", "0213");
     assert!(Op::row_sampling(e, &permuted).is_none());
 }
+
+/// solve_tri's lower-triangular input, made by rows in parallel, holds the values one
+/// sequential pass over the stream gives (test_solve_tri's init_tensor_tril): matrices of
+/// several sizes, several of them, n = 1 included.
+#[test]
+fn lower_triangular_rows_in_parallel_are_the_sequential_draw() {
+    for (seed, n, matrices) in [(1u64, 1usize, 3usize), (7, 5, 4), (3, 64, 6), (9, 129, 2)] {
+        let total = n * n * matrices;
+        let mut rng = Rng::stream(seed, 0);
+        let want: Vec<f32> = (0..total)
+            .map(|i| {
+                if i % n <= (i / n) % n {
+                    rng.uniform(0.1, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let got = super::nn::lower_triangular(seed, n, total);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "n {n}, element {i}");
+        }
+    }
+}
