@@ -1269,7 +1269,7 @@ kedge_core::params! {
 /// the diagonal, drawn one after the other from the case's stream 0, zero above it. Made by rows
 /// in parallel, each from its place in the stream (row `r` of matrix `m` starts at draw
 /// `m * n(n+1)/2 + r(r+1)/2`): the values one sequential pass gives, at the host's cores'
-/// speed (a case of 2^31 values took 12 to 46 s on one core of the GPU host).
+/// speed (`[8, 8, 8388608]`, 2^29 values, took 6 to 23 s on one core of the GPU host).
 pub(super) fn lower_triangular(seed: u64, n: usize, total: usize) -> Vec<f32> {
     use rayon::prelude::*;
     let stream = Rng::stream(seed, 0);
