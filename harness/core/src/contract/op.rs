@@ -587,10 +587,6 @@ pub fn random_tensor(seed: u64, index: u64, s: &TensorSpec, lo: f32, hi: f32) ->
 mod tests {
     use super::*;
 
-    /// `kedge_pool_rows` (cuda/big.cu) picks row `r`'s pool row as the top bits of the product
-    /// of `pool_rows` with `kedge_mix(state + (r + 1) * gamma)`, from `picks_state`. Written
-    /// out here as the kernel computes it, it must be the host's `pick` for every row, or the
-    /// device would lay out other rows than the sampled judge's reference reads.
     /// `kedge_distinct_rows` (cuda/big.cu), written out as the kernel computes it (a row's
     /// state at `r * draws` gammas, a swap with the top bits of `mix(s) * (i + 1)`, ranks made
     /// values in place, the padding after each row but the last uniform in [-1, 1)), makes
@@ -664,6 +660,10 @@ mod tests {
         }
     }
 
+    /// `kedge_pool_rows` (cuda/big.cu) picks row `r`'s pool row as the top bits of the product
+    /// of `pool_rows` with `kedge_mix(state + (r + 1) * gamma)`, from `picks_state`. Written
+    /// out here as the kernel computes it, it must be the host's `pick` for every row, or the
+    /// device would lay out other rows than the sampled judge's reference reads.
     #[test]
     fn the_device_pick_of_a_pool_row_is_the_hosts() {
         const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
