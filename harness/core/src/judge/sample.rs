@@ -12,7 +12,7 @@
 //! op that promises it (`Op::row_sampling`) and tensors that are stacks of the case's slices
 //! (`slicing`, checked from the op's own shapes).
 
-use crate::contract::op::{Role, TensorSpec, Tolerance};
+use crate::contract::op::{Role, RowSampling, TensorSpec, Tolerance};
 use crate::cuda::big::Scan;
 use crate::error::CaseError;
 use crate::judge::compare::{compare, nothing_written, Comparison};
@@ -370,19 +370,17 @@ pub fn sliced(case: &Case, n: u64, from: usize) -> Case {
 /// The sliced case's inputs: slice `j` of input `i` is slice `slices[j]` of the case's input
 /// `i`, and an input read whole is the whole of it. An input the op made (`made`, by spec
 /// index, made whole on the host) is cut from it; a drawn one is drawn from the same stream
-/// at that slice's offset (`random_tensor(seed, i, .., lo, hi)` with
-/// `ranges[i]`; for a big block-format input, its pool rows: `BlockPool`; where `distinct`, as
-/// `contract::op::distinct_rows` makes its rows). So the reference of the sliced case is the
-/// reference of those slices.
-#[allow(clippy::too_many_arguments)]
+/// at that slice's offset as the op's sampling declares it (`random_tensor(seed, i, .., lo,
+/// hi)` with its range; for a big block-format input, its pool rows: `BlockPool`; for distinct
+/// rows, as `contract::op::distinct_rows` makes them). So the reference of the sliced case is
+/// the reference of those slices.
 pub fn gathered_inputs(
     case: &Case,
     specs: &[TensorSpec],
     sliced_specs: &[TensorSpec],
     sl: &Slicing,
     slices: &[u64],
-    ranges: &[(f32, f32)],
-    distinct: bool,
+    sampling: &RowSampling,
     made: &[(usize, HostTensor)],
 ) -> Result<Vec<HostTensor>, CaseError> {
     let bad = |msg: String| CaseError::BadInput {
@@ -452,7 +450,7 @@ pub fn gathered_inputs(
             continue;
         }
         let n0 = s.ne[0].max(1) as u64;
-        let range = ranges.get(i).copied().unwrap_or((-1.0, 1.0));
+        let range = sampling.ranges.get(i).copied().unwrap_or((-1.0, 1.0));
         // The rows to draw: the whole input's, or each sampled slice's.
         let rows: Vec<u64> = if chunk == 0 {
             (0..s.nelements() / n0).collect()
@@ -463,7 +461,7 @@ pub fn gathered_inputs(
                 .flat_map(|&p| p * per..(p + 1) * per)
                 .collect()
         };
-        let vals = if distinct {
+        let vals = if sampling.distinct {
             crate::contract::op::distinct_row_values(case, s, i, &rows)
         } else {
             row_values(case, s, i, &rows, range)
@@ -480,7 +478,7 @@ pub fn sampled_case(
     op: &dyn crate::contract::op::Op,
     case: &Case,
     specs: &[TensorSpec],
-    sampling: &crate::contract::op::RowSampling,
+    sampling: &RowSampling,
     sl: &Slicing,
     slices: &[u64],
     made: &[(usize, HostTensor)],
@@ -490,16 +488,7 @@ pub fn sampled_case(
     }
     let sliced = sliced(case, slices.len() as u64, sl.from);
     let sliced_specs = op.tensors(&sliced)?;
-    let inputs = gathered_inputs(
-        case,
-        specs,
-        &sliced_specs,
-        sl,
-        slices,
-        &sampling.ranges,
-        sampling.distinct,
-        made,
-    )?;
+    let inputs = gathered_inputs(case, specs, &sliced_specs, sl, slices, sampling, made)?;
     Ok((sliced, inputs))
 }
 
@@ -704,8 +693,7 @@ mod tests {
             &sspecs,
             &cut,
             rows,
-            &vec![(-1.0, 1.0); index + 1],
-            false,
+            &RowSampling::uniform(index + 1),
             &[],
         ) else {
             return false;
@@ -854,8 +842,7 @@ mod tests {
             &sspecs,
             &sl,
             &picked,
-            &[(-1.0, 1.0); 3],
-            false,
+            &RowSampling::uniform(3),
             &[],
         )
         .expect("gathered");
@@ -885,8 +872,7 @@ mod tests {
             ],
             &sl,
             &picked,
-            &[(-1.0, 1.0); 3],
-            false,
+            &RowSampling::uniform(3),
             &[],
         )
         .is_err());
@@ -934,10 +920,10 @@ mod tests {
             (0, random_tensor(c.seed, 0, &specs[0], -1.0, 1.0)),
             (1, HostTensor::from_f32(DType::I32, specs[1].ne, &idx)),
         ];
-        let ranges = [(-1.0, 1.0); 3];
+        let sampling = RowSampling::uniform(3);
         let drawn =
-            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, false, &[]).expect("drawn");
-        let cut = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, false, &made)
+            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &sampling, &[]).expect("drawn");
+        let cut = gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &sampling, &made)
             .expect("cut from the made inputs");
         assert_eq!(
             drawn[0].bytes, cut[0].bytes,
@@ -962,9 +948,7 @@ mod tests {
             made[0].clone(),
             (1, HostTensor::from_f32(DType::I32, [5, 1, 1, 1], &[1.0; 5])),
         ];
-        assert!(
-            gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &ranges, false, &short).is_err()
-        );
+        assert!(gathered_inputs(&c, &specs, &sspecs, &sl, &picked, &sampling, &short).is_err());
     }
 
     fn out_rows(vals: &[f32], n0: i64) -> HostTensor {
