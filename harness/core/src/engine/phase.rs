@@ -66,7 +66,7 @@ static CURRENT: Cell = Cell::new();
 /// `Download` around its own copies gets them counted as such, not as its run.
 struct Clock {
     at: Option<(Phase, Instant)>,
-    spent: [f64; 7],
+    spent: [f64; ALL.len()],
 }
 
 impl Clock {
@@ -95,14 +95,14 @@ thread_local! {
     static CLOCK: RefCell<Clock> = const {
         RefCell::new(Clock {
             at: None,
-            spent: [0.0; 7],
+            spent: [0.0; ALL.len()],
         })
     };
 }
 
 /// The milliseconds spent in each phase over a stretch of a case's work (`take_spent`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Spent([f64; 7]);
+pub struct Spent([f64; ALL.len()]);
 
 impl Spent {
     /// Milliseconds in `p`.
@@ -191,7 +191,7 @@ mod tests {
         // A clock of its own, as above.
         let mut c = Clock {
             at: None,
-            spent: [0.0; 7],
+            spent: [0.0; ALL.len()],
         };
         c.enter(Some(Phase::Run));
         std::thread::sleep(std::time::Duration::from_millis(20));
