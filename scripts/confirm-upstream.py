@@ -3,6 +3,7 @@
 
     scripts/confirm-upstream.py KEDGE GGML_DIR RESULTS.jsonl OUTDIR [--backend CUDA0] [--max N]
                                 [--memcheck MEMCHECK-RESULTS.jsonl] [--jobs J] [--max-time S]
+                                [--only OP[/DTYPE],...] [--per-op N]
 
 For every failing case of the sweep (at most N, each op's first ones) and the passing case on
 the other side of its transition (the same case with one dimension or parameter one step
@@ -43,6 +44,8 @@ ap.add_argument("--memcheck")
 ap.add_argument("--timeout", type=int, default=120)
 ap.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
 ap.add_argument("--max-time", type=float, help="start no run after this many seconds")
+ap.add_argument("--only", help="OP or OP/DTYPE, comma separated: those failures only")
+ap.add_argument("--per-op", type=int, help="each op's first N failures (default: max(2, N/20))")
 a = ap.parse_args()
 STARTED = time.monotonic()
 
@@ -142,12 +145,19 @@ for r in results:
         if isinstance(v, int) and not isinstance(v, bool):
             by[("p", k, key(c, k))].append((v, r))
 
-failing = [r for r in results if r["verdict"] not in OK]
+ONLY = {w.strip() for w in (a.only or "").split(",") if w.strip()}
+
+
+def wanted(c):
+    return not ONLY or c["op"] in ONLY or f'{c["op"]}/{c["dtype"]}' in ONLY
+
+
+failing = [r for r in results if r["verdict"] not in OK and wanted(r["case"])]
 per_op = defaultdict(int)
 chosen = []
 for r in failing:
     op = r["case"]["op"]
-    if per_op[op] >= max(2, a.max // 20) or len(chosen) >= a.max:
+    if per_op[op] >= (a.per_op or max(2, a.max // 20)) or len(chosen) >= a.max:
         continue
     per_op[op] += 1
     c = r["case"]

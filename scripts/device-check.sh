@@ -567,7 +567,8 @@ part_coverage() {
 # build's CI workflow, pr-gate's ci-ggml-base shards) and its passing side with upstream's
 # tools, CONFIRM_MAX failures at most (default 400: every one of the tier's), CONFIRM_JOBS at
 # a time (default 8), no upstream run started after CONFIRM_MAXTIME seconds (default: none);
-# CONFIRM_FROM=scheduled: the scheduled tier's failures only.
+# CONFIRM_FROM=scheduled: the scheduled tier's failures only; CONFIRM_ONLY (OP or OP/DTYPE, comma
+# separated): those ops' failures only; CONFIRM_PER_OP: each op's first N failures.
 # Its rows reach confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
@@ -580,7 +581,7 @@ part_confirm() {
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
     --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MAXTIME:+--max-time "$CONFIRM_MAXTIME"} \
-    ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
+    ${CONFIRM_ONLY:+--only "$CONFIRM_ONLY"} ${CONFIRM_PER_OP:+--per-op "$CONFIRM_PER_OP"} ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
   say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   # What memcheck found (ggml-memcheck's results, or CONFIRM_MEMCHECK_RESULTS): each failure and
   # its passing side under memcheck, upstream's test-backend-ops and the C repro both.
@@ -603,9 +604,11 @@ part_ggml-memcheck() {
 # The build's sweep under memcheck in bands of size (MEMCHECK_BANDS, the bands' upper bounds in
 # elements, default "65536 262144 1048576"): each band its own sweep (ggml-memcheck-le-N), so
 # every case up to the last bound runs and what each band took is seen (MEMCHECK_BAND_MAXTIME,
-# default 4m, bounds each).
+# default 4m, bounds each). MEMCHECK_OVER: the first band's lower bound (default none), to go
+# on past bands an earlier run covered.
 part_memcheck-bands() {
   local G hi over=(); G=$(abspath "$GGML_CUDA_DIR")
+  [ -n "${MEMCHECK_OVER:-}" ] && over=(--over-elements "$MEMCHECK_OVER")
   for hi in ${MEMCHECK_BANDS:-65536 262144 1048576}; do
     run ggml-memcheck-le-$hi "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck \
       "${over[@]}" --max-elements "$hi" --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
