@@ -9,7 +9,7 @@
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
-#   pr-gate scheduled pool-memcheck memcheck-bands pack
+#   pr-gate scheduled pool-memcheck memcheck-bands leftover pack
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
@@ -24,7 +24,7 @@ if [ "${1:-}" = "--collect" ]; then
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
-        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -628,6 +628,21 @@ part_pool-memcheck() {
   done
 }
 
+# Cases an earlier run left when its time ran out (its not-run.jsonl files, or any case lines,
+# carried as LEFTOVER_DIR/NAME.jsonl): each file its own sweep, leftover-NAME. A NAME starting
+# ggml- runs through the build on CUDA0; one with memcheck in it, under memcheck.
+# LEFTOVER_TIMES ("NAME=DURATION ...", default 5m each) bounds each.
+part_leftover() {
+  local G f name t args; G=$(abspath "$GGML_CUDA_DIR")
+  for f in "${LEFTOVER_DIR:?LEFTOVER_DIR: a folder of NAME.jsonl case lists}"/*.jsonl; do
+    name=$(basename "$f" .jsonl); args=()
+    case $name in ggml-*) args+=(--ggml "$G" -b CUDA0) ;; esac
+    case $name in *memcheck*) args+=(--sanitize memcheck) ;; esac
+    t=$(printf '%s\n' ${LEFTOVER_TIMES:-} | sed -n "s/^$name=//p" | head -1)
+    run leftover-$name "$K" sweep --corpus "$f" "${args[@]}" --max-time "${t:-5m}" --force --out "$W/leftover-$name"
+  done
+}
+
 # A pull request's build gated against its base's baseline, through the CI workflow's own
 # commands (two shards, merge, report, gate) on the ops PR_OPS names (default
 # rms_norm,rms_norm_mul_add, the ops the patch touches; empty: the whole suite). The base's
@@ -698,7 +713,7 @@ PY
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
 part_pack() {
-  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* 2>/dev/null)
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* leftover-* 2>/dev/null)
   ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
       coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
   say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"
