@@ -228,10 +228,12 @@ pub(crate) struct ExecArgs {
         default_value = "auto"
     )]
     pub(crate) judging: kedge_core::judge::sample::Judging,
-    /// Seconds a case may run before its worker is killed (verdict `timeout`).
-    #[arg(long, value_name = "SECONDS", default_value_t = 120,
+    /// Seconds a case may run before its worker is killed (verdict `timeout`), beside 15 s
+    /// per GiB of its tensors. Default 120, and 600 under a sanitizer (its kernels run many
+    /// times slower, and every launch costs it time).
+    #[arg(long, value_name = "SECONDS",
           value_parser = in_range(range::TIMEOUT_S.0, range::TIMEOUT_S.1))]
-    pub(crate) timeout: u64,
+    pub(crate) timeout: Option<u64>,
     /// GPU (ordinal) the workers use; default 0 (`sweep`: every GPU, see --devices).
     #[arg(long, value_name = "N", value_parser = in_range(range::DEVICE.0, range::DEVICE.1))]
     pub(crate) device: Option<u32>,
@@ -245,8 +247,11 @@ impl ExecArgs {
     /// The run engine's options from these flags (`--record-cap` in bytes, 0 as no cap;
     /// `--jobs` defaulted); the sanitizer tools are separate (`tools`).
     pub(crate) fn engine(&self) -> EngineOptions {
+        let given = self.timeout.map(Duration::from_secs);
+        let default = EngineOptions::default();
         EngineOptions {
-            timeout: Duration::from_secs(self.timeout),
+            timeout: given.unwrap_or(default.timeout),
+            sanitized_timeout: given.unwrap_or(default.sanitized_timeout),
             batch: self.batch,
             record_cap: (self.record_cap > 0).then(|| self.record_cap.saturating_mul(1 << 20)),
             sanitizer_args: self.sanitizer_args.clone(),
@@ -365,5 +370,32 @@ impl ResumeArgs {
     /// What to do with a results file already in `--out`.
     pub(crate) fn mode(&self) -> kedge_runner::results::OutMode {
         kedge_runner::results::OutMode::of_flags(self.resume, self.force)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct WithExec {
+        #[command(flatten)]
+        exec: ExecArgs,
+    }
+
+    fn engine(args: &[&str]) -> EngineOptions {
+        let argv = std::iter::once("kedge").chain(args.iter().copied());
+        WithExec::try_parse_from(argv).unwrap().exec.engine()
+    }
+
+    #[test]
+    fn a_sanitizer_gets_a_longer_timeout_unless_one_is_given() {
+        let e = engine(&[]);
+        assert_eq!(e.timeout, Duration::from_secs(120));
+        assert_eq!(e.sanitized_timeout, Duration::from_secs(600));
+        let e = engine(&["--timeout", "30"]);
+        assert_eq!(e.timeout, Duration::from_secs(30));
+        assert_eq!(e.sanitized_timeout, Duration::from_secs(30));
     }
 }

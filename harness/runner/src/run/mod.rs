@@ -122,6 +122,10 @@ pub enum Gpus {
 pub struct EngineOptions {
     /// A case with no verdict after this long is `timeout` and its worker killed.
     pub timeout: Duration,
+    /// The same under a sanitizer, whose instrumented kernels run many times slower and pay
+    /// for every launch: a concat of 116,224 launches (one per `ne[3]`) took 98 s under
+    /// memcheck on the H200 and passed 120 s on an H100, where it runs in milliseconds.
+    pub sanitized_timeout: Duration,
     /// How long a worker may take to open its GPU.
     pub ready_timeout: Duration,
     /// Cases per sanitized worker (memcheck; the other tools run one case per worker).
@@ -142,7 +146,20 @@ pub struct EngineOptions {
     pub judging: Judging,
 }
 
+/// `EngineOptions::timeout` unless given (`--timeout`), in seconds.
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
+/// `EngineOptions::sanitized_timeout` unless given.
+pub const DEFAULT_SANITIZED_TIMEOUT_S: u64 = 600;
+
 impl EngineOptions {
+    /// A case's base timeout: `sanitized_timeout` for a worker under a sanitizer.
+    pub(crate) fn timeout_for(&self, sanitized: bool) -> Duration {
+        if sanitized {
+            self.sanitized_timeout
+        } else {
+            self.timeout
+        }
+    }
     /// Half the CPU cores (each worker computes references on the CPU too), at most 8.
     pub fn default_jobs() -> usize {
         std::thread::available_parallelism()
@@ -154,7 +171,8 @@ impl EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            timeout: Duration::from_secs(120),
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+            sanitized_timeout: Duration::from_secs(DEFAULT_SANITIZED_TIMEOUT_S),
             ready_timeout: Duration::from_secs(180),
             batch: 16,
             record_cap: Some(supervisor::RECORD_CAP_BYTES),
@@ -398,7 +416,7 @@ impl Workers {
         let mut s = Supervisor::new(SupervisorConfig {
             exe: self.exe.clone(),
             spec: self.spec.on(gpu),
-            timeout: self.opts.timeout,
+            timeout: self.opts.timeout_for(sanitize.is_some()),
             ready_timeout: self.opts.ready_timeout,
             sanitize,
             work_dir: dir.to_path_buf(),

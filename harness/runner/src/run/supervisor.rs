@@ -112,7 +112,8 @@ pub struct SupervisorConfig {
     /// What every worker is; the supervisor sets `sanitized` and `warm_up` itself.
     pub spec: WorkerSpec,
     /// A case without a result after this long (plus 15 s per GiB of its tensors) is a
-    /// `timeout`, and its worker is killed.
+    /// `timeout`, and its worker is killed (`EngineOptions::timeout_for`: longer under a
+    /// sanitizer).
     pub timeout: Duration,
     /// How long a worker may take to say it is ready (its device opened, its libraries
     /// loaded).
@@ -1084,8 +1085,13 @@ impl CaseWait<'_> {
             Verdict::Timeout,
             Detector::Supervisor,
             format!(
-                "no verdict within {:?} (--timeout and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed{}",
+                "no verdict within {:?} (--timeout{} and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed{}",
                 case_timeout(self.cfg.timeout, self.case),
+                if self.cfg.sanitize.is_some() {
+                    ", by default 600 s under a sanitizer,"
+                } else {
+                    ""
+                },
                 in_phase.map_or_else(
                     || " (its phase unknown)".to_string(),
                     |(p, s)| format!(" in `{}` after {s:.1} s of it ({})", p.as_str(), p.whose())
