@@ -130,6 +130,42 @@ fn admission_tiers(
     tiers
 }
 
+/// A time-limited run's tiers class by class (`YieldOrder`): every case of a lower class
+/// starts before any case of a higher one, whatever its tier, so the cases the limit leaves
+/// are those of least expected yield. (Tier by tier, a limit of 5 minutes left crossings of
+/// big cases judged whole unrun behind the small tiers' other cases.) Within a class the
+/// tiers keep their order, most slots first; a class's last tier and the next class's first,
+/// where they have the same slots, are one (a barrier fewer).
+fn tiers_by_class(tiers: Vec<Tier>, bytes: &[CaseBytes], class: impl Fn(usize) -> u8) -> Vec<Tier> {
+    let mut classes: Vec<u8> = tiers
+        .iter()
+        .flat_map(|t| t.cases.iter().map(|&i| class(i)))
+        .collect();
+    classes.sort_unstable();
+    classes.dedup();
+    let mut out: Vec<Tier> = Vec::new();
+    for c in classes {
+        for t in &tiers {
+            let cases: Vec<usize> = t.cases.iter().copied().filter(|&i| class(i) == c).collect();
+            let Some(largest) = cases.iter().map(|&i| bytes[i].device).max() else {
+                continue;
+            };
+            match out.last_mut() {
+                Some(last) if last.slots == t.slots => {
+                    last.cases.extend(cases);
+                    last.largest = last.largest.max(largest);
+                }
+                _ => out.push(Tier {
+                    slots: t.slots,
+                    cases,
+                    largest,
+                }),
+            }
+        }
+    }
+    out
+}
+
 /// The host's available memory (`MemAvailable` in /proc/meminfo), where it can be read.
 pub(super) fn host_memory_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -192,7 +228,8 @@ impl Executor for GpuExecutor {
     }
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError> {
         // Admission: a case's tensors must leave room for the cases beside it; bigger cases
-        // run after the rest, with fewer of them at once (down to one per GPU).
+        // run after the rest, with fewer of them at once (down to one per GPU). In a
+        // time-limited run, class by class of expected yield first (`tiers_by_class`).
         let reg = kedge_ops::registry();
         let bytes: Vec<CaseBytes> = cases
             .iter()
@@ -203,10 +240,11 @@ impl Executor for GpuExecutor {
             .collect();
         let gpus = (self.pools.len() / self.jobs.max(1)).max(1);
         let mut stats = RunStats::default();
-        for (k, tier) in admission_tiers(&bytes, self.jobs, self.device_bytes, self.host_bytes)
-            .into_iter()
-            .enumerate()
-        {
+        let mut tiers = admission_tiers(&bytes, self.jobs, self.device_bytes, self.host_bytes);
+        if let Some(o) = &self.order {
+            tiers = tiers_by_class(tiers, &bytes, |i| o.rank(&cases[i]).class);
+        }
+        for (k, tier) in tiers.into_iter().enumerate() {
             // Out of time: the tiers left (bigger cases) start nothing.
             if self.budget.as_ref().is_some_and(|b| b.exhausted()) {
                 break;
@@ -818,6 +856,33 @@ mod admission_tests {
         let rows = 4 * 3 * (1 << 17);
         assert_eq!(b.host, rows, "{b:?}");
         assert_eq!(b.device, table + rows + 4 * 64 * 3 * (1 << 17));
+    }
+
+    #[test]
+    fn a_time_limited_runs_tiers_go_class_by_class() {
+        use super::tiers_by_class;
+        // A 140 GB device, 8 jobs: cases 0 to 2 small (8 slots), 3 and 4 alone.
+        let bytes = [GB, GB, GB, 90 * GB, 90 * GB].map(CaseBytes::whole);
+        let t = admission_tiers(&bytes, 8, 140 * GB, None);
+        let shape = |t: &[super::Tier]| -> Vec<(usize, Vec<usize>)> {
+            t.iter().map(|t| (t.slots, t.cases.clone())).collect()
+        };
+        assert_eq!(shape(&t), vec![(8, vec![0, 1, 2]), (1, vec![3, 4])]);
+        // A crossing (class 0) in each tier: both before the rest (class 3) of either.
+        let class = [3u8, 0, 3, 0, 3];
+        let by = tiers_by_class(t.clone(), &bytes, |i| class[i]);
+        assert_eq!(
+            shape(&by),
+            vec![(8, vec![1]), (1, vec![3]), (8, vec![0, 2]), (1, vec![4])]
+        );
+        assert_eq!(by[1].largest, 90 * GB);
+        assert_eq!(by[2].largest, GB);
+        // A class's last tier and the next class's first with the same slots are one.
+        let class = [0u8, 0, 0, 0, 1];
+        let by = tiers_by_class(t.clone(), &bytes, |i| class[i]);
+        assert_eq!(shape(&by), vec![(8, vec![0, 1, 2]), (1, vec![3, 4])]);
+        // One class: the tiers as they were.
+        assert_eq!(shape(&tiers_by_class(t.clone(), &bytes, |_| 2)), shape(&t));
     }
 
     #[test]
