@@ -191,6 +191,10 @@ fn serve(
             kedge_case_marker(seq);
         }
         seq += 1;
+        // ggml's ring of warning and error lines starts empty for each case: its abort names
+        // only its own case. (Left full, a case's abort carried an earlier case's failed
+        // allocations in its words, 216 GiB for a 32 GiB repeat, on an H100.)
+        kedge_ggml::clear_recent_log();
         let ex = match spec.bench {
             None => cases.execute(&case),
             Some(b) => cases.bench(&case, b),
