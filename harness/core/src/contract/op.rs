@@ -337,6 +337,10 @@ pub struct RowSampling {
     /// Every input the op does not make holds distinct rows (`distinct_rows`), not uniform
     /// values: the device makes them as the host does, and a sampled judge draws its rows.
     pub(crate) distinct: bool,
+    /// A gather whose output rows are too long to sample whole (a transpose of one plane:
+    /// 64 rows of 2^25 values): its slices are runs of this many elements of each flat
+    /// output instead of rows (`judge::sample::output_runs`).
+    pub(crate) runs: Option<u64>,
 }
 
 impl RowSampling {
@@ -355,6 +359,7 @@ impl RowSampling {
             made_specs: None,
             gather: false,
             distinct: false,
+            runs: None,
         }
     }
     /// Inputs the op makes itself (`Op::made_inputs`: all of them by default), made whole on
@@ -389,6 +394,19 @@ impl RowSampling {
             gather: true,
             ..self
         }
+    }
+    /// A gather (`gathered`) whose slices are runs of `width` elements of its flat outputs,
+    /// not their rows.
+    pub fn gathered_in_runs(self, width: u64) -> RowSampling {
+        RowSampling {
+            gather: true,
+            runs: Some(width),
+            ..self
+        }
+    }
+    /// The elements of each slice of a gather sliced in runs (`gathered_in_runs`).
+    pub fn run_width(&self) -> Option<u64> {
+        self.runs
     }
     /// Inputs of distinct rows (`distinct_rows`), every one of them; rows independent.
     pub fn distinct(specs: usize) -> RowSampling {

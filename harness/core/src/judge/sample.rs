@@ -91,6 +91,9 @@ pub struct Slicing {
     /// The extents the slice index runs over (the case's `ne[from..4]`; a gather's output
     /// rows), innermost first: where the grid limits fall.
     pub extents: Vec<i64>,
+    /// Elements of a slice that is a run of a gather's flat output (`output_runs`), not a
+    /// row or a slice along the case's dimensions.
+    pub run: Option<u64>,
 }
 
 impl Slicing {
@@ -101,7 +104,9 @@ impl Slicing {
     }
     /// What the slices are called in a verdict: rows, or slices along `ne[k..3]`.
     pub fn unit(&self) -> String {
-        if self.from == 1 {
+        if let Some(w) = self.run {
+            format!("runs of {w} elements")
+        } else if self.from == 1 {
             "rows".into()
         } else {
             format!("slices along ne[{}..3]", self.from)
@@ -168,6 +173,7 @@ pub fn slicing(
         count,
         chunk,
         extents: case.ne[from..].to_vec(),
+        run: None,
     })
 }
 
@@ -201,9 +207,51 @@ pub fn slicing_of(op: &dyn crate::contract::op::Op, case: &Case) -> Option<Slici
     let sampling = op.row_sampling(case)?;
     let specs = op.tensors(case).ok()?;
     if sampling.gather {
-        return output_rows(&specs);
+        return match sampling.runs {
+            Some(width) => output_runs(&specs, width),
+            None => output_rows(&specs),
+        };
     }
     slicing_from(case, &specs, sampling.from, &|c| op.tensors(c).ok())
+}
+
+/// A gather's slicing in runs (`RowSampling::gathered_in_runs`): slice `k` of each output is
+/// its flat elements `k * width .. (k + 1) * width`, every output dense, of a type whose
+/// blocks a run does not cut, and in the same number of runs (two or more). The crossings of
+/// 2^31 and 2^32 elements and bytes fall in runs as they fall in rows (`sample_slices`); a
+/// run has no place along the rows' dimensions, so the grid limits' rows are not picked out.
+pub fn output_runs(specs: &[TensorSpec], width: u64) -> Option<Slicing> {
+    let mut count = None;
+    let mut chunk = Vec::with_capacity(specs.len());
+    for s in specs {
+        if s.role != Role::Output {
+            chunk.push(0);
+            continue;
+        }
+        let n = s.nelements();
+        let block = s.dtype.block().max(1);
+        if width == 0
+            || s.nb != dense_strides(&s.ne, s.dtype)
+            || !n.is_multiple_of(width)
+            || !width.is_multiple_of(block)
+        {
+            return None;
+        }
+        let runs = n / width;
+        if runs < 2 || count.is_some_and(|c| c != runs) {
+            return None;
+        }
+        count = Some(runs);
+        chunk.push(width / block * s.dtype.size());
+    }
+    let count = count?;
+    Some(Slicing {
+        from: 1,
+        count,
+        chunk,
+        extents: vec![i64::try_from(count).ok()?],
+        run: Some(width),
+    })
 }
 
 /// A gather's slicing (`RowSampling::gathered`): the outputs' rows, every output dense with
@@ -231,6 +279,7 @@ pub fn output_rows(specs: &[TensorSpec]) -> Option<Slicing> {
         count: count?,
         chunk,
         extents,
+        run: None,
     })
 }
 
@@ -247,6 +296,34 @@ pub fn drawn_rows(
     let n0 = s.ne[0].max(1) as u64;
     let vals = row_values(case, s, index, rows, (lo, hi));
     HostTensor::from_f32(s.dtype, [n0 as i64, rows.len() as i64, 1, 1], &vals)
+}
+
+/// The values of input `index` of spec `s` at flat elements `at`, in that order, as the case
+/// draws them (`drawn_rows`' values, element by element: each is one draw from its place in
+/// the stream; a big block-format input's from its pool row). For a gather that reads its
+/// inputs element by element (a transpose sampled in runs of its output).
+pub fn drawn_elements(
+    case: &Case,
+    s: &TensorSpec,
+    index: usize,
+    at: &[u64],
+    (lo, hi): (f32, f32),
+) -> Vec<f32> {
+    let n0 = s.ne[0].max(1) as u64;
+    let stream = Rng::stream(case.seed, index as u64);
+    let pool = crate::contract::op::BlockPool::of(case.seed, index as u64, s);
+    let integer = s.dtype.is_integer();
+    at.iter()
+        .map(|&p| {
+            let row = pool.as_ref().map_or(p / n0, |b| b.pick(p / n0));
+            let mut rng = stream.skipped(row * n0 + p % n0);
+            if integer {
+                rng.below(16) as f32
+            } else {
+                rng.uniform(lo, hi)
+            }
+        })
+        .collect()
 }
 
 /// The values of rows `rows` of input `index` (`drawn_rows`), one row after the other.
@@ -671,6 +748,46 @@ mod tests {
         slicing(c, specs, 1, &same_shape)
     }
 
+    /// A gather sliced in runs: each output cut into runs of the width, whole blocks only;
+    /// the runs holding the 2^31st element are among those sampled; elements drawn one by
+    /// one are the whole draw's.
+    #[test]
+    fn a_gathers_runs_cut_its_flat_outputs_and_elements_draw_as_the_whole() {
+        let out = |dtype: DType, ne: [i64; 4]| {
+            vec![
+                spec("x", Role::Input, [3, 3, 1, 1]),
+                TensorSpec::dense("d", Role::Output, dtype, ne).expect("spec"),
+            ]
+        };
+        let sl = output_runs(&out(DType::F32, [12, 5, 1, 1]), 6).expect("runs");
+        assert_eq!(
+            (sl.count, sl.chunk.clone(), sl.run),
+            (10, vec![0, 24], Some(6))
+        );
+        assert_eq!(sl.unit(), "runs of 6 elements");
+        // A width that does not divide the output, one run, a run cutting a block: none.
+        assert!(output_runs(&out(DType::F32, [12, 5, 1, 1]), 7).is_none());
+        assert!(output_runs(&out(DType::F32, [12, 5, 1, 1]), 60).is_none());
+        assert!(output_runs(&out(DType::Q4_0, [64, 4, 1, 1]), 16).is_none());
+        assert_eq!(
+            output_runs(&out(DType::Q4_0, [64, 4, 1, 1]), 64).map(|s| s.chunk),
+            Some(vec![0, 36])
+        );
+        // 2^31 + 4096 elements in runs of 4096: the run holding element 2^31 is sampled.
+        let big = out(DType::F32, [4096, (1 << 19) + 1, 1, 1]);
+        let sl = output_runs(&big, 4096).expect("runs");
+        let case = Case::new("t", "x", DType::F32, [3, 3, 1, 1]);
+        let picked = sample_slices(&case, &big, &sl);
+        assert!(picked.contains(&(1 << 19)) && picked.contains(&((1 << 19) - 1)));
+        // Element draws.
+        let x = TensorSpec::dense("x", Role::Input, DType::F32, [7, 5, 1, 1]).expect("spec");
+        let whole = random_tensor(case.seed, 0, &x, -1.0, 1.0).to_f64();
+        let at = [0u64, 6, 7, 20, 34, 13];
+        let got = drawn_elements(&case, &x, 0, &at, (-1.0, 1.0));
+        let want: Vec<f32> = at.iter().map(|&p| whole[p as usize] as f32).collect();
+        assert_eq!(got, want);
+    }
+
     /// Whether `gathered_inputs` draws what `random_tensor` draws for the whole case.
     fn draws_agree(case: &Case, spec: &TensorSpec, index: usize, rows: &[u64]) -> bool {
         let whole = random_tensor(case.seed, index as u64, spec, -1.0, 1.0);
@@ -686,6 +803,7 @@ mod tests {
             count: spec.nelements() / n0 as u64,
             chunk: vec![(n0 * e) as u64; index + 1],
             extents: case.ne[1..].to_vec(),
+            run: None,
         };
         let Ok(g) = gathered_inputs(
             case,
@@ -963,6 +1081,7 @@ mod tests {
             count: 1000,
             chunk: vec![16],
             extents: vec![1000, 1, 1],
+            run: None,
         };
         let rows = [0u64, 500, 999];
         let reference: Vec<f64> = (0..12).map(|i| i as f64 * 0.25).collect();
@@ -1029,6 +1148,7 @@ mod tests {
             count: 100,
             chunk: vec![48],
             extents: vec![100, 1],
+            run: None,
         };
         let planes = [7u64, 42];
         let reference: Vec<f64> = (0..24).map(|i| i as f64).collect();

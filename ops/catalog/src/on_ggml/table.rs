@@ -268,10 +268,25 @@ pub(crate) enum Rows {
     /// The outputs' rows read the input rows the entry's indices choose (a gather, a
     /// scatter): this builds the case of some output rows alone (`Op::gathered_case`).
     Gathered(GatherFn),
+    /// A gather whose output rows are too long to sample whole: its slices are runs of its
+    /// flat outputs, as wide as the second fn says for the case's tensors (`None`: judged
+    /// whole), and the first builds the case of the sampled runs alone.
+    GatheredRuns(GatherFn, fn(&[TensorSpec]) -> Option<u64>),
     /// Judged whole.
     Whole,
     /// One of these, by the case (a view copied by rows, a transpose by planes).
     Choose(fn(&Case) -> &'static Rows),
+}
+
+/// The width of the runs a gather of `elements` output values is sampled in
+/// (`Rows::GatheredRuns`): the largest divisor of `elements` up to 4,096 and a sixteenth of
+/// them (so there are 16 runs or more to pick from), 1 for a prime count.
+pub(crate) fn run_width(elements: u64) -> u64 {
+    let most = (elements / 16).clamp(1, 4096);
+    (1..=most)
+        .rev()
+        .find(|d| elements.is_multiple_of(*d))
+        .unwrap_or(1)
 }
 
 /// The case of some output rows of a gather and its inputs (`Op::gathered_case`).
@@ -308,7 +323,7 @@ impl Rows {
                     .map_or(1, |d| d + 1);
                 (k <= 3).then_some(k)
             }
-            Rows::Gathered(_) => Some(1),
+            Rows::Gathered(_) | Rows::GatheredRuns(..) => Some(1),
             Rows::Whole | Rows::Choose(_) => None,
         }
     }
@@ -402,7 +417,7 @@ impl Op for GgmlOpEntry {
         ranges: &[(f32, f32)],
     ) -> Result<(Case, Vec<HostTensor>), CaseError> {
         match self.rows.of(case) {
-            Rows::Gathered(f) => f(case, specs, rows, made, ranges),
+            Rows::Gathered(f) | Rows::GatheredRuns(f, _) => f(case, specs, rows, made, ranges),
             _ => Err(bad(case, "its rows are not gathered")),
         }
     }
@@ -478,13 +493,21 @@ impl Op for GgmlOpEntry {
         // host and the input rows they pick (get_rows), or from the windows of drawn inputs
         // those rows read (im2col). The host draws a drawn input's rows where the device drew
         // them only if the input is dense: the device draws element after element.
-        if matches!(self.rows.of(case), Rows::Gathered(_)) {
+        let gather = match self.rows.of(case) {
+            Rows::Gathered(_) => Some(None),
+            Rows::GatheredRuns(_, width) => Some(Some(width(&specs)?)),
+            _ => None,
+        };
+        if let Some(runs) = gather {
             let drawn_dense = specs
                 .iter()
                 .enumerate()
                 .filter(|(i, x)| x.role == Role::Input && !s.makes(*i))
                 .all(|(_, x)| x.nb == kedge_core::model::shape::dense_strides(&x.ne, x.dtype));
-            return drawn_dense.then(|| s.gathered());
+            return drawn_dense.then(|| match runs {
+                Some(w) => s.gathered_in_runs(w),
+                None => s.gathered(),
+            });
         }
         Some(s.along(from))
     }

@@ -1202,9 +1202,75 @@ pub(crate) const COL2IM_1D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::PerCase(|c| if c.dtype == DType::F32 { 1e-7 } else { 5e-4 }),
-    rows: Rows::Whole,
+    // The signal has few rows (one per channel) of up to 2^28 values: sampled in runs of each
+    // channel (a run never crosses into the next), whose columns col2im_1d_gathered cuts. A
+    // run of w values reads K * (w + K - 1) column values: past a kernel of 256 (the
+    // shared-memory probes on K) the runs would hold more than the case, judged whole.
+    rows: Rows::GatheredRuns(col2im_1d_gathered, |specs| {
+        let (cols, dst) = (specs.first()?, specs.get(1)?);
+        let k = cols.ne[0] / dst.ne[1].max(1);
+        (k <= 256).then(|| super::run_width(dst.ne[0].max(1) as u64))
+    }),
     reach: no_reach,
 };
+
+/// The signal's runs `runs` alone (each `run_width(T_out)` values of one channel). Run `j`,
+/// values `a .. a + w` of channel `oc`, sums the columns whose windows reach signal positions
+/// `u = a + p0 ..`: column `t` adds its `K` values at `t * s0 ..`. The same sums at stride 1
+/// are those of columns `t' = t * s0` with zero columns between (adding a zero changes no
+/// sum), so the case of the runs is stride 1, a channel per run whose `w + K - 1` columns are
+/// `t' = u - K + 1 ..` of its channel (zero where `t'` is not a multiple of s0 or past the
+/// columns), cropped by `K - 1` at each end: its signal `[w, runs]` is the runs in order.
+fn col2im_1d_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    runs: &[u64],
+    _made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let (Some(cols), Some(dst)) = (specs.first(), specs.get(1)) else {
+        return Err(bad(c, "col2im_1d has columns and a signal"));
+    };
+    let p = Col2im1dParams::of(c);
+    let [k, oc, t_in, _] = c.ne;
+    let t_out = dst.ne[0].max(1);
+    let w = super::run_width(t_out as u64) as i64;
+    let n = runs.len() as i64;
+    let k_oc = k * oc;
+    // Per value of the new columns (channel j's kernel value kk at column t'): where in the
+    // case's columns it comes from, or none (a zero column).
+    let mut from: Vec<Option<u64>> = vec![None; (k * n * (w + k - 1)) as usize];
+    for (j, &run) in runs.iter().enumerate() {
+        let f = run as i64 * w;
+        let (ch, a) = (f / t_out, f % t_out);
+        let first = a + p.p0 - k + 1;
+        for tt in 0..w + k - 1 {
+            let t = first + tt;
+            if t < 0 || t % p.s0 != 0 || t / p.s0 >= t_in {
+                continue;
+            }
+            for kk in 0..k {
+                let at = (ch * k + kk) + (t / p.s0) * k_oc;
+                from[((j as i64 * k + kk) + tt * k * n) as usize] = Some(at as u64);
+            }
+        }
+    }
+    let wanted: Vec<u64> = from.iter().flatten().copied().collect();
+    let range = ranges.first().copied().unwrap_or((-1.0, 1.0));
+    let drawn = kedge_core::judge::sample::drawn_elements(c, cols, 0, &wanted, range);
+    let mut drawn = drawn.into_iter();
+    let vals: Vec<f32> = from
+        .iter()
+        .map(|x| x.and_then(|_| drawn.next()).unwrap_or(0.0))
+        .collect();
+    let mut sc = c.clone().with_params(|q: &mut Col2im1dParams| {
+        q.s0 = 1;
+        q.p0 = k - 1;
+    });
+    sc.ne = [k, n, w + k - 1, 1];
+    let input = HostTensor::from_f32(cols.dtype, [k * n, w + k - 1, 1, 1], &vals);
+    Ok((sc, vec![input]))
+}
 
 #[cfg(test)]
 mod tests {

@@ -1023,21 +1023,64 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    // A transpose stays inside its plane (it swaps dims 0 and 1): planes are independent, and
-    // its rows are x's columns, so a one-plane case is judged whole. The slice's rows are one
-    // row of each of x's planes: a gather of those rows.
+    // A transpose stays inside its plane (it swaps dims 0 and 1): planes are independent. Its
+    // rows are x's columns, so where the planes are big or few (one plane of 64 rows of 2^25
+    // values, 24 s judged whole on the GPU machine's host) it is sampled in runs of its
+    // flat result instead, each run gathered from x element by element. The slice's rows are
+    // one row of each of x's planes: a gather of those rows.
     rows: Rows::Choose(|c| {
         if ContParams::of(c).slice {
             &CONT_SLICE_ROWS
+        } else if c.ne[2].saturating_mul(c.ne[3]) >= 3 && c.ne[0].saturating_mul(c.ne[1]) <= 1 << 20
+        {
+            &CONT_TRANSPOSE_PLANES
         } else {
-            &CONT_TRANSPOSE_ROWS
+            &CONT_TRANSPOSE_RUNS
         }
     }),
     reach: no_reach,
 };
 
 const CONT_SLICE_ROWS: Rows = Rows::Gathered(cont_slice_gathered);
-const CONT_TRANSPOSE_ROWS: Rows = Rows::Slices(2);
+const CONT_TRANSPOSE_PLANES: Rows = Rows::Slices(2);
+const CONT_TRANSPOSE_RUNS: Rows = Rows::GatheredRuns(cont_transpose_gathered, |specs| {
+    specs.get(1).map(|dst| super::run_width(dst.nelements()))
+});
+
+/// The transpose's result runs `runs` (each `run_width` of its flat elements) alone. Element
+/// `f` of the result `[ne1, ne0, ne2, ne3]` is x's element `(f / ne1 % ne0, f % ne1, plane)`.
+/// The case of those runs transposes a `[runs, width]` tensor whose column `r` holds run `r`'s
+/// values in order, so its result `[width, runs]` is the runs one after the other. x's other
+/// values are never drawn.
+fn cont_transpose_gathered(
+    c: &Case,
+    specs: &[TensorSpec],
+    runs: &[u64],
+    _made: &[(usize, HostTensor)],
+    ranges: &[(f32, f32)],
+) -> Result<(Case, Vec<HostTensor>), CaseError> {
+    let (Some(x), Some(dst)) = (specs.first(), specs.get(1)) else {
+        return Err(bad(c, "cont has an input and a result"));
+    };
+    let w = super::run_width(dst.nelements());
+    let (ne0, ne1) = (c.ne[0].max(1) as u64, c.ne[1].max(1) as u64);
+    let k = runs.len() as u64;
+    // x's flat element for each value of the new input, in its order: column r, row j.
+    let mut at = vec![0u64; (k * w) as usize];
+    for (r, &run) in runs.iter().enumerate() {
+        for j in 0..w {
+            let f = run * w + j;
+            let (col, row, plane) = (f % ne1, f / ne1 % ne0, f / (ne0 * ne1));
+            at[(r as u64 + k * j) as usize] = row + ne0 * (col + ne1 * plane);
+        }
+    }
+    let range = ranges.first().copied().unwrap_or((-1.0, 1.0));
+    let vals = kedge_core::judge::sample::drawn_elements(c, x, 0, &at, range);
+    let mut sc = c.clone();
+    sc.ne = [k as i64, w as i64, 1, 1];
+    let input = HostTensor::from_f32(x.dtype, sc.ne, &vals);
+    Ok((sc, vec![input]))
+}
 
 /// The slice's rows `rows` alone: row `r` of `[ne0, 1, ne2, ne3]` is the `ne0` values of x's
 /// plane `r` from its element `ne1 - 1` on (test_cont's view offset, in elements). The case of

@@ -978,6 +978,7 @@ fn a_sampled_slice_reference_is_the_slice_of_the_whole_reference() {
         "rms_norm_mul_rope",
         "timestep_embedding",
         "conv_2d_dw",
+        "col2im_1d",
     ] {
         assert!(
             checked.iter().any(|x| x.starts_with(&format!("{name}/"))),
@@ -1164,4 +1165,35 @@ fn lower_triangular_rows_in_parallel_are_the_sequential_draw() {
             assert_eq!(g.to_bits(), w.to_bits(), "n {n}, element {i}");
         }
     }
+}
+
+/// A transpose of one big plane is sampled in runs of its flat result (its rows, x's columns,
+/// are too long to sample whole); one of many small planes by planes; test_cont's slice by its
+/// rows. The widths divide the result and leave 16 runs or more.
+#[test]
+fn a_one_plane_transpose_is_sampled_in_runs_of_its_result() {
+    use kedge_core::judge::sample::{sampled, slicing_of, Judging};
+    let cont = TABLE
+        .iter()
+        .find(|e| e.name == "cont")
+        .expect("in the table");
+    let case = |ne: [i64; 4], slice: bool| {
+        Case::new("cont", "ggml:CUDA0", DType::F32, ne)
+            .with_params(|p: &mut layout::ContParams| p.slice = slice)
+    };
+    let big = case([64, 33_554_431, 1, 1], false);
+    let sl = slicing_of(cont, &big).expect("sampled");
+    let w = 64 * 33_554_431 / sl.count;
+    assert_eq!(sl.run, Some(w));
+    assert!(w <= 4096 && w > 1 && (64 * 33_554_431) % w == 0, "{w}");
+    assert!(sampled(cont, &big, Judging::Auto));
+    // 2^25 - 1 = 31 * 601 * 1801: the largest divisor of 64 * (2^25 - 1) up to 4096.
+    assert_eq!(w, 2 * 1801);
+    let planes = slicing_of(cont, &case([10, 10, 10, 1], false)).expect("sampled");
+    assert_eq!((planes.from, planes.run), (2, None));
+    let slice = slicing_of(cont, &case([1024, 524_288, 2, 1], true)).expect("sampled");
+    assert_eq!(slice.run, None);
+    assert_eq!(super::run_width(17), 1);
+    assert_eq!(super::run_width(600), 30);
+    assert_eq!(super::run_width(1 << 40), 4096);
 }
