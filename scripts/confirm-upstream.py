@@ -41,7 +41,8 @@ ap.add_argument("out")
 ap.add_argument("--backend", default="CUDA0")
 ap.add_argument("--max", type=int, default=80)
 ap.add_argument("--memcheck")
-ap.add_argument("--timeout", type=int, default=120)
+ap.add_argument("--timeout", type=int, default=120,
+                help="seconds an upstream run may take, and as much again per 2^30 elements of its case")
 ap.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
 ap.add_argument("--max-time", type=float, help="start no run after this many seconds")
 ap.add_argument("--only", help="OP or OP/DTYPE, comma separated: those failures only")
@@ -290,11 +291,23 @@ def run_upstream(x):
     return slot["said"]
 
 
+def timeout_of(case):
+    """A run's time limit: --timeout, and as much again per 2^30 elements of the case.
+    test-backend-ops draws a case's inputs, computes it on the CPU backend and compares the
+    two outputs value by value on one thread: at 2^31 f16 elements a passing case ran past
+    120 s on the GPU machine's host."""
+    n = 1
+    for d in case["ne"]:
+        n *= max(1, int(d))
+    return a.timeout * (1 + n / (1 << 30))
+
+
 def run_upstream_once(x, argv):
+    limit = timeout_of(x["result"]["case"])
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
-        return "timeout", []
+        return f"timeout ({limit:.0f} s)", []
     except OSError as e:
         return f"not run ({e})", []
     out = p.stdout + p.stderr
@@ -330,7 +343,7 @@ def run_c(x, d):
     need = GATE.hold(run_bytes(x["result"]["case"]))
     try:
         p = subprocess.run(sanitized(x, ["./repro", a.backend, "case"]), cwd=d, capture_output=True,
-                           text=True, timeout=a.timeout)
+                           text=True, timeout=timeout_of(x["result"]["case"]))
     except subprocess.TimeoutExpired:
         return "C repro: timeout"
     except OSError as e:
