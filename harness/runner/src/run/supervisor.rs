@@ -101,6 +101,24 @@ fn case_timeout(base: Duration, case: &Case) -> Duration {
     base + Duration::from_secs((bytes >> 30).saturating_mul(TIMEOUT_S_PER_GIB))
 }
 
+/// The worker's `GLIBC_TUNABLES`: the supervisor's own with `glibc.malloc.hugetlb=1` added
+/// (`None`: leave it as it is, where it already says). A big case's host side is a few
+/// allocations of gigabytes (inputs, the CPU backend's tensors, the reference), each touched
+/// page by page the first time: in 4 KiB pages the kernel's page faults were about 40 % of a
+/// set_rows reference's time on the CPU machine. With the tunable, glibc asks for transparent
+/// huge pages on the chunks it maps (a glibc without the tunable ignores it): there, three
+/// runs each at 2^28 elements, the median reference went 6.74 → 3.80 s (diag), 2.79 → 1.75 s
+/// (gelu) and 2.54 → 2.32 s (set_rows into q4_0), as fast as before where no huge page was
+/// free.
+fn huge_pages(current: Option<String>) -> Option<String> {
+    const HUGE: &str = "glibc.malloc.hugetlb=1";
+    match current {
+        Some(t) if t.contains("glibc.malloc.hugetlb") => None,
+        Some(t) if !t.is_empty() => Some(format!("{t}:{HUGE}")),
+        _ => Some(HUGE.to_string()),
+    }
+}
+
 /// The default of `SanitizeSpec::record_cap`: thousands of records (memcheck took about a
 /// millisecond a record on the H200, so a case stops within seconds).
 pub const RECORD_CAP_BYTES: u64 = 4 << 20;
@@ -514,6 +532,7 @@ impl Supervisor {
                 std::process::id().to_string(),
             )
             .envs(self.threads.map(|n| ("RAYON_NUM_THREADS", n.to_string())))
+            .envs(huge_pages(std::env::var("GLIBC_TUNABLES").ok()).map(|t| ("GLIBC_TUNABLES", t)))
             .process_group(0);
         let mut child = cmd.spawn().map_err(|err| SupervisorError::Spawn {
             cmd: argv.join(" "),
@@ -1230,4 +1249,22 @@ fn died(case: &Case, what: &str) -> CaseResult {
 /// Fold a case's sanitizer findings into its result (see `sanitizer::merge_into_result`).
 fn merge_findings(r: &mut CaseResult, cf: crate::sanitizer::CaseFindings) {
     crate::sanitizer::merge_into_result(r, &cf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::huge_pages;
+
+    #[test]
+    fn workers_ask_for_huge_pages_unless_the_user_said_otherwise() {
+        let huge = Some("glibc.malloc.hugetlb=1".to_string());
+        assert_eq!(huge_pages(None), huge);
+        assert_eq!(huge_pages(Some(String::new())), huge);
+        assert_eq!(
+            huge_pages(Some("glibc.malloc.arena_max=2".into())).as_deref(),
+            Some("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1")
+        );
+        // The user's own setting of the tunable stays as it is, even "off".
+        assert_eq!(huge_pages(Some("glibc.malloc.hugetlb=0".into())), None);
+    }
 }
