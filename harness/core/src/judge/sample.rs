@@ -299,31 +299,17 @@ pub fn drawn_rows(
 }
 
 /// The values of input `index` of spec `s` at flat elements `at`, in that order, as the case
-/// draws them (`drawn_rows`' values, element by element: each is one draw from its place in
-/// the stream; a big block-format input's from its pool row). For a gather that reads its
-/// inputs element by element (a transpose sampled in runs of its output).
+/// draws them (`drawn_rows`' values, element by element). For a gather that reads its inputs
+/// element by element (a transpose sampled in runs of its output).
 pub fn drawn_elements(
     case: &Case,
     s: &TensorSpec,
     index: usize,
     at: &[u64],
-    (lo, hi): (f32, f32),
+    range: (f32, f32),
 ) -> Vec<f32> {
-    let n0 = s.ne[0].max(1) as u64;
-    let stream = Rng::stream(case.seed, index as u64);
-    let pool = crate::contract::op::BlockPool::of(case.seed, index as u64, s);
-    let integer = s.dtype.is_integer();
-    at.iter()
-        .map(|&p| {
-            let row = pool.as_ref().map_or(p / n0, |b| b.pick(p / n0));
-            let mut rng = stream.skipped(row * n0 + p % n0);
-            if integer {
-                rng.below(16) as f32
-            } else {
-                rng.uniform(lo, hi)
-            }
-        })
-        .collect()
+    let d = Draw::of(case, s, index, range);
+    at.iter().map(|&p| d.at(p)).collect()
 }
 
 /// The values of rows `rows` of input `index` (`drawn_rows`), one row after the other.
@@ -332,26 +318,60 @@ fn row_values(
     s: &TensorSpec,
     index: usize,
     rows: &[u64],
-    (lo, hi): (f32, f32),
+    range: (f32, f32),
 ) -> Vec<f32> {
-    let n0 = s.ne[0].max(1) as u64;
-    let stream = Rng::stream(case.seed, index as u64);
-    // A big block-format input holds rows of its pool, drawn as the pool's rows.
-    let pool = crate::contract::op::BlockPool::of(case.seed, index as u64, s);
-    let integer = s.dtype.is_integer();
-    let mut vals = Vec::with_capacity(rows.len() * n0 as usize);
+    let d = Draw::of(case, s, index, range);
+    let mut vals = Vec::with_capacity(rows.len() * d.n0 as usize);
     for &r in rows {
-        let r = pool.as_ref().map_or(r, |p| p.pick(r));
-        let mut rng = stream.skipped(r * n0);
-        for _ in 0..n0 {
-            vals.push(if integer {
-                rng.below(16) as f32
-            } else {
-                rng.uniform(lo, hi)
-            });
-        }
+        d.row(r, &mut vals);
     }
     vals
+}
+
+/// How input `index` of spec `s` is drawn: each element one draw from its place in the
+/// stream, uniform in [lo, hi) (integers in [0, 16)); a big block-format input's rows from
+/// its pool's rows (`BlockPool`).
+struct Draw {
+    n0: u64,
+    stream: Rng,
+    pool: Option<crate::contract::op::BlockPool>,
+    integer: bool,
+    range: (f32, f32),
+}
+
+impl Draw {
+    fn of(case: &Case, s: &TensorSpec, index: usize, range: (f32, f32)) -> Draw {
+        Draw {
+            n0: s.ne[0].max(1) as u64,
+            stream: Rng::stream(case.seed, index as u64),
+            pool: crate::contract::op::BlockPool::of(case.seed, index as u64, s),
+            integer: s.dtype.is_integer(),
+            range,
+        }
+    }
+    /// The next value of a stream positioned at an element.
+    fn next(&self, rng: &mut Rng) -> f32 {
+        if self.integer {
+            rng.below(16) as f32
+        } else {
+            rng.uniform(self.range.0, self.range.1)
+        }
+    }
+    /// The stream at row `r`'s first element (its pool row's, for a pooled input).
+    fn row_start(&self, r: u64) -> Rng {
+        let r = self.pool.as_ref().map_or(r, |p| p.pick(r));
+        self.stream.skipped(r * self.n0)
+    }
+    /// Row `r`'s values, appended to `out`.
+    fn row(&self, r: u64, out: &mut Vec<f32>) {
+        let mut rng = self.row_start(r);
+        out.extend((0..self.n0).map(|_| self.next(&mut rng)));
+    }
+    /// Flat element `p`'s value.
+    fn at(&self, p: u64) -> f32 {
+        let mut rng = self.row_start(p / self.n0).skipped(p % self.n0);
+        self.next(&mut rng)
+    }
 }
 
 /// Whether a case is judged on sampled slices by an impl that can run it so: `judging` samples
