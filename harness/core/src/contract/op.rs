@@ -404,10 +404,6 @@ impl RowSampling {
             ..self
         }
     }
-    /// The elements of each slice of a gather sliced in runs (`gathered_in_runs`).
-    pub fn run_width(&self) -> Option<u64> {
-        self.runs
-    }
     /// Inputs of distinct rows (`distinct_rows`), every one of them; rows independent.
     pub fn distinct(specs: usize) -> RowSampling {
         RowSampling {

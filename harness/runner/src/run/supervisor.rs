@@ -1107,9 +1107,12 @@ impl CaseWait<'_> {
                 "no verdict within {:?} (--timeout{} and {TIMEOUT_S_PER_GIB} s per GiB of the case's tensors); worker killed{}",
                 case_timeout(self.cfg.timeout, self.case),
                 if self.cfg.sanitize.is_some() {
-                    ", by default 600 s under a sanitizer,"
+                    format!(
+                        ", by default {} s under a sanitizer,",
+                        super::DEFAULT_SANITIZED_TIMEOUT_S
+                    )
                 } else {
-                    ""
+                    String::new()
                 },
                 in_phase.map_or_else(
                     || " (its phase unknown)".to_string(),

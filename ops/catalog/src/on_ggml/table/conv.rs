@@ -1206,13 +1206,17 @@ pub(crate) const COL2IM_1D: GgmlOpEntry = GgmlOpEntry {
     // channel (a run never crosses into the next), whose columns col2im_1d_gathered cuts. A
     // run of w values reads K * (w + K - 1) column values: past a kernel of 256 (the
     // shared-memory probes on K) the runs would hold more than the case, judged whole.
-    rows: Rows::GatheredRuns(col2im_1d_gathered, |specs| {
-        let (cols, dst) = (specs.first()?, specs.get(1)?);
-        let k = cols.ne[0] / dst.ne[1].max(1);
-        (k <= 256).then(|| super::run_width(dst.ne[0].max(1) as u64))
-    }),
+    rows: Rows::GatheredRuns(col2im_1d_gathered, col2im_run_width),
     reach: no_reach,
 };
+
+/// The width of the signal's runs (`Rows::GatheredRuns`): `run_width` of a channel's length,
+/// so a run never crosses into the next channel; none past a kernel of 256.
+fn col2im_run_width(specs: &[TensorSpec]) -> Option<u64> {
+    let (cols, dst) = (specs.first()?, specs.get(1)?);
+    let k = cols.ne[0] / dst.ne[1].max(1);
+    (k <= 256).then(|| super::run_width(dst.ne[0].max(1) as u64))
+}
 
 /// The signal's runs `runs` alone (each `run_width(T_out)` values of one channel). Run `j`,
 /// values `a .. a + w` of channel `oc`, sums the columns whose windows reach signal positions
@@ -1228,13 +1232,17 @@ fn col2im_1d_gathered(
     _made: &[(usize, HostTensor)],
     ranges: &[(f32, f32)],
 ) -> Result<(Case, Vec<HostTensor>), CaseError> {
-    let (Some(cols), Some(dst)) = (specs.first(), specs.get(1)) else {
-        return Err(bad(c, "col2im_1d has columns and a signal"));
+    let (Some(cols), Some(dst), Some(w)) = (specs.first(), specs.get(1), col2im_run_width(specs))
+    else {
+        return Err(bad(
+            c,
+            "col2im_1d's runs: columns, a signal and a kernel of 256 or less",
+        ));
     };
     let p = Col2im1dParams::of(c);
     let [k, oc, t_in, _] = c.ne;
     let t_out = dst.ne[0].max(1);
-    let w = super::run_width(t_out as u64) as i64;
+    let w = w as i64;
     let n = runs.len() as i64;
     let k_oc = k * oc;
     // Per value of the new columns (channel j's kernel value kk at column t'): where in the

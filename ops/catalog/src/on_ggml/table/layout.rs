@@ -1043,9 +1043,12 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
 
 const CONT_SLICE_ROWS: Rows = Rows::Gathered(cont_slice_gathered);
 const CONT_TRANSPOSE_PLANES: Rows = Rows::Slices(2);
-const CONT_TRANSPOSE_RUNS: Rows = Rows::GatheredRuns(cont_transpose_gathered, |specs| {
+const CONT_TRANSPOSE_RUNS: Rows = Rows::GatheredRuns(cont_transpose_gathered, cont_run_width);
+
+/// The width of the transpose's runs (`Rows::GatheredRuns`): `run_width` of its result.
+fn cont_run_width(specs: &[TensorSpec]) -> Option<u64> {
     specs.get(1).map(|dst| super::run_width(dst.nelements()))
-});
+}
 
 /// The transpose's result runs `runs` (each `run_width` of its flat elements) alone. Element
 /// `f` of the result `[ne1, ne0, ne2, ne3]` is x's element `(f / ne1 % ne0, f % ne1, plane)`.
@@ -1059,10 +1062,9 @@ fn cont_transpose_gathered(
     _made: &[(usize, HostTensor)],
     ranges: &[(f32, f32)],
 ) -> Result<(Case, Vec<HostTensor>), CaseError> {
-    let (Some(x), Some(dst)) = (specs.first(), specs.get(1)) else {
+    let (Some(x), Some(w)) = (specs.first(), cont_run_width(specs)) else {
         return Err(bad(c, "cont has an input and a result"));
     };
-    let w = super::run_width(dst.nelements());
     let (ne0, ne1) = (c.ne[0].max(1) as u64, c.ne[1].max(1) as u64);
     let k = runs.len() as u64;
     // x's flat element for each value of the new input, in its order: column r, row j.
