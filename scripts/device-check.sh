@@ -11,6 +11,10 @@
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
 #   pr-gate scheduled pool-memcheck memcheck-bands leftover pack
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
+# Lanes: a part lane:NAME:P1,P2,... runs those parts in the background, beside the parts after
+# it, in the same OUTDIR/work (its lines in OUTDIR/summary-NAME.txt); part `wait` waits for every
+# lane started before it (and the check waits for all before it ends). For work that does not
+# compete for the GPU's memory or the host's cores: memcheck of small cases beside a native sweep.
 # Writes OUTDIR/summary.txt and OUTDIR/kedge-gpu.tar.gz (everything else, to commit under reports/).
 #   scripts/device-check.sh --collect OUTDIR DEST SECONDS
 #        while a check started in the background writes OUTDIR: every 90 s (and at the end) put
@@ -20,7 +24,7 @@ set -u
 if [ "${1:-}" = "--collect" ]; then
   SRC=${2:?OUTDIR}; DEST=${3:?DEST}; SECS=${4:?SECONDS}; END=$(( $(date +%s) + SECS ))
   collect() {
-    cp "$SRC/summary.txt" "$DEST/" 2>/dev/null
+    cp "$SRC"/summary*.txt "$DEST/" 2>/dev/null
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
@@ -42,7 +46,7 @@ PARTS=" ${*:-env native guard memcheck int32 selftest incidents zoo fp8 sdpa plu
 K=${KEDGE:-$PWD/.bin/kedge}
 W="$OUT/work"; mkdir -p "$W"
 export KEDGE_CACHE_DIR=/tmp/kedge-nvrtc-cache
-SUM="$OUT/summary.txt"; : > "$SUM"
+SUM="$OUT/summary${LANE:+-$LANE}.txt"; : > "$SUM"
 
 # CI: the GPU workflow's own commands end to end (ci_local runs each job's steps as a runner
 # would; the kedge here stands in for the steps that build it), gated against a baseline given
@@ -66,7 +70,7 @@ GGML_PR_DIR=${GGML_PR_DIR:-target/ggml/cuda-pr}
 GGML_PR_SRC=target/ggml/pr-src
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 # Whatever ran comes back, even when the caller's time limit stops this script part-way.
-trap 'tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null' EXIT
+[ -z "${LANE:-}" ] && trap 'tar czf "$OUT/kedge-gpu.tar.gz" -C "$W" . 2>/dev/null' EXIT
 say() { echo "$*" | tee -a "$SUM"; }
 want() { [[ "$PARTS" == *" $1 "* ]]; }
 run() { # run NAME CMD...: time it, keep its output, note its exit status
@@ -568,7 +572,8 @@ part_coverage() {
 # tools, CONFIRM_MAX failures at most (default 400: every one of the tier's), CONFIRM_JOBS at
 # a time (default 8), no upstream run started after CONFIRM_MAXTIME seconds (default: none);
 # CONFIRM_FROM=scheduled: the scheduled tier's failures only; CONFIRM_ONLY (OP or OP/DTYPE, comma
-# separated): those ops' failures only; CONFIRM_PER_OP: each op's first N failures.
+# separated): those ops' failures only; CONFIRM_PER_OP: each op's first N failures; CONFIRM_EXTRA:
+# more results files (an earlier run's, carried), their failures confirmed too.
 # Its rows reach confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
@@ -578,6 +583,8 @@ part_confirm() {
   # confirms the scheduled tier's alone, where the other tier's were confirmed before.
   [ "${CONFIRM_FROM:-all}" = scheduled ] && src=()
   [ -s "$W/ggml-scheduled/results.jsonl" ] && src+=("$W/ggml-scheduled/results.jsonl")
+  [ -s "$W/ggml-scheduled-rest/results.jsonl" ] && src+=("$W/ggml-scheduled-rest/results.jsonl")
+  src+=(${CONFIRM_EXTRA:-})
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
     --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MAXTIME:+--max-time "$CONFIRM_MAXTIME"} \
@@ -690,6 +697,17 @@ part_scheduled() {
   run ggml-scheduled "$K" sweep default --ggml "$G" -b CUDA0 --over-elements "$over" --max-time "${SCHED_MAXTIME:-5m}" "$(fresh)" --out "$W/ggml-scheduled"
   sizes ggml-scheduled
 }
+# The cases the scheduled tier's time limit left (its not-run.jsonl), for SCHED_REST_MAXTIME more
+# (default 4m): ggml-scheduled-rest, so the tier's 5 minutes stay what they measured.
+part_scheduled-rest() {
+  local G nr="$W/ggml-scheduled/not-run.jsonl"; G=$(abspath "$GGML_CUDA_DIR")
+  if [ -s "$nr" ]; then
+    run ggml-scheduled-rest "$K" sweep --corpus "$nr" --ggml "$G" -b CUDA0 --max-time "${SCHED_REST_MAXTIME:-4m}" --force --out "$W/ggml-scheduled-rest"
+    sizes ggml-scheduled-rest
+  else
+    say "scheduled-rest: the scheduled tier left no case"
+  fi
+}
 sizes() { # NAME: results by the case's element count (the product of ne): cases, ms median and max, failing
   python3 - "$W/$1/results.jsonl" <<'PY' > "$W/$1-sizes.txt" 2>&1
 import json, math, statistics, sys
@@ -713,7 +731,7 @@ PY
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
 part_pack() {
-  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* leftover-* 2>/dev/null)
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-scheduled* ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* leftover-* 2>/dev/null)
   ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
       coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
   say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"
@@ -721,12 +739,19 @@ part_pack() {
 
 # The parts, in the order given.
 for p in $PARTS; do
-  if declare -F "part_$p" > /dev/null; then
+  if [[ $p == lane:*:* ]]; then
+    l=${p#lane:}; say "lane ${l%%:*}: ${l#*:} (summary-${l%%:*}.txt)"
+    lp=${l#*:}; LANE=${l%%:*} "$0" "$OUT" ${lp//,/ } &
+  elif [ "$p" = wait ]; then
+    wait; say "lanes done"
+  elif declare -F "part_$p" > /dev/null; then
     "part_$p"
   else
     say "unknown part $p"
   fi
 done
+wait
+[ -n "${LANE:-}" ] && exit 0
 for d in native guard memcheck; do
   [ -f "$W/$d/results.jsonl" ] && "$K" report "$W/$d/results.jsonl" --out "$W/$d" > /dev/null 2>&1
 done
