@@ -704,6 +704,14 @@ pub(crate) fn judge_output(
     if let Some(f) = c.numbers.first_bad {
         let (j, k) = ((f / per) as usize, f % per);
         c.numbers.first_bad = slices.get(j).map(|r| r * per + k);
+        // The comparison named the element among the sampled ones; the detail names it in
+        // the whole output, as `numbers` does.
+        if let Some(w) = c.numbers.first_bad {
+            c.detail = c.detail.replace(
+                &format!(", first bad at flat index {f}"),
+                &format!(", first bad at flat index {w} of the whole output"),
+            );
+        }
     }
     c.numbers.output_ne = Some(spec.ne);
     let sampled = format!(
@@ -1149,6 +1157,12 @@ mod tests {
         assert_eq!(c.verdict, Verdict::WrongValues);
         assert_eq!(c.numbers.first_bad, Some(500 * 4 + 2));
         assert_eq!(c.numbers.first_bad_coords(), Some([2, 500, 0, 0]));
+        assert!(
+            c.detail
+                .contains("first bad at flat index 2002 of the whole output"),
+            "{}",
+            c.detail
+        );
         // Non-finite values elsewhere, where the sampled reference is finite.
         let inf = Scan {
             nonfinite: 3,
