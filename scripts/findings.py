@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The findings of many runs in one table: every failing case of the results given, grouped by
+op, dtype, verdict and detector, each group with its smallest failing case, the nearest case
+that passed beside it (one dimension or integer parameter moved), whether only memcheck saw
+it, and what upstream said of it in the confirm runs given (scripts/confirm-upstream.py's
+confirm.jsonl files).
+
+    scripts/findings.py --results R.jsonl ... [--memcheck M.jsonl ...] [--confirm C.jsonl ...]
+
+A later results file's record of a case replaces an earlier one's (give the oldest first).
+`resource-limit` (a case too big for the device it ran on) is not a finding. A memcheck
+record counts where its verdict or detector differs from the native one of the same case.
+Writes markdown to stdout: a summary, then one row per group, the groups upstream has not
+shown first.
+"""
+import argparse
+import json
+import math
+import re
+from collections import defaultdict
+
+OK = {"pass", "unsupported", "skipped"}
+NOT_FINDINGS = OK | {"resource-limit"}
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--results", nargs="+", required=True, help="native results, oldest first")
+ap.add_argument("--memcheck", nargs="*", default=[], help="results under memcheck")
+ap.add_argument("--confirm", nargs="*", default=[], help="confirm-upstream.py's confirm.jsonl files")
+a = ap.parse_args()
+
+
+def load(path):
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                yield json.loads(line)
+
+
+def elements(c):
+    return math.prod(max(1, int(d)) for d in c["ne"])
+
+
+def label(c):
+    ne = ",".join(str(d) for d in c["ne"])
+    p = c.get("params") or {}
+    return f"`[{ne}]`" + (" " + " ".join(f"{k}={v}" for k, v in sorted(p.items())) if p else "")
+
+
+native = {}
+for p in a.results:
+    for r in load(p):
+        native[r["id"]] = r
+memcheck = {}
+for p in a.memcheck:
+    for r in load(p):
+        memcheck[r["id"]] = r
+
+# The nearest passing case: the same op, impl, dtype and parameters with one dimension (or
+# one integer parameter) moved, as confirm-upstream.py pairs them.
+def key(c, skip):
+    p = dict(c.get("params") or {})
+    if isinstance(skip, str):
+        p.pop(skip, None)
+    ne = list(c["ne"])
+    if isinstance(skip, int):
+        ne[skip] = None
+    return (c["op"], c["impl"], c["dtype"], json.dumps(ne), json.dumps(p, sort_keys=True))
+
+
+by = defaultdict(list)
+for r in native.values():
+    if r["verdict"] != "pass":
+        continue
+    c = r["case"]
+    for d in range(4):
+        by[("ne", d, key(c, d))].append((c["ne"][d], r))
+    for k, v in (c.get("params") or {}).items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            by[("p", k, key(c, k))].append((v, r))
+
+
+def passing_side(c):
+    best, other = None, None
+    groups = [("ne", d, key(c, d), c["ne"][d]) for d in range(4)]
+    groups += [("p", k, key(c, k), v) for k, v in (c.get("params") or {}).items()
+               if isinstance(v, int) and not isinstance(v, bool)]
+    for kind, which, k, v in groups:
+        for val, o in by[(kind, which, k)]:
+            if val != v and (best is None or abs(val - v) < best):
+                best, other = abs(val - v), o
+    return other
+
+
+def said(u):
+    """FAIL or PASS, from test-backend-ops' words or the C repro's ("C repro rc=1 FAIL: ...")."""
+    if u.startswith("C repro"):
+        m = re.search(r"rc=-?\d+ (FAIL|PASS)", u)
+        return ("C repro " + m.group(1)) if m else u[:40]
+    return "FAIL" if u.startswith("FAIL") else "PASS" if u.startswith("PASS") else u.split(",")[0][:40]
+
+
+# What upstream said, by case id and side: test-backend-ops' words, and the standalone C
+# repro's where one ran (a layout upstream's constructor cannot express, or what memcheck alone
+# saw: the repro run under memcheck).
+upstream = defaultdict(dict)
+c_repro = defaultdict(dict)
+for p in a.confirm:
+    for r in load(p):
+        # A run's FAIL or PASS is kept over another's timeout or tool failure.
+        u = str(r.get("upstream") or "")
+        if u and not u.startswith("not run") and (said(u) in ("FAIL", "PASS") or r["side"] not in upstream[r["id"]]):
+            upstream[r["id"]][r["side"]] = u
+        c = str(r.get("c_repro") or "")
+        if c.startswith("C repro") and (said(c).endswith(("FAIL", "PASS")) or r["side"] not in c_repro[r["id"]]):
+            c_repro[r["id"]][r["side"]] = c
+
+
+def shown_for(i, side):
+    """The side's strongest word, test-backend-ops' before the C repro's: FAIL for a failing
+    side, PASS for a passing one, else whatever either said."""
+    t, c = upstream.get(i, {}).get(side), c_repro.get(i, {}).get(side)
+    want = "FAIL" if side == "fail" else "PASS"
+    for w in (t, c):
+        if w and said(w).endswith(want):
+            return said(w), w
+    w = t or c
+    return (said(w), w) if w else (None, None)
+
+
+findings = defaultdict(list)
+for r in native.values():
+    if r["verdict"] not in NOT_FINDINGS:
+        findings[(r["case"]["op"], r["case"]["dtype"], r["verdict"], r.get("detector"), False)].append(r)
+for i, r in memcheck.items():
+    n = native.get(i)
+    if r["verdict"] in NOT_FINDINGS or r["verdict"] == "timeout":
+        continue
+    if n is None or (n["verdict"], n.get("detector")) != (r["verdict"], r.get("detector")):
+        findings[(r["case"]["op"], r["case"]["dtype"], r["verdict"], r.get("detector"), True)].append(r)
+
+
+def rank_of(status):
+    """Both sides shown (0), the failing side shown failing (1), anything else (2)."""
+    s = status.replace("C repro ", "")
+    return {"FAIL / PASS": 0, "FAIL": 1}.get(s, 2)
+
+
+rows = []
+for (op, dtype, verdict, detector, mc_only), rs in findings.items():
+    rs.sort(key=lambda r: elements(r["case"]))
+    first = rs[0]
+    other = passing_side(first["case"])
+    # Upstream: the best any case of the group got, both sides shown first.
+    shown, words = "not run", ""
+    for r in rs:
+        f, fw = shown_for(r["id"], "fail")
+        if not f:
+            continue
+        o = passing_side(r["case"])
+        pu = shown_for(o["id"], "pass")[0] if o else None
+        status = f + (" / " + pu if pu else "")
+        f = fw
+        if shown == "not run" or rank_of(status) < rank_of(shown):
+            shown, words = status, f"{label(r['case'])}: {f[:80]}"
+    rows.append((op, dtype, verdict, detector, mc_only, rs, first, other, shown, words))
+
+# Not run upstream first, then other words, the failing side alone, both sides.
+rows.sort(key=lambda x: (0 if x[8] == "not run" else 3 - rank_of(x[8]), x[0], x[1], x[2]))
+n_groups = len(rows)
+both = sum(1 for x in rows if rank_of(x[8]) == 0)
+fail_only = sum(1 for x in rows if rank_of(x[8]) == 1)
+none = sum(1 for x in rows if x[8] == "not run")
+print(f"{n_groups} findings (op, dtype, verdict, detector) over {sum(len(x[5]) for x in rows)} failing cases, "
+      f"{len({(x[0], x[1]) for x in rows})} (op, dtype) pairs:")
+print(f"- shown upstream on both sides (the failing side fails, the passing side passes): {both}")
+print(f"- the failing side shown failing, its passing side not run upstream: {fail_only}")
+print(f"- other upstream words (upstream passes the failing side, or a tool's own failure): {n_groups - both - fail_only - none}")
+print(f"- not run upstream: {none}")
+print()
+print("| op | dtype | verdict (detector) | cases | smallest failing case | nearest passing case | memcheck alone | upstream |")
+print("|---|---|---|---:|---|---|---|---|")
+for op, dtype, verdict, detector, mc_only, rs, first, other, shown, words in rows:
+    up = shown + (f" ({words})" if words else "")
+    print(f"| {op} | {dtype} | {verdict} ({detector}) | {len(rs)} | {label(first['case'])} | "
+          f"{label(other['case']) if other else 'none ran'} | {'yes' if mc_only else ''} | {up.replace('|', '/')} |")
