@@ -612,13 +612,14 @@ part_ggml-memcheck() {
 # elements, default "65536 262144 1048576"): each band its own sweep (ggml-memcheck-le-N), so
 # every case up to the last bound runs and what each band took is seen (MEMCHECK_BAND_MAXTIME,
 # default 4m, bounds each). MEMCHECK_OVER: the first band's lower bound (default none), to go
-# on past bands an earlier run covered.
+# on past bands an earlier run covered. MEMCHECK_ARGS: more sweep flags for each band
+# ("--batch 64": more cases per sanitized worker, fewer starts under the tool).
 part_memcheck-bands() {
   local G hi over=(); G=$(abspath "$GGML_CUDA_DIR")
   [ -n "${MEMCHECK_OVER:-}" ] && over=(--over-elements "$MEMCHECK_OVER")
   for hi in ${MEMCHECK_BANDS:-65536 262144 1048576}; do
     run ggml-memcheck-le-$hi "$K" sweep default --ggml "$G" -b CUDA0 --sanitize memcheck \
-      "${over[@]}" --max-elements "$hi" --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
+      "${over[@]}" --max-elements "$hi" ${MEMCHECK_ARGS:-} --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
       --out "$W/ggml-memcheck-le-$hi"
     over=(--over-elements "$hi")
   done

@@ -6,12 +6,16 @@ it, and what upstream said of it in the confirm runs given (scripts/confirm-upst
 confirm.jsonl files).
 
     scripts/findings.py --results R.jsonl ... [--memcheck M.jsonl ...] [--confirm C.jsonl ...]
+                        [--not-shown OUT.jsonl]
 
 A later results file's record of a case replaces an earlier one's (give the oldest first).
 `resource-limit` (a case too big for the device it ran on) is not a finding. A memcheck
 record counts where its verdict or detector differs from the native one of the same case.
 Writes markdown to stdout: a summary, then one row per group, the groups upstream has not
-shown first.
+shown first. --not-shown writes what the next upstream runs need, for device-check.sh's
+CONFIRM_EXTRA: the smallest failing case of each group not yet shown on both sides (native
+groups; what memcheck alone saw is confirmed from memcheck results), then every passing
+record, where confirm-upstream.py finds each one's passing side.
 """
 import argparse
 import json
@@ -26,6 +30,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--results", nargs="+", required=True, help="native results, oldest first")
 ap.add_argument("--memcheck", nargs="*", default=[], help="results under memcheck")
 ap.add_argument("--confirm", nargs="*", default=[], help="confirm-upstream.py's confirm.jsonl files")
+ap.add_argument("--not-shown", help="write the groups' smallest failing cases not yet shown upstream, and the passing records")
 a = ap.parse_args()
 
 
@@ -184,3 +189,17 @@ for op, dtype, verdict, detector, mc_only, rs, first, other, shown, words in row
     up = shown + (f" ({words})" if words else "")
     print(f"| {op} | {dtype} | {verdict} ({detector}) | {len(rs)} | {label(first['case'])} | "
           f"{label(other['case']) if other else 'none ran'} | {'yes' if mc_only else ''} | {up.replace('|', '/')} |")
+
+if a.not_shown:
+    with open(a.not_shown, "w") as f:
+        # Smallest first: an upstream run's time grows with the case (75 to 380 s a side at
+        # 2^31 elements), so a time-limited confirm run shows the most groups this way.
+        todo = sorted((x for x in rows if rank_of(x[8]) != 0 and not x[4]), key=lambda x: elements(x[6]["case"]))
+        n, pairs = len(todo), {(x[0], x[1]) for x in todo}
+        for x in todo:
+            f.write(json.dumps(x[6]) + "\n")
+        # The passing records of those ops and dtypes, as much of each as the pairing reads.
+        for r in native.values():
+            if r["verdict"] == "pass" and (r["case"]["op"], r["case"]["dtype"]) in pairs:
+                f.write(json.dumps({k: r[k] for k in ("id", "case", "verdict", "detector") if k in r}) + "\n")
+    print(f"\n({n} failing cases not yet shown upstream on both sides, and the passing records: {a.not_shown})")
