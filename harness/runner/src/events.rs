@@ -110,6 +110,20 @@ pub enum Event {
         /// Its value as given.
         value: String,
     },
+    /// The kernels the cases launch, compiled for the GPU before its workers start (NVRTC,
+    /// into the on-disk cache the workers read).
+    KernelsCompiled {
+        /// The architecture (`sm_90`).
+        arch: String,
+        /// Distinct source files the cases launch.
+        files: usize,
+        /// Of them, compiled now (the rest were in the cache, or failed).
+        compiled: usize,
+        /// Of them, those that did not compile (each case that launches one says so).
+        failed: usize,
+        /// Wall time, seconds.
+        seconds: f64,
+    },
     /// Cases a library's host backend runs for real, without a GPU.
     HostBackend {
         /// How many.
@@ -263,7 +277,7 @@ pub enum Event {
     },
     /// How long a phase of a workflow took, in seconds.
     Phase {
-        /// The phase (`plan`, `run`, `summary`, `reports`).
+        /// The phase (`plan`, `kernels` on a GPU, `run`, `summary`, `reports`).
         name: &'static str,
         /// Wall time, to the millisecond.
         seconds: f64,
@@ -389,6 +403,7 @@ impl Event {
             | Event::Shard { .. }
             | Event::CpuSideOnly { .. }
             | Event::FlagNotUsed { .. }
+            | Event::KernelsCompiled { .. }
             | Event::HostBackend { .. } => self.setup_line(),
             Event::Resuming { .. }
             | Event::Tier { .. }
@@ -440,6 +455,24 @@ impl Event {
             Event::HostBackend { cases } => format!(
                 "{cases} cases run on a library's host backend (no GPU needed): natively, in workers"
             ),
+            Event::KernelsCompiled {
+                arch,
+                files,
+                compiled,
+                failed,
+                seconds,
+            } => {
+                let cached = files - compiled - failed;
+                let mut line = format!(
+                    "{files} kernel files for {arch}: {compiled} compiled in {seconds:.1} s (NVRTC), {cached} already in the cache"
+                );
+                if *failed > 0 {
+                    line.push_str(&format!(
+                        "; {failed} did not compile (each case that launches one says why)"
+                    ));
+                }
+                line
+            }
             _ => return None,
         })
     }
@@ -946,6 +979,30 @@ mod tests {
         assert_eq!(kinds, ["shard", "run-started", "case-finished", "phase"]);
         assert_eq!(lines[2]["result"]["verdict"], "launch-error");
         assert_eq!(lines[3]["seconds"], 0.5);
+    }
+
+    #[test]
+    fn kernels_compiled_ahead_say_how_many_were_compiled_cached_and_refused() {
+        let line = |compiled, failed| {
+            Event::KernelsCompiled {
+                arch: "sm_90".into(),
+                files: 11,
+                compiled,
+                failed,
+                seconds: 0.8,
+            }
+            .human()
+            .expect("a setup line")
+        };
+        assert_eq!(
+            line(9, 0),
+            "11 kernel files for sm_90: 9 compiled in 0.8 s (NVRTC), 2 already in the cache"
+        );
+        let l = line(9, 1);
+        assert!(
+            l.contains("1 already in the cache; 1 did not compile"),
+            "{l}"
+        );
     }
 
     #[test]

@@ -28,7 +28,8 @@ use crate::run::{MaxTime, RunStats, TimeBudget};
 use crate::select::{largest_tensor_elements, order, MaxElements, Selection, Shard, Suite};
 pub use crate::summary::{RunSummary, SweepSummary};
 use crate::summary::{StartUp, TimeSpent};
-use kedge_core::{Case, LimitsProfile, Registry, SuiteInfo, Tool, Under};
+use kedge_core::cuda::nvrtc;
+use kedge_core::{Case, Kernel, LimitsProfile, Registry, SuiteInfo, Tool, Under};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -198,6 +199,10 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         runs: runs.clone(),
     });
     phases.done("plan");
+    if let Some(e) = engine.as_ref() {
+        compile_ahead(&reg, e, &cases, ev);
+        phases.done("kernels");
+    }
     let ran = run_all(req, &reg, engine.as_ref(), &limits, &cases, &out, &run)?;
     phases.done("run");
     let results_path = out.results_path();
@@ -239,6 +244,56 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
         reports,
         not_run,
     })
+}
+
+/// The kernel files `cases` launch (their plans' launches, on the GPU's own limits), compiled
+/// for the GPU on the host's cores before its workers start: each worker then reads them from
+/// the on-disk cache instead of compiling each file itself, inside the first case that
+/// launches it. Without NVRTC on this machine nothing is compiled here (each case that needs it
+/// says so, as before).
+fn compile_ahead(reg: &Registry, engine: &RunEngine, cases: &[Case], ev: &Events) {
+    if !nvrtc::present() {
+        return;
+    }
+    let limits = engine.limits();
+    let kernels = launched_kernels(reg, limits, cases);
+    if kernels.is_empty() {
+        return;
+    }
+    let arch = format!("sm_{}", limits.compute_capability.value);
+    let ahead = nvrtc::compile_ahead(&kernels, &arch);
+    ev.emit(Event::KernelsCompiled {
+        arch,
+        files: ahead.files,
+        compiled: ahead.compiled,
+        failed: ahead.failed.len(),
+        seconds: (ahead.seconds * 10.0).round() / 10.0,
+    });
+}
+
+/// The distinct kernels (by source file) the plans of `cases` launch on `limits`; a case
+/// whose op, impl or plan is refused launches none here (its worker says why).
+fn launched_kernels(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> Vec<Kernel> {
+    let mut out: Vec<Kernel> = Vec::new();
+    for c in cases {
+        let Ok(op) = reg.op(&c.op) else { continue };
+        let Ok(imp) = reg.imp(op, &c.imp) else {
+            continue;
+        };
+        // A library's impl (ggml's) launches the library's own kernels, nothing of NVRTC's.
+        if imp.backend().is_some() {
+            continue;
+        }
+        let Ok(plan) = imp.plan(c, limits) else {
+            continue;
+        };
+        for l in plan.launches {
+            if !out.iter().any(|k| k.file == l.kernel.file) {
+                out.push(l.kernel);
+            }
+        }
+    }
+    out
 }
 
 /// The time each phase of a workflow took, told as `Event::Phase` when it ends.
@@ -920,5 +975,39 @@ mod estimate_tests {
         assert!((got - (0.01 + 2.0 + 2.0) / 2.0).abs() < 1e-9, "{got}");
         assert_eq!(estimate_s(&[], 1.0, &[1]), None);
         assert_eq!(estimate_s(&costs, 1.0, &[]), Some(0.0));
+    }
+}
+
+#[cfg(test)]
+mod kernels_tests {
+    use super::launched_kernels;
+    use kedge_core::{Case, DType, LimitsProfile};
+
+    #[test]
+    fn the_kernels_compiled_ahead_are_each_file_the_cases_launch_once() {
+        let reg = kedge_ops::registry();
+        let h200 = LimitsProfile::builtin("h200").expect("h200 profile");
+        let cases = [
+            Case::new("rms_norm", "ggml", DType::F32, [64, 5, 4, 3]),
+            Case::new("rms_norm", "clamped", DType::F32, [64, 5, 4, 3]),
+            Case::new("rms_norm", "ggml", DType::F16, [4096, 2, 1, 1]),
+            Case::new("softmax", "ggml", DType::F32, [64, 5, 1, 1]),
+            // Not an op, and an impl the op does not have: no kernel, no error.
+            Case::new("no_such_op", "ggml", DType::F32, [1, 1, 1, 1]),
+            Case::new("softmax", "no_such_impl", DType::F32, [64, 5, 1, 1]),
+        ];
+        let mut files: Vec<&str> = launched_kernels(&reg, &h200, &cases)
+            .iter()
+            .map(|k| k.file)
+            .collect();
+        files.sort_unstable();
+        assert_eq!(
+            files,
+            [
+                "ops/catalog/src/rms_norm/rms_norm.cu",
+                "ops/catalog/src/softmax/softmax.cu"
+            ]
+        );
+        assert!(launched_kernels(&reg, &h200, &[]).is_empty());
     }
 }

@@ -192,3 +192,61 @@ fn the_big_case_kernels_compile_and_take_their_launchers_arguments() {
         nvrtc::compile(k, "sm_90", &[]).unwrap_or_else(|e| panic!("{}: {e}", k.entry));
     }
 }
+
+/// Compiling ahead (what a sweep on a GPU does before its workers start): each distinct file
+/// is compiled once, whatever entries of it are named, into the cache given; a second time
+/// finds every file there and compiles none; a file that does not compile is counted, not
+/// fatal (the case that launches it says why).
+#[test]
+#[cfg_attr(
+    not(kedge_have_nvrtc),
+    ignore = "libnvrtc not found at build time: pip install nvidia-cuda-nvrtc==13.0.88 and set LD_LIBRARY_PATH"
+)]
+fn compiling_ahead_compiles_each_file_once_into_the_cache() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = Kernel {
+        file: "ahead/a.cu",
+        source: "extern \"C\" __global__ void a1(float *x) { x[0] = 1.0f; }\nextern \"C\" __global__ void a2(float *x) { x[0] = 2.0f; }\n",
+        entry: "a1",
+    };
+    let b = Kernel {
+        file: "ahead/b.cu",
+        source: "extern \"C\" __global__ void b(int *x) { x[0] = 3; }\n",
+        entry: "b",
+    };
+    let kernels = [a, a.entry("a2"), b, a];
+    let first = nvrtc::compile_ahead_in(dir.path(), &kernels, "sm_90");
+    assert_eq!(
+        (first.files, first.compiled, first.failed.len()),
+        (2, 2, 0),
+        "{first:?}"
+    );
+    let cubins = std::fs::read_dir(dir.path())
+        .expect("cache dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cubin"))
+        .count();
+    assert_eq!(cubins, 2);
+    let again = nvrtc::compile_ahead_in(dir.path(), &kernels, "sm_90");
+    assert_eq!(
+        (again.files, again.compiled, again.failed.len()),
+        (2, 0, 0),
+        "{again:?}"
+    );
+    let broken = Kernel {
+        file: "ahead/broken.cu",
+        source: "extern \"C\" __global__ void c(int *x) { x[0] = undeclared; }\n",
+        entry: "c",
+    };
+    let with_broken = nvrtc::compile_ahead_in(dir.path(), &[a, broken], "sm_90");
+    assert_eq!(
+        (with_broken.files, with_broken.compiled),
+        (2, 0),
+        "{with_broken:?}"
+    );
+    assert_eq!(with_broken.failed.len(), 1, "{with_broken:?}");
+    assert!(
+        with_broken.failed[0].contains("ahead/broken.cu"),
+        "{with_broken:?}"
+    );
+}
