@@ -84,7 +84,9 @@ run() { # run NAME CMD...: time it, keep its output, note its exit status
 }
 
 part_env() {
-  { echo "commit: $(cat .bin/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"; date -u
+  # The binary's own word for its commit (what every result's run.commit says), beside the
+  # checkout's.
+  { echo "commit: $(cat .bin/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"; echo "binary: $("$K" --version 2>&1 | head -1)"; date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     compute-sanitizer --version | tail -1; nvcc --version | tail -1
     for t in nsys ncu; do echo "$t: $(command -v $t || echo absent)"; done
