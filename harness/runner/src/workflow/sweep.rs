@@ -256,7 +256,7 @@ fn compile_ahead(reg: &Registry, engine: &RunEngine, cases: &[Case], ev: &Events
         return;
     }
     let limits = engine.limits();
-    let kernels = launched_kernels(reg, limits, cases);
+    let kernels = kernels_ahead(reg, limits, cases);
     if kernels.is_empty() {
         return;
     }
@@ -269,6 +269,26 @@ fn compile_ahead(reg: &Registry, engine: &RunEngine, cases: &[Case], ev: &Events
         failed: ahead.failed.len(),
         seconds: (ahead.seconds * 10.0).round() / 10.0,
     });
+}
+
+/// Cases with a tensor of this many elements or more use kedge's own device helpers
+/// (`kedge_core::cuda::big`: inputs drawn and outputs scanned on the device, block-format
+/// inputs laid out from a pool), whatever impl runs them, ggml's too.
+const BIG_HELPERS_FROM: u64 = 1 << 24;
+
+/// What to compile ahead for `cases`: the kernels their plans launch, and the device helpers
+/// of big cases where any case is big.
+fn kernels_ahead(reg: &Registry, limits: &LimitsProfile, cases: &[Case]) -> Vec<Kernel> {
+    let mut kernels = launched_kernels(reg, limits, cases);
+    if cases
+        .iter()
+        .any(|c| largest_tensor_elements(reg, c) >= BIG_HELPERS_FROM)
+    {
+        if let Some((k, _)) = kedge_core::cuda::big::KERNELS.first() {
+            kernels.push(*k);
+        }
+    }
+    kernels
 }
 
 /// The distinct kernels (by source file) the plans of `cases` launch on `limits`; a case
@@ -1009,5 +1029,38 @@ mod kernels_tests {
             ]
         );
         assert!(launched_kernels(&reg, &h200, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_big_case_of_any_impl_adds_the_device_helpers_and_small_ones_do_not() {
+        use super::kernels_ahead;
+        let reg = kedge_ops::registry();
+        let h200 = LimitsProfile::builtin("h200").expect("h200 profile");
+        let small = Case::new("rms_norm", "ggml", DType::F32, [64, 5, 4, 3]);
+        let files = |cases: &[Case]| -> Vec<&str> {
+            let mut f: Vec<&str> = kernels_ahead(&reg, &h200, cases)
+                .iter()
+                .map(|k| k.file)
+                .collect();
+            f.sort_unstable();
+            f
+        };
+        assert_eq!(
+            files(std::slice::from_ref(&small)),
+            ["ops/catalog/src/rms_norm/rms_norm.cu"]
+        );
+        // 2^24 elements, an impl no registry here has (a library's): only the helpers.
+        let big = Case::new("rms_norm", "ggml:CUDA0", DType::F32, [64, 1 << 18, 1, 1]);
+        assert_eq!(
+            files(std::slice::from_ref(&big)),
+            ["harness/core/src/cuda/big.cu"]
+        );
+        assert_eq!(
+            files(&[small, big]),
+            [
+                "harness/core/src/cuda/big.cu",
+                "ops/catalog/src/rms_norm/rms_norm.cu"
+            ]
+        );
     }
 }
