@@ -535,8 +535,11 @@ for k in diff[:20]:
 PY
 }
 part_judging-own() { judging_pair own -o rms_norm,rms_norm_mul_add,norm,l2_norm,softmax,cumsum,tri; }
+# JUDGING_GGML_OPS=all: every op of the build (the whole default suite up to JUDGING_MAXE).
 part_judging-ggml() {
-  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 -o "${JUDGING_GGML_OPS:-argsort,top_k,argmax,soft_max_back,concat,pad,repeat,repeat_back,upscale,interpolate,rope,rope_back,rms_norm_mul_rope,timestep_embedding,tri,diag_mask_inf,diag,pool_2d,ssm_conv,solve_tri,conv_2d_dw,conv_2d,group_norm,im2col,lightning_indexer,get_rows,set_rows,cont,gelu,add,sum_rows,cpy,scale,mean}"
+  local ops=(-o "${JUDGING_GGML_OPS:-argsort,top_k,argmax,soft_max_back,concat,pad,repeat,repeat_back,upscale,interpolate,rope,rope_back,rms_norm_mul_rope,timestep_embedding,tri,diag_mask_inf,diag,pool_2d,ssm_conv,solve_tri,conv_2d_dw,conv_2d,group_norm,im2col,lightning_indexer,get_rows,set_rows,cont,gelu,add,sum_rows,cpy,scale,mean}")
+  [ "${JUDGING_GGML_OPS:-}" = all ] && ops=()
+  judging_pair ggml --ggml "$(abspath "$GGML_CUDA_DIR")" -b CUDA0 "${ops[@]}"
 }
 
 # The build's whole space natively: every op kedge has, every dtype the backend takes, every
