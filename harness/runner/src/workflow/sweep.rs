@@ -248,10 +248,9 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, Error> {
 
 /// The kernel files `cases` launch (their plans' launches, on the GPU's own limits, and the
 /// device helpers of big cases), compiled for the GPU on the host's cores before its workers
-/// start: each worker then reads them from
-/// the on-disk cache instead of compiling each file itself, inside the first case that
-/// launches it. Without NVRTC on this machine nothing is compiled here (each case that needs it
-/// says so, as before).
+/// start: each worker then reads them from the on-disk cache instead of compiling each file
+/// itself, inside the first case that launches it. Without NVRTC on this machine nothing is
+/// compiled here (each case that needs it says so, as before).
 fn compile_ahead(reg: &Registry, engine: &RunEngine, cases: &[Case], ev: &Events) {
     if !nvrtc::present() {
         return;
