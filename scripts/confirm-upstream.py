@@ -33,6 +33,8 @@ import argparse, json, os, re, shlex, subprocess, sys, threading, time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+from pairing import Passing
+
 ap = argparse.ArgumentParser()
 ap.add_argument("kedge")
 ap.add_argument("ggml")
@@ -126,25 +128,9 @@ results = [r for r in load(a.results) if r["case"]["impl"].startswith("ggml:")]
 memcheck = {r["id"]: r for r in load(a.memcheck)}
 
 
-def key(c, skip):
-    p = dict(c.get("params") or {})
-    p.pop(skip, None) if isinstance(skip, str) else None
-    ne = list(c["ne"])
-    if isinstance(skip, int):
-        ne[skip] = None
-    return (c["op"], c["impl"], c["dtype"], json.dumps(ne), json.dumps(p, sort_keys=True))
-
-
 # The other side of each failure: the same case with one dimension (or integer parameter)
 # moved to the nearest value the sweep ran, that passed.
-by = defaultdict(list)
-for r in results:
-    c = r["case"]
-    for d in range(4):
-        by[("ne", d, key(c, d))].append((c["ne"][d], r))
-    for k, v in (c.get("params") or {}).items():
-        if isinstance(v, int) and not isinstance(v, bool):
-            by[("p", k, key(c, k))].append((v, r))
+PASSING = Passing(results)
 
 ONLY = {w.strip() for w in (a.only or "").split(",") if w.strip()}
 
@@ -161,17 +147,7 @@ for r in failing:
     if per_op[op] >= (a.per_op or max(2, a.max // 20)) or len(chosen) >= a.max:
         continue
     per_op[op] += 1
-    c = r["case"]
-    other = None
-    best = None
-    groups = [("ne", d, key(c, d), c["ne"][d]) for d in range(4)]
-    groups += [("p", k, key(c, k), v) for k, v in (c.get("params") or {}).items()
-               if isinstance(v, int) and not isinstance(v, bool)]
-    for kind, which, k, v in groups:
-        for val, o in by[(kind, which, k)]:
-            if o["verdict"] == "pass" and val != v and (best is None or abs(val - v) < best):
-                best, other = abs(val - v), o
-    chosen.append((r, other))
+    chosen.append((r, PASSING.nearest(r["case"])))
 
 
 def repro(case_line, out_dir=None):

@@ -23,6 +23,8 @@ import math
 import re
 from collections import defaultdict
 
+from pairing import Passing
+
 OK = {"pass", "unsupported", "skipped"}
 NOT_FINDINGS = OK | {"resource-limit"}
 
@@ -61,40 +63,8 @@ for p in a.memcheck:
     for r in load(p):
         memcheck[r["id"]] = r
 
-# The nearest passing case: the same op, impl, dtype and parameters with one dimension (or
-# one integer parameter) moved, as confirm-upstream.py pairs them.
-def key(c, skip):
-    p = dict(c.get("params") or {})
-    if isinstance(skip, str):
-        p.pop(skip, None)
-    ne = list(c["ne"])
-    if isinstance(skip, int):
-        ne[skip] = None
-    return (c["op"], c["impl"], c["dtype"], json.dumps(ne), json.dumps(p, sort_keys=True))
-
-
-by = defaultdict(list)
-for r in native.values():
-    if r["verdict"] != "pass":
-        continue
-    c = r["case"]
-    for d in range(4):
-        by[("ne", d, key(c, d))].append((c["ne"][d], r))
-    for k, v in (c.get("params") or {}).items():
-        if isinstance(v, int) and not isinstance(v, bool):
-            by[("p", k, key(c, k))].append((v, r))
-
-
-def passing_side(c):
-    best, other = None, None
-    groups = [("ne", d, key(c, d), c["ne"][d]) for d in range(4)]
-    groups += [("p", k, key(c, k), v) for k, v in (c.get("params") or {}).items()
-               if isinstance(v, int) and not isinstance(v, bool)]
-    for kind, which, k, v in groups:
-        for val, o in by[(kind, which, k)]:
-            if val != v and (best is None or abs(val - v) < best):
-                best, other = abs(val - v), o
-    return other
+# The nearest passing case (scripts/pairing.py, as confirm-upstream.py pairs them).
+PASSING = Passing(native.values())
 
 
 def said(u):
@@ -155,14 +125,14 @@ rows = []
 for (op, dtype, verdict, detector, mc_only), rs in findings.items():
     rs.sort(key=lambda r: elements(r["case"]))
     first = rs[0]
-    other = passing_side(first["case"])
+    other = PASSING.nearest(first["case"])
     # Upstream: the best any case of the group got, both sides shown first.
     shown, words = "not run", ""
     for r in rs:
         f, fw = shown_for(r["id"], "fail")
         if not f:
             continue
-        o = passing_side(r["case"])
+        o = PASSING.nearest(r["case"])
         pu = shown_for(o["id"], "pass")[0] if o else None
         status = f + (" / " + pu if pu else "")
         f = fw
