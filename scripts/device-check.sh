@@ -2,7 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
-#        (not by default: ggmlrepro maxtime before-after; see each part for its parameters)
+#        (not by default: ggmlrepro maxtime before-after fresh-cache; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
@@ -28,7 +28,7 @@ if [ "${1:-}" = "--collect" ]; then
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
-        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -507,6 +507,31 @@ for l in sys.stdin:
   say "before-after: rc=$? $(sed -n 3p "$W/before-after.txt")"
 }
 
+# Kernels compiled ahead, measured: kedge's default suite natively (the pull-request tier) with
+# an earlier build that compiles each kernel inside a worker's first case that launches it
+# (KEDGE_BEFORE) and with this one, each on an empty kernel cache of its own and then again on
+# the cache it filled: wall, workers' setup and case time (fresh-cache.txt).
+part_fresh-cache() {
+  local B=${KEDGE_BEFORE:-$PWD/.bin/kedge-before} bin name round
+  [ -x "$B" ] || { say "fresh-cache: no KEDGE_BEFORE binary at $B"; return 0; }
+  for round in empty filled; do
+    for name in before this; do
+      bin=$K; [ "$name" = before ] && bin=$B
+      [ "$round" = empty ] && rm -rf "/tmp/kedge-cache-$name"
+      KEDGE_CACHE_DIR=/tmp/kedge-cache-$name run fresh-cache-$name-$round "$bin" sweep default --alloc exact \
+        --max-elements $MAXE --force --out "$W/fresh-cache-$name-$round"
+      python3 - "$W/fresh-cache-$name-$round/sweep-summary.json" "$name" "$round" <<'PY' | tee -a "$W/fresh-cache.txt" "$SUM"
+import json, sys
+s = json.load(open(sys.argv[1]))[0]
+t = s["time"]
+print(f"    fresh-cache {sys.argv[2]:6} {sys.argv[3]:6}: {s['ran_now']} cases, wall {s['wall_s']:.1f} s, "
+      f"{s['workers']} workers, case time {t['cases_s']:.1f} s (setup {t['setup_s']:.1f}, run {t['run_s']:.1f})")
+PY
+      grep -m1 -i 'compiled' "$W/fresh-cache-$name-$round.log" | cut -c1-200 | sed 's/^/      /' | tee -a "$SUM" > /dev/null
+    done
+  done
+}
+
 # Sampled judging against whole judging, case by case, on the cases small enough for both
 # (up to JUDGING_MAXE elements, 2^24 by default): kedge's row ops natively, and (after
 # ggml-wait) the build's ops sliced by rows, planes, batches and gathered rows
@@ -643,7 +668,8 @@ part_pool-memcheck() {
 
 # Cases an earlier run left when its time ran out (its not-run.jsonl files, or any case lines,
 # carried as LEFTOVER_DIR/NAME.jsonl): each file its own sweep, leftover-NAME. A NAME starting
-# ggml- runs through the build on CUDA0; one with memcheck in it, under memcheck.
+# ggml- runs through the build on CUDA0; one with memcheck in it, under memcheck; a NAME.args
+# beside it holds more sweep flags, one per line ("--sanitizer-args" and its value on two).
 # LEFTOVER_TIMES ("NAME=DURATION ...", default 5m each) bounds each.
 part_leftover() {
   local G f name t args; G=$(abspath "$GGML_CUDA_DIR")
@@ -651,6 +677,7 @@ part_leftover() {
     name=$(basename "$f" .jsonl); args=()
     case $name in ggml-*) args+=(--ggml "$G" -b CUDA0) ;; esac
     case $name in *memcheck*) args+=(--sanitize memcheck) ;; esac
+    [ -f "${f%.jsonl}.args" ] && mapfile -t -O "${#args[@]}" args < "${f%.jsonl}.args"
     t=$(printf '%s\n' ${LEFTOVER_TIMES:-} | sed -n "s/^$name=//p" | head -1)
     run leftover-$name "$K" sweep --corpus "$f" "${args[@]}" --max-time "${t:-5m}" --force --out "$W/leftover-$name"
   done
