@@ -195,6 +195,14 @@ pub enum Event {
         /// Cases run again.
         cases: usize,
     },
+    /// Cases that ran out of device memory beside other cases, run again alone on their GPU
+    /// (only that run's verdict is reported).
+    AloneAgain {
+        /// How the cases run.
+        under: Under,
+        /// Cases run again.
+        cases: usize,
+    },
     /// A results line that could not be read (a torn write), and what was done with it.
     TornLine {
         /// The whole message, for a person.
@@ -410,6 +418,7 @@ impl Event {
             | Event::GpuLeftOut { .. }
             | Event::GpuLost { .. }
             | Event::BatchAgain { .. }
+            | Event::AloneAgain { .. }
             | Event::TornLine { .. }
             | Event::TimeSpent { .. }
             | Event::RunSummed { .. } => self.running_line(),
@@ -506,6 +515,9 @@ impl Event {
             Event::BatchAgain { why, cases } => {
                 format!("{why}; running those {cases} cases again, one per worker")
             }
+            Event::AloneAgain { under, cases } => format!(
+                "{under}: {cases} cases ran out of device memory beside other cases; running each again alone on its GPU"
+            ),
             Event::TornLine { text } => text.clone(),
             Event::TimeSpent { under, time } => format!("{under}: {}", time.line()),
             Event::RunSummed {
@@ -1003,6 +1015,21 @@ mod tests {
             l.contains("1 already in the cache; 1 did not compile"),
             "{l}"
         );
+    }
+
+    #[test]
+    fn cases_run_again_alone_say_why_and_have_their_name() {
+        let e = Event::AloneAgain {
+            under: Under::Tool(kedge_core::Tool::Memcheck),
+            cases: 16,
+        };
+        assert_eq!(
+            e.human().expect("a running line"),
+            "memcheck: 16 cases ran out of device memory beside other cases; running each again alone on its GPU"
+        );
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["event"], "alone-again");
+        assert_eq!(json["cases"], 16);
     }
 
     #[test]

@@ -244,6 +244,9 @@ impl Executor for GpuExecutor {
         if let Some(o) = &self.order {
             tiers = tiers_by_class(tiers, &bytes, |i| o.rank(&cases[i]).class);
         }
+        // Cases that ran out of device memory beside others: their verdicts wait for a run
+        // alone (`OutOfRoom`).
+        let mut again: Vec<Case> = Vec::new();
         for (k, tier) in tiers.into_iter().enumerate() {
             // Out of time: the tiers left (bigger cases) start nothing.
             if self.budget.as_ref().is_some_and(|b| b.exhausted()) {
@@ -258,16 +261,58 @@ impl Executor for GpuExecutor {
                     per_gpu: tier.slots,
                 });
             }
-            let more = self.run_on(&tier_cases, tier.slots * gpus, sink)?;
-            stats.ran += more.ran;
-            stats.wall_s += more.wall_s;
-            stats.workers += more.workers;
-            stats.replaced += more.replaced;
-            stats.worker_wait_s += more.worker_wait_s;
-            stats.worker_start_s.extend(more.worker_start_s);
-            stats.per_gpu.extend(more.per_gpu);
+            let mut room = OutOfRoom::new(tier.slots > 1);
+            let more = self.run_on(&tier_cases, tier.slots * gpus, &mut |r| room.pass(r, sink))?;
+            stats.add(more);
+            stats.ran = stats.ran.saturating_sub(room.held.len());
+            again.extend(room.held);
+        }
+        // Run alone, one per GPU, unless the time is up: then they are not run (`--resume`
+        // runs them), rather than reported with a verdict the other cases caused.
+        if !again.is_empty() && !self.budget.as_ref().is_some_and(|b| b.exhausted()) {
+            self.events.emit(Event::AloneAgain {
+                under: self.under,
+                cases: again.len(),
+            });
+            let more = self.run_on(&again, gpus, &mut |mut r| {
+                r.detail.push_str(ALONE_NOTE);
+                sink(r)
+            })?;
+            stats.add(more);
         }
         Ok(stats)
+    }
+}
+
+/// What a verdict run alone after running out of device memory beside other cases says.
+const ALONE_NOTE: &str =
+    " (run alone on its GPU: it had run out of device memory beside other cases)";
+
+/// The results of a tier whose cases share each GPU (`shared`), passed on except a
+/// `resource-limit`: a case that ran out of device memory beside others may fit alone
+/// (under memcheck the tool's own device memory came on top of the tensors admission counts:
+/// 16 of 337 cases past 2^28 elements, each of 4 to 8 GiB, on an H100), so it is held to run
+/// again alone and only that run's verdict is reported. A case that cannot fit alone gets
+/// its `resource-limit` then.
+struct OutOfRoom {
+    shared: bool,
+    held: Vec<Case>,
+}
+
+impl OutOfRoom {
+    fn new(shared: bool) -> Self {
+        OutOfRoom {
+            shared,
+            held: Vec::new(),
+        }
+    }
+
+    fn pass(&mut self, r: CaseResult, sink: &mut Sink<'_>) -> Result<(), OutputError> {
+        if self.shared && r.verdict == Verdict::ResourceLimit {
+            self.held.push(r.case);
+            return Ok(());
+        }
+        sink(r)
     }
 }
 

@@ -75,6 +75,19 @@ pub struct RunStats {
     pub(crate) per_gpu: Vec<GpuRun>,
 }
 
+impl RunStats {
+    /// Add another part of the same run (a tier) to these.
+    pub(crate) fn add(&mut self, more: RunStats) {
+        self.ran += more.ran;
+        self.wall_s += more.wall_s;
+        self.workers += more.workers;
+        self.replaced += more.replaced;
+        self.worker_wait_s += more.worker_wait_s;
+        self.worker_start_s.extend(more.worker_start_s);
+        self.per_gpu.extend(more.per_gpu);
+    }
+}
+
 use crate::summary::GpuRun;
 
 /// Where results go as they become final.

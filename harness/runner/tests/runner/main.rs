@@ -10,6 +10,7 @@ mod incidents;
 mod known_failures;
 mod minimize_cpu;
 mod multi_gpu;
+mod out_of_room;
 mod plugin_loader;
 mod report_golden;
 mod repro_golden;

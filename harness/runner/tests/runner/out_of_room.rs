@@ -1,0 +1,163 @@
+//! A case that runs out of device memory while it shares the GPU with other cases is run again
+//! alone, and only that run's verdict is reported, with real worker processes and no GPU: a
+//! fake worker (a shell script speaking the worker protocol) answers `resource-limit` the first
+//! time it is sent the case `[64,7,1,1]` and `pass` after. Shown: with two cases at a time the
+//! case goes out again after every other case, one at a time, and its one verdict is the second
+//! run's, saying so; with one case at a time its `resource-limit` is its verdict; with the time
+//! up before the run alone it gets no verdict (`--resume` runs it) rather than one the other
+//! cases caused.
+
+use crate::common;
+use kedge_core::{Case, CaseResult, DType, Verdict};
+use kedge_runner::events::{Collect, Event, Events};
+use kedge_runner::run::budget::Clock;
+use kedge_runner::run::{EngineOptions, Executor, Gpus, RunEngine, TimeBudget};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
+IFS= read -r spec
+dir="$(dirname "$0")"
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"device_count":1,"limits":%s}}\n' "$$" "$(cat "$dir/limits.json")"
+while IFS= read -r line; do
+  case "$line" in *'"warm_up"'*) continue ;; esac
+  echo "$line" >> "$dir/seen"
+  case "$line" in
+    *'"ne":[64,7,1,1]'*)
+      if [ ! -e "$dir/ran-out" ]; then
+        touch "$dir/ran-out"
+        echo '{"result":{"id":"x","case":'"$line"',"verdict":"resource-limit","detector":"driver","detail":"resource limit: allocating tensor dst on CUDA0 failed: out of memory","under":"native","ms":0.0}}'
+        continue
+      fi ;;
+  esac
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+"#;
+
+/// One second per line of the fake worker's record.
+struct Answered(PathBuf);
+
+impl Clock for Answered {
+    fn elapsed(&self) -> Duration {
+        let n = std::fs::read_to_string(&self.0).map_or(0, |t| t.lines().count());
+        Duration::from_secs(n as u64)
+    }
+}
+
+fn seen(dir: &Path) -> Vec<Case> {
+    std::fs::read_to_string(dir.join("seen"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| Case::parse_line(1, l).unwrap())
+        .collect()
+}
+
+fn cases() -> Vec<Case> {
+    (1..=7)
+        .map(|i| Case::new("rms_norm", "clamped", DType::F32, [64, i, 1, 1]))
+        .collect()
+}
+
+/// Run `cases` on a fake GPU with `jobs` workers and, where given, `seconds` of budget.
+fn run(
+    dir: &Path,
+    cases: &[Case],
+    jobs: usize,
+    seconds: Option<u64>,
+) -> (Vec<CaseResult>, Vec<Event>) {
+    let exe = common::install_fake_worker(dir, FAKE_WORKER);
+    let budget = seconds.map(|s| {
+        Arc::new(TimeBudget::with_clock(
+            Duration::from_secs(s),
+            Arc::new(Answered(dir.join("seen"))),
+        ))
+    });
+    let collect = Arc::new(Collect::default());
+    let engine = RunEngine::builder("sweep")
+        .exe(&exe)
+        .without_driver_check()
+        .work_dir(dir.join("w"))
+        .gpus(Gpus::One(0))
+        .options(EngineOptions {
+            jobs,
+            events: Events::new(collect.clone()),
+            budget,
+            ..EngineOptions::default()
+        })
+        .build()
+        .unwrap();
+    let mut ex = engine.executor(None).unwrap();
+    let mut got = Vec::new();
+    ex.run(cases, &mut |r| {
+        got.push(r);
+        Ok(())
+    })
+    .unwrap();
+    (got, collect.events())
+}
+
+fn again(events: &[Event]) -> Vec<usize> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AloneAgain { cases, .. } => Some(*cases),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_case_out_of_memory_beside_others_runs_again_alone_and_only_that_verdict_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    let (got, events) = run(dir.path(), &cases, 2, None);
+
+    assert_eq!(got.len(), cases.len(), "one verdict a case");
+    assert!(got.iter().all(|r| r.verdict == Verdict::Pass), "{got:?}");
+    let oom = got.iter().find(|r| r.case.ne[1] == 7).unwrap();
+    assert!(
+        oom.detail.contains("run alone on its GPU"),
+        "{}",
+        oom.detail
+    );
+    assert!(got
+        .iter()
+        .filter(|r| r.case.ne[1] != 7)
+        .all(|r| !r.detail.contains("alone")));
+    assert_eq!(again(&events), [1]);
+    // Sent twice, the second time after every other case.
+    let sent = seen(dir.path());
+    assert_eq!(sent.len(), cases.len() + 1);
+    assert_eq!(sent.last(), Some(&cases[6]));
+    assert_eq!(sent.iter().filter(|c| **c == cases[6]).count(), 2);
+}
+
+#[test]
+fn a_case_out_of_memory_alone_keeps_its_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    let (got, events) = run(dir.path(), &cases, 1, None);
+
+    assert_eq!(got.len(), cases.len());
+    let oom = got.iter().find(|r| r.case.ne[1] == 7).unwrap();
+    assert_eq!(oom.verdict, Verdict::ResourceLimit);
+    assert!(!oom.detail.contains("alone"), "{}", oom.detail);
+    assert!(again(&events).is_empty());
+    assert_eq!(seen(dir.path()).len(), cases.len(), "each case sent once");
+}
+
+#[test]
+fn with_the_time_up_before_the_run_alone_the_case_gets_no_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    // Seven seconds: one per case answered, so the time is up when the last first run ends.
+    let (got, events) = run(dir.path(), &cases, 2, Some(cases.len() as u64));
+
+    assert_eq!(got.len(), cases.len() - 1, "{got:?}");
+    assert!(got
+        .iter()
+        .all(|r| r.case.ne[1] != 7 && r.verdict == Verdict::Pass));
+    assert!(again(&events).is_empty());
+    assert_eq!(seen(dir.path()).len(), cases.len(), "nothing ran alone");
+}
