@@ -2,7 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
-#        (not by default: ggmlrepro maxtime before-after fresh-cache; see each part for its parameters)
+#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
@@ -28,7 +28,7 @@ if [ "${1:-}" = "--collect" ]; then
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
-        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log memcheck-jobs* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -652,6 +652,39 @@ part_memcheck-bands() {
       "${over[@]}" --max-elements "$hi" ${MEMCHECK_ARGS:-} --max-time "${MEMCHECK_BAND_MAXTIME:-4m}" "$(fresh)" \
       --out "$W/ggml-memcheck-le-$hi"
     over=(--over-elements "$hi")
+  done
+}
+
+# Sanitized workers sharing the GPU: run 30 measured concat's launches at about 85 µs each under
+# memcheck alone and about 1.2 ms beside seven other sanitized workers (run 26). The same list
+# under memcheck with -j N for each N in MEMCHECK_JOBS (default "1 2 4 8"): by default the
+# build's launch-bound cases, concat's with ne[3] of MEMCHECK_JOBS_NE3 (default 4096) or more up
+# to MEMCHECK_JOBS_COUNT of them (default 12), smallest first; MEMCHECK_JOBS_CASES, a case list,
+# instead. Each sweep's wall and case time in memcheck-jobs.txt.
+part_memcheck-jobs() {
+  local G n list="$W/memcheck-jobs-cases.jsonl"; G=$(abspath "$GGML_CUDA_DIR")
+  if [ -n "${MEMCHECK_JOBS_CASES:-}" ]; then
+    cp "$MEMCHECK_JOBS_CASES" "$list"
+  else
+    "$K" plan --suite default --json --ggml "$G" -b CUDA0 -o concat 2> "$W/memcheck-jobs-plan.err" \
+      | python3 -c '
+import json, math, sys
+ne3, count = int(sys.argv[1]), int(sys.argv[2])
+cases = [r["case"] for r in map(json.loads, sys.stdin) if "case" in r and r["case"]["ne"][3] >= ne3]
+cases.sort(key=lambda c: (math.prod(c["ne"]), json.dumps(c, sort_keys=True)))
+for c in cases[:count]:
+    print(json.dumps(c))' "${MEMCHECK_JOBS_NE3:-4096}" "${MEMCHECK_JOBS_COUNT:-12}" > "$list"
+  fi
+  say "memcheck-jobs: $(wc -l < "$list") cases"
+  for n in ${MEMCHECK_JOBS:-1 2 4 8}; do
+    run memcheck-jobs-$n "$K" sweep --corpus "$list" --ggml "$G" -b CUDA0 --sanitize memcheck -j "$n" \
+      --max-time "${MEMCHECK_JOBS_MAXTIME:-3m}" --force --out "$W/memcheck-jobs-$n"
+    python3 - "$W/memcheck-jobs-$n/sweep-summary.json" "$n" <<'PY' | tee -a "$W/memcheck-jobs.txt" "$SUM"
+import json, sys
+s = json.load(open(sys.argv[1]))[0]
+t = s["time"]
+print(f"    memcheck-jobs -j {sys.argv[2]:>2}: {s['ran_now']} cases, wall {s['wall_s']:.1f} s, case time {t['cases_s']:.1f} s (run {t['run_s']:.1f}), {s['workers']} workers")
+PY
   done
 }
 
