@@ -7,12 +7,11 @@
 //! up before the run alone it gets no verdict (`--resume` runs it) rather than one the other
 //! cases caused.
 
-use crate::common;
+use crate::common::{self, seen, Answered};
 use kedge_core::{Case, CaseResult, DType, Verdict};
 use kedge_runner::events::{Collect, Event, Events};
-use kedge_runner::run::budget::Clock;
 use kedge_runner::run::{EngineOptions, Executor, Gpus, RunEngine, TimeBudget};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,24 +33,6 @@ while IFS= read -r line; do
   echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
 done
 "#;
-
-/// One second per line of the fake worker's record.
-struct Answered(PathBuf);
-
-impl Clock for Answered {
-    fn elapsed(&self) -> Duration {
-        let n = std::fs::read_to_string(&self.0).map_or(0, |t| t.lines().count());
-        Duration::from_secs(n as u64)
-    }
-}
-
-fn seen(dir: &Path) -> Vec<Case> {
-    std::fs::read_to_string(dir.join("seen"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| Case::parse_line(1, l).unwrap())
-        .collect()
-}
 
 fn cases() -> Vec<Case> {
     (1..=7)

@@ -5,13 +5,12 @@
 //! (both sides of each crossing first), nothing starts once the time is up, what did not run
 //! is exactly the rest, and a second run with more time runs exactly those, in the same order.
 
-use crate::common;
+use crate::common::{self, seen, Answered};
 use kedge_core::{Case, LimitsProfile};
 use kedge_runner::events::{Events, Progress};
-use kedge_runner::run::budget::Clock;
 use kedge_runner::run::{EngineOptions, Executor, Gpus, RunEngine, TimeBudget};
 use kedge_runner::select::{order, Selection, Suite};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,24 +24,6 @@ while IFS= read -r line; do
   echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
 done
 "#;
-
-/// One second per line of the fake worker's record.
-struct Answered(PathBuf);
-
-impl Clock for Answered {
-    fn elapsed(&self) -> Duration {
-        let n = std::fs::read_to_string(&self.0).map_or(0, |t| t.lines().count());
-        Duration::from_secs(n as u64)
-    }
-}
-
-fn seen(dir: &Path) -> Vec<Case> {
-    std::fs::read_to_string(dir.join("seen"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| Case::parse_line(1, l).unwrap())
-        .collect()
-}
 
 /// Run `cases` on a fake GPU with `seconds` of budget beyond what the worker has answered.
 fn run(
