@@ -261,7 +261,8 @@ impl Executor for GpuExecutor {
                     per_gpu: tier.slots,
                 });
             }
-            let mut room = OutOfRoom::new(tier.slots > 1);
+            // Alone on its GPU already: one at a time, or the tier's one case.
+            let mut room = OutOfRoom::new(tier.slots > 1 && tier_cases.len() > 1);
             let more = self.run_on(&tier_cases, tier.slots * gpus, &mut |r| room.pass(r, sink))?;
             stats.add(more);
             stats.ran = stats.ran.saturating_sub(room.held.len());

@@ -3,9 +3,9 @@
 //! fake worker (a shell script speaking the worker protocol) answers `resource-limit` the first
 //! time it is sent the case `[64,7,1,1]` and `pass` after. Shown: with two cases at a time the
 //! case goes out again after every other case, one at a time, and its one verdict is the second
-//! run's, saying so; with one case at a time its `resource-limit` is its verdict; with the time
-//! up before the run alone it gets no verdict (`--resume` runs it) rather than one the other
-//! cases caused.
+//! run's, saying so; with one case at a time, or as the only case, its `resource-limit` is its
+//! verdict; with the time up before the run alone it gets no verdict (`--resume` runs it)
+//! rather than one the other cases caused.
 
 use crate::common::{self, seen, Answered};
 use kedge_core::{Case, CaseResult, DType, Verdict};
@@ -115,7 +115,7 @@ fn a_case_out_of_memory_beside_others_runs_again_alone_and_only_that_verdict_cou
 }
 
 #[test]
-fn a_case_out_of_memory_alone_keeps_its_verdict() {
+fn a_case_out_of_memory_one_at_a_time_keeps_its_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let cases = cases();
     let (got, events) = run(dir.path(), &cases, 1, None);
@@ -126,6 +126,18 @@ fn a_case_out_of_memory_alone_keeps_its_verdict() {
     assert!(!oom.detail.contains("alone"), "{}", oom.detail);
     assert!(again(&events).is_empty());
     assert_eq!(seen(dir.path()).len(), cases.len(), "each case sent once");
+}
+
+#[test]
+fn a_case_out_of_memory_as_the_only_case_keeps_its_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = cases().pop().unwrap();
+    let (got, events) = run(dir.path(), std::slice::from_ref(&case), 2, None);
+
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].verdict, Verdict::ResourceLimit);
+    assert!(again(&events).is_empty());
+    assert_eq!(seen(dir.path()), [case], "sent once");
 }
 
 #[test]
