@@ -7,6 +7,7 @@ mod ci_runner;
 mod devices;
 mod events;
 mod exit_status;
+mod findings_script;
 mod ggml;
 mod nothing_lost;
 mod out_dir;

@@ -1,0 +1,134 @@
+//! `scripts/findings.py`, the table of many runs' findings and the list of what upstream has not
+//! yet shown, on records written here: a native failure memcheck names more precisely, a read
+//! only memcheck saw, and a failure upstream showed on both sides.
+
+use crate::root;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+fn record(id: &str, op: &str, dtype: &str, ne: [i64; 4], verdict: &str, detector: &str) -> Value {
+    json!({
+        "id": id,
+        "case": {"op": op, "impl": "ggml:CUDA0", "dtype": dtype, "ne": ne, "params": {}, "seed": 1, "alloc": "exact"},
+        "verdict": verdict,
+        "detector": detector,
+        "detail": "",
+    })
+}
+
+fn write(path: &Path, rows: &[Value]) {
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (native, memcheck, confirm, list) = (
+        dir.path().join("native.jsonl"),
+        dir.path().join("memcheck.jsonl"),
+        dir.path().join("confirm.jsonl"),
+        dir.path().join("not-shown.jsonl"),
+    );
+    write(
+        &native,
+        &[
+            record("a0", "rope", "f32", [64, 2, 99, 1], "pass", "none"),
+            record(
+                "a1",
+                "rope",
+                "f32",
+                [64, 2, 100, 1],
+                "device-fault",
+                "device-sync",
+            ),
+            record("b0", "col2im_1d", "bf16", [4, 3, 9, 1], "pass", "none"),
+            record("b1", "col2im_1d", "bf16", [4, 3, 10, 1], "pass", "none"),
+            record("c0", "abs", "f32", [64, 4, 1, 1], "pass", "none"),
+            record("c1", "abs", "f32", [64, 8, 1, 1], "launch-error", "driver"),
+        ],
+    );
+    write(
+        &memcheck,
+        &[
+            record(
+                "a1",
+                "rope",
+                "f32",
+                [64, 2, 100, 1],
+                "oob-write",
+                "memcheck",
+            ),
+            record(
+                "b1",
+                "col2im_1d",
+                "bf16",
+                [4, 3, 10, 1],
+                "oob-read",
+                "memcheck",
+            ),
+        ],
+    );
+    write(
+        &confirm,
+        &[
+            json!({"id": "c1", "side": "fail", "upstream": "FAIL rc=-6 CUDA error: invalid argument"}),
+            json!({"id": "c0", "side": "pass", "upstream": "PASS"}),
+        ],
+    );
+    let out = Command::new("python3")
+        .arg(root().join("scripts/findings.py"))
+        .arg("--results")
+        .arg(&native)
+        .arg("--memcheck")
+        .arg(&memcheck)
+        .arg("--confirm")
+        .arg(&confirm)
+        .arg("--not-shown")
+        .arg(&list)
+        .output()
+        .expect("run python3 scripts/findings.py");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert!(table.starts_with("4 findings"), "{table}");
+    assert!(
+        table.contains(
+            "shown upstream on both sides (the failing side fails, the passing side passes): 1"
+        ),
+        "{table}"
+    );
+    let row = |op: &str, verdict: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {op} |")) && l.contains(verdict))
+            .unwrap_or_else(|| panic!("no {op} {verdict} row in\n{table}"))
+            .split('|')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    // Columns: op, dtype, verdict (detector), cases, smallest failing, nearest passing,
+    // memcheck alone, upstream (1-based after the leading empty field).
+    assert_eq!(row("col2im_1d", "oob-read")[7], "yes");
+    assert_eq!(row("rope", "oob-write")[7], "no (native: device-fault)");
+    assert_eq!(row("rope", "device-fault")[7], "");
+    assert_eq!(row("rope", "oob-write")[6], "`[64,2,99,1]`");
+    assert!(row("abs", "launch-error")[8].starts_with("FAIL / PASS"));
+
+    let listed: Vec<Value> = std::fs::read_to_string(&list)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = listed.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    // Smallest first: col2im_1d's memcheck record, not its native pass; the rope case once, as
+    // its memcheck record; abs not at all (shown); then the passing records that pair them.
+    assert_eq!(ids, ["b1", "a1", "a0", "b0"], "{listed:?}");
+    assert_eq!(listed[0]["verdict"], "oob-read");
+    assert_eq!(listed[1]["detector"], "memcheck");
+}
