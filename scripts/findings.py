@@ -2,8 +2,8 @@
 """The findings of many runs in one table: every failing case of the results given, grouped by
 op, dtype, verdict and detector, each group with its smallest failing case, the nearest case
 that passed beside it (one dimension or integer parameter moved), whether only memcheck saw
-it (or named a fault the native run saw), and what upstream said of it in the confirm runs given (scripts/confirm-upstream.py's
-confirm.jsonl files).
+it (or named a fault the native run saw), and what upstream said of it in the confirm runs
+given (scripts/confirm-upstream.py's confirm.jsonl files).
 
     scripts/findings.py --results R.jsonl ... [--memcheck M.jsonl ...] [--confirm C.jsonl ...]
                         [--not-shown OUT.jsonl]
@@ -140,6 +140,20 @@ for (op, dtype, verdict, detector, mc_only), rs in findings.items():
             shown, words = status, f"{label(r['case'])}: {f[:80]}"
     rows.append((op, dtype, verdict, detector, mc_only, rs, first, other, shown, words))
 
+
+def alone(rs):
+    """Whether only memcheck saw a memcheck group's cases: yes where each passed natively (or
+    had no native run), else what the native runs said (memcheck named a fault they saw)."""
+    said = [native[r["id"]]["verdict"] if r["id"] in native else "pass" for r in rs]
+    passed = said.count("pass")
+    words = ", ".join(sorted(set(said)))
+    if passed == len(rs):
+        return "yes"
+    if passed == 0:
+        return f"no (native: {words})"
+    return f"{passed} of {len(rs)} (native: {words})"
+
+
 # Not run upstream first, then other words, the failing side alone, both sides.
 rows.sort(key=lambda x: (0 if x[8] == "not run" else 3 - rank_of(x[8]), x[0], x[1], x[2]))
 n_groups = len(rows)
@@ -155,19 +169,6 @@ print(f"- not run upstream: {none}")
 print()
 print("| op | dtype | verdict (detector) | cases | smallest failing case | nearest passing case | memcheck alone | upstream |")
 print("|---|---|---|---:|---|---|---|---|")
-def alone(rs):
-    """Whether only memcheck saw a memcheck group's cases: yes where each passed natively (or
-    had no native run), else what the native runs said (memcheck named a fault they saw)."""
-    said = [native[r["id"]]["verdict"] if r["id"] in native else "pass" for r in rs]
-    passed = said.count("pass")
-    words = ", ".join(sorted(set(said)))
-    if passed == len(rs):
-        return "yes"
-    if passed == 0:
-        return f"no (native: {words})"
-    return f"{passed} of {len(rs)} (native: {words})"
-
-
 for op, dtype, verdict, detector, mc_only, rs, first, other, shown, words in rows:
     up = shown + (f" ({words})" if words else "")
     print(f"| {op} | {dtype} | {verdict} ({detector}) | {len(rs)} | {label(first['case'])} | "
