@@ -2,7 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
-#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs; see each part for its parameters)
+#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs own-jobs; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
@@ -28,7 +28,7 @@ if [ "${1:-}" = "--collect" ]; then
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
-        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log memcheck-jobs* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log memcheck-jobs* own-jobs* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -604,7 +604,8 @@ part_coverage() {
 # CONFIRM_FROM=scheduled: the scheduled tier's failures only; CONFIRM_ONLY (OP or OP/DTYPE, comma
 # separated): those ops' failures only; CONFIRM_PER_OP: each op's first N failures; CONFIRM_EXTRA:
 # more results files (an earlier run's, carried), their failures confirmed too.
-# Its rows reach confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
+# What memcheck found is confirmed first (CONFIRM_MEMCHECK_RESULTS). Its rows reach
+# confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
   src=("$W"/ggml-native/results.jsonl)
@@ -616,18 +617,19 @@ part_confirm() {
   [ -s "$W/ggml-scheduled-rest/results.jsonl" ] && src+=("$W/ggml-scheduled-rest/results.jsonl")
   src+=(${CONFIRM_EXTRA:-})
   cat "${src[@]}" > "$W/ggml-all.jsonl" 2>/dev/null
-  python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
-    --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MAXTIME:+--max-time "$CONFIRM_MAXTIME"} \
-    ${CONFIRM_ONLY:+--only "$CONFIRM_ONLY"} ${CONFIRM_PER_OP:+--per-op "$CONFIRM_PER_OP"} ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
-  say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
-  # What memcheck found (ggml-memcheck's results, or CONFIRM_MEMCHECK_RESULTS): each failure and
-  # its passing side under memcheck, upstream's test-backend-ops and the C repro both.
+  # What memcheck found first (ggml-memcheck's results, or CONFIRM_MEMCHECK_RESULTS): few cases,
+  # each a read or write no native run sees. Each failure and its passing side under memcheck,
+  # upstream's test-backend-ops and the C repro both.
   local mc=${CONFIRM_MEMCHECK_RESULTS:-$W/ggml-memcheck/results.jsonl}
   if [ -s "$mc" ]; then
     python3 scripts/confirm-upstream.py "$K" "$G" "$mc" "$W/confirm-memcheck" --backend CUDA0 \
       --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" > "$W/confirm-memcheck.txt" 2>&1
     say "confirm-memcheck rc=$?"; grep -E "failing cases|^test-backend-ops with|memcheck\)" "$W/confirm-memcheck.txt" | head -20 | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   fi
+  python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
+    --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MAXTIME:+--max-time "$CONFIRM_MAXTIME"} \
+    ${CONFIRM_ONLY:+--only "$CONFIRM_ONLY"} ${CONFIRM_PER_OP:+--per-op "$CONFIRM_PER_OP"} ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
+  say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
 }
 part_ggml-memcheck() {
   local G; G=$(abspath "$GGML_CUDA_DIR")
@@ -684,6 +686,25 @@ import json, sys
 s = json.load(open(sys.argv[1]))[0]
 t = s["time"]
 print(f"    memcheck-jobs -j {sys.argv[2]:>2}: {s['ran_now']} cases, wall {s['wall_s']:.1f} s, case time {t['cases_s']:.1f} s (run {t['run_s']:.1f}), {s['workers']} workers")
+PY
+  done
+}
+
+# kedge's default suite natively is host work on the GPU box (run 30: compare, reference and
+# setup are most of its case time), and the default worker count is half the cores, at most 8.
+# The same suite (the pull-request tier, MAXE) with -j N for each N in OWN_JOBS (default
+# "8 12 16"), on the kernel cache the first sweep fills: each sweep's wall and case time in
+# own-jobs.txt.
+part_own-jobs() {
+  local n
+  for n in ${OWN_JOBS:-8 12 16}; do
+    run own-jobs-$n "$K" sweep default --alloc exact --max-elements $MAXE -j "$n" --force --out "$W/own-jobs-$n"
+    python3 - "$W/own-jobs-$n/sweep-summary.json" "$n" <<'PY' | tee -a "$W/own-jobs.txt" "$SUM"
+import json, sys
+s = json.load(open(sys.argv[1]))[0]
+t = s["time"]
+print(f"    own-jobs -j {sys.argv[2]:>2}: {s['ran_now']} cases, wall {s['wall_s']:.1f} s, {s['workers']} workers, "
+      f"case time {t['cases_s']:.1f} s (setup {t['setup_s']:.1f}, reference {t.get('reference_s', 0):.1f}, compare {t.get('compare_s', 0):.1f})")
 PY
   done
 }
