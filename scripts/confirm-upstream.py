@@ -267,19 +267,22 @@ def run_upstream(x):
     return slot["said"]
 
 
-def timeout_of(case):
-    """A run's time limit: --timeout, and as much again per 2^30 elements of the case.
-    test-backend-ops draws a case's inputs, computes it on the CPU backend and compares the
-    two outputs value by value on one thread: at 2^31 f16 elements a passing case ran past
-    120 s on the GPU machine's host."""
+def timeout_of(result):
+    """A run's time limit: --timeout, and as much again per 2^30 elements of the case: its
+    shape's, or, where kedge's run recorded its tensors, four bytes of the largest (diag's
+    output is ne0 times its input). test-backend-ops draws a case's inputs, computes it on the
+    CPU backend and compares the two outputs value by value on one thread: at 2^31 f16
+    elements a passing case ran past 120 s on the GPU machine's host."""
     n = 1
-    for d in case["ne"]:
+    for d in result["case"]["ne"]:
         n *= max(1, int(d))
+    allocs = (result.get("observed") or {}).get("allocations") or []
+    n = max([n] + [int(t.get("bytes", 0)) // 4 for t in allocs])
     return a.timeout * (1 + n / (1 << 30))
 
 
 def run_upstream_once(x, argv):
-    limit = timeout_of(x["result"]["case"])
+    limit = timeout_of(x["result"])
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
@@ -319,7 +322,7 @@ def run_c(x, d):
     need = GATE.hold(run_bytes(x["result"]["case"]))
     try:
         p = subprocess.run(sanitized(x, ["./repro", a.backend, "case"]), cwd=d, capture_output=True,
-                           text=True, timeout=timeout_of(x["result"]["case"]))
+                           text=True, timeout=timeout_of(x["result"]))
     except subprocess.TimeoutExpired:
         return "C repro: timeout"
     except OSError as e:
