@@ -293,6 +293,12 @@ def run_upstream_once(x, argv):
     return upstream_said(x, p, out), tail(out, 4)
 
 
+# test-backend-ops' words for a comparison that failed (its ERR, NMSE and MAA checks, a NaN or
+# an infinity where the CPU backend has none, a sentinel after a tensor overwritten).
+COMPARED = re.compile(r"\[[A-Z0-9_]+\] (?:ERR|NMSE|MAA) = \S+ > \S+|\[[A-Z0-9_]+\] NaN at index \d+"
+                      r"|\[[A-Z0-9_]+\] inf (?:sign )?mismatch|sentinel mismatch: \S+|compare failed")
+
+
 def upstream_said(x, p, out):
     if x["memcheck"]:
         m = re.search(r"(\d+)/(\d+) tests passed", out)
@@ -300,6 +306,10 @@ def upstream_said(x, p, out):
             return "not run by upstream (the filter matched nothing)"
         return f"{'ran' if m else 'did not finish'} under memcheck, {memcheck_errors(out)}"
     err = next((l.strip() for l in out.splitlines() if "error" in l.lower() or "assert" in l.lower()), "")
+    # A value that failed its comparison: test-backend-ops says which check on the case's line.
+    why = COMPARED.search(out)
+    if why and not err:
+        err = why.group(0)
     m = re.search(r"(\d+)/(\d+) tests passed", out)
     if p.returncode == 0 and m and m.group(1) == m.group(2) and m.group(2) != "0":
         return "PASS"
