@@ -659,10 +659,12 @@ part_memcheck-bands() {
 
 # Sanitized workers sharing the GPU: run 30 measured concat's launches at about 85 µs each under
 # memcheck alone and about 1.2 ms beside seven other sanitized workers (run 26). The same list
-# under memcheck with -j N for each N in MEMCHECK_JOBS (default "1 2 4 8"): by default the
-# build's launch-bound cases, concat's with ne[3] of MEMCHECK_JOBS_NE3 (default 4096) or more up
-# to MEMCHECK_JOBS_COUNT of them (default 12), smallest first; MEMCHECK_JOBS_CASES, a case list,
-# instead. Each sweep's wall and case time in memcheck-jobs.txt.
+# under memcheck with -j N for each N in MEMCHECK_JOBS (default "1 2 4 8"), one case per worker
+# (--batch 1: a worker's batch of 16 would hold every case and start one worker): by default the
+# build's launch-bound cases, concat's with ne[3] of MEMCHECK_JOBS_NE3 (default 65536; ne[3] of
+# 6144 took about 0.3 s a case alone) or more up to MEMCHECK_JOBS_COUNT of them (default 12),
+# smallest first; MEMCHECK_JOBS_CASES, a case list, instead. Each sweep's wall and case time in
+# memcheck-jobs.txt.
 part_memcheck-jobs() {
   local G n list="$W/memcheck-jobs-cases.jsonl"; G=$(abspath "$GGML_CUDA_DIR")
   if [ -n "${MEMCHECK_JOBS_CASES:-}" ]; then
@@ -675,11 +677,11 @@ ne3, count = int(sys.argv[1]), int(sys.argv[2])
 cases = [r["case"] for r in map(json.loads, sys.stdin) if "case" in r and r["case"]["ne"][3] >= ne3]
 cases.sort(key=lambda c: (math.prod(c["ne"]), json.dumps(c, sort_keys=True)))
 for c in cases[:count]:
-    print(json.dumps(c))' "${MEMCHECK_JOBS_NE3:-4096}" "${MEMCHECK_JOBS_COUNT:-12}" > "$list"
+    print(json.dumps(c))' "${MEMCHECK_JOBS_NE3:-65536}" "${MEMCHECK_JOBS_COUNT:-12}" > "$list"
   fi
   say "memcheck-jobs: $(wc -l < "$list") cases"
   for n in ${MEMCHECK_JOBS:-1 2 4 8}; do
-    run memcheck-jobs-$n "$K" sweep --corpus "$list" --ggml "$G" -b CUDA0 --sanitize memcheck -j "$n" \
+    run memcheck-jobs-$n "$K" sweep --corpus "$list" --ggml "$G" -b CUDA0 --sanitize memcheck -j "$n" --batch 1 \
       --max-time "${MEMCHECK_JOBS_MAXTIME:-3m}" --force --out "$W/memcheck-jobs-$n"
     python3 - "$W/memcheck-jobs-$n/sweep-summary.json" "$n" <<'PY' | tee -a "$W/memcheck-jobs.txt" "$SUM"
 import json, sys

@@ -10,7 +10,10 @@ given (scripts/confirm-upstream.py's confirm.jsonl files).
 
 A later results file's record of a case replaces an earlier one's (give the oldest first).
 `resource-limit` (a case too big for the device it ran on) is not a finding. A memcheck
-record counts where its verdict or detector differs from the native one of the same case.
+record counts where its verdict or detector differs from the native one of the same case. A
+memcheck group is shown by upstream's runs under memcheck (each side's word is memcheck's error
+count: errors fail, none pass; its passing side is the one confirm-upstream.py paired with the
+failure), a native group by native runs only.
 Writes markdown to stdout: a summary, then one row per group, the groups upstream has not
 shown first. --not-shown writes what the next upstream runs need, for device-check.sh's
 CONFIRM_EXTRA: the smallest failing case of each group not yet shown on both sides (a memcheck
@@ -63,38 +66,53 @@ for p in a.memcheck:
     for r in load(p):
         memcheck[r["id"]] = r
 
-# The nearest passing case (scripts/pairing.py, as confirm-upstream.py pairs them).
+# The nearest passing case (scripts/pairing.py, as confirm-upstream.py pairs them): a native
+# group's among the native passes, a memcheck group's among the passes under memcheck.
 PASSING = Passing(native.values())
+PASSING_MC = Passing([r for r in memcheck.values() if r["verdict"] == "pass"])
 
 
 def said(u):
-    """FAIL or PASS, from test-backend-ops' words or the C repro's ("C repro rc=1 FAIL: ...")."""
+    """FAIL or PASS, from test-backend-ops' words or the C repro's ("C repro rc=1 FAIL: ..."). A
+    run under memcheck ("... under memcheck, memcheck: 3 errors") fails where memcheck reported
+    errors and passes where it reported none, whatever the program's own exit."""
+    m = re.search(r"under memcheck.*memcheck: (\d+) errors", u)
+    if m:
+        word = "FAIL" if int(m.group(1)) > 0 else "PASS"
+        return ("C repro " + word) if u.startswith("C repro") else word
     if u.startswith("C repro"):
         m = re.search(r"rc=-?\d+ (FAIL|PASS)", u)
         return ("C repro " + m.group(1)) if m else u[:40]
     return "FAIL" if u.startswith("FAIL") else "PASS" if u.startswith("PASS") else u.split(",")[0][:40]
 
 
-# What upstream said, by case id and side: test-backend-ops' words, and the standalone C
-# repro's where one ran (a layout upstream's constructor cannot express, or what memcheck alone
-# saw: the repro run under memcheck).
-upstream = defaultdict(dict)
-c_repro = defaultdict(dict)
+# What upstream said, by whether it ran under memcheck, case id and side: test-backend-ops'
+# words, and the standalone C repro's where one ran (a layout upstream's constructor cannot
+# express, or what memcheck alone saw: the repro run under memcheck). A memcheck group is shown
+# by runs under memcheck, a native group by native runs: one case can be both.
+upstream = {False: defaultdict(dict), True: defaultdict(dict)}
+c_repro = {False: defaultdict(dict), True: defaultdict(dict)}
+paired = {False: {}, True: {}}
 for p in a.confirm:
     for r in load(p):
+        mode = bool(r.get("memcheck"))
         # A run's FAIL or PASS is kept over another's timeout or tool failure.
         u = str(r.get("upstream") or "")
-        if u and not u.startswith("not run") and (said(u) in ("FAIL", "PASS") or r["side"] not in upstream[r["id"]]):
-            upstream[r["id"]][r["side"]] = u
+        if u and not u.startswith("not run") and (said(u) in ("FAIL", "PASS") or r["side"] not in upstream[mode][r["id"]]):
+            upstream[mode][r["id"]][r["side"]] = u
         c = str(r.get("c_repro") or "")
-        if c.startswith("C repro") and (said(c).endswith(("FAIL", "PASS")) or r["side"] not in c_repro[r["id"]]):
-            c_repro[r["id"]][r["side"]] = c
+        if c.startswith("C repro") and (said(c).endswith(("FAIL", "PASS")) or r["side"] not in c_repro[mode][r["id"]]):
+            c_repro[mode][r["id"]][r["side"]] = c
+        # The passing side confirm-upstream.py ran for a failing case (its row's "pair").
+        if r["side"] == "pass" and r.get("pair") and "case" in r:
+            paired[mode].setdefault(r["pair"], []).append(r)
 
 
-def shown_for(i, side):
-    """The side's strongest word, test-backend-ops' before the C repro's: FAIL for a failing
-    side, PASS for a passing one, else whatever either said."""
-    t, c = upstream.get(i, {}).get(side), c_repro.get(i, {}).get(side)
+def shown_for(i, side, mode):
+    """The side's strongest word among the runs of `mode` (under memcheck or not),
+    test-backend-ops' before the C repro's: FAIL for a failing side, PASS for a passing one,
+    else whatever either said."""
+    t, c = upstream[mode].get(i, {}).get(side), c_repro[mode].get(i, {}).get(side)
     want = "FAIL" if side == "fail" else "PASS"
     for w in (t, c):
         if w and said(w).endswith(want):
@@ -125,15 +143,25 @@ rows = []
 for (op, dtype, verdict, detector, mc_only), rs in findings.items():
     rs.sort(key=lambda r: elements(r["case"]))
     first = rs[0]
-    other = PASSING.nearest(first["case"])
+    passing = PASSING_MC if mc_only else PASSING
+
+    def pass_side(r):
+        """The passing side upstream ran for `r` (its confirm rows' pair), else the nearest
+        passing case kedge ran (under memcheck for a memcheck group, where one ran)."""
+        ran = paired[mc_only].get(r["id"])
+        if ran:
+            return min(ran, key=lambda o: shown_for(o["id"], "pass", mc_only)[0] != "PASS")
+        return passing.nearest(r["case"]) or PASSING.nearest(r["case"])
+
+    other = pass_side(first)
     # Upstream: the best any case of the group got, both sides shown first.
     shown, words = "not run", ""
     for r in rs:
-        f, fw = shown_for(r["id"], "fail")
+        f, fw = shown_for(r["id"], "fail", mc_only)
         if not f:
             continue
-        o = PASSING.nearest(r["case"])
-        pu = shown_for(o["id"], "pass")[0] if o else None
+        o = pass_side(r)
+        pu = shown_for(o["id"], "pass", mc_only)[0] if o else None
         status = f + (" / " + pu if pu else "")
         f = fw
         if shown == "not run" or rank_of(status) < rank_of(shown):

@@ -132,3 +132,99 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
     assert_eq!(listed[0]["verdict"], "oob-read");
     assert_eq!(listed[1]["detector"], "memcheck");
 }
+
+/// A memcheck group is shown by upstream's runs under memcheck: memcheck's error count is the
+/// word on each side, the passing side is the one the confirm run paired with the failure, and
+/// the same case's native group is not credited with them.
+#[test]
+fn runs_under_memcheck_show_a_memcheck_group_and_only_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (native, memcheck, confirm) = (
+        dir.path().join("native.jsonl"),
+        dir.path().join("memcheck.jsonl"),
+        dir.path().join("confirm.jsonl"),
+    );
+    write(
+        &native,
+        &[
+            record("m0", "col2im_1d", "f16", [4, 3, 9, 1], "pass", "none"),
+            record(
+                "m1",
+                "col2im_1d",
+                "f16",
+                [4, 3, 10, 1],
+                "device-fault",
+                "device-sync",
+            ),
+        ],
+    );
+    write(
+        &memcheck,
+        &[
+            record(
+                "m1",
+                "col2im_1d",
+                "f16",
+                [4, 3, 10, 1],
+                "oob-read",
+                "memcheck",
+            ),
+            record("m2", "col2im_1d", "f16", [4, 3, 5, 1], "pass", "none"),
+        ],
+    );
+    let mut fail = record(
+        "m1",
+        "col2im_1d",
+        "f16",
+        [4, 3, 10, 1],
+        "oob-read",
+        "memcheck",
+    );
+    fail["side"] = json!("fail");
+    fail["memcheck"] = json!(true);
+    fail["upstream"] = json!("did not finish under memcheck, memcheck: 3 errors (Invalid __global__ read of size 2 bytes)");
+    fail["c_repro"] =
+        json!("C repro under memcheck rc=1 FAIL: ggml aborted on CUDA0; memcheck: 3 errors");
+    let mut pass = record("m0", "col2im_1d", "f16", [4, 3, 9, 1], "pass", "none");
+    pass["side"] = json!("pass");
+    pass["memcheck"] = json!(true);
+    pass["pair"] = json!("m1");
+    pass["upstream"] = json!("ran under memcheck, memcheck: 0 errors");
+    write(&confirm, &[fail, pass]);
+    let out = Command::new("python3")
+        .arg(root().join("scripts/findings.py"))
+        .arg("--results")
+        .arg(&native)
+        .arg("--memcheck")
+        .arg(&memcheck)
+        .arg("--confirm")
+        .arg(&confirm)
+        .output()
+        .expect("run python3 scripts/findings.py");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = |verdict: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with("| col2im_1d |") && l.contains(verdict))
+            .unwrap_or_else(|| panic!("no col2im_1d {verdict} row in\n{table}"))
+            .split('|')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    let mc = row("oob-read");
+    assert!(mc[8].starts_with("FAIL / PASS"), "{table}");
+    // The passing side upstream ran (m0), not the smaller pass memcheck had (m2).
+    assert_eq!(mc[6], "`[4,3,9,1]`");
+    assert_eq!(row("device-fault")[8], "not run", "{table}");
+    assert!(
+        table.contains(
+            "shown upstream on both sides (the failing side fails, the passing side passes): 1"
+        ),
+        "{table}"
+    );
+}
