@@ -22,6 +22,42 @@ fn write(path: &Path, rows: &[Value]) {
     std::fs::write(path, text).unwrap();
 }
 
+/// `scripts/findings.py` on the files given; its table (the command must succeed).
+fn findings(native: &Path, memcheck: &Path, confirm: &Path, not_shown: Option<&Path>) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("scripts/findings.py"))
+        .arg("--results")
+        .arg(native)
+        .arg("--memcheck")
+        .arg(memcheck)
+        .arg("--confirm")
+        .arg(confirm);
+    if let Some(list) = not_shown {
+        cmd.arg("--not-shown").arg(list);
+    }
+    let out = cmd.output().expect("run python3 scripts/findings.py");
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    table
+}
+
+/// The table's row of `op` whose verdict column holds `verdict`, split into its columns: op,
+/// dtype, verdict (detector), cases, smallest failing, nearest passing, memcheck alone,
+/// upstream (1-based after the leading empty field).
+fn row(table: &str, op: &str, verdict: &str) -> Vec<String> {
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("| {op} |")) && l.contains(verdict))
+        .unwrap_or_else(|| panic!("no {op} {verdict} row in\n{table}"))
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
 #[test]
 fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,24 +113,7 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
             json!({"id": "c0", "side": "pass", "upstream": "PASS"}),
         ],
     );
-    let out = Command::new("python3")
-        .arg(root().join("scripts/findings.py"))
-        .arg("--results")
-        .arg(&native)
-        .arg("--memcheck")
-        .arg(&memcheck)
-        .arg("--confirm")
-        .arg(&confirm)
-        .arg("--not-shown")
-        .arg(&list)
-        .output()
-        .expect("run python3 scripts/findings.py");
-    let table = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{table}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let table = findings(&native, &memcheck, &confirm, Some(&list));
 
     assert!(table.starts_with("4 findings"), "{table}");
     assert!(
@@ -103,17 +122,7 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
         ),
         "{table}"
     );
-    let row = |op: &str, verdict: &str| {
-        table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {op} |")) && l.contains(verdict))
-            .unwrap_or_else(|| panic!("no {op} {verdict} row in\n{table}"))
-            .split('|')
-            .map(str::trim)
-            .collect::<Vec<_>>()
-    };
-    // Columns: op, dtype, verdict (detector), cases, smallest failing, nearest passing,
-    // memcheck alone, upstream (1-based after the leading empty field).
+    let row = |op: &str, verdict: &str| row(&table, op, verdict);
     assert_eq!(row("col2im_1d", "oob-read")[7], "yes");
     assert_eq!(row("rope", "oob-write")[7], "no (native: device-fault)");
     assert_eq!(row("rope", "device-fault")[7], "");
@@ -191,31 +200,8 @@ fn runs_under_memcheck_show_a_memcheck_group_and_only_it() {
     pass["pair"] = json!("m1");
     pass["upstream"] = json!("ran under memcheck, memcheck: 0 errors");
     write(&confirm, &[fail, pass]);
-    let out = Command::new("python3")
-        .arg(root().join("scripts/findings.py"))
-        .arg("--results")
-        .arg(&native)
-        .arg("--memcheck")
-        .arg(&memcheck)
-        .arg("--confirm")
-        .arg(&confirm)
-        .output()
-        .expect("run python3 scripts/findings.py");
-    let table = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{table}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let row = |verdict: &str| {
-        table
-            .lines()
-            .find(|l| l.starts_with("| col2im_1d |") && l.contains(verdict))
-            .unwrap_or_else(|| panic!("no col2im_1d {verdict} row in\n{table}"))
-            .split('|')
-            .map(str::trim)
-            .collect::<Vec<_>>()
-    };
+    let table = findings(&native, &memcheck, &confirm, None);
+    let row = |verdict: &str| row(&table, "col2im_1d", verdict);
     let mc = row("oob-read");
     assert!(mc[8].starts_with("FAIL / PASS"), "{table}");
     // The passing side upstream ran (m0), not the smaller pass memcheck had (m2).
