@@ -17,8 +17,9 @@ failure), a native group by native runs only.
 Writes markdown to stdout: a summary, then one row per group, the groups upstream has not
 shown first. --not-shown writes what the next upstream runs need, for device-check.sh's
 CONFIRM_EXTRA: the smallest failing case of each group not yet shown on both sides (a memcheck
-group's memcheck record, which confirm-upstream.py runs under memcheck on both sides; one case
-once), then every passing record, where confirm-upstream.py finds each one's passing side.
+group's memcheck record, which confirm-upstream.py runs under memcheck on both sides; a case
+once for each kind of group it fails in), then every passing record, where
+confirm-upstream.py finds each one's passing side.
 """
 import argparse
 import json
@@ -207,18 +208,20 @@ if a.not_shown:
         # Smallest first: an upstream run's time grows with the case (75 to 380 s a side at
         # 2^31 elements), so a time-limited confirm run shows the most groups this way.
         # A memcheck group's record keeps its detector, so confirm-upstream.py runs both sides
-        # under memcheck; where a native group's smallest case is the same case, that one run
-        # shows both.
+        # under memcheck; a native group's case is run natively, also where a memcheck group
+        # has the same case (each is shown only by runs of its own kind). One record a case
+        # and kind.
         todo = sorted((x for x in rows if rank_of(x[8]) != 0), key=lambda x: (elements(x[6]["case"]), not x[4]))
         first = {}
         for x in todo:
-            first.setdefault(x[6]["id"], x[6])
+            first.setdefault((x[6]["id"], x[4]), x[6])
         n, pairs = len(first), {(x[0], x[1]) for x in todo}
         for r in first.values():
             f.write(json.dumps(r) + "\n")
         # The passing records of those ops and dtypes, as much of each as the pairing reads (not
         # a case memcheck failed: its failing record is the one to confirm).
+        failed_mc = {i for i, mc in first if mc}
         for r in native.values():
-            if r["verdict"] == "pass" and (r["case"]["op"], r["case"]["dtype"]) in pairs and r["id"] not in first:
+            if r["verdict"] == "pass" and (r["case"]["op"], r["case"]["dtype"]) in pairs and r["id"] not in failed_mc:
                 f.write(json.dumps({k: r[k] for k in ("id", "case", "verdict", "detector") if k in r}) + "\n")
     print(f"\n({n} failing cases not yet shown upstream on both sides, and the passing records: {a.not_shown})")

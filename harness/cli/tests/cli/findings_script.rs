@@ -4,7 +4,7 @@
 
 use crate::root;
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn record(id: &str, op: &str, dtype: &str, ne: [i64; 4], verdict: &str, detector: &str) -> Value {
@@ -20,6 +20,28 @@ fn record(id: &str, op: &str, dtype: &str, ne: [i64; 4], verdict: &str, detector
 fn write(path: &Path, rows: &[Value]) {
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(path, text).unwrap();
+}
+
+/// A folder for one run of the script, and its input and output files in it: native results,
+/// memcheck results, confirm rows, the not-shown list.
+struct Files {
+    _dir: tempfile::TempDir,
+    native: PathBuf,
+    memcheck: PathBuf,
+    confirm: PathBuf,
+    list: PathBuf,
+}
+
+fn files() -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    Files {
+        native: at("native.jsonl"),
+        memcheck: at("memcheck.jsonl"),
+        confirm: at("confirm.jsonl"),
+        list: at("not-shown.jsonl"),
+        _dir: dir,
+    }
 }
 
 /// `scripts/findings.py` on the files given; its table (the command must succeed).
@@ -60,15 +82,11 @@ fn row(table: &str, op: &str, verdict: &str) -> Vec<String> {
 
 #[test]
 fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let (native, memcheck, confirm, list) = (
-        dir.path().join("native.jsonl"),
-        dir.path().join("memcheck.jsonl"),
-        dir.path().join("confirm.jsonl"),
-        dir.path().join("not-shown.jsonl"),
-    );
+    // The folder lives as long as `f`: destructuring it would drop the folder at once.
+    let f = files();
+    let (native, memcheck, confirm, list) = (&f.native, &f.memcheck, &f.confirm, &f.list);
     write(
-        &native,
+        native,
         &[
             record("a0", "rope", "f32", [64, 2, 99, 1], "pass", "none"),
             record(
@@ -86,7 +104,7 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
         ],
     );
     write(
-        &memcheck,
+        memcheck,
         &[
             record(
                 "a1",
@@ -107,13 +125,13 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
         ],
     );
     write(
-        &confirm,
+        confirm,
         &[
             json!({"id": "c1", "side": "fail", "upstream": "FAIL rc=-6 CUDA error: invalid argument"}),
             json!({"id": "c0", "side": "pass", "upstream": "PASS"}),
         ],
     );
-    let table = findings(&native, &memcheck, &confirm, Some(&list));
+    let table = findings(native, memcheck, confirm, Some(list));
 
     assert!(table.starts_with("4 findings"), "{table}");
     assert!(
@@ -129,17 +147,19 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
     assert_eq!(row("rope", "oob-write")[6], "`[64,2,99,1]`");
     assert!(row("abs", "launch-error")[8].starts_with("FAIL / PASS"));
 
-    let listed: Vec<Value> = std::fs::read_to_string(&list)
+    let listed: Vec<Value> = std::fs::read_to_string(list)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let ids: Vec<&str> = listed.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    // Smallest first: col2im_1d's memcheck record, not its native pass; the rope case once, as
-    // its memcheck record; abs not at all (shown); then the passing records that pair them.
-    assert_eq!(ids, ["b1", "a1", "a0", "b0"], "{listed:?}");
+    // Smallest first: col2im_1d's memcheck record, not its native pass; the rope case once for
+    // each group it fails in, its memcheck record first (runs under memcheck show only the
+    // memcheck group); abs not at all (shown); then the passing records that pair them.
+    assert_eq!(ids, ["b1", "a1", "a1", "a0", "b0"], "{listed:?}");
     assert_eq!(listed[0]["verdict"], "oob-read");
     assert_eq!(listed[1]["detector"], "memcheck");
+    assert_eq!(listed[2]["detector"], "device-sync");
 }
 
 /// A memcheck group is shown by upstream's runs under memcheck: memcheck's error count is the
@@ -147,14 +167,10 @@ fn the_table_says_what_memcheck_alone_saw_and_the_list_keeps_memcheck_records_on
 /// the same case's native group is not credited with them.
 #[test]
 fn runs_under_memcheck_show_a_memcheck_group_and_only_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let (native, memcheck, confirm) = (
-        dir.path().join("native.jsonl"),
-        dir.path().join("memcheck.jsonl"),
-        dir.path().join("confirm.jsonl"),
-    );
+    let f = files();
+    let (native, memcheck, confirm) = (&f.native, &f.memcheck, &f.confirm);
     write(
-        &native,
+        native,
         &[
             record("m0", "col2im_1d", "f16", [4, 3, 9, 1], "pass", "none"),
             record(
@@ -168,7 +184,7 @@ fn runs_under_memcheck_show_a_memcheck_group_and_only_it() {
         ],
     );
     write(
-        &memcheck,
+        memcheck,
         &[
             record(
                 "m1",
@@ -199,8 +215,8 @@ fn runs_under_memcheck_show_a_memcheck_group_and_only_it() {
     pass["memcheck"] = json!(true);
     pass["pair"] = json!("m1");
     pass["upstream"] = json!("ran under memcheck, memcheck: 0 errors");
-    write(&confirm, &[fail, pass]);
-    let table = findings(&native, &memcheck, &confirm, None);
+    write(confirm, &[fail, pass]);
+    let table = findings(native, memcheck, confirm, None);
     let row = |verdict: &str| row(&table, "col2im_1d", verdict);
     let mc = row("oob-read");
     assert!(mc[8].starts_with("FAIL / PASS"), "{table}");
