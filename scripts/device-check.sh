@@ -2,7 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
-#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs own-jobs; see each part for its parameters)
+#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs own-jobs alone-again; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
@@ -28,7 +28,7 @@ if [ "${1:-}" = "--collect" ]; then
     [ -d "$SRC/baselines" ] && mkdir -p "$DEST/baselines" && cp "$SRC"/baselines/*.jsonl "$DEST/baselines/" 2>/dev/null
     ( cd "$SRC/work" 2>/dev/null && tar cf - --exclude=workers --exclude='*.xml' --exclude='c-*' --exclude='.build' --exclude=test-backend-ops \
         --exclude='ci-*/jobs' --exclude='ci-*/cache' --exclude='ci-*/steps' --exclude='ggml-all.jsonl' --exclude='plan.jsonl' \
-        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log memcheck-jobs* own-jobs* 2>/dev/null) \
+        $(ls -d own-* judging-* ggml-* confirm confirm-memcheck* ci-* pr-* before-after* coverage.txt confirm.txt upstream-support-cuda0.csv env.txt resume-* ggmlrepro-* pool-memcheck-* leftover-* fresh-cache.txt fresh-cache-*/sweep-summary.json fresh-cache-*.log memcheck-jobs* own-jobs* alone-again* 2>/dev/null) \
         2>/dev/null ) | xz -T0 -2 > "$DEST/results.tar.xz.part" && mv "$DEST/results.tar.xz.part" "$DEST/results.tar.xz"
   }
   while [ "$(date +%s)" -lt "$END" ]; do
@@ -709,6 +709,64 @@ print(f"    own-jobs -j {sys.argv[2]:>2}: {s['ran_now']} cases, wall {s['wall_s'
       f"case time {t['cases_s']:.1f} s (setup {t['setup_s']:.1f}, reference {t.get('reference_s', 0):.1f}, compare {t.get('compare_s', 0):.1f})")
 PY
   done
+}
+
+# Cases that run out of device memory beside others are run again alone on their GPU (the
+# `alone-again` event; each such verdict says so), not reported with a verdict their neighbours
+# caused. Shown on a GPU shared with another process: scripts/hold-device-memory.py holds all
+# but ALONE_LEAVE_GIB of its memory (default 24), and kedge runs cases of 16 GiB each
+# (ALONE_CASES, a case list; default: rms_norm's clamped f32 cases of 2^30 to 2^31 elements)
+# with -j ALONE_JOBS (default 4). Admission counts the card's whole memory, so several start
+# side by side and all but one run out. alone-again.txt: the event, and the verdicts by how
+# they were reached.
+part_alone-again() {
+  local list="$W/alone-again-cases.jsonl" held="$W/alone-again-held.txt" hp i
+  if [ -n "${ALONE_CASES:-}" ]; then
+    cp "$ALONE_CASES" "$list"
+  else
+    "$K" plan --suite default --json -o rms_norm --impl clamped --dtype f32 2> "$W/alone-again-plan.err" \
+      | python3 -c '
+import json, math, sys
+for l in sys.stdin:
+    c = json.loads(l).get("case")
+    if c and (1 << 30) < math.prod(c["ne"]) <= (1 << 31) + (1 << 20):
+        print(json.dumps(c))' > "$list"
+  fi
+  rm -f "$held"
+  python3 scripts/hold-device-memory.py --leave-gib "${ALONE_LEAVE_GIB:-24}" --ready "$held" --seconds 900 \
+    > "$W/alone-again-hold.log" 2>&1 &
+  hp=$!
+  for i in $(seq 120); do [ -s "$held" ] && break; kill -0 "$hp" 2>/dev/null || break; sleep 1; done
+  say "alone-again: $(wc -l < "$list") cases; $(cat "$held" 2>/dev/null || tail -n 1 "$W/alone-again-hold.log")"
+  if [ -s "$held" ]; then
+    run alone-again "$K" sweep --corpus "$list" -j "${ALONE_JOBS:-4}" --format json --force --out "$W/alone-again"
+  fi
+  kill "$hp" 2>/dev/null; wait "$hp" 2>/dev/null
+  python3 - "$W/alone-again.log" "$W/alone-again/results.jsonl" <<'PY' | tee "$W/alone-again.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+import json, sys
+from collections import Counter
+events = []
+try:
+    lines = open(sys.argv[1], errors="replace").readlines()
+except OSError:
+    lines = []
+for l in lines:
+    if l.startswith("{"):
+        try:
+            e = json.loads(l)
+        except ValueError:
+            continue
+        if e.get("event") == "alone-again":
+            events.append(e)
+print(f"alone-again events: {len(events)} {[e.get('cases') for e in events]}")
+try:
+    rs = [json.loads(l) for l in open(sys.argv[2])]
+except OSError:
+    rs = []
+alone = Counter(r["verdict"] for r in rs if "run alone on its GPU" in r.get("detail", ""))
+beside = Counter(r["verdict"] for r in rs if "run alone on its GPU" not in r.get("detail", ""))
+print(f"results: {len(rs)}; run alone again: {dict(alone)}; beside others: {dict(beside)}")
+PY
 }
 
 # kedge's block pools under memcheck: an input of a block format past 2^24 elements holds rows
