@@ -36,10 +36,11 @@ impl CaseBytes {
     fn whole(b: u64) -> CaseBytes {
         CaseBytes { device: b, host: b }
     }
-    /// A case's bytes as `judging` runs it: judged on sampled slices (a ggml CUDA build's op
-    /// whose slices are independent, big enough), nothing of it on the host but the inputs
-    /// the op makes there.
-    fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging) -> CaseBytes {
+    /// A case's bytes as `judging` runs it: judged on sampled slices (an op whose slices are
+    /// independent, big enough, on kedge's kernels or a ggml build's CUDA device), nothing of
+    /// it on the host but the inputs the op makes there. `kernels`: the case's impl is one of
+    /// kedge's kernels (no library backend).
+    fn of(op: &dyn kedge_core::Op, c: &Case, judging: Judging, kernels: bool) -> CaseBytes {
         let Ok(specs) = op.tensors(c) else {
             return CaseBytes::whole(u64::MAX);
         };
@@ -47,10 +48,18 @@ impl CaseBytes {
             .iter()
             .map(|t| t.bytes)
             .fold(0u64, u64::saturating_add);
-        // The impls that draw and scan on the device are a ggml build's CUDA devices
-        // (`ggml:CUDA0`); the worker decides for itself, this is what admission expects.
-        let sampled =
-            c.imp.starts_with("ggml:CUDA") && kedge_core::judge::sample::sampled(op, c, judging);
+        // The impls that draw and scan on the device: kedge's kernels where every output is
+        // read back as it is (no block format), and a ggml build's CUDA devices
+        // (`ggml:CUDA0`). The worker decides for itself; this is what admission expects.
+        // (Counted as judged whole, kedge's own 2^31-element cases ran one per GPU.)
+        let on_device = if kernels {
+            specs
+                .iter()
+                .all(|t| t.role != kedge_core::Role::Output || !t.dtype.is_block())
+        } else {
+            c.imp.starts_with("ggml:CUDA")
+        };
+        let sampled = on_device && kedge_core::judge::sample::sampled(op, c, judging);
         let sampling = op.row_sampling(c);
         let made = sampling.as_ref().is_some_and(|s| s.inputs_made());
         if sampled && !made {
@@ -234,7 +243,10 @@ impl Executor for GpuExecutor {
         let bytes: Vec<CaseBytes> = cases
             .iter()
             .map(|c| match reg.op(&c.op) {
-                Ok(op) => CaseBytes::of(op, c, self.judging),
+                Ok(op) => {
+                    let kernels = reg.resolve(c).is_ok_and(|(_, imp)| imp.backend().is_none());
+                    CaseBytes::of(op, c, self.judging, kernels)
+                }
                 Err(_) => CaseBytes::whole(u64::MAX),
             })
             .collect();
@@ -879,29 +891,51 @@ mod admission_tests {
         let c = Case::new("get_rows", "ggml:CUDA0", DType::Q5_0, [64, 1 << 20, 1, 1]);
         let c = reg.validate(&c).unwrap_or(c);
         // Judged whole: its table's blocks and their f32 values on the host.
-        let b = CaseBytes::of(op, &c, Judging::Full);
+        let b = CaseBytes::of(op, &c, Judging::Full, false);
         let table = DType::Q5_0.bytes_of(64 << 20);
         assert!(b.device >= table);
         assert!(b.host >= table + (64 << 20) * 4, "{b:?}");
         // Judged on its sampled output rows: only the three indices it makes.
-        let b = CaseBytes::of(op, &c, Judging::Auto);
+        let b = CaseBytes::of(op, &c, Judging::Auto, false);
         assert_eq!(b.host, 3 * 4, "{b:?}");
         // A big gelu on a CUDA build is judged on sampled rows: nothing of it on the host.
         let op = reg.op("gelu").unwrap();
         let c = Case::new("gelu", "ggml:CUDA0", DType::F32, [64, 1 << 25, 1, 1]);
-        let b = CaseBytes::of(op, &c, Judging::Auto);
+        let b = CaseBytes::of(op, &c, Judging::Auto, false);
         assert_eq!((b.device, b.host), (2 * 4 * (64 << 25), 0));
-        assert_eq!(CaseBytes::of(op, &c, Judging::Full).host, b.device);
+        assert_eq!(CaseBytes::of(op, &c, Judging::Full, false).host, b.device);
         // A big gather is judged on sampled output rows: its indices are made on the host and
         // held there, its table drawn on the device.
         let op = reg.op("get_rows").unwrap();
         let c = Case::new("get_rows", "ggml:CUDA0", DType::F32, [64, 8, 1 << 17, 1]);
         let c = reg.validate(&c).unwrap_or(c);
-        let b = CaseBytes::of(op, &c, Judging::Auto);
+        let b = CaseBytes::of(op, &c, Judging::Auto, false);
         let table = 4 * ((64 * 8) << 17);
         let rows = 4 * 3 * (1 << 17);
         assert_eq!(b.host, rows, "{b:?}");
         assert_eq!(b.device, table + rows + 4 * 64 * 3 * (1 << 17));
+    }
+
+    #[test]
+    fn kedges_own_big_cases_judged_on_sampled_rows_hold_nothing_on_the_host() {
+        use kedge_core::judge::sample::Judging;
+        use kedge_core::{Case, DType};
+        let reg = kedge_ops::registry();
+        // A 2^31-element rms_norm on kedge's kernel: drawn, run and scanned on the device.
+        let c = Case::new("rms_norm", "clamped", DType::F32, [64, 1 << 25, 1, 1]);
+        let c = reg.validate(&c).unwrap_or(c);
+        let (op, imp) = reg.resolve(&c).unwrap();
+        assert!(imp.backend().is_none());
+        let b = CaseBytes::of(op, &c, Judging::Auto, true);
+        assert_eq!((b.device, b.host), (2 * 4 * (64 << 25), 0), "{b:?}");
+        // Judged whole, it holds its tensors on the host, and from 4 GiB runs alone.
+        let whole = CaseBytes::of(op, &c, Judging::Full, true);
+        assert_eq!(whole.host, whole.device);
+        // Sampled, two fit side by side in half an 85 GB card's memory, with 4 workers.
+        let t = admission_tiers(&[b, b], 4, 85 * GB, Some(125 * GB));
+        assert_eq!(t[0].slots, 2, "{t:?}");
+        let t = admission_tiers(&[whole, whole], 4, 85 * GB, Some(125 * GB));
+        assert_eq!(t[0].slots, 1, "{t:?}");
     }
 
     #[test]
