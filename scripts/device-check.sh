@@ -717,8 +717,10 @@ PY
 # but ALONE_LEAVE_GIB of its memory (default 24), and kedge runs cases of 16 GiB each
 # (ALONE_CASES, a case list; default: rms_norm's clamped f32 cases of 2^30 to 2^31 elements)
 # with -j ALONE_JOBS (default 4). Admission counts the card's whole memory, so several start
-# side by side and all but one run out. alone-again.txt: the event, and the verdicts by how
-# they were reached.
+# side by side (judged on sampled rows, each holds nothing on the host: two per GPU on an H100)
+# and all but one run out. alone-again.txt: the event, and the verdicts by how they were
+# reached. (Run 32, before admission counted kedge's own cases as sampled: one per GPU, so
+# none ran out beside another.)
 part_alone-again() {
   local list="$W/alone-again-cases.jsonl" held="$W/alone-again-held.txt" hp i
   if [ -n "${ALONE_CASES:-}" ]; then
