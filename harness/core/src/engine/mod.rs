@@ -218,13 +218,9 @@ fn execute_kernels(
         Ok(p) => p,
         Err(r) => return Executed::alive(*r),
     };
-    // kedge's kernels compare what they read back as it is: no block-format output.
-    let plain_outputs = |sp: &SampledPlan| {
-        sp.specs
-            .iter()
-            .all(|s| s.role != Role::Output || !s.dtype.is_block())
-    };
-    if let Some(sp) = sampled_plan(op, case, judging).filter(plain_outputs) {
+    if let Some(sp) =
+        sampled_plan(op, case, judging).filter(|sp| sample::kernels_read_back_as_is(&sp.specs))
+    {
         return execute_kernels_sampled(op, imp, dev, case, &plan, sp, t);
     }
     // The last big download's buffer is kept only for an output of its size, and let go

@@ -392,6 +392,15 @@ pub fn sampled(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) 
             .all(|s| crate::cuda::big::can_scan(s.dtype))
 }
 
+/// Whether kedge's kernels can judge a case of these tensors on sampled slices: they compare
+/// what they read back as it is, so no output may be of a block format. (The engine's choice
+/// and the runner's admission both ask this.)
+pub fn kernels_read_back_as_is(specs: &[TensorSpec]) -> bool {
+    specs
+        .iter()
+        .all(|s| s.role != Role::Output || !s.dtype.is_block())
+}
+
 /// Whether a case is big (`SAMPLED_FROM` elements or more in a tensor) and still judged whole
 /// under `judging`: a CPU reference of the whole case, seconds to minutes.
 pub fn big_and_whole(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) -> bool {

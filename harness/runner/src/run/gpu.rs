@@ -53,9 +53,7 @@ impl CaseBytes {
         // (`ggml:CUDA0`). The worker decides for itself; this is what admission expects.
         // (Counted as judged whole, kedge's own 2^31-element cases ran one per GPU.)
         let on_device = if kernels {
-            specs
-                .iter()
-                .all(|t| t.role != kedge_core::Role::Output || !t.dtype.is_block())
+            kedge_core::judge::sample::kernels_read_back_as_is(&specs)
         } else {
             c.imp.starts_with("ggml:CUDA")
         };
@@ -244,7 +242,7 @@ impl Executor for GpuExecutor {
             .iter()
             .map(|c| match reg.op(&c.op) {
                 Ok(op) => {
-                    let kernels = reg.resolve(c).is_ok_and(|(_, imp)| imp.backend().is_none());
+                    let kernels = reg.imp(op, &c.imp).is_ok_and(|imp| imp.backend().is_none());
                     CaseBytes::of(op, c, self.judging, kernels)
                 }
                 Err(_) => CaseBytes::whole(u64::MAX),
