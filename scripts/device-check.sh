@@ -2,7 +2,7 @@
 # kedge's whole GPU check in one call on a machine with a GPU, compute-sanitizer and nvcc.
 #   scripts/device-check.sh OUTDIR [PART ...]      (default: every part; parts run in the order given)
 # Parts: env native guard memcheck int32 selftest incidents zoo fp8 (fp8probe) sdpa plugin source attribution synccheck fuzz half resume
-#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs own-jobs alone-again; see each part for its parameters)
+#        (not by default: ggmlrepro maxtime before-after fresh-cache memcheck-jobs own-jobs alone-again alone-again-memcheck; see each part for its parameters)
 # CI parts, run only when named (the CI example's own commands, examples/ci/kedge-gpu.yml, run
 # by the ci_local example: two shards, merge, report, gate; their settings are the CI_*
 # variables below):
@@ -720,9 +720,13 @@ PY
 # side by side (judged on sampled rows, each holds nothing on the host: two per GPU on an H100)
 # and all but one run out. alone-again.txt: the event, and the verdicts by how they were
 # reached. (Run 32, before admission counted kedge's own cases as sampled: one per GPU, so
-# none ran out beside another.)
-part_alone-again() {
-  local list="$W/alone-again-cases.jsonl" held="$W/alone-again-held.txt" hp i
+# none ran out beside another.) `alone-again-memcheck`: the same under memcheck, on the first
+# ALONE_MEMCHECK_COUNT of the cases (default 4), in alone-again-memcheck.txt.
+part_alone-again() { alone_again alone-again 0; }
+part_alone-again-memcheck() { alone_again alone-again-memcheck "${ALONE_MEMCHECK_COUNT:-4}" --sanitize memcheck; }
+alone_again() { # alone_again NAME COUNT [SWEEP FLAGS...]: COUNT 0 runs every case
+  local name=$1 count=$2; shift 2
+  local list="$W/$name-cases.jsonl" held="$W/$name-held.txt" hp i
   if [ -n "${ALONE_CASES:-}" ]; then
     cp "$ALONE_CASES" "$list"
   else
@@ -734,17 +738,18 @@ for l in sys.stdin:
     if c and (1 << 30) < math.prod(c["ne"]) <= (1 << 31) + (1 << 20):
         print(json.dumps(c))' > "$list"
   fi
+  if [ "$count" -gt 0 ]; then head -n "$count" "$list" > "$list.part" && mv "$list.part" "$list"; fi
   rm -f "$held"
   python3 scripts/hold-device-memory.py --leave-gib "${ALONE_LEAVE_GIB:-24}" --ready "$held" --seconds 900 \
-    > "$W/alone-again-hold.log" 2>&1 &
+    > "$W/$name-hold.log" 2>&1 &
   hp=$!
   for i in $(seq 120); do [ -s "$held" ] && break; kill -0 "$hp" 2>/dev/null || break; sleep 1; done
-  say "alone-again: $(wc -l < "$list") cases; $(cat "$held" 2>/dev/null || tail -n 1 "$W/alone-again-hold.log")"
+  say "$name: $(wc -l < "$list") cases; $(cat "$held" 2>/dev/null || tail -n 1 "$W/$name-hold.log")"
   if [ -s "$held" ]; then
-    run alone-again "$K" sweep --corpus "$list" -j "${ALONE_JOBS:-4}" --format json --force --out "$W/alone-again"
+    run "$name" "$K" sweep --corpus "$list" -j "${ALONE_JOBS:-4}" "$@" --format json --force --out "$W/$name"
   fi
   kill "$hp" 2>/dev/null; wait "$hp" 2>/dev/null
-  python3 - "$W/alone-again.log" "$W/alone-again/results.jsonl" <<'PY' | tee "$W/alone-again.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
+  python3 - "$W/$name.log" "$W/$name/results.jsonl" <<'PY' | tee "$W/$name.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
 import json, sys
 from collections import Counter
 events = []
@@ -839,10 +844,14 @@ part_pr-gate() {
 # The scheduled tier: only the cases past the pull-request tier (--over-elements, default
 # 268435456: what SWEEP_MAXE=268435456 leaves out), kedge's own suite (SCHED_OWN_MAXTIME, default
 # 2m) and the ggml build's (SCHED_MAXTIME, default 5m), each with its wall time per case by size.
-part_scheduled() {
-  local G over=${SCHED_OVER:-268435456}; G=$(abspath "$GGML_CUDA_DIR")
-  run own-scheduled "$K" sweep default --over-elements "$over" --max-time "${SCHED_OWN_MAXTIME:-2m}" "$(fresh)" --out "$W/own-scheduled"
+# `own-scheduled` and `ggml-scheduled` run one side each.
+part_scheduled() { part_own-scheduled; part_ggml-scheduled; }
+part_own-scheduled() {
+  run own-scheduled "$K" sweep default --over-elements "${SCHED_OVER:-268435456}" --max-time "${SCHED_OWN_MAXTIME:-2m}" "$(fresh)" --out "$W/own-scheduled"
   sizes own-scheduled
+}
+part_ggml-scheduled() {
+  local G over=${SCHED_OVER:-268435456}; G=$(abspath "$GGML_CUDA_DIR")
   run ggml-scheduled "$K" sweep default --ggml "$G" -b CUDA0 --over-elements "$over" --max-time "${SCHED_MAXTIME:-5m}" "$(fresh)" --out "$W/ggml-scheduled"
   sizes ggml-scheduled
 }
