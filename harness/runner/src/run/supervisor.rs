@@ -8,7 +8,7 @@ use super::schedule::BatchError;
 use crate::events::{Event, Events};
 use crate::results::OutputError;
 use kedge_core::{AllocMode, Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -723,6 +723,11 @@ impl Supervisor {
             retired: false,
         };
         while pass.i < cases.len() && turn.started < pass.batch && !turn.worker_gone {
+            if pass.settled.contains(&pass.i) {
+                // Its result went out when a batch before this one ran again.
+                pass.i += 1;
+                continue;
+            }
             if !super::budget::may_start(self.budget.as_deref()) {
                 pass.out_of_time = true;
                 break;
@@ -736,7 +741,7 @@ impl Supervisor {
             pass.i += 1;
             pass.summary.ran += 1;
             if self.cfg.sanitize.is_some() {
-                turn.held.push(r);
+                turn.held.push((pass.i - 1, r));
             } else {
                 pass.emit(r)?;
             }
@@ -836,35 +841,60 @@ impl Supervisor {
             return Ok(true);
         }
         w.finish(Duration::from_secs(60));
-        self.read_out(&w, turn.held, turn.started, pass)?;
+        self.read_out(&w, turn, pass)?;
         Ok(true)
     }
 
     /// A sanitized worker has ended: fold its report's findings into the results held for
-    /// its `started` cases and pass them on. A batch whose records cannot be split between
-    /// its cases is set to run again, one case per worker.
+    /// its started cases and pass them on. A batch whose records cannot be split between
+    /// its cases is set to run again, one case per worker. Where the tool wrote no report,
+    /// the cases that finished before the worker ended run again in a fresh worker (once):
+    /// a verdict under a sanitizer is never given without the sanitizer's word on it.
     fn read_out(
         &mut self,
         w: &Worker,
-        mut held: Vec<CaseResult>,
-        started: usize,
+        turn: Turn,
         pass: &mut Pass<'_>,
     ) -> Result<(), SupervisorError> {
         let (Some(spec), Some(xml)) = (&self.cfg.sanitize, &w.xml) else {
             return Ok(());
         };
+        let started = turn.started;
+        let first = turn.held.first().map(|(i, _)| *i);
         if !xml.exists() {
-            // The tool ended before writing a report (it was killed with its worker): the
-            // cases keep their worker's verdicts and say what is missing.
-            for mut r in held {
+            // The tool ended before writing a report (killed with its worker). The case the
+            // worker ended with keeps its verdict and says what is missing; the others, which
+            // finished, run again for the tool's report (a case already run again keeps its
+            // verdict and says so too).
+            let n = turn.held.len();
+            let mut again = None;
+            for (k, (i, mut r)) in turn.held.into_iter().enumerate() {
+                let ended_the_worker = turn.worker_gone && k + 1 == n;
+                if !ended_the_worker && pass.again.insert(i) {
+                    again.get_or_insert(i);
+                    pass.summary.ran -= 1;
+                    continue;
+                }
                 r.detail.push_str(&format!(
                     " (no {} report: the tool ended before writing one)",
                     spec.tool
                 ));
+                pass.settled.insert(i);
                 pass.emit(r)?;
+            }
+            if let Some(i) = again {
+                self.events.emit(Event::BatchAgain {
+                    why: format!(
+                        "{} wrote no report: the worker ended with a later case of its batch",
+                        spec.tool
+                    ),
+                    cases: n - 1,
+                });
+                pass.i = i;
             }
             return Ok(());
         }
+        let mut held = turn.held;
         let findings = match (spec.attribute)(xml, started) {
             Ok(f) => f,
             Err(why) if started > 1 => {
@@ -874,7 +904,7 @@ impl Supervisor {
                     why: why.clone(),
                     cases: started,
                 });
-                pass.i -= started;
+                pass.i = first.unwrap_or(pass.i);
                 pass.summary.ran -= started;
                 pass.batch = 1;
                 pass.alone_from = Some(pass.i);
@@ -882,10 +912,17 @@ impl Supervisor {
             }
             Err(why) => return Err(SupervisorError::Sanitizer(why)),
         };
-        for (r, f) in held.iter_mut().zip(findings) {
+        for ((_, r), f) in held.iter_mut().zip(findings) {
             merge_findings(r, f);
         }
-        for mut r in held {
+        for (i, mut r) in held {
+            if pass.again.contains(&i) {
+                r.detail.push_str(&format!(
+                    " (run again in a fresh worker: {} wrote no report for its first run, \
+                     which a later case of its batch ended)",
+                    spec.tool
+                ));
+            }
             if pass.alone_from.is_some() {
                 r.detail.push_str(
                     " (run alone: its batch's sanitizer records could not be split between cases)",
@@ -910,6 +947,10 @@ struct Pass<'a> {
     /// Set when a batch's records could not be split between its cases: its cases run
     /// again, one per worker, and their results say so.
     alone_from: Option<usize>,
+    /// Cases set to run again because their worker's sanitizer wrote no report.
+    again: HashSet<usize>,
+    /// Cases whose results went out before their turn came again (skipped when it does).
+    settled: HashSet<usize>,
     /// A worker still alive at the end is kept for the next call.
     keep: bool,
     /// Set once the time limit stops the next case from starting.
@@ -940,6 +981,8 @@ impl<'a> Pass<'a> {
             under,
             batch,
             alone_from: None,
+            again: HashSet::new(),
+            settled: HashSet::new(),
             keep: cfg.keep_worker && cfg.sanitize.is_none(),
             out_of_time: false,
             sink,
@@ -954,8 +997,9 @@ impl<'a> Pass<'a> {
 
 /// What one worker's turn at the cases left.
 struct Turn {
-    /// Results waiting for the worker's sanitizer report (natively none: they went out).
-    held: Vec<CaseResult>,
+    /// Results waiting for the worker's sanitizer report, with their cases' indices
+    /// (natively none: they went out).
+    held: Vec<(usize, CaseResult)>,
     /// Cases sent to the worker.
     started: usize,
     /// The worker ended or was stopped (a fault, a crash, a hang, a flood of records), or
@@ -1097,7 +1141,12 @@ impl CaseWait<'_> {
     /// No verdict by the deadline: the case is a timeout, and its worker is killed.
     fn on_timeout(&mut self) -> CaseResult {
         self.gone = true;
-        self.w.kill();
+        if self.cfg.sanitize.is_some() {
+            // The worker alone: the tool around it writes its report of the batch so far.
+            self.w.stop_for_report(self.pid);
+        } else {
+            self.w.kill();
+        }
         let in_phase = killed_in(&self.w.phase_file);
         let mut r = CaseResult::new(
             self.case,

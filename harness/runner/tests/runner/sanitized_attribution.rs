@@ -39,6 +39,29 @@ done
 echo '</ComputeSanitizerOutput>' >> "$xml"
 "#;
 
+/// A tool in two processes, as compute-sanitizer is: the worker in a child process, the
+/// report written when that worker ends (killed or not), none if the tool itself is killed.
+/// Seed 13 reads past its end; seed 99 never answers.
+const FAKE_TOOL_AT_EXIT: &str = r#"#!/usr/bin/env bash
+xml="$1"; shift; shift
+dir="$(dirname "$0")"
+part="$xml.part"
+printf '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n' > "$part"
+(
+  IFS= read -r spec
+  printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$BASHPID" "$(cat "$dir/limits.json")"
+  while IFS= read -r line; do
+    case "$line" in *'"warm_up"'*) continue ;; esac
+    cat "$dir/marker.xml" >> "$part"
+    case "$line" in *'"seed":13'*) cat "$dir/oob.xml" >> "$part" ;; esac
+    case "$line" in *'"seed":99'*) exec sleep 60 ;; esac
+    echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+  done
+)
+echo '</ComputeSanitizerOutput>' >> "$part"
+mv "$part" "$xml"
+"#;
+
 const MARKER: &str = r#"  <record>
     <kind>Api</kind>
     <what>
@@ -272,13 +295,66 @@ fn a_flood_of_records_is_cut_and_judged() {
 }
 
 /// A tool that ends before writing its report (killed with its worker) costs that batch its
-/// sanitizer findings, never the sweep: the cases keep their worker's verdicts and say so.
+/// sanitizer report, never the sweep and never a verdict given without the tool: the case
+/// the worker ended with keeps its verdict and says the report is missing; the cases that
+/// finished before it run again in a fresh worker, whose report judges them.
 #[test]
-fn a_missing_report_is_noted_and_the_sweep_goes_on() {
+fn a_missing_report_runs_the_finished_cases_again() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = setup(dir.path());
     let mut sup = supervisor(dir.path(), &wrapper, 16, None, 10);
-    let cases: Vec<Case> = [1, 88, 13].into_iter().map(case).collect();
+    let cases: Vec<Case> = [1, 13, 88, 2].into_iter().map(case).collect();
+    let mut out = Vec::new();
+    let summary = sup
+        .run(&cases, &mut |r| {
+            out.push(r);
+            Ok(())
+        })
+        .expect("the run goes on");
+    let got: Vec<_> = out
+        .iter()
+        .map(|r| (r.case.seed, r.verdict, r.detector))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (88, Verdict::DeviceFault, Detector::Supervisor),
+            // Run again in a new worker, with its report: 13's read past its end is seen,
+            // which the lost report would have hidden behind a pass.
+            (1, Verdict::Pass, Detector::None),
+            (13, Verdict::OobRead, Detector::Memcheck),
+            (2, Verdict::Pass, Detector::None),
+        ]
+    );
+    assert!(
+        out[0].detail.contains("no memcheck report"),
+        "{}",
+        out[0].detail
+    );
+    for r in &out[1..3] {
+        assert!(
+            r.detail.contains("run again in a fresh worker"),
+            "{}",
+            r.detail
+        );
+        assert!(!r.detail.contains("no memcheck report"), "{}", r.detail);
+    }
+    assert!(!out[3].detail.contains("run again"), "{}", out[3].detail);
+    assert_eq!(summary.ran, 4, "each case counted once");
+}
+
+/// A case that hangs under the tool is stopped by its timeout, and only its worker is killed:
+/// the tool writes its report of the batch so far, which judges the cases before it (13's read
+/// past its end is seen in that report, not in a second run).
+#[test]
+fn a_timeout_under_the_tool_keeps_the_report_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let wrapper = dir.path().join("fake-tool-at-exit.sh");
+    std::fs::write(&wrapper, FAKE_TOOL_AT_EXIT).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut sup = supervisor(dir.path(), &wrapper, 16, None, 2);
+    let cases: Vec<Case> = [13, 99, 1].into_iter().map(case).collect();
     let mut out = Vec::new();
     sup.run(&cases, &mut |r| {
         out.push(r);
@@ -292,13 +368,13 @@ fn a_missing_report_is_noted_and_the_sweep_goes_on() {
     assert_eq!(
         got,
         vec![
-            (1, Verdict::Pass, Detector::None),
-            (88, Verdict::DeviceFault, Detector::Supervisor),
-            // The next batch, in a new worker, has its report again.
             (13, Verdict::OobRead, Detector::Memcheck),
+            (99, Verdict::Timeout, Detector::Supervisor),
+            (1, Verdict::Pass, Detector::None),
         ]
     );
-    for r in &out[..2] {
-        assert!(r.detail.contains("no memcheck report"), "{}", r.detail);
+    for r in &out {
+        assert!(!r.detail.contains("no memcheck report"), "{}", r.detail);
+        assert!(!r.detail.contains("run again"), "{}", r.detail);
     }
 }
