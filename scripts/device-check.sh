@@ -604,8 +604,10 @@ part_coverage() {
 # CONFIRM_FROM=scheduled: the scheduled tier's failures only; CONFIRM_ONLY (OP or OP/DTYPE, comma
 # separated): those ops' failures only; CONFIRM_PER_OP: each op's first N failures; CONFIRM_EXTRA:
 # more results files (an earlier run's, carried), their failures confirmed too.
-# What memcheck found is confirmed first (CONFIRM_MEMCHECK_RESULTS). Its rows reach
-# confirm/confirm.jsonl as each finishes, so --collect brings back a part cut off.
+# What memcheck found is confirmed first (CONFIRM_MEMCHECK_RESULTS), for at most
+# CONFIRM_MEMCHECK_MAXTIME seconds (default: none; run 33's 3 failures and their passing sides took
+# 1,339 s under the tool, and the rest never started). Its rows reach confirm/confirm.jsonl as
+# each finishes, so --collect brings back a part cut off.
 part_confirm() {
   local G src; G=$(abspath "$GGML_CUDA_DIR")
   src=("$W"/ggml-native/results.jsonl)
@@ -623,7 +625,8 @@ part_confirm() {
   local mc=${CONFIRM_MEMCHECK_RESULTS:-$W/ggml-memcheck/results.jsonl}
   if [ -s "$mc" ]; then
     python3 scripts/confirm-upstream.py "$K" "$G" "$mc" "$W/confirm-memcheck" --backend CUDA0 \
-      --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" > "$W/confirm-memcheck.txt" 2>&1
+      --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MEMCHECK_MAXTIME:+--max-time "$CONFIRM_MEMCHECK_MAXTIME"} \
+      > "$W/confirm-memcheck.txt" 2>&1
     say "confirm-memcheck rc=$?"; grep -E "failing cases|^test-backend-ops with|memcheck\)" "$W/confirm-memcheck.txt" | head -20 | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM" > /dev/null
   fi
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
@@ -723,7 +726,9 @@ PY
 # none ran out beside another.) `alone-again-memcheck`: the same under memcheck, on the first
 # ALONE_MEMCHECK_COUNT of the cases (default 4), in alone-again-memcheck.txt.
 part_alone-again() { alone_again alone-again 0; }
-part_alone-again-memcheck() { alone_again alone-again-memcheck "${ALONE_MEMCHECK_COUNT:-4}" --sanitize memcheck; }
+# One case per sanitized worker (--batch 1): a worker's batch would hold every case and run them one
+# after another (run 33: one worker, so none ran out of memory beside another).
+part_alone-again-memcheck() { alone_again alone-again-memcheck "${ALONE_MEMCHECK_COUNT:-4}" --sanitize memcheck --batch 1; }
 alone_again() { # alone_again NAME COUNT [SWEEP FLAGS...]: COUNT 0 runs every case
   local name=$1 count=$2; shift 2
   local list="$W/$name-cases.jsonl" held="$W/$name-held.txt" hp i
