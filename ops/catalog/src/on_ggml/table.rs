@@ -241,11 +241,32 @@ pub struct GgmlOpEntry {
     pub(crate) upstream_line: fn(&Case) -> UpstreamRepro,
     /// test-backend-ops' `max_nmse_err()` for the op (0: exact).
     pub(crate) nmse: Nmse,
+    /// What the results are judged against.
+    pub(crate) reference: Reference,
     /// Whether a big case may be judged on sampled slices (`Op::row_sampling`).
     pub(crate) rows: Rows,
     /// Which workload reaches the case's shape, where one is known.
     pub(crate) reach: fn(&Case) -> Option<String>,
 }
+
+/// What an entry's results are judged against.
+pub(crate) enum Reference {
+    /// The same graph on ggml's CPU backend from the same build: test-backend-ops' reference.
+    CpuBackend,
+    /// kedge's own in f64, for the cases `applies` accepts (ggml's CPU backend for the rest),
+    /// where the CPU backend's own rounding is not small beside the tolerance or depends on
+    /// the host (its thread count). `source` names it in each result.
+    F64 {
+        applies: fn(&Case) -> bool,
+        compute: F64Reference,
+        source: &'static str,
+    },
+}
+
+/// An entry's f64 reference: the case, its tensors and its inputs to its outputs, each in
+/// logical order.
+pub(crate) type F64Reference =
+    fn(&Case, &[TensorSpec], &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError>;
 
 /// How an entry's rows relate, for judging a big case on sampled slices (`judge::sample`).
 pub(crate) enum Rows {
@@ -440,10 +461,20 @@ impl Op for GgmlOpEntry {
     }
     fn reference(&self, case: &Case, inputs: &[HostTensor]) -> Result<Vec<Vec<f64>>, CaseError> {
         let specs = (self.tensors)(case)?;
-        cpu_reference(case, &specs, inputs, self.graph)
+        match self.reference {
+            Reference::F64 {
+                applies, compute, ..
+            } if applies(case) => compute(case, &specs, inputs),
+            _ => cpu_reference(case, &specs, inputs, self.graph),
+        }
     }
     fn reference_source(&self) -> &'static str {
-        "ggml's CPU backend from the same build (test-backend-ops' reference)"
+        match self.reference {
+            Reference::F64 { source, .. } => source,
+            Reference::CpuBackend => {
+                "ggml's CPU backend from the same build (test-backend-ops' reference)"
+            }
+        }
     }
     fn tolerance(&self, case: &Case) -> Tolerance {
         Tolerance::for_dtype(case.dtype).with_nmse(self.nmse.of(case))

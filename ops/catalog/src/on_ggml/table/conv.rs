@@ -225,6 +225,7 @@ pub(crate) const CONV_2D_DW: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     // Each channel's result is a plane of its own (cwhn, whose result is channels innermost,
     // is sliced so); in WHCN each result row reads `kh` input rows of its channel and that
     // channel's kernel: a gather of those windows.
@@ -486,6 +487,7 @@ pub(crate) const CONV_2D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(3),
     reach: no_reach,
 };
@@ -741,6 +743,7 @@ pub(crate) const CONV_3D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -1071,6 +1074,7 @@ pub(crate) const IM2COL_3D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(im2col_3d_gathered),
     reach: no_reach,
 };
@@ -1202,6 +1206,7 @@ pub(crate) const COL2IM_1D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::PerCase(|c| if c.dtype == DType::F32 { 1e-7 } else { 5e-4 }),
+    reference: Reference::CpuBackend,
     // The signal has few rows (one per channel) of up to 2^28 values: sampled in runs of each
     // channel (a run never crosses into the next), whose columns col2im_1d_gathered cuts. A
     // run of w values reads K * (w + K - 1) column values: past a kernel of 256 (the

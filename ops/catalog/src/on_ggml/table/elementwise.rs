@@ -76,6 +76,7 @@ macro_rules! unary_entry {
             boundaries: |_| int_k_bounds("C5/C6"),
             upstream_line: |c| unary_line(c, $op),
             nmse: Nmse::Fixed(1e-7),
+            reference: Reference::CpuBackend,
             rows: Rows::Independent,
             reach: no_reach,
         };
@@ -230,6 +231,7 @@ macro_rules! math_entry {
             boundaries: |_| int_k_bounds("C7"),
             upstream_line: |c| type_ne_line($ctor, $op, c),
             nmse: Nmse::Fixed(1e-7),
+            reference: Reference::CpuBackend,
             rows: Rows::Independent,
             reach: no_reach,
         };
@@ -305,6 +307,7 @@ pub(crate) const XIELU: GgmlOpEntry = GgmlOpEntry {
     boundaries: |_| int_k_bounds("C25"),
     upstream_line: |c| type_ne_line("test_xielu", "XIELU", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -340,6 +343,7 @@ pub(crate) const SILU_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -396,6 +400,7 @@ pub(crate) const CLAMP: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -441,6 +446,7 @@ pub(crate) const LEAKY_RELU: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -495,6 +501,7 @@ pub(crate) const SCALE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -597,6 +604,7 @@ macro_rules! glu_entry {
             boundaries: none,
             upstream_line: |c| glu_line(c, $op),
             nmse: Nmse::Fixed(1e-7),
+            reference: Reference::CpuBackend,
             rows: Rows::Independent,
             reach: no_reach,
         };
@@ -695,6 +703,7 @@ pub(crate) const SWIGLU_OAI: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -812,6 +821,7 @@ macro_rules! bin_entry {
             boundaries: bin_bounds,
             upstream_line: |c| bin_line(c, $op, $f),
             nmse: Nmse::Fixed(1e-7),
+            reference: Reference::CpuBackend,
             rows: Rows::Independent,
             reach: no_reach,
         };

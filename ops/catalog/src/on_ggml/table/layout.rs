@@ -204,6 +204,7 @@ pub(crate) const PAD: GgmlOpEntry = GgmlOpEntry {
         }
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(pad_rows_gathered),
     reach: no_reach,
 };
@@ -322,6 +323,7 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::SlicesWhen(|c| match ConcatParams::of(c).dim {
         d @ 0..=2 => Some(d as usize + 1),
         _ => None,
@@ -396,6 +398,7 @@ pub(crate) const REPEAT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
@@ -437,6 +440,7 @@ pub(crate) const REPEAT_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
@@ -513,6 +517,7 @@ pub(crate) const GET_ROWS: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(get_rows_gathered),
     reach: no_reach,
 };
@@ -757,6 +762,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         },
         |_| 1e-7,
     ),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(set_rows_gathered),
     reach: no_reach,
 };
@@ -940,6 +946,7 @@ pub(crate) const CPY: GgmlOpEntry = GgmlOpEntry {
         },
         |c| if cpy_dst_type(c) == c.dtype { 0.0 } else { 1e-6 },
     ),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -1023,6 +1030,7 @@ pub(crate) const CONT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     // A transpose stays inside its plane (it swaps dims 0 and 1): planes are independent. Its
     // rows are x's columns, so where the planes are big or few (one plane of 64 rows of 2^25
     // values, 24 s judged whole on the GPU machine's host) it is sampled in runs of its
@@ -1231,6 +1239,7 @@ pub(crate) const ACC: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(acc_gathered),
     reach: no_reach,
 };
@@ -1347,6 +1356,7 @@ pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1453,6 +1463,7 @@ pub(crate) const DUP: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     // A copy keeps each row where it was; a permuted one moves rows: judged whole.
     rows: Rows::IndependentWhen(|c| dup_axes(c).is_none()),
     reach: no_reach,
@@ -1558,6 +1569,7 @@ pub(crate) const SET: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -1599,6 +1611,7 @@ pub(crate) const FILL: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -1650,6 +1663,7 @@ pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| super::elementwise::type_ne_line("test_diag", "DIAG", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1734,6 +1748,7 @@ pub(crate) const PAD_REFLECT_1D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -1803,6 +1818,7 @@ pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -1908,6 +1924,7 @@ pub(crate) const ARANGE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };

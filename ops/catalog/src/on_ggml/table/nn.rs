@@ -179,6 +179,7 @@ pub(crate) const ROPE: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| rope_line(c, true),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(rope_rows_gathered),
     reach: no_reach,
 };
@@ -302,6 +303,7 @@ pub(crate) const RMS_NORM_MUL_ROPE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(rope_rows_gathered),
     reach: no_reach,
 };
@@ -369,6 +371,90 @@ fn kq_mask(c: &Case, s: &TensorSpec, index: u64) -> HostTensor {
     }
     all.truncate(n);
     span_tensor(s, &all)
+}
+
+/// Whether K and V are of a type kedge reads itself (f32, f16, bf16), for its f64 reference.
+fn kv_read_as_is(c: &Case) -> bool {
+    matches!(c.dtype, DType::F32 | DType::F16 | DType::Bf16)
+}
+
+/// flash_attn_ext in f64: softmax(q k^T * scale + mask) v per query and head, from the case's
+/// own K, V (their views' strides) and mask. Why not ggml's CPU backend: with one query and 512
+/// keys or more it splits the keys over its threads and sums each share's f16 V rows in f16,
+/// so its error depends on the host's thread count and passes a tolerance: against this one,
+/// 131,072 keys over 32 heads gave NMSE 2.6e-3 on one thread (test-backend-ops' reference
+/// paths, `use_ref`, take one share whatever the threads), 1.7e-4 on 16 and 4.4e-5 on 64
+/// (`scripts/flash-attn-cpu-reference.c`), against test-backend-ops' 5e-4.
+fn flash_attn_f64(
+    c: &Case,
+    specs: &[TensorSpec],
+    x: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    use rayon::prelude::*;
+    let p = FlashAttnParams::of(c);
+    let (hsk, nb, nh) = (c.ne[0] as usize, c.ne[1] as usize, c.ne[2] as usize);
+    let (hv, gqa, kv) = (hsv(c) as usize, p.gqa as usize, p.kv as usize);
+    let (Some(q), Some(k), Some(v)) = (x.first(), x.get(1), x.get(2)) else {
+        return Err(bad(c, "flash_attn_ext takes q, k and v"));
+    };
+    let mask = if p.mask {
+        Some(
+            x.get(3)
+                .ok_or_else(|| bad(c, "the case has a mask and no mask was given"))?,
+        )
+    } else {
+        None
+    };
+    if specs
+        .last()
+        .is_none_or(|d| d.ne != [hv as i64, (nh * gqa) as i64, nb as i64, 1])
+    {
+        return Err(bad(c, "flash_attn_ext's result is [hsv, nh*gqa, nb, 1]"));
+    }
+    // The graph's scale, as the f32 ggml is given.
+    let scale = f64::from(1.0 / (hsk as f32).sqrt());
+    let nq = nh * gqa;
+    let mut out = vec![0f64; hv * nq * nb];
+    out.par_chunks_mut(hv).enumerate().for_each(|(r, o)| {
+        // dst [hsv, nh*gqa, nb]: row r is query head h of query i; K/V head h / gqa.
+        let (h, i) = (r % nq, r / nq);
+        let hk = h / gqa;
+        let mut qr = vec![0f64; hsk];
+        q.row_f64(i, h, 0, &mut qr);
+        let mut kr = vec![0f64; hsk];
+        let mut s = vec![f64::NEG_INFINITY; kv];
+        let mut most = f64::NEG_INFINITY;
+        for (j, sj) in s.iter_mut().enumerate() {
+            let m = mask.map_or(0.0, |m| m.get(j, i, 0, 0));
+            if m == f64::NEG_INFINITY {
+                continue;
+            }
+            k.row_f64(j, hk, 0, &mut kr);
+            let dot: f64 = qr.iter().zip(&kr).map(|(a, b)| a * b).sum();
+            *sj = dot * scale + m;
+            most = most.max(*sj);
+        }
+        if most == f64::NEG_INFINITY {
+            // Every key masked: ggml writes zeros (its sum is 0).
+            return;
+        }
+        let mut sum = 0.0;
+        for sj in s.iter_mut() {
+            *sj = (*sj - most).exp();
+            sum += *sj;
+        }
+        let mut vr = vec![0f64; hv];
+        for (j, &w) in s.iter().enumerate() {
+            if w == 0.0 {
+                continue;
+            }
+            v.row_f64(j, hk, 0, &mut vr);
+            for (od, vd) in o.iter_mut().zip(&vr) {
+                *od += w / sum * vd;
+            }
+        }
+    });
+    Ok(vec![out])
 }
 
 pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
@@ -462,6 +548,11 @@ pub(crate) const FLASH_ATTN_EXT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(5e-4),
+    reference: Reference::F64 {
+        applies: kv_read_as_is,
+        compute: flash_attn_f64,
+        source: "kedge's f64 attention over the case's K, V and mask (f32, f16, bf16 K/V; ggml's CPU backend, test-backend-ops' reference, for block formats)",
+    },
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -586,6 +677,7 @@ pub(crate) const TIMESTEP_EMBEDDING: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Gathered(timestep_rows_gathered),
     reach: no_reach,
 };
@@ -691,6 +783,7 @@ pub(crate) const UPSCALE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
@@ -770,6 +863,7 @@ pub(crate) const INTERPOLATE: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::SlicesPastChanged,
     reach: no_reach,
 };
@@ -892,6 +986,7 @@ pub(crate) const IM2COL: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(3),
     reach: no_reach,
 };
@@ -1030,6 +1125,7 @@ pub(crate) const POOL_2D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1130,6 +1226,7 @@ pub(crate) const POOL_1D: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -1252,6 +1349,7 @@ pub(crate) const SSM_CONV: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1364,6 +1462,7 @@ pub(crate) const SOLVE_TRI: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1470,6 +1569,7 @@ pub(crate) const LIGHTNING_INDEXER: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-6),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(3),
     reach: no_reach,
 };

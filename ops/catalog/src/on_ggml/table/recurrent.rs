@@ -253,6 +253,7 @@ pub(crate) const SSM_SCAN: GgmlOpEntry = GgmlOpEntry {
     },
     // The SSD path (head_dim > 1) keeps f16 intermediates.
     nmse: Nmse::PerCase(|c| if c.ne[0] > 1 { 2e-7 } else { 1e-7 }),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -378,6 +379,7 @@ pub(crate) const RWKV_WKV6: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| wkv_line("test_rwkv_wkv6", "RWKV_WKV6", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -437,6 +439,7 @@ pub(crate) const RWKV_WKV7: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| wkv_line("test_rwkv_wkv7", "RWKV_WKV7", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -474,6 +477,7 @@ pub(crate) const GATED_LINEAR_ATTN: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| wkv_line("test_gla", "GATED_LINEAR_ATTN", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -632,6 +636,7 @@ pub(crate) const GATED_DELTA_NET: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };

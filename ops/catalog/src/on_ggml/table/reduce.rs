@@ -54,6 +54,7 @@ pub(crate) const SUM: GgmlOpEntry = GgmlOpEntry {
     boundaries: none,
     upstream_line: |c| elementwise::type_ne_line("test_sum", "SUM", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -87,6 +88,7 @@ pub(crate) const SUM_ROWS: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -123,6 +125,7 @@ pub(crate) const MEAN: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| elementwise::type_ne_line("test_mean", "MEAN", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -195,6 +198,7 @@ pub(crate) const ARGMAX: GgmlOpEntry = GgmlOpEntry {
     boundaries: |_| vec![noncontig_bound("D3")],
     upstream_line: |c| elementwise::type_ne_line("test_argmax", "ARGMAX", c),
     nmse: Nmse::Fixed(0.0),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -241,6 +245,7 @@ pub(crate) const COUNT_EQUAL: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| elementwise::type_ne_line("test_count_equal", "COUNT_EQUAL", c),
     nmse: Nmse::Fixed(0.0),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -324,6 +329,7 @@ pub(crate) const ARGSORT: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(0.0),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -389,6 +395,7 @@ pub(crate) const TOP_K: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(0.0),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -470,6 +477,7 @@ pub(crate) const GROUP_NORM: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Slices(3),
     reach: no_reach,
 };
@@ -525,6 +533,7 @@ pub(crate) const SOFT_MAX_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -582,6 +591,7 @@ pub(crate) const RMS_NORM_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };

@@ -1197,3 +1197,67 @@ fn a_one_plane_transpose_is_sampled_in_runs_of_its_result() {
     assert_eq!(super::run_width(600), 30);
     assert_eq!(super::run_width(1 << 40), 4096);
 }
+
+/// flash_attn_ext's f64 reference computes what ggml's CPU backend computes: on every case of
+/// the op small enough to run here, in each type it reads itself (grouped query heads, a V head
+/// size of its own, the mask's -inf blocks, K and V as views of their caches), the two agree
+/// far inside test-backend-ops' 5e-4, and block formats keep the CPU backend.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn flash_attn_f64_reference_agrees_with_ggml_cpu() {
+    let reg = on_ggml_cpu();
+    let e = TABLE
+        .iter()
+        .find(|e| e.name == "flash_attn_ext")
+        .expect("in the table");
+    let Reference::F64 {
+        applies, compute, ..
+    } = e.reference
+    else {
+        panic!("flash_attn_ext has an f64 reference");
+    };
+    let mut seen = BTreeSet::new();
+    let mut shapes = HashSet::new();
+    for (_, c, origin) in runnable(RUN_LIMIT)
+        .into_iter()
+        .filter(|(e, ..)| e.name == "flash_attn_ext")
+    {
+        let c = reg.validate(&c).expect("valid");
+        if !applies(&c) {
+            assert!(c.dtype.is_block(), "{origin}: {} falls back", c.dtype);
+            continue;
+        }
+        let specs = (e.tensors)(&c).expect("tensors");
+        let inputs = e.inputs(&c, &specs).expect("inputs");
+        let mine = compute(&c, &specs, &inputs).expect("f64 reference");
+        let cpu = cpu_reference(&c, &specs, &inputs, e.graph).expect("CPU reference");
+        let (num, den) = mine[0]
+            .iter()
+            .zip(&cpu[0])
+            .fold((0.0, 0.0), |(n, d), (a, b)| {
+                (n + (a - b) * (a - b), d + a * a)
+            });
+        assert!(den > 0.0, "{origin}: an all-zero result");
+        assert!(
+            num / den < 5e-5,
+            "{origin} {}: NMSE {:.3e} between the f64 reference and ggml's CPU backend",
+            c.label(),
+            num / den
+        );
+        seen.insert(c.dtype);
+        let p = nn::FlashAttnParams::of(&c);
+        shapes.insert((p.gqa > 1, p.mask, p.kv_view, p.hsv != 0));
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from([DType::F32, DType::F16, DType::Bf16]),
+        "every type read as is"
+    );
+    assert!(
+        shapes.len() >= 4,
+        "grouped heads, masks, views and V head sizes: {shapes:?}"
+    );
+}

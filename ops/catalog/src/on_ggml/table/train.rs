@@ -33,6 +33,7 @@ pub(crate) const CROSS_ENTROPY_LOSS: GgmlOpEntry = GgmlOpEntry {
     boundaries: none,
     upstream_line: |c| type_ne_line("test_cross_entropy_loss", "CROSS_ENTROPY_LOSS", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -67,6 +68,7 @@ pub(crate) const CROSS_ENTROPY_LOSS_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     // Every row is scaled by 1 / rows: a case of some rows computes other values.
     rows: Rows::Whole,
     reach: no_reach,
@@ -98,6 +100,7 @@ pub(crate) const OPT_STEP_ADAMW: GgmlOpEntry = GgmlOpEntry {
     boundaries: none,
     upstream_line: |c| type_ne_line("test_opt_step_adamw", "OPT_STEP_ADAMW", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
@@ -126,6 +129,7 @@ pub(crate) const OPT_STEP_SGD: GgmlOpEntry = GgmlOpEntry {
     boundaries: none,
     upstream_line: |c| type_ne_line("test_opt_step_sgd", "OPT_STEP_SGD", c),
     nmse: Nmse::Fixed(1e-7),
+    reference: Reference::CpuBackend,
     rows: Rows::Independent,
     reach: no_reach,
 };
