@@ -344,14 +344,12 @@ impl GpuExecutor {
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
         let before = PoolMarks::of(pools);
-        // One case per pull keeps the GPUs level (a native worker stays alive between
-        // pulls); a sanitized worker's XML is read when it ends, so there a pull is one
-        // worker's batch.
         let opts = schedule::Options {
-            batch: pools
-                .first()
-                .and_then(|(_, s)| s.cases_per_worker())
-                .unwrap_or(1),
+            batch: pull_size(
+                pools.first().and_then(|(_, s)| s.cases_per_worker()),
+                cases.len(),
+                n,
+            ),
             max_failures: GPU_MAX_FAILURES,
         };
         // Cases that share inputs and a reference (every impl of one shape) go to one worker
@@ -683,11 +681,45 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
     names.join(", ")
 }
 
+/// Cases a slot pulls at a time. Natively one: that keeps the GPUs level, and a worker stays
+/// alive between pulls. A sanitized worker's report is read when it ends, so there a pull is one
+/// worker's batch (`per_worker`), but no more than an even share of the cases over the slots:
+/// a run of few cases starts a worker on each slot instead of handing every case to the first
+/// (run 33: four cases admitted two per GPU ran one after another in one sanitized worker).
+fn pull_size(per_worker: Option<usize>, cases: usize, slots: usize) -> usize {
+    match per_worker {
+        None => 1,
+        Some(b) => b.min(cases.div_ceil(slots.max(1))).max(1),
+    }
+}
+
 #[cfg(test)]
 mod admission_tests {
-    use super::{admission_tiers, units_by_reference, CaseBytes};
+    use super::{admission_tiers, pull_size, units_by_reference, CaseBytes};
     use kedge_core::{AllocMode, Case};
     const GB: u64 = 1 << 30;
+
+    /// Natively a slot pulls one case at a time; under a sanitizer a worker's batch, cut to an
+    /// even share so that few cases still start a worker on every slot.
+    #[test]
+    fn a_sanitized_pull_is_a_batch_cut_to_a_share_of_the_slots() {
+        assert_eq!(pull_size(None, 1000, 8), 1);
+        assert_eq!(
+            pull_size(Some(16), 10_000, 8),
+            16,
+            "many cases: whole batches"
+        );
+        assert_eq!(
+            pull_size(Some(16), 4, 2),
+            2,
+            "four cases, two slots: two workers"
+        );
+        assert_eq!(pull_size(Some(16), 8, 8), 1, "a case per slot");
+        assert_eq!(pull_size(Some(16), 9, 8), 2);
+        assert_eq!(pull_size(Some(1), 100, 2), 1, "--batch 1 stays one");
+        assert_eq!(pull_size(Some(16), 0, 8), 1);
+        assert_eq!(pull_size(Some(16), 5, 0), 5, "no slot counted: one share");
+    }
 
     #[test]
     fn the_impls_of_one_shape_are_one_unit_in_first_seen_order() {
