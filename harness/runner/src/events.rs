@@ -195,6 +195,14 @@ pub enum Event {
         /// Cases run again.
         cases: usize,
     },
+    /// A sanitized worker ended with a case of its batch and its tool wrote no report: the
+    /// cases it had finished run again in a fresh worker (their verdicts need the tool's word).
+    ReportLost {
+        /// The sanitizer.
+        tool: String,
+        /// Cases run again.
+        cases: usize,
+    },
     /// Cases that ran out of device memory beside other cases, run again alone on their GPU
     /// (only that run's verdict is reported).
     AloneAgain {
@@ -418,6 +426,7 @@ impl Event {
             | Event::GpuLeftOut { .. }
             | Event::GpuLost { .. }
             | Event::BatchAgain { .. }
+            | Event::ReportLost { .. }
             | Event::AloneAgain { .. }
             | Event::TornLine { .. }
             | Event::TimeSpent { .. }
@@ -515,6 +524,9 @@ impl Event {
             Event::BatchAgain { why, cases } => {
                 format!("{why}; running those {cases} cases again, one per worker")
             }
+            Event::ReportLost { tool, cases } => format!(
+                "{tool} wrote no report for a worker that ended with a case of its batch; running the {cases} cases it had finished again in a fresh worker"
+            ),
             Event::AloneAgain { under, cases } => format!(
                 "{under}: {cases} cases ran out of device memory beside other cases; running each again alone on its GPU"
             ),

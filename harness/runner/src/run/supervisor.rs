@@ -867,11 +867,12 @@ impl Supervisor {
             // finished, run again for the tool's report (a case already run again keeps its
             // verdict and says so too).
             let n = turn.held.len();
-            let mut again = None;
+            let (mut again, mut n_again) = (None, 0);
             for (k, (i, mut r)) in turn.held.into_iter().enumerate() {
                 let ended_the_worker = turn.worker_gone && k + 1 == n;
                 if !ended_the_worker && pass.again.insert(i) {
                     again.get_or_insert(i);
+                    n_again += 1;
                     pass.summary.ran -= 1;
                     continue;
                 }
@@ -883,12 +884,9 @@ impl Supervisor {
                 pass.emit(r)?;
             }
             if let Some(i) = again {
-                self.events.emit(Event::BatchAgain {
-                    why: format!(
-                        "{} wrote no report: the worker ended with a later case of its batch",
-                        spec.tool
-                    ),
-                    cases: n - 1,
+                self.events.emit(Event::ReportLost {
+                    tool: spec.tool.to_string(),
+                    cases: n_again,
                 });
                 pass.i = i;
             }

@@ -7,6 +7,7 @@
 //! with the real compute-sanitizer, is in scripts/device-check.sh.
 
 use kedge_core::{Case, CaseResult, DType, Detector, Tool, Under, Verdict};
+use kedge_runner::run::supervisor::RunSummary;
 use kedge_runner::run::{SanitizeSpec, Supervisor, SupervisorConfig, WorkerSpec};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -167,6 +168,27 @@ fn supervisor(
     })
 }
 
+/// Run the cases of these seeds through `sup`: every result in the order it came, and the run's
+/// summary.
+fn run_seeds(sup: &mut Supervisor, seeds: &[u64]) -> (Vec<CaseResult>, RunSummary) {
+    let cases: Vec<Case> = seeds.iter().copied().map(case).collect();
+    let mut out = Vec::new();
+    let summary = sup
+        .run(&cases, &mut |r| {
+            out.push(r);
+            Ok(())
+        })
+        .expect("the run goes on");
+    (out, summary)
+}
+
+/// Each result's seed, verdict and detector, in order.
+fn verdicts(out: &[CaseResult]) -> Vec<(u64, Verdict, Detector)> {
+    out.iter()
+        .map(|r| (r.case.seed, r.verdict, r.detector))
+        .collect()
+}
+
 #[test]
 fn batch_attribution_equals_one_case_per_worker() {
     let dir = tempfile::tempdir().unwrap();
@@ -222,14 +244,7 @@ fn an_unattributable_batch_runs_again_one_case_per_worker() {
     let wrapper = setup(dir.path());
     std::fs::write(dir.path().join("marker.xml"), "").unwrap();
     let mut sup = supervisor(dir.path(), &wrapper, 16, None, 10);
-    let cases: Vec<Case> = [1, 13, 2].into_iter().map(case).collect();
-    let mut out = Vec::new();
-    let summary = sup
-        .run(&cases, &mut |r| {
-            out.push(r);
-            Ok(())
-        })
-        .expect("the run goes on");
+    let (out, summary) = run_seeds(&mut sup, &[1, 13, 2]);
     assert_eq!(out.len(), 3);
     assert_eq!(summary.ran, 3);
     // One worker for the batch, then one per case.
@@ -255,24 +270,14 @@ fn a_flood_of_records_is_cut_and_judged() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = setup(dir.path());
     let mut sup = supervisor(dir.path(), &wrapper, 16, Some(64 << 10), 60);
-    let cases: Vec<Case> = [1, 77, 2, 13].into_iter().map(case).collect();
-    let mut out = Vec::new();
     let t0 = std::time::Instant::now();
-    sup.run(&cases, &mut |r| {
-        out.push(r);
-        Ok(())
-    })
-    .expect("the run goes on");
+    let (out, _) = run_seeds(&mut sup, &[1, 77, 2, 13]);
     assert!(
         t0.elapsed() < Duration::from_secs(50),
         "stopped by the cap, not the timeout"
     );
-    let verdicts: Vec<_> = out
-        .iter()
-        .map(|r| (r.case.seed, r.verdict, r.detector))
-        .collect();
     assert_eq!(
-        verdicts,
+        verdicts(&out),
         vec![
             (1, Verdict::Pass, Detector::None),
             (77, Verdict::OobRead, Detector::Memcheck),
@@ -303,20 +308,9 @@ fn a_missing_report_runs_the_finished_cases_again() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = setup(dir.path());
     let mut sup = supervisor(dir.path(), &wrapper, 16, None, 10);
-    let cases: Vec<Case> = [1, 13, 88, 2].into_iter().map(case).collect();
-    let mut out = Vec::new();
-    let summary = sup
-        .run(&cases, &mut |r| {
-            out.push(r);
-            Ok(())
-        })
-        .expect("the run goes on");
-    let got: Vec<_> = out
-        .iter()
-        .map(|r| (r.case.seed, r.verdict, r.detector))
-        .collect();
+    let (out, summary) = run_seeds(&mut sup, &[1, 13, 88, 2]);
     assert_eq!(
-        got,
+        verdicts(&out),
         vec![
             (88, Verdict::DeviceFault, Detector::Supervisor),
             // Run again in a new worker, with its report: 13's read past its end is seen,
@@ -354,19 +348,9 @@ fn a_timeout_under_the_tool_keeps_the_report_of_its_batch() {
     std::fs::write(&wrapper, FAKE_TOOL_AT_EXIT).unwrap();
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut sup = supervisor(dir.path(), &wrapper, 16, None, 2);
-    let cases: Vec<Case> = [13, 99, 1].into_iter().map(case).collect();
-    let mut out = Vec::new();
-    sup.run(&cases, &mut |r| {
-        out.push(r);
-        Ok(())
-    })
-    .expect("the run goes on");
-    let got: Vec<_> = out
-        .iter()
-        .map(|r| (r.case.seed, r.verdict, r.detector))
-        .collect();
+    let (out, _) = run_seeds(&mut sup, &[13, 99, 1]);
     assert_eq!(
-        got,
+        verdicts(&out),
         vec![
             (13, Verdict::OobRead, Detector::Memcheck),
             (99, Verdict::Timeout, Detector::Supervisor),
