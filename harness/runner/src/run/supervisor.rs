@@ -905,7 +905,7 @@ impl Supervisor {
                 pass.i = first.unwrap_or(pass.i);
                 pass.summary.ran -= started;
                 pass.batch = 1;
-                pass.alone_from = Some(pass.i);
+                pass.alone.extend(held.iter().map(|(i, _)| *i));
                 return Ok(());
             }
             Err(why) => return Err(SupervisorError::Sanitizer(why)),
@@ -921,7 +921,7 @@ impl Supervisor {
                     spec.tool
                 ));
             }
-            if pass.alone_from.is_some() {
+            if pass.alone.contains(&i) {
                 r.detail.push_str(
                     " (run alone: its batch's sanitizer records could not be split between cases)",
                 );
@@ -942,9 +942,9 @@ struct Pass<'a> {
     /// Cases per worker: a sanitized worker's batch (one once a batch runs again alone),
     /// natively no limit.
     batch: usize,
-    /// Set when a batch's records could not be split between its cases: its cases run
-    /// again, one per worker, and their results say so.
-    alone_from: Option<usize>,
+    /// The cases of a batch whose records could not be split between them: they run again,
+    /// one per worker (as does every case after them), and their results say so.
+    alone: HashSet<usize>,
     /// Cases set to run again because their worker's sanitizer wrote no report.
     again: HashSet<usize>,
     /// Cases whose results went out before their turn came again (skipped when it does).
@@ -978,7 +978,7 @@ impl<'a> Pass<'a> {
             summary: RunSummary::default(),
             under,
             batch,
-            alone_from: None,
+            alone: HashSet::new(),
             again: HashSet::new(),
             settled: HashSet::new(),
             keep: cfg.keep_worker && cfg.sanitize.is_none(),

@@ -262,6 +262,27 @@ fn an_unattributable_batch_runs_again_one_case_per_worker() {
     }
 }
 
+/// Only the cases of the batch that could not be split say they ran alone: the cases after it
+/// also run one per worker, but their records were never in doubt.
+#[test]
+fn only_the_unsplit_batch_says_it_ran_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = setup(dir.path());
+    std::fs::write(dir.path().join("marker.xml"), "").unwrap();
+    let mut sup = supervisor(dir.path(), &wrapper, 2, None, 10);
+    let (out, _) = run_seeds(&mut sup, &[1, 13, 2]);
+    assert_eq!(
+        verdicts(&out),
+        vec![
+            (1, Verdict::Pass, Detector::None),
+            (13, Verdict::OobRead, Detector::Memcheck),
+            (2, Verdict::Pass, Detector::None),
+        ]
+    );
+    let said: Vec<_> = out.iter().map(|r| r.detail.contains("run alone")).collect();
+    assert_eq!(said, vec![true, true, false], "{out:#?}");
+}
+
 /// A kernel whose every thread reads out of bounds makes the sanitizer write records for
 /// minutes. Past the cap, kedge stops that worker, judges the records so far (the case's own:
 /// they follow its marker) and goes on with the batch in a new worker.
