@@ -11,6 +11,7 @@
 #   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
 #   pr-gate scheduled pool-memcheck memcheck-bands leftover pack
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
+# A part PART@ARG passes ARG to the part (leftover@DIR).
 # Lanes: a part lane:NAME:P1,P2,... runs those parts in the background, beside the parts after
 # it, in the same OUTDIR/work (its lines in OUTDIR/summary-NAME.txt); part `wait` waits for every
 # lane started before it (and the check waits for all before it ends). For work that does not
@@ -726,9 +727,9 @@ PY
 # none ran out beside another.) `alone-again-memcheck`: the same under memcheck, on the first
 # ALONE_MEMCHECK_COUNT of the cases (default 4), in alone-again-memcheck.txt.
 part_alone-again() { alone_again alone-again 0; }
-# One case per sanitized worker (--batch 1): a worker's batch would hold every case and run them one
-# after another (run 33: one worker, so none ran out of memory beside another).
-part_alone-again-memcheck() { alone_again alone-again-memcheck "${ALONE_MEMCHECK_COUNT:-4}" --sanitize memcheck --batch 1; }
+# A sanitized slot pulls an even share of the cases over the slots (run 33, before it did, gave
+# one worker all 4 cases, so none ran out of memory beside another).
+part_alone-again-memcheck() { alone_again alone-again-memcheck "${ALONE_MEMCHECK_COUNT:-4}" --sanitize memcheck; }
 alone_again() { # alone_again NAME COUNT [SWEEP FLAGS...]: COUNT 0 runs every case
   local name=$1 count=$2; shift 2
   local list="$W/$name-cases.jsonl" held="$W/$name-held.txt" hp i
@@ -796,10 +797,11 @@ part_pool-memcheck() {
 # carried as LEFTOVER_DIR/NAME.jsonl): each file its own sweep, leftover-NAME. A NAME starting
 # ggml- runs through the build on CUDA0; one with memcheck in it, under memcheck; a NAME.args
 # beside it holds more sweep flags, one per line ("--sanitizer-args" and its value on two).
-# LEFTOVER_TIMES ("NAME=DURATION ...", default 5m each) bounds each.
+# LEFTOVER_TIMES ("NAME=DURATION ...", default 5m each) bounds each. `leftover@DIR` reads DIR
+# instead of LEFTOVER_DIR (a lane's lists beside the foreground's).
 part_leftover() {
-  local G f name t args; G=$(abspath "$GGML_CUDA_DIR")
-  for f in "${LEFTOVER_DIR:?LEFTOVER_DIR: a folder of NAME.jsonl case lists}"/*.jsonl; do
+  local G f name t args dir=${1:-${LEFTOVER_DIR:-}}; G=$(abspath "$GGML_CUDA_DIR")
+  for f in "${dir:?LEFTOVER_DIR: a folder of NAME.jsonl case lists}"/*.jsonl; do
     name=$(basename "$f" .jsonl); args=()
     case $name in ggml-*) args+=(--ggml "$G" -b CUDA0) ;; esac
     case $name in *memcheck*) args+=(--sanitize memcheck) ;; esac
@@ -907,6 +909,8 @@ for p in $PARTS; do
     lp=${l#*:}; LANE=${l%%:*} "$0" "$OUT" ${lp//,/ } &
   elif [ "$p" = wait ]; then
     wait; say "lanes done"
+  elif [[ $p == *@* ]] && declare -F "part_${p%%@*}" > /dev/null; then
+    "part_${p%%@*}" "${p#*@}"
   elif declare -F "part_$p" > /dev/null; then
     "part_$p"
   else
