@@ -700,12 +700,13 @@ PY
 # setup are most of its case time), and the default worker count is half the cores, at most 8.
 # The same suite (the pull-request tier, MAXE) with -j N for each N in OWN_JOBS (default
 # "8 12 16"), on the kernel cache the first sweep fills: each sweep's wall and case time in
-# own-jobs.txt.
+# own-jobs.txt. `own-jobs@BIN`: the same with another kedge binary (another build, to compare in
+# one call), its sweeps own-jobs-BIN-N.
 part_own-jobs() {
-  local n
+  local n bin=${1:-$K} tag=${1:+-$(basename "${1:-}")}
   for n in ${OWN_JOBS:-8 12 16}; do
-    run own-jobs-$n "$K" sweep default --alloc exact --max-elements $MAXE -j "$n" --force --out "$W/own-jobs-$n"
-    python3 - "$W/own-jobs-$n/sweep-summary.json" "$n" <<'PY' | tee -a "$W/own-jobs.txt" "$SUM"
+    run own-jobs$tag-$n "$bin" sweep default --alloc exact --max-elements $MAXE -j "$n" --force --out "$W/own-jobs$tag-$n"
+    python3 - "$W/own-jobs$tag-$n/sweep-summary.json" "$n$tag" <<'PY' | tee -a "$W/own-jobs.txt" "$SUM"
 import json, sys
 s = json.load(open(sys.argv[1]))[0]
 t = s["time"]
