@@ -29,7 +29,7 @@ shape), so big cases run fewer at a time and do not fail for each other. A line 
 confirm.jsonl as it finishes, so a run cut off keeps what it confirmed; with --max-time, no run
 starts after S seconds and the rows left say so ("not run (--max-time ...)"). At the end
 confirm.jsonl is written again, in row order."""
-import argparse, json, os, re, shlex, subprocess, sys, threading, time
+import argparse, collections, json, os, re, shlex, subprocess, sys, threading, time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -391,9 +391,15 @@ with open(os.path.join(a.out, "findings.md"), "w") as f:
         p = ",".join(f"{k}={v}" for k, v in (c.get("params") or {}).items())
         up = x["upstream"] + (f" ({x['repro_said'][:160]})" if x.get("repro_said") else "")
         f.write(f"| {c['op']} | {c['dtype']} | {c['ne']} | {p} | {x['side']} | {x['result']['verdict']} ({x['result']['detector']}) | {up} | {x.get('c_repro', '')} |\n")
-print(f"{len(failing)} failing cases; {len(chosen)} confirmed with {sum(1 for x in rows if x['side'] == 'pass')} passing sides"
+# How each side came out upstream: what a reader of the first line needs before the rows.
+said = collections.Counter(
+    (x["side"], "FAIL" if x["upstream"].startswith("FAIL") else "PASS" if x["upstream"].startswith("PASS")
+     else "not run" if x["upstream"].startswith("not run") else "other")
+    for x in rows)
+print(f"{len(failing)} failing cases; {len(chosen)} taken, with {sum(1 for x in rows if x['side'] == 'pass')} passing sides"
       f" ({len(rows)} rows, {len(RAN)} upstream runs, {a.jobs} at a time and at most {GATE.cap / 2**30:.0f} GiB of cases"
-      f" on the host: {wall:.0f} s)")
+      f" on the host: {wall:.0f} s); upstream said: "
+      + ", ".join(f"{side} side {k} {n}" for (side, k), n in sorted(said.items())))
 for x in rows:
     c = x["result"]["case"]
     print(f"{x['side']:4} {c['op']} {c['dtype']} {c['ne']}: kedge {x['result']['verdict']} ({x['result']['detector']}); upstream: {x['upstream']}"

@@ -4,8 +4,9 @@
 //! the digest and the comparison read every element, as they do for a device's output). Each
 //! reference key once, as a worker's cache does for the impls of one key.
 //!
-//! `cargo run --release -p kedge --example host_work -- PLAN.jsonl [MIN_LOG2 MAX_LOG2]`
-//! (`RAYON_NUM_THREADS` sets the threads). Prints the seconds of each phase by op and by the
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1 cargo run --release -p kedge --example host_work --
+//! PLAN.jsonl [MIN_LOG2 MAX_LOG2]` (the tunable is the one a sweep gives its workers;
+//! `RAYON_NUM_THREADS` sets the threads). Prints the seconds of each phase by op and by the
 //! case's element count (log2), so the phase that dominates a suite's host work is seen on
 //! any machine.
 use kedge_core::contract::op::Role;

@@ -28,7 +28,6 @@ fn fatal(out: &mut impl Write, kind: FatalKind, message: String) -> i32 {
 /// Run the worker on stdin/stdout. Returns the process exit code.
 pub fn main() -> i32 {
     let started = Instant::now();
-    keep_freed_memory();
     super::lifecycle::watch_supervisor();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
@@ -61,21 +60,6 @@ pub fn main() -> i32 {
         return exit::ENVIRONMENT;
     }
     serve(lines, &mut out, &spec, CaseRunner::new(&reg, &mut slot))
-}
-
-/// Keep memory the worker frees for its next case. glibc's malloc gives a freed block of
-/// 32 MiB or more back to the kernel, so each case's inputs, reference and outputs were fresh
-/// pages the kernel zeroes on first touch: on the CPU machine, 8.3 s of 32.8 s of the host
-/// work of the default suite's cases of 2^20 to 2^22 elements (`examples/host_work.rs`), none
-/// with these limits. Blocks up to 64 MiB now come from the heap, and up to 256 MiB of free
-/// heap is kept; bigger ones (big cases) are still mapped and unmapped, with huge pages.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets malloc's parameters; called before any other thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
 }
 
 /// Keep the phase of the case in flight in `file` (`PhaseNote`), rewritten within a fifth of
