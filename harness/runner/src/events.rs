@@ -638,8 +638,17 @@ fn run_line(
     let start_up = row
         .worker_start_s
         .map(|s| {
+            let parts = s
+                .parts
+                .map(|p| {
+                    format!(
+                        ": libraries {:.2}, device {:.2}, warm-up {:.2}",
+                        p.libraries_s, p.device_s, p.warm_up_s
+                    )
+                })
+                .unwrap_or_default();
             format!(
-                " (start-up {:.2} s median, {:.2} s at most)",
+                " (start-up {:.2} s median{parts}, {:.2} s at most)",
                 s.median, s.max
             )
         })

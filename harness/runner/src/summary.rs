@@ -83,20 +83,58 @@ pub struct StartUp {
     pub median: f64,
     /// Seconds, the slowest.
     pub max: f64,
+    /// Where the start-ups went: the median of each part, in seconds. Absent where no worker
+    /// said (an older kedge's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<StartupParts>,
+}
+
+/// Where one worker's start-up went, in seconds, as it measured it. A sweep that replaces
+/// many workers (a library that ends the process on every CUDA error) spends much of its
+/// time here, and each part has its own remedy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StartupParts {
+    /// The libraries under test loaded and the registry of ops and impls built.
+    pub libraries_s: f64,
+    /// Its GPU opened: the driver, the context, the device's limits.
+    pub device_s: f64,
+    /// The impls of the cases it will probably run loaded (kernels, a library's backend).
+    pub warm_up_s: f64,
+}
+
+/// One worker's start-up: the whole, as it measured it, and its parts where it said them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStart {
+    /// Seconds from the worker's start to its `ready` line.
+    pub total_s: f64,
+    /// Its parts; `None` from a worker that did not say them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<StartupParts>,
 }
 
 impl StartUp {
-    /// The median and the longest of `times` (seconds), to the millisecond; `None` for none.
-    pub fn of(times: &[f64]) -> Option<StartUp> {
-        let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
-        if t.is_empty() {
-            return None;
-        }
-        t.sort_by(f64::total_cmp);
+    /// The median and the longest of `starts` (seconds), to the millisecond, and the median
+    /// of each part over the workers that gave them; `None` for none.
+    pub fn of(starts: &[WorkerStart]) -> Option<StartUp> {
+        let median = |mut t: Vec<f64>| {
+            t.retain(|x| x.is_finite());
+            t.sort_by(f64::total_cmp);
+            (!t.is_empty()).then(|| (t[t.len() / 2], t[t.len() - 1]))
+        };
         let ms = |x: f64| (x * 1e3).round() / 1e3;
+        let (med, max) = median(starts.iter().map(|s| s.total_s).collect())?;
+        let parts: Vec<StartupParts> = starts.iter().filter_map(|s| s.parts).collect();
+        let part = |f: fn(&StartupParts) -> f64| {
+            median(parts.iter().map(f).collect()).map_or(0.0, |(m, _)| ms(m))
+        };
         Some(StartUp {
-            median: ms(t[t.len() / 2]),
-            max: ms(t[t.len() - 1]),
+            median: ms(med),
+            max: ms(max),
+            parts: (!parts.is_empty()).then(|| StartupParts {
+                libraries_s: part(|p| p.libraries_s),
+                device_s: part(|p| p.device_s),
+                warm_up_s: part(|p| p.warm_up_s),
+            }),
         })
     }
 }
@@ -273,14 +311,48 @@ mod time_tests {
 
 #[cfg(test)]
 mod start_up_tests {
-    use super::StartUp;
+    use super::{StartUp, StartupParts, WorkerStart};
+
+    fn whole(t: &[f64]) -> Vec<WorkerStart> {
+        t.iter()
+            .map(|&total_s| WorkerStart {
+                total_s,
+                parts: None,
+            })
+            .collect()
+    }
 
     #[test]
     fn the_median_and_the_slowest_start() {
         assert_eq!(StartUp::of(&[]), None);
-        let s = StartUp::of(&[2.2, 0.41, 0.5, f64::NAN, 0.45]).expect("some");
-        assert_eq!((s.median, s.max), (0.5, 2.2));
-        let s = StartUp::of(&[0.3333333]).expect("one");
+        let s = StartUp::of(&whole(&[2.2, 0.41, 0.5, f64::NAN, 0.45])).expect("some");
+        assert_eq!((s.median, s.max, s.parts), (0.5, 2.2, None));
+        let s = StartUp::of(&whole(&[0.3333333])).expect("one");
         assert_eq!((s.median, s.max), (0.333, 0.333));
+    }
+
+    #[test]
+    fn each_part_is_the_median_over_the_workers_that_said_it() {
+        let part = |l, d, w| {
+            Some(StartupParts {
+                libraries_s: l,
+                device_s: d,
+                warm_up_s: w,
+            })
+        };
+        let mut starts = whole(&[9.0]);
+        for (t, p) in [
+            (0.9, part(0.5, 0.3, 0.1)),
+            (0.7, part(0.2, 0.4, 0.1)),
+            (1.4, part(0.3, 0.9, 0.2)),
+        ] {
+            starts.push(WorkerStart {
+                total_s: t,
+                parts: p,
+            });
+        }
+        let s = StartUp::of(&starts).expect("some");
+        assert_eq!((s.median, s.max), (1.4, 9.0));
+        assert_eq!(s.parts, part(0.3, 0.4, 0.1));
     }
 }

@@ -70,7 +70,7 @@ pub struct RunStats {
     /// Each worker's start-up in seconds (as it measured it: its device opened, its
     /// libraries loaded), in the order they were taken.
     #[serde(default)]
-    pub(crate) worker_start_s: Vec<f64>,
+    pub(crate) worker_start_s: Vec<crate::summary::WorkerStart>,
     /// Per GPU: cases run and why it was lost, if it was.
     pub(crate) per_gpu: Vec<GpuRun>,
 }

@@ -3,6 +3,7 @@
 //! and device is in the spec, typed: a worker never re-parses command-line flags.
 
 use crate::external::ExternalSpec;
+use crate::summary::StartupParts;
 use kedge_core::judge::sample::Judging;
 use kedge_core::{Case, CaseResult, LimitsProfile};
 use serde::{Deserialize, Serialize};
@@ -164,6 +165,9 @@ pub enum WorkerMsg {
         /// loaded).
         #[serde(default)]
         startup_s: f64,
+        /// Where those seconds went; absent from an older worker.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        startup_parts: Option<StartupParts>,
     },
     /// A case's final result, in the order the cases were sent.
     Result(Box<CaseResult>),

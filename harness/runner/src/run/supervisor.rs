@@ -7,6 +7,7 @@ use super::protocol::{FatalKind, WorkerMsg, WorkerSpec};
 use super::schedule::BatchError;
 use crate::events::{Event, Events};
 use crate::results::OutputError;
+use crate::summary::{StartupParts, WorkerStart};
 use kedge_core::{AllocMode, Case, CaseResult, Detector, LimitsProfile, Tool, Under, Verdict};
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -175,8 +176,9 @@ struct ReadyInfo {
     driver: Option<String>,
     limits: Option<LimitsProfile>,
     device_count: Option<usize>,
-    /// Its start-up, as it measured it.
+    /// Its start-up, as it measured it, and where it went.
     startup_s: f64,
+    startup_parts: Option<StartupParts>,
 }
 
 impl RunSummary {
@@ -313,7 +315,7 @@ pub struct Supervisor {
     /// Cases in guard mode were sent: a read past a tensor ends the worker there.
     guarded: bool,
     /// Each ready worker's start-up in seconds, in the order they were taken.
-    startups: Vec<f64>,
+    startups: Vec<WorkerStart>,
     /// The cases the scheduler will hand out next (`Runner::upcoming`): what standbys get
     /// ready for beyond the current batch.
     upcoming: Vec<Case>,
@@ -418,7 +420,7 @@ impl Supervisor {
     }
 
     /// The start-up of each worker taken so far (seconds, as each measured it).
-    pub fn startups(&self) -> &[f64] {
+    pub fn startups(&self) -> &[WorkerStart] {
         &self.startups
     }
 
@@ -458,7 +460,10 @@ impl Supervisor {
         };
         self.waited += t0.elapsed();
         if let Ok((_, info)) = &got {
-            self.startups.push(info.startup_s);
+            self.startups.push(WorkerStart {
+                total_s: info.startup_s,
+                parts: info.startup_parts,
+            });
         }
         got
     }
@@ -612,6 +617,7 @@ impl Supervisor {
                         device_count,
                         pid,
                         startup_s,
+                        startup_parts,
                     }) => {
                         return Ok(ReadyInfo {
                             pid,
@@ -621,6 +627,7 @@ impl Supervisor {
                             limits: limits.map(|l| *l),
                             device_count,
                             startup_s,
+                            startup_parts,
                         });
                     }
                     Ok(WorkerMsg::Fatal { message, kind }) => {

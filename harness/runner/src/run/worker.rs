@@ -5,6 +5,7 @@
 
 use super::protocol::{BenchSpec, FatalKind, WorkerMsg, WorkerSpec, EXIT_CONTEXT_DEAD, PROTOCOL};
 use crate::exit;
+use crate::summary::StartupParts;
 use kedge_core::cuda::{device_count, kedge_case_marker, DeviceError};
 use kedge_core::engine::bench::{bench, copy_bandwidth, BenchOptions};
 use kedge_core::engine::{execute, DeviceSlot, Executed, ReferenceCache};
@@ -38,6 +39,7 @@ pub fn main() -> i32 {
     };
     // The supervisor loaded these libraries in a child process first; a crash here costs
     // this worker only.
+    let t = Instant::now();
     let reg = match spec.external.registry_here() {
         Ok((r, _)) => r,
         Err(e) => return fatal(&mut out, FatalKind::Setup, e.to_string()),
@@ -47,16 +49,25 @@ pub fn main() -> i32 {
     if let Some(ggml) = kedge_ggml::Ggml::loaded() {
         ggml.install_hooks(None, Some(abort_hook));
     }
+    let libraries_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     let slot = match open_slot(&spec, &mut out) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let device_s = t.elapsed().as_secs_f64();
     let mut slot = slot.packed_exact(!spec.sanitized).judging(spec.judging);
     if let Some(f) = &spec.phase_file {
         keep_phase(f.clone(), kedge_core::engine::phase::current);
     }
+    let t = Instant::now();
     warm_up(&reg, &spec.warm_up);
-    if send(&mut out, &ready(&slot, started)).is_err() {
+    let parts = StartupParts {
+        libraries_s,
+        device_s,
+        warm_up_s: t.elapsed().as_secs_f64(),
+    };
+    if send(&mut out, &ready(&slot, started, parts)).is_err() {
         return exit::ENVIRONMENT;
     }
     serve(lines, &mut out, &spec, CaseRunner::new(&reg, &mut slot))
@@ -136,7 +147,7 @@ fn warm_up(reg: &Registry, cases: &[Case]) {
 }
 
 /// The `ready` line: the device the worker opened (or none), and its start-up so far.
-fn ready(slot: &DeviceSlot, started: Instant) -> WorkerMsg {
+fn ready(slot: &DeviceSlot, started: Instant, parts: StartupParts) -> WorkerMsg {
     match slot.opened() {
         Some(dev) => WorkerMsg::Ready {
             device: dev.limits.device.clone(),
@@ -146,6 +157,7 @@ fn ready(slot: &DeviceSlot, started: Instant) -> WorkerMsg {
             pid: std::process::id(),
             device_count: device_count().ok(),
             startup_s: started.elapsed().as_secs_f64(),
+            startup_parts: Some(parts),
         },
         None => WorkerMsg::Ready {
             device: "host (no GPU opened)".into(),
@@ -155,6 +167,7 @@ fn ready(slot: &DeviceSlot, started: Instant) -> WorkerMsg {
             pid: std::process::id(),
             device_count: None,
             startup_s: started.elapsed().as_secs_f64(),
+            startup_parts: Some(parts),
         },
     }
 }

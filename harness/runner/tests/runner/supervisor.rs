@@ -7,6 +7,7 @@ use crate::common;
 use kedge_core::{Case, CaseResult, DType, Detector, Verdict};
 use kedge_runner::external::ExternalSpec;
 use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
+use kedge_runner::summary::{StartUp, StartupParts, WorkerStart};
 use std::time::Duration;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
@@ -214,9 +215,54 @@ fn guard_mode_stands_a_worker_by_from_the_start() {
         assert_eq!(got, 3);
         assert_eq!(summary.workers_started, 1, "{alloc:?}");
         // The worker taken said how long it took to start (this fake one says nothing: 0).
-        assert_eq!(sup.startups(), &[0.0]);
+        assert_eq!(
+            sup.startups(),
+            &[WorkerStart {
+                total_s: 0.0,
+                parts: None
+            }]
+        );
         assert_eq!(sup.standing_by(), want, "{alloc:?}");
     }
+}
+
+/// A worker says where its start-up went (its libraries, its GPU, the impls it loaded ahead):
+/// the summary's start-up gives the median of each part.
+#[test]
+fn a_worker_says_where_its_start_up_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::install_fake_worker(
+        dir.path(),
+        r#"#!/usr/bin/env bash
+IFS= read -r spec
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s,"startup_s":0.9,"startup_parts":{"libraries_s":0.5,"device_s":0.3,"warm_up_s":0.1}}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
+while IFS= read -r line; do
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+"#,
+    );
+    let mut sup = native(
+        dir.path(),
+        exe,
+        WorkerSpec::new(0, ExternalSpec::default()),
+        Duration::from_secs(10),
+        Duration::from_secs(10),
+    );
+    sup.run(&[case(1), case(2)], &mut |_| Ok(())).unwrap();
+    let parts = StartupParts {
+        libraries_s: 0.5,
+        device_s: 0.3,
+        warm_up_s: 0.1,
+    };
+    assert_eq!(
+        sup.startups(),
+        &[WorkerStart {
+            total_s: 0.9,
+            parts: Some(parts)
+        }]
+    );
+    let s = StartUp::of(sup.startups()).expect("one worker");
+    assert_eq!((s.median, s.parts), (0.9, Some(parts)));
 }
 
 #[test]
