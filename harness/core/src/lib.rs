@@ -32,7 +32,7 @@ pub use contract::run::RunCtx;
 pub use contract::upstream::UpstreamRepro;
 pub use cuda::kernel::Kernel;
 pub use error::CaseError;
-pub use judge::result::{CaseResult, Numbers, Observed};
+pub use judge::result::{CaseResult, Numbers, Observed, FIXED_LIMIT};
 pub use judge::run_info::{RunInfo, SuiteInfo};
 pub use model::case::{AllocMode, Case};
 pub use model::dtype::DType;

@@ -81,6 +81,11 @@ pub enum RunError {
     /// Out of memory or another resource the device does not have.
     #[error("resource limit: {0}")]
     Resource(String),
+    /// A buffer past a limit the device has whatever runs beside the case (a backend's
+    /// maximum buffer length, modelled by the impl): the same verdict as `Resource`, but the
+    /// case run alone would get it again (`FIXED_LIMIT`).
+    #[error("resource limit: {0}")]
+    OverLimit(String),
     /// The impl refused the case with a reason (cuBLASLt has no algorithm, say).
     #[error("unsupported: {0}")]
     Unsupported(String),

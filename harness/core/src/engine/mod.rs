@@ -19,7 +19,7 @@ use crate::cuda::alloc::DeviceAlloc;
 use crate::cuda::device::Device;
 use crate::cuda::error::{DeviceError, RunError};
 use crate::judge::compare::{all_poisoned, compare, digest, nothing_written, Comparison};
-use crate::judge::result::{Allocation, CaseResult, Observed, Timings};
+use crate::judge::result::{Allocation, CaseResult, Observed, Timings, FIXED_LIMIT};
 use crate::judge::sample::{self, Judging};
 use crate::model::case::{AllocMode, Case};
 use crate::model::host::{poison_pattern, HostTensor};
@@ -156,7 +156,9 @@ fn failed(case: &Case, e: RunError) -> Executed {
             }
         }
         RunError::Compile(_) => (Verdict::Unsupported, Detector::Impl),
-        RunError::Resource(_) => (Verdict::ResourceLimit, Detector::Driver),
+        RunError::Resource(_) | RunError::OverLimit(_) => {
+            (Verdict::ResourceLimit, Detector::Driver)
+        }
         RunError::Unsupported(_) => (Verdict::Unsupported, Detector::Impl),
         // An impl's own error check (a plugin's cudaGetLastError after its launch, a
         // library's status) failed: a launch error seen by the impl rather than by kedge.
@@ -167,8 +169,12 @@ fn failed(case: &Case, e: RunError) -> Executed {
     } else {
         e.to_string()
     };
+    let mut result = CaseResult::new(case, verdict, detector, detail);
+    if matches!(e, RunError::OverLimit(_)) {
+        result.facts.insert(FIXED_LIMIT.into(), true.into());
+    }
     Executed {
-        result: CaseResult::new(case, verdict, detector, detail),
+        result,
         context_dead: dead,
     }
 }
@@ -430,7 +436,7 @@ fn on_device(
         let mut ex = failed(case, e);
         ex.result.observed = observed;
         ex.result.observed.timings = timings;
-        ex.result.facts = record.facts;
+        ex.result.facts.extend(record.facts);
         finish_notes(op, case, &mut ex.result);
         return Err(ex);
     }
@@ -735,7 +741,7 @@ fn execute_kernels_sampled(
         let mut ex = failed(case, e);
         ex.result.observed = observed;
         ex.result.observed.timings = timings;
-        ex.result.facts = record.facts;
+        ex.result.facts.extend(record.facts);
         finish_notes(op, case, &mut ex.result);
         return ex;
     }

@@ -275,6 +275,11 @@ fn locate_address(addr: u64, allocations: &[Allocation]) -> Option<String> {
     })
 }
 
+/// The fact (`CaseResult::facts`, value `true`) of a `resource-limit` the case would get run
+/// alone too: a limit of the device's, not memory the cases beside it hold. A sweep runs a
+/// `resource-limit` it got beside other cases again alone, except one with this fact.
+pub const FIXED_LIMIT: &str = "fixed_limit";
+
 /// One line of `results.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseResult {
@@ -322,7 +327,7 @@ pub struct CaseResult {
     pub observed: Observed,
     /// The op's own facts, which kedge records and does not interpret (fp8_gemm: bytes its
     /// plan reads past the staging buffer, the cuBLASLt kernel; sdpa_prefill: the score
-    /// buffer's size).
+    /// buffer's size), and the engine's `FIXED_LIMIT`.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub facts: serde_json::Map<String, serde_json::Value>,
     /// The run that wrote the verdict: kedge's build, the profile, the run mode, where the

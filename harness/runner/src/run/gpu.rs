@@ -3,6 +3,7 @@
 //! expected yield when a time limit is set.
 
 use super::*;
+use kedge_core::FIXED_LIMIT;
 
 /// Failed batches in a row (a worker that would not start or could not open its GPU) after
 /// which a run gives a GPU up.
@@ -286,7 +287,11 @@ impl Executor for GpuExecutor {
                 cases: again.len(),
             });
             let more = self.run_on(&again, gpus, &mut |mut r| {
-                r.detail.push_str(ALONE_NOTE);
+                r.detail.push_str(if r.verdict == Verdict::ResourceLimit {
+                    ALONE_SAME_NOTE
+                } else {
+                    ALONE_NOTE
+                });
                 sink(r)
             })?;
             stats.add(more);
@@ -298,13 +303,19 @@ impl Executor for GpuExecutor {
 /// What a verdict run alone after running out of device memory beside other cases says.
 const ALONE_NOTE: &str =
     " (run alone on its GPU: it had run out of device memory beside other cases)";
+/// What a `resource-limit` says when the run alone gave it too: the cases beside it were not
+/// the cause.
+const ALONE_SAME_NOTE: &str =
+    " (run again alone on its GPU, with the same verdict: the cases beside it were not the cause)";
 
 /// The results of a tier whose cases share each GPU (`shared`), passed on except a
 /// `resource-limit`: a case that ran out of device memory beside others may fit alone
 /// (under memcheck the tool's own device memory came on top of the tensors admission counts:
 /// 16 of 337 cases past 2^28 elements, each of 4 to 8 GiB, on an H100), so it is held to run
 /// again alone and only that run's verdict is reported. A case that cannot fit alone gets
-/// its `resource-limit` then.
+/// its `resource-limit` then. One past a limit of the device's whatever runs beside it (the
+/// fact `FIXED_LIMIT`: a modelled maximum buffer length) keeps its verdict: run 34's H200 ran
+/// sdpa_prefill's two such cases again alone after the other 5,338, for nothing.
 struct OutOfRoom {
     shared: bool,
     held: Vec<Case>,
@@ -319,7 +330,8 @@ impl OutOfRoom {
     }
 
     fn pass(&mut self, r: CaseResult, sink: &mut Sink<'_>) -> Result<(), OutputError> {
-        if self.shared && r.verdict == Verdict::ResourceLimit {
+        let fixed = r.facts.get(FIXED_LIMIT) == Some(&serde_json::Value::Bool(true));
+        if self.shared && r.verdict == Verdict::ResourceLimit && !fixed {
             self.held.push(r.case);
             return Ok(());
         }

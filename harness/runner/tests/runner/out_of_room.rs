@@ -5,7 +5,9 @@
 //! case goes out again after every other case, one at a time, and its one verdict is the second
 //! run's, saying so; with one case at a time, or as the only case, its `resource-limit` is its
 //! verdict; with the time up before the run alone it gets no verdict (`--resume` runs it)
-//! rather than one the other cases caused.
+//! rather than one the other cases caused. A `resource-limit` past a limit of the device's
+//! (`fixed_limit`) is not run again; one that comes again alone says the others were not the
+//! cause.
 
 use crate::common::{self, seen, Answered};
 use kedge_core::{Case, CaseResult, DType, Verdict};
@@ -29,6 +31,14 @@ while IFS= read -r line; do
         echo '{"result":{"id":"x","case":'"$line"',"verdict":"resource-limit","detector":"driver","detail":"resource limit: allocating tensor dst on CUDA0 failed: out of memory","under":"native","ms":0.0}}'
         continue
       fi ;;
+    *'"ne":[64,8,1,1]'*)
+      # Past a limit of the device's whatever runs beside it (the impl says so).
+      echo '{"result":{"id":"x","case":'"$line"',"verdict":"resource-limit","detector":"driver","detail":"resource limit: score buffer exceeds max_buffer_bytes","under":"native","ms":0.0,"facts":{"fixed_limit":true}}}'
+      continue ;;
+    *'"ne":[64,9,1,1]'*)
+      # Too big for the device even alone.
+      echo '{"result":{"id":"x","case":'"$line"',"verdict":"resource-limit","detector":"driver","detail":"resource limit: out of memory","under":"native","ms":0.0}}'
+      continue ;;
   esac
   echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
 done
@@ -153,4 +163,36 @@ fn with_the_time_up_before_the_run_alone_the_case_gets_no_verdict() {
         .all(|r| r.case.ne[1] != 7 && r.verdict == Verdict::Pass));
     assert!(again(&events).is_empty());
     assert_eq!(seen(dir.path()).len(), cases.len(), "nothing ran alone");
+}
+
+#[test]
+fn a_limit_of_the_device_is_not_run_again_and_a_second_refusal_alone_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = cases();
+    cases.push(Case::new("rms_norm", "clamped", DType::F32, [64, 8, 1, 1]));
+    cases.push(Case::new("rms_norm", "clamped", DType::F32, [64, 9, 1, 1]));
+    let (got, events) = run(dir.path(), &cases, 2, None);
+
+    assert_eq!(got.len(), cases.len(), "one verdict a case");
+    let fixed = got.iter().find(|r| r.case.ne[1] == 8).unwrap();
+    assert_eq!(fixed.verdict, Verdict::ResourceLimit);
+    assert!(!fixed.detail.contains("alone"), "{}", fixed.detail);
+    let big = got.iter().find(|r| r.case.ne[1] == 9).unwrap();
+    assert_eq!(big.verdict, Verdict::ResourceLimit);
+    assert!(
+        big.detail
+            .ends_with("(run again alone on its GPU, with the same verdict: the cases beside it were not the cause)"),
+        "{}",
+        big.detail
+    );
+    let oom = got.iter().find(|r| r.case.ne[1] == 7).unwrap();
+    assert_eq!(oom.verdict, Verdict::Pass);
+    assert!(oom
+        .detail
+        .contains("it had run out of device memory beside other cases"));
+    // [64,7] and [64,9] ran again alone; [64,8] was sent once.
+    assert_eq!(again(&events), [2]);
+    let sent = seen(dir.path());
+    assert_eq!(sent.iter().filter(|c| **c == cases[7]).count(), 1);
+    assert_eq!(sent.iter().filter(|c| **c == cases[8]).count(), 2);
 }

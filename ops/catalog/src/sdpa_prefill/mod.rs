@@ -675,7 +675,7 @@ impl Impl for Unfused {
                 // the output untouched is that behaviour; kedge must see it from the output
                 // alone (every element still poisoned: silent-failure).
                 OverLimit::Silent => return Ok(()),
-                OverLimit::Loud => return Err(RunError::Resource(what)),
+                OverLimit::Loud => return Err(RunError::OverLimit(what)),
             }
         }
         let Some(bytes) = bytes.filter(|_| plan.launches.len() == 2) else {
