@@ -9,8 +9,8 @@ use super::{
     Summary,
 };
 use crate::results::ResultSet;
-use kedge_core::{AllocMode, CaseResult};
-use std::collections::BTreeSet;
+use kedge_core::{AllocMode, CaseResult, Verdict};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// What each allocation mode can and cannot see.
@@ -120,6 +120,7 @@ fn body(results: &[CaseResult], s: &Summary) -> String {
     }
     transitions(&mut md, s);
     by_op(&mut md, s);
+    by_op_and_dtype(&mut md, results);
     alloc_notes(&mut md, results, s);
     // Every result, collapsed: the pass tables are for looking things up.
     every_result(&mut md, results, s);
@@ -267,6 +268,58 @@ fn by_op(md: &mut String, s: &Summary) {
             k.skipped,
             k.by_verdict_text(),
             op.transitions.len()
+        );
+    }
+}
+
+/// The counts of each (op, dtype) pair, one table row each, with the failures by verdict and
+/// the detector that saw them: how the whole space of types came out.
+fn by_op_and_dtype(md: &mut String, results: &[CaseResult]) {
+    #[derive(Default)]
+    struct Row {
+        results: usize,
+        pass: usize,
+        fail: usize,
+        unsupported: usize,
+        skipped: usize,
+        failures: BTreeMap<String, usize>,
+    }
+    let mut rows: BTreeMap<(&str, String), Row> = BTreeMap::new();
+    for r in results {
+        let row = rows
+            .entry((r.case.op.as_str(), r.case.dtype.to_string()))
+            .or_default();
+        row.results += 1;
+        match r.verdict {
+            Verdict::Pass => row.pass += 1,
+            Verdict::Unsupported => row.unsupported += 1,
+            Verdict::Skipped => row.skipped += 1,
+            v => {
+                row.fail += 1;
+                *row.failures.entry(format!("{v} ({})", r.detector)).or_default() += 1;
+            }
+        }
+    }
+    let _ = writeln!(md, "\n## By op and dtype\n");
+    let _ = writeln!(
+        md,
+        "| op | dtype | results | pass | fail | unsupported | skipped | failures by verdict (detector) |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---|");
+    for ((op, dtype), k) in &rows {
+        let failures = if k.failures.is_empty() {
+            "none".to_string()
+        } else {
+            k.failures
+                .iter()
+                .map(|(v, n)| format!("{v} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            md,
+            "| {op} | {dtype} | {} | {} | {} | {} | {} | {failures} |",
+            k.results, k.pass, k.fail, k.unsupported, k.skipped
         );
     }
 }
