@@ -296,7 +296,9 @@ fn by_op_and_dtype(md: &mut String, results: &[CaseResult]) {
             Verdict::Skipped => row.skipped += 1,
             v => {
                 row.fail += 1;
-                *row.failures.entry(format!("{v} ({})", r.detector)).or_default() += 1;
+                *row.failures
+                    .entry(format!("{v} ({})", r.detector))
+                    .or_default() += 1;
             }
         }
     }
