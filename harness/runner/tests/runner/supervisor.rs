@@ -61,6 +61,17 @@ fn native(
     })
 }
 
+/// `native` with a plain spec (GPU 0, no libraries) and ten seconds for a case and a start.
+fn plain(dir: &std::path::Path, exe: std::path::PathBuf) -> Supervisor {
+    native(
+        dir,
+        exe,
+        WorkerSpec::new(0, ExternalSpec::default()),
+        Duration::from_secs(10),
+        Duration::from_secs(10),
+    )
+}
+
 fn case(seed: u64) -> Case {
     let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);
     c.seed = seed;
@@ -191,13 +202,7 @@ fn guard_mode_stands_a_worker_by_from_the_start() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let exe = fake_worker(dir.path());
-        let mut sup = native(
-            dir.path(),
-            exe,
-            WorkerSpec::new(0, ExternalSpec::default()),
-            Duration::from_secs(10),
-            Duration::from_secs(10),
-        );
+        let mut sup = plain(dir.path(), exe);
         let cases: Vec<Case> = (1..4)
             .map(|s| {
                 let mut c = case(s);
@@ -241,13 +246,7 @@ while IFS= read -r line; do
 done
 "#,
     );
-    let mut sup = native(
-        dir.path(),
-        exe,
-        WorkerSpec::new(0, ExternalSpec::default()),
-        Duration::from_secs(10),
-        Duration::from_secs(10),
-    );
+    let mut sup = plain(dir.path(), exe);
     sup.run(&[case(1), case(2)], &mut |_| Ok(())).unwrap();
     let parts = StartupParts {
         libraries_s: 0.5,
