@@ -224,6 +224,9 @@ fn annotate_oom(e: RunError, name: &str, bytes: u64) -> RunError {
         RunError::Resource(m) => {
             RunError::Resource(format!("allocating {name} ({bytes} bytes): {m}"))
         }
+        RunError::OverLimit(m) => {
+            RunError::OverLimit(format!("allocating {name} ({bytes} bytes): {m}"))
+        }
         other => other,
     }
 }

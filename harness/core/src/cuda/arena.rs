@@ -80,8 +80,10 @@ pub(crate) fn alloc(
         return Err(RunError::Resource("the exact-mode arena is gone".into()));
     };
     let usable = (a.reserve - a.granularity) as u64;
+    // The range holds one case's allocations at a time, and other processes' cases have
+    // ranges of their own: past it, the case alone would be refused too.
     let Some(slot) = place(a.top, a.mapped, bytes, align, a.granularity, usable) else {
-        return Err(RunError::Resource(format!(
+        return Err(RunError::OverLimit(format!(
             "{bytes} bytes do not fit in the exact-mode arena ({} of {usable} bytes in use)",
             a.top
         )));

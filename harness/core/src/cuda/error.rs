@@ -82,7 +82,8 @@ pub enum RunError {
     #[error("resource limit: {0}")]
     Resource(String),
     /// A buffer past a limit the device has whatever runs beside the case (a backend's
-    /// maximum buffer length, modelled by the impl): the same verdict as `Resource`, but the
+    /// maximum buffer length, modelled by the impl; exact mode's address range, which holds
+    /// one case's buffers and no other process's): the same verdict as `Resource`, but the
     /// case run alone would get it again (`FIXED_LIMIT`).
     #[error("resource limit: {0}")]
     OverLimit(String),

@@ -314,8 +314,9 @@ const ALONE_SAME_NOTE: &str =
 /// 16 of 337 cases past 2^28 elements, each of 4 to 8 GiB, on an H100), so it is held to run
 /// again alone and only that run's verdict is reported. A case that cannot fit alone gets
 /// its `resource-limit` then. One past a limit of the device's whatever runs beside it (the
-/// fact `FIXED_LIMIT`: a modelled maximum buffer length) keeps its verdict: run 34's H200 ran
-/// sdpa_prefill's two such cases again alone after the other 5,338, for nothing.
+/// fact `FIXED_LIMIT`: a modelled maximum buffer length, or more than exact mode's address
+/// range, which holds one case's buffers) keeps its verdict: run 34's H200 ran sdpa_prefill's
+/// six such cases again alone after the other 5,334, for nothing.
 struct OutOfRoom {
     shared: bool,
     held: Vec<Case>,

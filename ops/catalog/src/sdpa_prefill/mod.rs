@@ -689,13 +689,17 @@ impl Impl for Unfused {
         // reports it with the bytes it asked for. The plan's launches name the same scratch,
         // so they get this buffer.
         if let Err(e) = ctx.scratch("scores", bytes, 256) {
-            let RunError::Resource(m) = e else {
+            let (RunError::Resource(m) | RunError::OverLimit(m)) = &e else {
                 return Err(e);
             };
             let what = format!("score buffer [{h}, {l}, {l}] f32 ({bytes} bytes): {m}");
             ctx.fact("allocation_refused", what.clone());
             return match self.over_limit {
                 OverLimit::Silent => Ok(()),
+                // Refused the same way: the device's memory, or a limit it has alone too.
+                OverLimit::Loud if matches!(e, RunError::OverLimit(_)) => {
+                    Err(RunError::OverLimit(what))
+                }
                 OverLimit::Loud => Err(RunError::Resource(what)),
             };
         }
