@@ -5,8 +5,8 @@
 //! section.
 
 use super::{
-    finding_line, md_cell, md_line, order, summarize_with, FailureSummary, ReportOptions, Standing,
-    Summary,
+    finding_line, md_cell, md_line, order, summarize_with, Counts, FailureSummary, ReportOptions,
+    Standing, Summary,
 };
 use crate::results::ResultSet;
 use kedge_core::{AllocMode, CaseResult, Verdict};
@@ -275,31 +275,21 @@ fn by_op(md: &mut String, s: &Summary) {
 /// The counts of each (op, dtype) pair, one table row each, with the failures by verdict and
 /// the detector that saw them: how the whole space of types came out.
 fn by_op_and_dtype(md: &mut String, results: &[CaseResult]) {
-    #[derive(Default)]
-    struct Row {
-        results: usize,
-        pass: usize,
-        fail: usize,
-        unsupported: usize,
-        skipped: usize,
-        failures: BTreeMap<String, usize>,
-    }
+    /// A pair's counts, and its failures by `verdict (detector)`.
+    type Row = (Counts, BTreeMap<String, usize>);
     let mut rows: BTreeMap<(&str, String), Row> = BTreeMap::new();
     for r in results {
-        let row = rows
+        let (counts, failures) = rows
             .entry((r.case.op.as_str(), r.case.dtype.to_string()))
             .or_default();
-        row.results += 1;
-        match r.verdict {
-            Verdict::Pass => row.pass += 1,
-            Verdict::Unsupported => row.unsupported += 1,
-            Verdict::Skipped => row.skipped += 1,
-            v => {
-                row.fail += 1;
-                *row.failures
-                    .entry(format!("{v} ({})", r.detector))
-                    .or_default() += 1;
-            }
+        counts.add(r);
+        if !matches!(
+            r.verdict,
+            Verdict::Pass | Verdict::Unsupported | Verdict::Skipped
+        ) {
+            *failures
+                .entry(format!("{} ({})", r.verdict, r.detector))
+                .or_default() += 1;
         }
     }
     let _ = writeln!(md, "\n## By op and dtype\n");
@@ -308,11 +298,11 @@ fn by_op_and_dtype(md: &mut String, results: &[CaseResult]) {
         "| op | dtype | results | pass | fail | unsupported | skipped | failures by verdict (detector) |"
     );
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---|");
-    for ((op, dtype), k) in &rows {
-        let failures = if k.failures.is_empty() {
+    for ((op, dtype), (k, failures)) in &rows {
+        let failures = if failures.is_empty() {
             "none".to_string()
         } else {
-            k.failures
+            failures
                 .iter()
                 .map(|(v, n)| format!("{v} {n}"))
                 .collect::<Vec<_>>()
