@@ -10,7 +10,7 @@
 //! case's element count (log2), so the phase that dominates a suite's host work is seen on
 //! any machine.
 use kedge_core::contract::op::Role;
-use kedge_core::engine::ReferenceCache;
+use kedge_core::engine::{ReferenceCache, ReferenceKey};
 use kedge_core::judge::compare::{compare, digest};
 use kedge_core::model::case::Case;
 use kedge_core::HostTensor;
@@ -66,14 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if log2 < lo || log2 > hi {
             continue;
         }
-        let key = format!(
-            "{} {} {:?} {} {}",
-            case.op,
-            case.dtype,
-            case.ne,
-            serde_json::to_string(&case.params)?,
-            case.seed
-        );
+        let key = ReferenceKey::of(&case);
         if !seen.insert(key) {
             continue;
         }
