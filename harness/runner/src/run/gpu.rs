@@ -416,9 +416,13 @@ impl GpuExecutor {
         // inputs and reference, which a bigger case needs the room of.
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let threads = tier_threads(n, self.pools.len(), cores);
+        // A tier of fewer slots keeps more standbys each, the GPU's processes as many as with
+        // every slot in use: its cases are the big ones, where ggml's aborts come in runs.
+        let standbys = standbys_per_slot(n, self.pools.len());
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {
                 s.set_threads(threads);
+                s.set_standbys(standbys);
             } else {
                 s.release();
             }

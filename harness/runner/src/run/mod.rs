@@ -34,8 +34,8 @@ pub(crate) use protocol::BenchSpec;
 pub use protocol::{FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
 pub use supervisor::{
-    standbys_wanted, warm_up_cases, SanitizeSpec, Supervisor, SupervisorConfig, SupervisorError,
-    MAX_STANDBYS, RECORD_CAP_BYTES,
+    standbys_per_slot, standbys_wanted, warm_up_cases, SanitizeSpec, StandbyNeed, Supervisor,
+    SupervisorConfig, SupervisorError, MAX_STANDBYS, RECORD_CAP_BYTES, STANDBYS_AT_MOST,
 };
 
 use crate::exit;

@@ -310,6 +310,8 @@ pub struct Supervisor {
     standbys: VecDeque<Worker>,
     /// Threads each worker's CPU-side work may use (`RAYON_NUM_THREADS`); `None`: all.
     threads: Option<usize>,
+    /// Standbys kept once a worker was lost running cases (`set_standbys`).
+    standby_cap: usize,
     /// Workers that ended while running cases (a fault, a crash, a hang).
     lost: usize,
     /// Cases in guard mode were sent: a read past a tensor ends the worker there.
@@ -330,10 +332,11 @@ pub struct Supervisor {
     events: Events,
 }
 
-/// Standbys a slot keeps at most. Guard mode's FP8 over-reads end workers faster than one
-/// starts, but with three per slot that sweep took 38 s on the H200 against 21 to 25 s with
-/// one: while 24 processes opened contexts, every other worker's driver calls (guard mode's
-/// mapping and unmapping most) took about three times as long.
+/// Standbys a slot keeps when every slot of its GPU is in use. Guard mode's FP8 over-reads end
+/// workers faster than one starts, but with three per slot that sweep took 38 s on the H200
+/// against 21 to 25 s with one: while 24 processes opened contexts, every other worker's
+/// driver calls (guard mode's mapping and unmapping most) took about three times as long.
+/// A tier of fewer slots shares the same number out (`standbys_per_slot`).
 pub const MAX_STANDBYS: usize = 1;
 /// Cases a standby gets ready for, the distinct ones coming next.
 const WARM_UP_CASES: usize = 4;
@@ -361,6 +364,7 @@ impl Supervisor {
             idle: None,
             standbys: VecDeque::new(),
             threads: None,
+            standby_cap: MAX_STANDBYS,
             lost: 0,
             guarded: false,
             startups: Vec::new(),
@@ -402,6 +406,18 @@ impl Supervisor {
         }
     }
 
+    /// Standbys to keep once a worker was lost running cases (at least one): a tier of fewer
+    /// slots than its GPU has keeps more each (`standbys_per_slot`). Under a sanitizer, where
+    /// every batch ends its worker anyway and a worker under the tool is heavy, one.
+    pub fn set_standbys(&mut self, cap: usize) {
+        self.standby_cap = cap.max(1);
+        // Standbys past the new number are let go (their Drop kills them), newest first.
+        let keep = self.standbys_wanted();
+        while self.standbys.len() > keep {
+            self.standbys.pop_back();
+        }
+    }
+
     /// Cases each worker runs before it is read out and replaced (a sanitized worker's
     /// batch); `None`: a worker runs until it dies.
     pub(crate) fn cases_per_worker(&self) -> Option<usize> {
@@ -426,16 +442,20 @@ impl Supervisor {
 
     /// Time spent so far waiting for a worker to become ready while cases waited (a fresh
     /// start, or a standby not ready yet).
-    pub(crate) fn waited(&self) -> Duration {
+    pub fn waited(&self) -> Duration {
         self.waited
     }
 
-    /// How many standbys to keep: `MAX_STANDBYS` under a sanitizer (every batch ends its
-    /// worker), in guard mode (every read past a tensor ends it), and natively once a worker
-    /// was lost running cases (a case that faults tends to have neighbours that fault); else
-    /// none.
+    /// How many standbys to keep: see [`standbys_wanted`].
     fn standbys_wanted(&self) -> usize {
-        standbys_wanted(self.cfg.sanitize.is_some() || self.guarded, self.lost)
+        standbys_wanted(
+            StandbyNeed {
+                sanitized: self.cfg.sanitize.is_some(),
+                guarded: self.guarded,
+                lost: self.lost,
+            },
+            self.standby_cap,
+        )
     }
 
     /// A ready worker for the next cases: the oldest standby still alive and ready, else a
@@ -1193,14 +1213,46 @@ fn killed_in(file: &std::path::Path) -> Option<(kedge_core::engine::phase::Phase
     Some((note.phase?, note.age_s()))
 }
 
-/// How many standbys a supervisor keeps (see `Supervisor::standbys_wanted`): `ended_by_faults`
-/// when its workers are expected to end early (a sanitizer, guard mode).
-pub fn standbys_wanted(ended_by_faults: bool, lost: usize) -> usize {
-    if ended_by_faults || lost > 0 {
+/// What a supervisor's standbys are for: whether its workers are expected to end early, and
+/// how many ended running cases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StandbyNeed {
+    /// Under a sanitizer: every batch ends its worker.
+    pub sanitized: bool,
+    /// Guard mode: every read past a tensor ends its worker.
+    pub guarded: bool,
+    /// Workers that ended running cases (a fault, a crash, a hang, a library's abort).
+    pub lost: usize,
+}
+
+/// How many standbys a supervisor keeps. Under a sanitizer, `MAX_STANDBYS`: every batch ends
+/// its worker, but a batch is long and a worker under the tool heavy. Natively or in guard
+/// mode, once a worker was lost, `cap` (a case that ends its worker tends to have neighbours
+/// that do: ggml aborts on every CUDA error, and a tier of its 2^31-element unary cases ended
+/// 449 workers in 784 cases on the H200, more than one standby a slot could start in time);
+/// in guard mode before that, `MAX_STANDBYS`; else none.
+pub fn standbys_wanted(need: StandbyNeed, cap: usize) -> usize {
+    if need.sanitized {
+        MAX_STANDBYS
+    } else if need.lost > 0 {
+        cap.max(MAX_STANDBYS)
+    } else if need.guarded {
         MAX_STANDBYS
     } else {
         0
     }
+}
+
+/// Standbys a slot keeps at most, whatever the tier: each holds a context's device memory and
+/// its libraries' host memory, which the big cases of a tier of one or two slots need.
+pub const STANDBYS_AT_MOST: usize = 4;
+
+/// Standbys each of a tier's `slots` (per GPU) keeps once workers die, out of the `pools` a
+/// GPU has: the GPU keeps as many processes as when every slot runs with `MAX_STANDBYS`
+/// beside it, so a tier of fewer, bigger cases replaces its workers faster without more
+/// processes opening contexts at once than the full tier has; `STANDBYS_AT_MOST` at most.
+pub fn standbys_per_slot(slots: usize, pools: usize) -> usize {
+    (pools.max(1) * MAX_STANDBYS / slots.max(1)).clamp(MAX_STANDBYS, STANDBYS_AT_MOST)
 }
 
 /// Up to `n` of `cases`, in order, no two alike in what a warm-up depends on (op, impl,

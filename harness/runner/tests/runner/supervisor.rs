@@ -266,12 +266,66 @@ done
 
 #[test]
 fn standbys_are_kept_under_a_sanitizer_and_once_a_worker_was_lost() {
-    use kedge_runner::run::{standbys_wanted, MAX_STANDBYS};
-    // Under a sanitizer every batch ends its worker: one is always started ahead.
-    assert_eq!(standbys_wanted(true, 0), MAX_STANDBYS);
-    // Natively none until a worker is lost.
-    assert_eq!(standbys_wanted(false, 0), 0);
-    assert_eq!(standbys_wanted(false, 1), MAX_STANDBYS);
+    use kedge_runner::run::{standbys_wanted, StandbyNeed, MAX_STANDBYS};
+    let need = |sanitized, guarded, lost| StandbyNeed {
+        sanitized,
+        guarded,
+        lost,
+    };
+    // Under a sanitizer every batch ends its worker: one is always started ahead, and no
+    // more, whatever the tier allows (a worker under the tool is heavy).
+    assert_eq!(standbys_wanted(need(true, false, 0), 4), MAX_STANDBYS);
+    assert_eq!(standbys_wanted(need(true, false, 9), 4), MAX_STANDBYS);
+    // Natively none until a worker is lost, then what the tier allows.
+    assert_eq!(standbys_wanted(need(false, false, 0), 4), 0);
+    assert_eq!(standbys_wanted(need(false, false, 1), 1), MAX_STANDBYS);
+    assert_eq!(standbys_wanted(need(false, false, 1), 3), 3);
+    // Guard mode stands one by from the start, and more once its workers die.
+    assert_eq!(standbys_wanted(need(false, true, 0), 4), MAX_STANDBYS);
+    assert_eq!(standbys_wanted(need(false, true, 2), 4), 4);
+}
+
+#[test]
+fn a_tier_of_fewer_slots_keeps_more_standbys_each() {
+    use kedge_runner::run::{standbys_per_slot, MAX_STANDBYS, STANDBYS_AT_MOST};
+    // Every slot in use: one each (run 14's three a slot slowed guard mode).
+    assert_eq!(standbys_per_slot(8, 8), MAX_STANDBYS);
+    // Fewer slots share the full tier's standbys: the GPU keeps as many processes.
+    assert_eq!(standbys_per_slot(4, 8), 2);
+    assert_eq!(standbys_per_slot(3, 8), 2);
+    assert_eq!(standbys_per_slot(2, 8), 4);
+    // Two GPUs of eight pools each, two slots on each: four pools of sixteen.
+    assert_eq!(standbys_per_slot(4, 16), 4);
+    // One slot alone (a case that needs the GPU's memory): a few, not eight.
+    assert_eq!(standbys_per_slot(1, 8), STANDBYS_AT_MOST);
+    assert_eq!(standbys_per_slot(1, 1), MAX_STANDBYS);
+    assert_eq!(standbys_per_slot(0, 0), MAX_STANDBYS);
+}
+
+#[test]
+fn a_lost_worker_brings_as_many_standbys_as_the_tier_allows() {
+    // A supervisor told it may keep three: no standby while its workers live; once one is lost
+    // (the SIGSEGV case), three start behind the replacement. Told one again, it lets the others go.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_worker(dir.path());
+    let mut sup = plain(dir.path(), exe);
+    sup.set_standbys(3);
+    sup.run(&[case(1), case(2)], &mut |_| Ok(())).unwrap();
+    assert_eq!(sup.standing_by(), 0);
+    let mut verdicts = Vec::new();
+    sup.run(&[case(666), case(3), case(4)], &mut |r| {
+        verdicts.push(r.verdict);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        verdicts,
+        [Verdict::DeviceFault, Verdict::Pass, Verdict::Pass],
+        "the case after the crash runs on a new worker"
+    );
+    assert_eq!(sup.standing_by(), 3);
+    sup.set_standbys(1);
+    assert_eq!(sup.standing_by(), 1);
 }
 
 #[test]
