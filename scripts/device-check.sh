@@ -479,8 +479,11 @@ own_sweep() { # NAME SWEEP-ARGS...
 }
 part_own-native() { own_sweep native --alloc exact; }
 part_own-guard() { own_sweep guard --alloc guard; }
+# `own-memcheck@BIN`: the same with another kedge binary (an earlier build, to compare in one
+# call), its sweep own-memcheck-BIN.
 part_own-memcheck() {
-  OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck --alloc exact --sanitize memcheck
+  local K=${1:-$K} tag=${1:+-$(basename "${1:-}")}
+  OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck$tag --alloc exact --sanitize memcheck
 }
 
 # The same default suite natively with an earlier build of kedge (KEDGE_BEFORE, a binary of

@@ -1,10 +1,14 @@
-//! How long a slot waits for replacement workers when cases end their workers in runs, with
-//! one standby and with more (`Supervisor::set_standbys`), on this machine, no GPU: the worker
-//! is a script speaking the worker protocol that takes `START` seconds to say it is ready,
-//! `CASE` seconds a case, and dies (SIGSEGV) on the cases the pattern marks.
+//! How long a slot waits for its workers, on this machine, no GPU, with a script speaking the
+//! worker protocol that takes `START` seconds to say it is ready and `CASE` seconds a case:
+//!
+//! - when cases end their workers in runs (it dies, SIGSEGV, on the cases the pattern marks),
+//!   with one standby and with more (`Supervisor::set_standbys`);
+//! - under a sanitizer, batches of 16 cases, the worker taking `EXIT` seconds to end after its
+//!   batch (the tool tearing it down and writing its report), with the slot waiting for it and
+//!   with that overlapping the next batch (`Supervisor::set_overlap_read_out`).
 //!
 //! ```text
-//! cargo run --release -p kedge-runner --example standby_bench -- [START] [CASE] [CASES] [DIES]
+//! cargo run --release -p kedge-runner --example standby_bench -- [START] [CASE] [CASES] [DIES] [EXIT]
 //! ```
 //!
 //! `DIES` is a pattern of `x` (the case ends its worker) and `.` (it passes), repeated over the
@@ -14,7 +18,7 @@
 
 use kedge_core::{Case, DType, LimitsProfile};
 use kedge_runner::external::ExternalSpec;
-use kedge_runner::run::{Supervisor, SupervisorConfig, WorkerSpec};
+use kedge_runner::run::{SanitizeSpec, Supervisor, SupervisorConfig, WorkerSpec};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -25,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let case_s: f64 = arg(1, "0.1").parse()?;
     let n: u64 = arg(2, "60").parse()?;
     let dies = arg(3, "xx.");
+    let exit_s: f64 = arg(4, "1.0").parse()?;
     if dies.is_empty() || dies.chars().any(|c| c != 'x' && c != '.') {
         return Err("DIES is a pattern of `x` and `.`".into());
     }
@@ -79,6 +84,67 @@ done
         let summary = sup.run(&cases, &mut |_| Ok(()))?;
         println!(
             "| {standbys} | {:.1} s | {:.1} s | {} |",
+            t0.elapsed().as_secs_f64(),
+            sup.waited().as_secs_f64(),
+            summary.workers_started
+        );
+    }
+    // Under a sanitizer: no case ends its worker, every batch does.
+    let tool = dir.path().join("tool.sh");
+    std::fs::write(
+        &tool,
+        format!(
+            r#"#!/usr/bin/env bash
+xml="$1"; shift; shift
+IFS= read -r spec
+sleep {start}
+printf '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n' > "$xml"
+printf '{{"ready":{{"device":"fake","driver_version":0,"pid":%s,"limits":%s,"startup_s":{start}}}}}\n' "$$" "$(cat "$(dirname "$0")/limits.json")"
+while IFS= read -r line; do
+  case "$line" in *'"warm_up"'*) continue ;; esac
+  sleep {case_s}
+  echo '{{"result":{{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake","under":"native","ms":0.0}}}}'
+done
+sleep {exit_s}
+echo '</ComputeSanitizerOutput>' >> "$xml"
+"#
+        ),
+    )?;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755))?;
+    let clean: Vec<Case> = (0..n)
+        .map(|i| {
+            let mut c = Case::new("rms_norm", "clamped", DType::F32, [64, 2, 1, 1]);
+            c.seed = i * 1000 + 1;
+            c
+        })
+        .collect();
+    println!();
+    println!("{n} cases under a sanitizer, 16 a worker; exit {exit_s} s after each batch");
+    println!("| the next batch while a worker exits | wall | waited for workers | workers |");
+    println!("|---|---:|---:|---:|");
+    for overlap in [false, true] {
+        let t = kedge_core::Tool::Memcheck;
+        let mut sup = Supervisor::new(SupervisorConfig {
+            exe: "unused".into(),
+            spec: WorkerSpec::new(0, ExternalSpec::default()),
+            timeout: Duration::from_secs(30),
+            ready_timeout: Duration::from_secs(30),
+            sanitize: Some(SanitizeSpec {
+                tool: t,
+                prefix: vec![tool.display().to_string(), "{xml}".into(), "--".into()],
+                attribute: kedge_runner::run::attribution(t),
+                batch: 16,
+                record_cap: None,
+            }),
+            work_dir: dir.path().join(format!("s{overlap}")),
+            keep_worker: false,
+        });
+        sup.set_overlap_read_out(overlap);
+        let t0 = Instant::now();
+        let summary = sup.run(&clean, &mut |_| Ok(()))?;
+        println!(
+            "| {} | {:.1} s | {:.1} s | {} |",
+            if overlap { "runs" } else { "waits" },
             t0.elapsed().as_secs_f64(),
             sup.waited().as_secs_f64(),
             summary.workers_started

@@ -419,10 +419,15 @@ impl GpuExecutor {
         // A tier of fewer slots keeps more standbys each, the GPU's processes as many as with
         // every slot in use: its cases are the big ones, where ggml's aborts come in runs.
         let standbys = standbys_per_slot(n, self.pools.len());
+        // A sanitized worker's exit overlaps the next batch only where every slot is in use
+        // and there are several (the cases small): an exiting worker holds its device memory,
+        // which a tier of bigger cases, or a lone slot, leaves no room for.
+        let overlap = n == self.pools.len() && self.jobs > 1;
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {
                 s.set_threads(threads);
                 s.set_standbys(standbys);
+                s.set_overlap_read_out(overlap);
             } else {
                 s.release();
             }

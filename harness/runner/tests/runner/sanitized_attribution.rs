@@ -383,3 +383,91 @@ fn a_timeout_under_the_tool_keeps_the_report_of_its_batch() {
         assert!(!r.detail.contains("run again"), "{}", r.detail);
     }
 }
+
+/// A tool whose worker takes its time to end once its batch is done (compute-sanitizer tears
+/// the worker down and writes its report then): it ends as soon as another worker has taken a
+/// case, or after a second, and says which in `exits`. Each case taken is a line of `taken`.
+const FAKE_TOOL_SLOW_EXIT: &str = r#"#!/usr/bin/env bash
+xml="$1"; shift; shift
+dir="$(dirname "$0")"
+IFS= read -r spec
+printf '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n' > "$xml"
+printf '{"ready":{"device":"fake","driver_version":0,"pid":%s,"limits":%s}}\n' "$$" "$(cat "$dir/limits.json")"
+while IFS= read -r line; do
+  case "$line" in *'"warm_up"'*) continue ;; esac
+  echo "$$" >> "$dir/taken"
+  cat "$dir/marker.xml" >> "$xml"
+  case "$line" in *'"seed":13'*) cat "$dir/oob.xml" >> "$xml" ;; esac
+  echo '{"result":{"id":"x","case":'"$line"',"verdict":"pass","detector":"none","detail":"fake worker","under":"native","ms":0.0}}'
+done
+how=waited
+for _ in $(seq 20); do
+  if [ "$(tail -1 "$dir/taken")" != "$$" ]; then how=overlapped; break; fi
+  sleep 0.05
+done
+echo '</ComputeSanitizerOutput>' >> "$xml"
+echo "$how" >> "$dir/exits"
+"#;
+
+/// A sanitized worker's exit (the tool tearing it down, writing its report) overlaps the next
+/// worker's batch: the slot does not wait for it. Its report still judges its own cases, and
+/// the results come in the order of the cases. Where the supervisor is told not to overlap (a
+/// tier of big cases), each worker has ended before the next one takes a case.
+#[test]
+fn a_sanitized_workers_exit_overlaps_the_next_batch() {
+    for overlap in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        let wrapper = dir.path().join("fake-tool-slow-exit.sh");
+        std::fs::write(&wrapper, FAKE_TOOL_SLOW_EXIT).unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut sup = supervisor(dir.path(), &wrapper, 2, None, 10);
+        sup.set_overlap_read_out(overlap);
+        let (out, summary) = run_seeds(&mut sup, &[1, 13, 2, 3, 4, 5]);
+        assert_eq!(
+            verdicts(&out),
+            vec![
+                (1, Verdict::Pass, Detector::None),
+                (13, Verdict::OobRead, Detector::Memcheck),
+                (2, Verdict::Pass, Detector::None),
+                (3, Verdict::Pass, Detector::None),
+                (4, Verdict::Pass, Detector::None),
+                (5, Verdict::Pass, Detector::None),
+            ]
+        );
+        assert_eq!((summary.ran, summary.workers_started), (6, 3));
+        let exits = std::fs::read_to_string(dir.path().join("exits")).unwrap();
+        let exits: Vec<&str> = exits.lines().collect();
+        let want = if overlap {
+            // The last worker has no one after it.
+            vec!["overlapped", "overlapped", "waited"]
+        } else {
+            vec!["waited"; 3]
+        };
+        assert_eq!(exits, want, "overlap {overlap}");
+    }
+}
+
+/// A report read while the next worker ran its batch can set cases to run again: that batch's
+/// cases come after them, so its results (all held for its own report) are dropped and its
+/// cases run again after them, each once, judged by the report of the worker that ran them.
+#[test]
+fn a_report_that_sets_cases_again_drops_the_batch_run_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = setup(dir.path());
+    let mut sup = supervisor(dir.path(), &wrapper, 2, None, 10);
+    let (out, summary) = run_seeds(&mut sup, &[1, 88, 13, 2]);
+    assert_eq!(
+        verdicts(&out),
+        vec![
+            (88, Verdict::DeviceFault, Detector::Supervisor),
+            (1, Verdict::Pass, Detector::None),
+            (13, Verdict::OobRead, Detector::Memcheck),
+            (2, Verdict::Pass, Detector::None),
+        ]
+    );
+    assert_eq!(summary.ran, 4, "each case counted once");
+    for r in &out[2..] {
+        assert!(!r.detail.contains("run again"), "{}", r.detail);
+    }
+}
