@@ -353,6 +353,7 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let under = self.under;
+        let overlap = self.overlaps(n);
         self.fit_pools(n);
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
@@ -360,6 +361,7 @@ impl GpuExecutor {
         let opts = schedule::Options {
             batch: pull_size(
                 pools.first().and_then(|(_, s)| s.cases_per_worker()),
+                overlap,
                 cases.len(),
                 n,
             ),
@@ -406,6 +408,14 @@ impl GpuExecutor {
         Ok(before.stats(pools, &sched, t0))
     }
 
+    /// Whether a sanitized worker's exit may overlap the next batch on a tier of `n` pools:
+    /// only where every slot is in use and there are several (the cases small). An exiting
+    /// worker holds its device memory, which a tier of bigger cases, or a lone slot, leaves no
+    /// room for.
+    fn overlaps(&self, n: usize) -> bool {
+        n == self.pools.len() && self.jobs > 1
+    }
+
     /// Give the first `n` pools (a tier's) their threads, and let the others' workers go.
     fn fit_pools(&mut self, n: usize) {
         // The workers of a tier of big cases share the host's cores, each with its part for
@@ -419,10 +429,7 @@ impl GpuExecutor {
         // A tier of fewer slots keeps more standbys each, the GPU's processes as many as with
         // every slot in use: its cases are the big ones, where ggml's aborts come in runs.
         let standbys = standbys_per_slot(n, self.pools.len());
-        // A sanitized worker's exit overlaps the next batch only where every slot is in use
-        // and there are several (the cases small): an exiting worker holds its device memory,
-        // which a tier of bigger cases, or a lone slot, leaves no room for.
-        let overlap = n == self.pools.len() && self.jobs > 1;
+        let overlap = self.overlaps(n);
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {
                 s.set_threads(threads);
@@ -704,16 +711,28 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
 }
 
 /// Cases a slot pulls at a time. Natively one: that keeps the GPUs level, and a worker stays
-/// alive between pulls. A sanitized worker's report is read when it ends, so there a pull is one
-/// worker's batch (`per_worker`), but no more than an even share of the cases over the slots:
-/// a run of few cases starts a worker on each slot instead of handing every case to the first
-/// (run 33: four cases admitted two per GPU ran one after another in one sanitized worker).
-fn pull_size(per_worker: Option<usize>, cases: usize, slots: usize) -> usize {
+/// alive between pulls. A sanitized worker's report is read when it ends, so there a pull is
+/// whole batches (`per_worker`): `PULL_BATCHES` of them where one worker's exit overlaps the
+/// next one's batch (`overlap`; the last worker of a pull is waited for, its results due when
+/// the pull ends), else one. No more than an even share of the cases over the slots: a run of
+/// few cases starts a worker on each slot instead of handing every case to the first (run 33:
+/// four cases admitted two per GPU ran one after another in one sanitized worker); the queue
+/// also cuts each pull to an even share of what is left (`schedule::Queue::take`).
+fn pull_size(per_worker: Option<usize>, overlap: bool, cases: usize, slots: usize) -> usize {
     match per_worker {
         None => 1,
-        Some(b) => b.min(cases.div_ceil(slots.max(1))).max(1),
+        Some(b) => {
+            let batches = if overlap { PULL_BATCHES } else { 1 };
+            b.saturating_mul(batches)
+                .min(cases.div_ceil(slots.max(1)))
+                .max(1)
+        }
     }
 }
+
+/// Sanitized batches a slot pulls at once where their workers' exits overlap (`pull_size`):
+/// the exits of all but the last are hidden behind the next batch.
+const PULL_BATCHES: usize = 4;
 
 #[cfg(test)]
 mod admission_tests {
@@ -725,22 +744,33 @@ mod admission_tests {
     /// even share so that few cases still start a worker on every slot.
     #[test]
     fn a_sanitized_pull_is_a_batch_cut_to_a_share_of_the_slots() {
-        assert_eq!(pull_size(None, 1000, 8), 1);
+        assert_eq!(pull_size(None, false, 1000, 8), 1);
+        assert_eq!(pull_size(None, true, 1000, 8), 1);
         assert_eq!(
-            pull_size(Some(16), 10_000, 8),
+            pull_size(Some(16), false, 10_000, 8),
             16,
             "many cases: whole batches"
         );
         assert_eq!(
-            pull_size(Some(16), 4, 2),
+            pull_size(Some(16), true, 10_000, 8),
+            16 * super::PULL_BATCHES,
+            "exits overlapping: several batches a pull"
+        );
+        assert_eq!(pull_size(Some(16), true, 100, 8), 13, "an even share");
+        assert_eq!(
+            pull_size(Some(16), false, 4, 2),
             2,
             "four cases, two slots: two workers"
         );
-        assert_eq!(pull_size(Some(16), 8, 8), 1, "a case per slot");
-        assert_eq!(pull_size(Some(16), 9, 8), 2);
-        assert_eq!(pull_size(Some(1), 100, 2), 1, "--batch 1 stays one");
-        assert_eq!(pull_size(Some(16), 0, 8), 1);
-        assert_eq!(pull_size(Some(16), 5, 0), 5, "no slot counted: one share");
+        assert_eq!(pull_size(Some(16), false, 8, 8), 1, "a case per slot");
+        assert_eq!(pull_size(Some(16), false, 9, 8), 2);
+        assert_eq!(pull_size(Some(1), false, 100, 2), 1, "--batch 1 stays one");
+        assert_eq!(pull_size(Some(16), false, 0, 8), 1);
+        assert_eq!(
+            pull_size(Some(16), false, 5, 0),
+            5,
+            "no slot counted: one share"
+        );
     }
 
     #[test]

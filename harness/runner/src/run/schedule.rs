@@ -221,6 +221,10 @@ impl Queue<'_> {
                 return None;
             }
             if !s.queue.is_empty() {
+                // No more than an even share of what is left over the devices still running
+                // (a pull of several sanitized batches would otherwise leave one device the
+                // tail of the queue while the others idle).
+                let n = n.min(s.queue.len().div_ceil(s.live.max(1)));
                 // Whole units: the first, then each next one that still fits in `n`.
                 let mut batch: Vec<usize> = Vec::new();
                 while let Some(&first) = s.queue.front() {
@@ -847,6 +851,34 @@ mod tests {
             .map(Vec::len)
             .collect();
         assert_eq!(sizes, vec![4, 3, 3]);
+    }
+
+    #[test]
+    fn a_pull_is_no_more_than_an_even_share_of_what_is_left() {
+        // Pulls of up to 8 cases (several sanitized batches) over two devices: 10 cases are
+        // never 8 on one device and 2 on the other, whatever the race for the queue.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recording = || Fake {
+            pause: Duration::from_millis(2),
+            batches: Some(seen.clone()),
+            ..Fake::default()
+        };
+        let mut devices: Vec<(DeviceId, Fake)> = (0..2).map(|d| (d, recording())).collect();
+        let opts = Options {
+            batch: 8,
+            ..Options::default()
+        };
+        let (by_id, res) = sweep(&cases(10), &mut devices, opts);
+        res.expect("runs");
+        assert_eq!(by_id.len(), 10);
+        let sizes: Vec<usize> = seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(Vec::len)
+            .collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 10);
+        assert_eq!(sizes.iter().max(), Some(&5), "{sizes:?}");
     }
 
     #[test]

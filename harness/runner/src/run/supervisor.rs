@@ -1340,11 +1340,18 @@ impl super::schedule::Runner<Case> for Supervisor {
         batch: &[Case],
         done: &mut dyn FnMut(usize, CaseResult),
     ) -> Result<(), BatchError<SupervisorError>> {
-        // `run` gives results in the batch's order (a sanitized worker's when it ends).
-        let mut k = 0;
+        // Each result goes to its case's position: `run` gives them in the batch's order,
+        // except where a sanitizer report set cases to run again (the case that ended the
+        // worker comes first, then the ones run again).
+        let mut reported = vec![false; batch.len()];
         let res = self.run(batch, &mut |r| {
-            done(k, r);
-            k += 1;
+            let k = (0..batch.len())
+                .find(|&k| !reported[k] && batch[k] == r.case)
+                .or_else(|| reported.iter().position(|&f| !f));
+            if let Some(k) = k {
+                reported[k] = true;
+                done(k, r);
+            }
             Ok(())
         });
         res.map(|_| ()).map_err(|e| match e {
