@@ -428,7 +428,8 @@ impl GpuExecutor {
         let threads = tier_threads(n, self.pools.len(), cores);
         // A tier of fewer slots keeps more standbys each, the GPU's processes as many as with
         // every slot in use: its cases are the big ones, where ggml's aborts come in runs.
-        let standbys = standbys_per_slot(n, self.pools.len());
+        let gpus = (self.pools.len() / self.jobs.max(1)).max(1);
+        let standbys = standbys_per_slot(n / gpus, self.jobs);
         let overlap = self.overlaps(n);
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {

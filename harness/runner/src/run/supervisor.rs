@@ -1297,15 +1297,20 @@ pub fn standbys_wanted(need: StandbyNeed, cap: usize) -> usize {
 }
 
 /// Standbys a slot keeps at most, whatever the tier: each holds a context's device memory and
-/// its libraries' host memory, which the big cases of a tier of one or two slots need.
+/// its libraries' host memory, which the big cases of a tier of two slots need.
 pub const STANDBYS_AT_MOST: usize = 4;
 
-/// Standbys each of a tier's `slots` (per GPU) keeps once workers die, out of the `pools` a
-/// GPU has: the GPU keeps as many processes as when every slot runs with `MAX_STANDBYS`
-/// beside it, so a tier of fewer, bigger cases replaces its workers faster without more
-/// processes opening contexts at once than the full tier has; `STANDBYS_AT_MOST` at most.
-pub fn standbys_per_slot(slots: usize, pools: usize) -> usize {
-    (pools.max(1) * MAX_STANDBYS / slots.max(1)).clamp(MAX_STANDBYS, STANDBYS_AT_MOST)
+/// Standbys each of a tier's `slots` per GPU keeps once workers die, out of the `jobs` slots a
+/// GPU has: the GPU keeps as many processes as when every slot runs with `MAX_STANDBYS` beside
+/// it, so a tier of fewer, bigger cases replaces its workers faster without more processes
+/// opening contexts at once than the full tier has; `STANDBYS_AT_MOST` at most. A slot alone on
+/// its GPU keeps `MAX_STANDBYS`: its cases are the ones that need the GPU's memory (those that
+/// ran out of it beside others, run again alone), which more contexts would take.
+pub fn standbys_per_slot(slots: usize, jobs: usize) -> usize {
+    if slots <= 1 {
+        return MAX_STANDBYS;
+    }
+    (jobs * MAX_STANDBYS / slots).clamp(MAX_STANDBYS, STANDBYS_AT_MOST)
 }
 
 /// Up to `n` of `cases`, in order, no two alike in what a warm-up depends on (op, impl,

@@ -293,11 +293,14 @@ fn a_tier_of_fewer_slots_keeps_more_standbys_each() {
     // Fewer slots share the full tier's standbys: the GPU keeps as many processes.
     assert_eq!(standbys_per_slot(4, 8), 2);
     assert_eq!(standbys_per_slot(3, 8), 2);
-    assert_eq!(standbys_per_slot(2, 8), 4);
-    // Two GPUs of eight pools each, two slots on each: four pools of sixteen.
-    assert_eq!(standbys_per_slot(4, 16), 4);
-    // One slot alone (a case that needs the GPU's memory): a few, not eight.
-    assert_eq!(standbys_per_slot(1, 8), STANDBYS_AT_MOST);
+    assert_eq!(standbys_per_slot(2, 8), STANDBYS_AT_MOST);
+    assert_eq!(
+        standbys_per_slot(2, 16),
+        STANDBYS_AT_MOST,
+        "a few, not eight"
+    );
+    // A slot alone on its GPU (its cases need the GPU's memory): one, as before.
+    assert_eq!(standbys_per_slot(1, 8), MAX_STANDBYS);
     assert_eq!(standbys_per_slot(1, 1), MAX_STANDBYS);
     assert_eq!(standbys_per_slot(0, 0), MAX_STANDBYS);
 }
