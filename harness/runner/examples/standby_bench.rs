@@ -70,15 +70,7 @@ done
     println!("| standbys | wall | waited for workers | workers |");
     println!("|---:|---:|---:|---:|");
     for standbys in [1, 2, 3, 4] {
-        let mut sup = Supervisor::new(SupervisorConfig {
-            exe: exe.clone(),
-            spec: WorkerSpec::new(0, ExternalSpec::default()),
-            timeout: Duration::from_secs(30),
-            ready_timeout: Duration::from_secs(30),
-            sanitize: None,
-            work_dir: dir.path().join(format!("w{standbys}")),
-            keep_worker: false,
-        });
+        let mut sup = supervisor(exe.clone(), None, dir.path().join(format!("w{standbys}")));
         sup.set_standbys(standbys);
         let t0 = Instant::now();
         let summary = sup.run(&cases, &mut |_| Ok(()))?;
@@ -124,21 +116,15 @@ echo '</ComputeSanitizerOutput>' >> "$xml"
     println!("|---|---:|---:|---:|");
     for overlap in [false, true] {
         let t = kedge_core::Tool::Memcheck;
-        let mut sup = Supervisor::new(SupervisorConfig {
-            exe: "unused".into(),
-            spec: WorkerSpec::new(0, ExternalSpec::default()),
-            timeout: Duration::from_secs(30),
-            ready_timeout: Duration::from_secs(30),
-            sanitize: Some(SanitizeSpec {
-                tool: t,
-                prefix: vec![tool.display().to_string(), "{xml}".into(), "--".into()],
-                attribute: kedge_runner::run::attribution(t),
-                batch: 16,
-                record_cap: None,
-            }),
-            work_dir: dir.path().join(format!("s{overlap}")),
-            keep_worker: false,
-        });
+        let sanitize = SanitizeSpec {
+            tool: t,
+            prefix: vec![tool.display().to_string(), "{xml}".into(), "--".into()],
+            attribute: kedge_runner::run::attribution(t),
+            batch: 16,
+            record_cap: None,
+        };
+        let work_dir = dir.path().join(format!("s{overlap}"));
+        let mut sup = supervisor("unused".into(), Some(sanitize), work_dir);
         sup.set_overlap_read_out(overlap);
         let t0 = Instant::now();
         let summary = sup.run(&clean, &mut |_| Ok(()))?;
@@ -151,4 +137,22 @@ echo '</ComputeSanitizerOutput>' >> "$xml"
         );
     }
     Ok(())
+}
+
+/// A supervisor of `exe` (the fake worker, or under `sanitize` the fake tool around it), its
+/// files in `work_dir`.
+fn supervisor(
+    exe: std::path::PathBuf,
+    sanitize: Option<SanitizeSpec>,
+    work_dir: std::path::PathBuf,
+) -> Supervisor {
+    Supervisor::new(SupervisorConfig {
+        exe,
+        spec: WorkerSpec::new(0, ExternalSpec::default()),
+        timeout: Duration::from_secs(30),
+        ready_timeout: Duration::from_secs(30),
+        sanitize,
+        work_dir,
+        keep_worker: false,
+    })
 }

@@ -681,6 +681,24 @@ mod tests {
         }
     }
 
+    /// A fake device that records each batch it is handed in `seen`.
+    fn recording(seen: &Arc<Mutex<Vec<Vec<String>>>>) -> Fake {
+        Fake {
+            pause: Duration::from_millis(2),
+            batches: Some(seen.clone()),
+            ..Fake::default()
+        }
+    }
+
+    /// The sizes of the batches `seen` recorded, in the order they were handed out.
+    fn sizes(seen: &Mutex<Vec<Vec<String>>>) -> Vec<usize> {
+        seen.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(Vec::len)
+            .collect()
+    }
+
     fn cases(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("case-{i:03}")).collect()
     }
@@ -806,12 +824,7 @@ mod tests {
     #[test]
     fn a_unit_goes_to_one_device_in_one_batch_in_order() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let recording = || Fake {
-            pause: Duration::from_millis(2),
-            batches: Some(seen.clone()),
-            ..Fake::default()
-        };
-        let mut devices: Vec<(DeviceId, Fake)> = (0..3).map(|d| (d, recording())).collect();
+        let mut devices: Vec<(DeviceId, Fake)> = (0..3).map(|d| (d, recording(&seen))).collect();
         let cases = cases(10);
         // Units: {0,1,2} {3} {4,5} {6} {7,8,9}.
         let units = [0, 0, 0, 1, 2, 2, 3, 4, 4, 4];
@@ -838,19 +851,13 @@ mod tests {
         assert_eq!(batches, want);
         // A batch of 4 takes the whole units that fit in 4 cases.
         seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
-        let mut one = vec![(0, recording())];
+        let mut one = vec![(0, recording(&seen))];
         let opts = Options {
             batch: 4,
             ..Options::default()
         };
         run_units(&cases, &units, &mut one, opts, None, |_| Ok(())).expect("runs");
-        let sizes: Vec<usize> = seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(Vec::len)
-            .collect();
-        assert_eq!(sizes, vec![4, 3, 3]);
+        assert_eq!(sizes(&seen), vec![4, 3, 3]);
     }
 
     #[test]
@@ -858,12 +865,7 @@ mod tests {
         // Pulls of up to 8 cases (several sanitized batches) over two devices: 10 cases are
         // never 8 on one device and 2 on the other, whatever the race for the queue.
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let recording = || Fake {
-            pause: Duration::from_millis(2),
-            batches: Some(seen.clone()),
-            ..Fake::default()
-        };
-        let mut devices: Vec<(DeviceId, Fake)> = (0..2).map(|d| (d, recording())).collect();
+        let mut devices: Vec<(DeviceId, Fake)> = (0..2).map(|d| (d, recording(&seen))).collect();
         let opts = Options {
             batch: 8,
             ..Options::default()
@@ -871,12 +873,7 @@ mod tests {
         let (by_id, res) = sweep(&cases(10), &mut devices, opts);
         res.expect("runs");
         assert_eq!(by_id.len(), 10);
-        let sizes: Vec<usize> = seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(Vec::len)
-            .collect();
+        let sizes = sizes(&seen);
         assert_eq!(sizes.iter().sum::<usize>(), 10);
         assert_eq!(sizes.iter().max(), Some(&5), "{sizes:?}");
     }

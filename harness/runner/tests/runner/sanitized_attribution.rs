@@ -100,6 +100,15 @@ fn setup(dir: &Path) -> std::path::PathBuf {
     p
 }
 
+/// `setup`, with `script` as the tool instead of the fake sanitizer: its path.
+fn setup_tool(dir: &Path, script: &str) -> std::path::PathBuf {
+    setup(dir);
+    let p = dir.join("fake-tool.sh");
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
 fn run(dir: &Path, wrapper: &Path, cases: &[Case], batch: usize) -> Vec<CaseResult> {
     let tool = Tool::Memcheck;
     let spec = SanitizeSpec {
@@ -364,10 +373,7 @@ fn a_missing_report_runs_the_finished_cases_again() {
 #[test]
 fn a_timeout_under_the_tool_keeps_the_report_of_its_batch() {
     let dir = tempfile::tempdir().unwrap();
-    setup(dir.path());
-    let wrapper = dir.path().join("fake-tool-at-exit.sh");
-    std::fs::write(&wrapper, FAKE_TOOL_AT_EXIT).unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wrapper = setup_tool(dir.path(), FAKE_TOOL_AT_EXIT);
     let mut sup = supervisor(dir.path(), &wrapper, 16, None, 2);
     let (out, _) = run_seeds(&mut sup, &[13, 99, 1]);
     assert_eq!(
@@ -417,10 +423,7 @@ echo "$how" >> "$dir/exits"
 fn a_sanitized_workers_exit_overlaps_the_next_batch() {
     for overlap in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        setup(dir.path());
-        let wrapper = dir.path().join("fake-tool-slow-exit.sh");
-        std::fs::write(&wrapper, FAKE_TOOL_SLOW_EXIT).unwrap();
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let wrapper = setup_tool(dir.path(), FAKE_TOOL_SLOW_EXIT);
         let mut sup = supervisor(dir.path(), &wrapper, 2, None, 10);
         sup.set_overlap_read_out(overlap);
         let (out, summary) = run_seeds(&mut sup, &[1, 13, 2, 3, 4, 5]);
