@@ -358,13 +358,10 @@ impl GpuExecutor {
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
         let before = PoolMarks::of(pools);
+        let per_worker = pools.first().and_then(|(_, s)| s.cases_per_worker());
         let opts = schedule::Options {
-            batch: pull_size(
-                pools.first().and_then(|(_, s)| s.cases_per_worker()),
-                overlap,
-                cases.len(),
-                n,
-            ),
+            batch: pull_size(per_worker, overlap, cases.len(), n),
+            least: per_worker.unwrap_or(1),
             max_failures: GPU_MAX_FAILURES,
         };
         // Cases that share inputs and a reference (every impl of one shape) go to one worker
@@ -718,7 +715,8 @@ fn name_cases(cases: &[Case], which: &[usize]) -> String {
 /// the pull ends), else one. No more than an even share of the cases over the slots: a run of
 /// few cases starts a worker on each slot instead of handing every case to the first (run 33:
 /// four cases admitted two per GPU ran one after another in one sanitized worker); the queue
-/// also cuts each pull to an even share of what is left (`schedule::Queue::take`).
+/// also cuts each pull to an even share of what is left, never below one worker's batch
+/// (`schedule::Options::least`).
 fn pull_size(per_worker: Option<usize>, overlap: bool, cases: usize, slots: usize) -> usize {
     match per_worker {
         None => 1,

@@ -59,6 +59,10 @@ pub struct Options {
     /// Cases handed out per pull. Small keeps devices level: 1 when a runner keeps its
     /// worker between batches; a sanitized worker's batch when each batch is a worker.
     pub(crate) batch: usize,
+    /// Cases a pull is never cut below by the even share of what is left (`Queue::take`): a
+    /// sanitized worker's batch, since every pull starts a worker there, and a smaller pull
+    /// would start one for fewer cases.
+    pub(crate) least: usize,
     /// Failed batches in a row after which a device is lost (a success resets the count).
     pub(crate) max_failures: usize,
 }
@@ -67,6 +71,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             batch: 1,
+            least: 1,
             max_failures: 3,
         }
     }
@@ -208,7 +213,7 @@ impl Queue<'_> {
 
     /// The next batch, waiting while the queue is empty but cases are still out (a device
     /// may yet give them back). `None`: nothing left to do, or stop.
-    fn take(&self, n: usize) -> Option<Vec<usize>> {
+    fn take(&self, n: usize, least: usize) -> Option<Vec<usize>> {
         let mut s = self.lock();
         loop {
             // Out of time: nothing more is handed out once something was (the first batch
@@ -223,8 +228,8 @@ impl Queue<'_> {
             if !s.queue.is_empty() {
                 // No more than an even share of what is left over the devices still running
                 // (a pull of several sanitized batches would otherwise leave one device the
-                // tail of the queue while the others idle).
-                let n = n.min(s.queue.len().div_ceil(s.live.max(1)));
+                // tail of the queue while the others idle), but not below `least`.
+                let n = n.min(s.queue.len().div_ceil(s.live.max(1)).max(least));
                 // Whole units: the first, then each next one that still fits in `n`.
                 let mut batch: Vec<usize> = Vec::new();
                 while let Some(&first) = s.queue.front() {
@@ -437,7 +442,7 @@ fn device_loop<T: Clone, R: Runner<T>>(
     let _guard = StopOnPanic(queue);
     let mut report = DeviceReport::new(id);
     let mut failures_in_row = 0;
-    while let Some(batch) = queue.take(opts.batch) {
+    while let Some(batch) = queue.take(opts.batch, opts.least) {
         let next: Vec<T> = queue
             .peek(UPCOMING)
             .iter()
@@ -873,9 +878,24 @@ mod tests {
         let (by_id, res) = sweep(&cases(10), &mut devices, opts);
         res.expect("runs");
         assert_eq!(by_id.len(), 10);
-        let sizes = sizes(&seen);
-        assert_eq!(sizes.iter().sum::<usize>(), 10);
-        assert_eq!(sizes.iter().max(), Some(&5), "{sizes:?}");
+        let got = sizes(&seen);
+        assert_eq!(got.iter().sum::<usize>(), 10);
+        assert_eq!(got.iter().max(), Some(&5), "{got:?}");
+        // Never cut below `least` (one sanitized worker's batch) while that many are left: 20
+        // cases in pulls of up to 12 over two devices, none of fewer than 4 but the last.
+        seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let opts = Options {
+            batch: 12,
+            least: 4,
+            ..Options::default()
+        };
+        let (by_id, res) = sweep(&cases(20), &mut devices, opts);
+        res.expect("runs");
+        assert_eq!(by_id.len(), 20);
+        let got = sizes(&seen);
+        assert_eq!(got.iter().sum::<usize>(), 20);
+        assert_eq!(got.iter().max(), Some(&10), "{got:?}");
+        assert!(got.iter().filter(|&&n| n < 4).count() <= 1, "{got:?}");
     }
 
     #[test]
@@ -981,6 +1001,7 @@ mod tests {
         let opts = Options {
             batch: 4,
             max_failures: 2,
+            ..Options::default()
         };
         let (by_id, res) = sweep(&all, &mut devs, opts);
         let s = res.unwrap();
