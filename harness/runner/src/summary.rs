@@ -147,6 +147,13 @@ pub struct TimeSpent {
     cases: usize,
     /// Their verdict times, summed (every phase below, and the rest: messages, freeing).
     cases_s: f64,
+    /// Cases with no phase timed (their worker ended with them, a library's abort or a fault,
+    /// or they were refused before anything ran): all of their time is in the rest. On the
+    /// H200's whole ggml sweep these were 241.7 s of the rest's 242.7 s.
+    #[serde(default)]
+    unphased: usize,
+    #[serde(default)]
+    unphased_s: f64,
     setup_s: f64,
     upload_s: f64,
     run_s: f64,
@@ -181,6 +188,10 @@ impl TimeSpent {
             t.reference_s += p.reference / 1e3;
             t.compare_s += p.compare / 1e3;
             t.compared_before += usize::from(!r.observed.same_output_as.is_empty());
+            if *p == kedge_core::judge::result::Timings::default() {
+                t.unphased += 1;
+                t.unphased_s += r.ms / 1e3;
+            }
         }
         let mut by_time: Vec<&&kedge_core::CaseResult> = results.iter().collect();
         by_time.sort_by(|a, b| b.ms.total_cmp(&a.ms));
@@ -200,6 +211,7 @@ impl TimeSpent {
             &mut t.download_s,
             &mut t.reference_s,
             &mut t.compare_s,
+            &mut t.unphased_s,
         ] {
             *x = us(*x);
         }
@@ -231,8 +243,19 @@ impl TimeSpent {
                 }
             ),
         };
+        let unphased = match self.unphased {
+            0 => String::new(),
+            n => format!(
+                " ({:.1} s of it {n} {} no phase timed: {} worker ended with {}, or {} refused before running)",
+                self.unphased_s,
+                if n == 1 { "case with" } else { "cases with" },
+                if n == 1 { "its" } else { "their" },
+                if n == 1 { "it" } else { "them" },
+                if n == 1 { "it was" } else { "they were" },
+            ),
+        };
         format!(
-            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s{before}, the rest {:.1} s; slowest: {}",
+            "where the time went ({} cases, {:.1} s of worker time): setup and inputs {:.1} s, upload {:.1} s, run {:.1} s, download {:.1} s, reference {:.1} s, compare {:.1} s{before}, the rest {:.1} s{unphased}; slowest: {}",
             self.cases,
             self.cases_s,
             self.setup_s,
@@ -274,6 +297,29 @@ mod time_tests {
         r.observed.timings.reference = reference;
         r.observed.timings.compare = compare;
         r
+    }
+
+    /// A case whose worker ended with it has no phase timed: the summary says how much of the
+    /// rest such cases are, so the rest is not read as overhead of the cases that ran.
+    #[test]
+    fn cases_with_no_phase_timed_are_counted_apart_in_the_rest() {
+        let ran = result(1, 100.0, 40.0, 10.0);
+        let c = Case::new("rms_norm", "clamped", DType::F32, [4, 1, 1, 1]);
+        let mut died = CaseResult::new(&c, Verdict::LaunchError, Detector::Driver, "abort");
+        died.ms = 2000.0;
+        let t = TimeSpent::of(&[&ran, &died]).expect("some");
+        assert_eq!((t.unphased, t.unphased_s), (1, 2.0));
+        let line = t.line();
+        assert!(
+            line.contains(
+                "the rest 2.1 s (2.0 s of it 1 case with no phase timed: its worker ended with it"
+            ),
+            "{line}"
+        );
+        // Without such a case the line says nothing of them.
+        let t = TimeSpent::of(&[&ran]).expect("some");
+        assert_eq!(t.unphased, 0);
+        assert!(!t.line().contains("no phase timed"), "{}", t.line());
     }
 
     #[test]
