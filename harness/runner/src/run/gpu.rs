@@ -249,7 +249,7 @@ impl Executor for GpuExecutor {
                 Err(_) => CaseBytes::whole(u64::MAX),
             })
             .collect();
-        let gpus = (self.pools.len() / self.jobs.max(1)).max(1);
+        let gpus = self.gpus();
         let mut stats = RunStats::default();
         let mut tiers = admission_tiers(&bytes, self.jobs, self.device_bytes, self.host_bytes);
         if let Some(o) = &self.order {
@@ -353,8 +353,7 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let under = self.under;
-        let overlap = self.overlaps(n);
-        self.fit_pools(n);
+        let overlap = self.fit_pools(n);
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
         let before = PoolMarks::of(pools);
@@ -413,8 +412,14 @@ impl GpuExecutor {
         n == self.pools.len() && self.jobs > 1
     }
 
-    /// Give the first `n` pools (a tier's) their threads, and let the others' workers go.
-    fn fit_pools(&mut self, n: usize) {
+    /// GPUs the pools are on (`jobs` pools each).
+    fn gpus(&self) -> usize {
+        (self.pools.len() / self.jobs.max(1)).max(1)
+    }
+
+    /// Give the first `n` pools (a tier's) their threads, standbys and whether a sanitized
+    /// worker's exit overlaps the next batch (returned), and let the others' workers go.
+    fn fit_pools(&mut self, n: usize) -> bool {
         // The workers of a tier of big cases share the host's cores, each with its part for
         // its CPU-side work (inputs, reference, comparison). With every slot in use the cases
         // are small and each worker may use every core for its bursts: on the H200 (16 cores,
@@ -425,8 +430,7 @@ impl GpuExecutor {
         let threads = tier_threads(n, self.pools.len(), cores);
         // A tier of fewer slots keeps more standbys each, the GPU's processes as many as with
         // every slot in use: its cases are the big ones, where ggml's aborts come in runs.
-        let gpus = (self.pools.len() / self.jobs.max(1)).max(1);
-        let standbys = standbys_per_slot(n / gpus, self.jobs);
+        let standbys = standbys_per_slot(n / self.gpus(), self.jobs);
         let overlap = self.overlaps(n);
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {
@@ -437,6 +441,7 @@ impl GpuExecutor {
                 s.release();
             }
         }
+        overlap
     }
 }
 

@@ -865,35 +865,41 @@ mod tests {
         assert_eq!(sizes(&seen), vec![4, 3, 3]);
     }
 
+    /// The sizes of the pulls two recording devices took for `n` cases under `opts`, each
+    /// case run once.
+    fn pull_sizes(n: usize, opts: Options) -> Vec<usize> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut devices: Vec<(DeviceId, Fake)> = (0..2).map(|d| (d, recording(&seen))).collect();
+        let (by_id, res) = sweep(&cases(n), &mut devices, opts);
+        res.expect("runs");
+        assert_eq!(by_id.len(), n);
+        let got = sizes(&seen);
+        assert_eq!(got.iter().sum::<usize>(), n);
+        got
+    }
+
     #[test]
     fn a_pull_is_no_more_than_an_even_share_of_what_is_left() {
         // Pulls of up to 8 cases (several sanitized batches) over two devices: 10 cases are
         // never 8 on one device and 2 on the other, whatever the race for the queue.
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut devices: Vec<(DeviceId, Fake)> = (0..2).map(|d| (d, recording(&seen))).collect();
-        let opts = Options {
-            batch: 8,
-            ..Options::default()
-        };
-        let (by_id, res) = sweep(&cases(10), &mut devices, opts);
-        res.expect("runs");
-        assert_eq!(by_id.len(), 10);
-        let got = sizes(&seen);
-        assert_eq!(got.iter().sum::<usize>(), 10);
+        let got = pull_sizes(
+            10,
+            Options {
+                batch: 8,
+                ..Options::default()
+            },
+        );
         assert_eq!(got.iter().max(), Some(&5), "{got:?}");
         // Never cut below `least` (one sanitized worker's batch) while that many are left: 20
         // cases in pulls of up to 12 over two devices, none of fewer than 4 but the last.
-        seen.lock().unwrap_or_else(PoisonError::into_inner).clear();
-        let opts = Options {
-            batch: 12,
-            least: 4,
-            ..Options::default()
-        };
-        let (by_id, res) = sweep(&cases(20), &mut devices, opts);
-        res.expect("runs");
-        assert_eq!(by_id.len(), 20);
-        let got = sizes(&seen);
-        assert_eq!(got.iter().sum::<usize>(), 20);
+        let got = pull_sizes(
+            20,
+            Options {
+                batch: 12,
+                least: 4,
+                ..Options::default()
+            },
+        );
         assert_eq!(got.iter().max(), Some(&10), "{got:?}");
         assert!(got.iter().filter(|&&n| n < 4).count() <= 1, "{got:?}");
     }
