@@ -469,9 +469,12 @@ fresh() { if [ "${SWEEP_RESUME:-0}" = 1 ]; then echo --resume; else echo --force
 # elements (the workflow's KEDGE_MAX_ELEMENTS; its pull-request tier is 268435456). Empty: each
 # as it defaults (the parts: the whole suite; the workflow: its own setting).
 maxe() { [ -n "${SWEEP_MAXE:-}" ] && printf '%s\n' --max-elements "$SWEEP_MAXE"; }
+# OWN_MAXE: the own-* parts' largest case, where it differs from SWEEP_MAXE's (the pull-request
+# tier of kedge's own suite beside the whole ggml sweep in one call).
+own_maxe() { local m=${OWN_MAXE-${SWEEP_MAXE:-}}; [ -n "$m" ] && printf '%s\n' --max-elements "$m"; }
 own_sweep() { # NAME SWEEP-ARGS...
   local name=$1; shift
-  run own-$name "$K" sweep default "$@" $(maxe) --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
+  run own-$name "$K" sweep default "$@" $(own_maxe) --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
   mkdir -p "$OUT/baselines"
   "$K" gate --write-baseline "$OUT/baselines/kedge-h200-$name.jsonl" "$W/own-$name/results.jsonl" > "$W/own-$name-baseline.log" 2>&1
   say "    baseline kedge-h200-$name: $(tail -1 "$W/own-$name-baseline.log" | cut -c1-200)"
