@@ -369,13 +369,19 @@ fn run_all(
     // With a time limit, the whole selection's order of expected yield: each executor runs
     // its part in it, and a resumed sweep continues it.
     let yield_order = req.engine.budget.as_ref().map(|b| {
-        let order = order::by_yield(reg, limits, cases, req.engine.judging);
+        let order = order::by_yield(
+            reg,
+            limits,
+            cases,
+            req.engine.judging,
+            !req.tools.is_empty(),
+        );
         (b.limit(), order)
     });
     if let Some((limit, _)) = &yield_order {
         ev.emit(Event::TimeLimit {
             limit: MaxTime(*limit).to_string(),
-            order: order::CLASSES.to_string(),
+            order: order::classes(!req.tools.is_empty()),
         });
     }
     let mut ran = Ran {

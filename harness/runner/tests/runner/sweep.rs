@@ -213,8 +213,13 @@ fn a_time_limited_sweep_runs_crossings_first_names_the_rest_and_resume_runs_exac
     .into_iter()
     .map(|(_, c)| c)
     .collect();
-    let (ordered, ranks) =
-        order::by_yield(&reg, &h200, &plan, kedge_core::judge::sample::Judging::Auto);
+    let (ordered, ranks) = order::by_yield(
+        &reg,
+        &h200,
+        &plan,
+        kedge_core::judge::sample::Judging::Auto,
+        false,
+    );
     let ran: Vec<&kedge_core::Case> = set.results.iter().map(|r| &r.case).collect();
     assert_eq!(ran, ordered.iter().take(5).collect::<Vec<_>>());
     assert!(ran.iter().all(|c| ranks.rank(c).class == order::CROSSING));

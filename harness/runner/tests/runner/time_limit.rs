@@ -79,6 +79,7 @@ fn the_yield_order_goes_out_first_nothing_starts_after_the_time_and_the_rest_run
         &h200,
         &cases,
         kedge_core::judge::sample::Judging::Auto,
+        false,
     );
     assert!(ordered[..7]
         .iter()
@@ -123,6 +124,7 @@ fn a_limit_spent_before_the_first_case_runs_that_one_case() {
         &h200,
         &cases,
         kedge_core::judge::sample::Judging::Auto,
+        false,
     );
     let got = run(dir.path(), &cases, &yields, 0);
     assert_eq!(got, vec![ordered[0].clone()]);
