@@ -182,7 +182,11 @@ mod tests {
 
     /// The registry, the h200 profile, and the default suite of `ops` on it.
     fn default_suite_of(ops: &[&str]) -> (Registry, LimitsProfile, Vec<Case>) {
-        let reg = kedge_ops::registry();
+        default_suite_in(kedge_ops::registry(), ops)
+    }
+
+    /// `reg`, the h200 profile, and the default suite of `ops` in `reg`.
+    fn default_suite_in(reg: Registry, ops: &[&str]) -> (Registry, LimitsProfile, Vec<Case>) {
         let h200 = LimitsProfile::builtin("h200").unwrap();
         let sel = Selection {
             ops: ops.iter().map(|o| o.to_string()).collect(),
@@ -379,21 +383,7 @@ mod tests {
     /// size in a layout of one launch and a crossing on a dimension on the kernel's grid.
     #[test]
     fn under_a_sanitizer_crossings_of_many_host_launches_come_after_the_others() {
-        let reg = Registry::new(vec![&LOOPING]);
-        let h200 = LimitsProfile::builtin("h200").unwrap();
-        let sel = Selection {
-            ops: vec!["looping".into()],
-            ..Selection::default()
-        };
-        let cases = sel
-            .cases(
-                &reg,
-                Suite::Default,
-                &h200,
-                None,
-                &crate::events::Events::default(),
-            )
-            .unwrap();
+        let (reg, h200, cases) = default_suite_in(Registry::new(vec![&LOOPING]), &["looping"]);
         let find = |ne: [i64; 4], v: i64| {
             cases
                 .iter()
