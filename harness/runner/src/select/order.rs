@@ -10,7 +10,8 @@
 //!    seconds to minutes each, where a sampled big case takes well under one), and under a
 //!    sanitizer those that launch a kernel per index of a dimension the impl walks on the host
 //!    (`ProbeBase::launch_loop_dims`) at least `SANITIZED_COSTLY_LAUNCHES` times: the tool
-//!    checks every launch, and ggml's concat at `ne[3]` = 65,536 takes seconds under it;
+//!    checks every launch, and ggml's concat walking 65,535 slices of `ne[3]` took 34 to 267 s
+//!    under memcheck on an H100 (half a second natively);
 //! 2. the other cases in a dtype other than the op's first (its kernels' other vector widths
 //!    and tails);
 //! 3. the rest (smoke shapes, corpus lines).
@@ -38,23 +39,25 @@ pub(crate) const OTHER_DTYPE: u8 = 2;
 pub(crate) const REST: u8 = 3;
 
 /// Under a sanitizer, a crossing whose case launches a kernel this many times or more (one per
-/// index of a dimension walked on the host) is costly: at about a millisecond a checked launch,
-/// a second or more a case.
+/// index of a dimension walked on the host) is costly: at 0.5 to 4 ms a checked launch (memcheck
+/// on an H100), a second or more a case.
 pub const SANITIZED_COSTLY_LAUNCHES: i64 = 1024;
 
 /// What each class is, as the sweep says it.
 pub(crate) fn classes(sanitized: bool) -> String {
     let costly = if sanitized {
-        "those with a big case judged whole or with 1,024 host-side launches or more after the others"
+        format!("those with a big case judged whole or with {SANITIZED_COSTLY_LAUNCHES} host-side launches or more after the others")
     } else {
-        "those with a big case judged whole after the others"
+        "those with a big case judged whole after the others".to_string()
     };
     format!("both sides of each boundary crossing first ({costly}), then dtypes other than each op's first, then the rest")
 }
 
 /// How many launches `c` makes on the host's loops: the product of its sizes on the dimensions
-/// the op's probe base walks on the host, for a case with the base's parameters (another
-/// layout, a view that takes the kernel's own grid, says nothing of the loop); 1 otherwise.
+/// the op's probe base walks on the host, for a case with the base's parameters; 1 otherwise.
+/// The declaration is of the base's layout alone: another may take one launch (a view on the
+/// kernel's grid) or loop as well (ggml's concat loops over a view whose first three dimensions
+/// are contiguous, as a view of `ne[1] = ne[2] = 1` is), and is counted as one launch.
 fn host_loop_launches(op: &dyn kedge_core::Op, c: &Case, filled: &Params) -> i64 {
     let Some(base) = op.probe_base() else {
         return 1;
