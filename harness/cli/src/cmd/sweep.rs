@@ -50,8 +50,9 @@ pub(crate) struct Args {
     devices: Option<DeviceList>,
     /// Stop starting cases after this long (90s, 5m, 1h30m), counted from the start: cases
     /// run in order of expected yield (both sides of each boundary crossing, those with a big
-    /// case judged whole after the others, then dtypes other than each op's first, then the
-    /// rest), running ones finish, the rest are named in
+    /// case judged whole, or under a sanitizer with 1,024 host-side launches or more, after the
+    /// others, then dtypes other than each op's first, then the rest), running ones finish, the
+    /// rest are named in
     /// OUT/not-run.jsonl and the exit status is 6; --resume runs them.
     #[arg(long, value_name = "DURATION")]
     max_time: Option<MaxTime>,
