@@ -8,7 +8,7 @@
 # variables below):
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
-#   own-guard own-memcheck judging-own judging-ggml ggml-native coverage confirm ggml-memcheck
+#   own-guard own-memcheck judging-own judging-ggml ggml-native ggml-tier coverage confirm ggml-memcheck
 #   pr-gate scheduled pool-memcheck memcheck-bands leftover pack
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
 # A part PART@ARG passes ARG to the part (leftover@DIR).
@@ -580,28 +580,33 @@ part_judging-ggml() {
 # kedge's own ops run through the build in f32, the only dtype ggml computes them in (its
 # kernels assert f32 while supports_op accepts f16 and bf16), the build's other ops in every
 # type: one sweep, the CI workflow's, so its baseline gates the workflow's results.
-part_ggml-native() {
-  local G; G=$(abspath "$GGML_CUDA_DIR")
-  run ggml-native "$K" sweep default --ggml "$G" -b CUDA0 $(maxe) --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/ggml-native"
+part_ggml-native() { ggml_native ggml-native "${SWEEP_MAXE:-}"; }
+# ggml-tier: the pull-request tier alone (268435456 elements, the shipped baseline's suite), its
+# sweep ggml-tier, the shipped baseline brought up to it: beside a ggml-native of the whole suite
+# in one call.
+part_ggml-tier() { GGML_MAXTIME=${GGML_TIER_MAXTIME:-${GGML_MAXTIME:-8m}} ggml_native ggml-tier 268435456; }
+ggml_native() { # NAME MAXE (empty: no element limit)
+  local G name=$1 m=$2 base=corpora/baselines/ggml-cuda0-h200-native.jsonl; G=$(abspath "$GGML_CUDA_DIR")
+  run "$name" "$K" sweep default --ggml "$G" -b CUDA0 ${m:+--max-elements "$m"} --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/$name"
   # The shipped baseline is of the pull-request tier: a sweep of another tier (no element
   # limit: the whole default suite) is not gated against it here, since a baseline updated
   # from its own results would gate nothing.
-  if [ -s corpora/baselines/ggml-cuda0-h200-native.jsonl ] && [ "${SWEEP_MAXE:-}" != 268435456 ]; then
-    say "    ggml-native: not gated (the shipped baseline is of the tier SWEEP_MAXE=268435456; this sweep's limit: ${SWEEP_MAXE:-none})"
+  if [ -s "$base" ] && [ "$m" != 268435456 ]; then
+    say "    $name: not gated (the shipped baseline is of the tier 268435456; this sweep's limit: ${m:-none})"
     return 0
   fi
   # The shipped baseline brought up to these results (--update keeps what it marks intermittent
   # and prints what changed); written anew where there is none or it is of another suite.
   mkdir -p "$OUT/baselines"
-  if [ -s corpora/baselines/ggml-cuda0-h200-native.jsonl ]; then
-    cp corpora/baselines/ggml-cuda0-h200-native.jsonl "$OUT/baselines/"
-    "$K" gate --update "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" > "$W/ggml-native-baseline.log" 2>&1 \
-      || "$K" gate --write-baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" >> "$W/ggml-native-baseline.log" 2>&1
+  if [ -s "$base" ]; then
+    cp "$base" "$OUT/baselines/"
+    "$K" gate --update "$OUT/baselines/$(basename "$base")" "$W/$name/results.jsonl" > "$W/$name-baseline.log" 2>&1 \
+      || "$K" gate --write-baseline "$OUT/baselines/$(basename "$base")" "$W/$name/results.jsonl" >> "$W/$name-baseline.log" 2>&1
   else
-    "$K" gate --write-baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" > "$W/ggml-native-baseline.log" 2>&1
+    "$K" gate --write-baseline "$OUT/baselines/$(basename "$base")" "$W/$name/results.jsonl" > "$W/$name-baseline.log" 2>&1
   fi
-  say "    baseline ggml-cuda0-h200-native: $(tail -1 "$W/ggml-native-baseline.log" | cut -c1-200)"
-  run ggml-native-gate "$K" gate --baseline "$OUT/baselines/ggml-cuda0-h200-native.jsonl" "$W/ggml-native/results.jsonl" --expect "$W/ggml-native/plan.jsonl"
+  say "    baseline $(basename "$base" .jsonl): $(tail -1 "$W/$name-baseline.log" | cut -c1-200)"
+  run "$name-gate" "$K" gate --baseline "$OUT/baselines/$(basename "$base")" "$W/$name/results.jsonl" --expect "$W/$name/plan.jsonl"
 }
 part_coverage() {
   local G; G=$(abspath "$GGML_CUDA_DIR")
@@ -910,7 +915,7 @@ PY
 
 # What a reader needs, small: the summary, each sweep's summaries and compressed results.
 part_pack() {
-  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-scheduled* ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* leftover-* 2>/dev/null)
+  local keep; keep=$(cd "$W" && ls -d own-* judging-* ggml-native ggml-tier ggml-scheduled* ggml-memcheck ggml-memcheck-le-* confirm confirm-memcheck ci-* pool-memcheck-* leftover-* 2>/dev/null)
   ( cd "$W" && tar cf - --exclude='workers' --exclude='*.xml' --exclude='c-*' $keep \
       coverage.txt confirm.txt upstream-support-cuda0.csv ggml-build.log *.log env.txt 2>/dev/null ) | xz -T0 -6 > "$OUT/results.tar.xz"
   say "packed $(du -h "$OUT/results.tar.xz" | cut -f1)"

@@ -217,7 +217,7 @@ pub(crate) struct ExecArgs {
     /// impls' cases at 2^28, `fuzz` every case at 2^26.
     #[arg(long, value_name = "N", value_parser = in_range(range::MAX_ELEMENTS.0, range::MAX_ELEMENTS.1))]
     pub(crate) max_elements: Option<u64>,
-    /// How big cases' outputs are judged. auto: a case of 2^26 elements or more whose op's
+    /// How big cases' outputs are judged. auto: a case of 2^20 elements or more whose op's
     /// rows are independent (kedge's kernels, a ggml build's backends) has its inputs drawn
     /// and its outputs scanned (poison, non-finite) where it runs, on the device for a GPU,
     /// and the rows at every crossing, the ends and a seeded sample compared with a reference

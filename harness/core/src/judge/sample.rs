@@ -24,7 +24,15 @@ use crate::model::words::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// From this many elements in a case's largest tensor, `Judging::Auto` judges on sampled rows.
-pub const SAMPLED_FROM: u64 = 1 << 26;
+/// A case of 2^20 to 2^24 elements judged whole spends its time on the host (drawing 4 to 64
+/// MiB of inputs, a CPU reference of every row, reading every element back): such cases were
+/// most of kedge's default suite's case time, and sampled and whole judging gave them the same
+/// verdict and detector on the GPU (`--judge full` against `--judge sampled`).
+pub const SAMPLED_FROM: u64 = 1 << 20;
+
+/// From this many elements in a case's largest tensor, a case judged whole is costly: a CPU
+/// reference of the whole case, seconds to minutes (`big_and_whole`).
+pub const BIG_FROM: u64 = 1 << 26;
 
 /// Rows drawn at random (seeded by the case) beside the crossings and the ends.
 const RANDOM_ROWS: usize = 64;
@@ -401,11 +409,11 @@ pub fn kernels_read_back_as_is(specs: &[TensorSpec]) -> bool {
         .all(|s| s.role != Role::Output || !s.dtype.is_block())
 }
 
-/// Whether a case is big (`SAMPLED_FROM` elements or more in a tensor) and still judged whole
+/// Whether a case is big (`BIG_FROM` elements or more in a tensor) and still judged whole
 /// under `judging`: a CPU reference of the whole case, seconds to minutes.
 pub fn big_and_whole(op: &dyn crate::contract::op::Op, case: &Case, judging: Judging) -> bool {
     op.tensors(case)
-        .is_ok_and(|specs| largest(&specs) >= SAMPLED_FROM)
+        .is_ok_and(|specs| largest(&specs) >= BIG_FROM)
         && !sampled(op, case, judging)
 }
 

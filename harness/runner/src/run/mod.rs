@@ -155,7 +155,7 @@ pub struct EngineOptions {
     pub jobs: usize,
     /// The run's time limit (`sweep --max-time`): once it is up, no new case starts.
     pub budget: Option<Arc<TimeBudget>>,
-    /// How workers judge big cases (`--judge`): sampled rows from 2^26 elements by default.
+    /// How workers judge big cases (`--judge`): sampled rows from 2^20 elements by default.
     pub judging: Judging,
 }
 

@@ -41,7 +41,7 @@ pub struct WorkerSpec {
     /// they load while another worker runs cases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warm_up: Vec<Case>,
-    /// How big cases are judged (`--judge`): sampled rows from 2^26 elements by default.
+    /// How big cases are judged (`--judge`): sampled rows from 2^20 elements by default.
     #[serde(default, skip_serializing_if = "is_auto")]
     pub(crate) judging: Judging,
     /// Where the worker keeps the phase of the case in flight (`kedge_core::engine::phase`),

@@ -267,7 +267,7 @@ mod tests {
             op.tensors(c)
                 .map(|v| v.iter().map(|s| s.nelements()).max().unwrap_or(0))
                 .unwrap_or(0)
-                >= kedge_core::judge::sample::SAMPLED_FROM
+                >= kedge_core::judge::sample::BIG_FROM
         };
         let (ordered, r) = by_yield(&reg, &h200, &cases, Judging::Full, false);
         let classes: Vec<u8> = ordered.iter().map(|c| r.rank(c).class).collect();

@@ -301,7 +301,10 @@ pub(crate) const CONCAT: GgmlOpEntry = GgmlOpEntry {
             .with_values(vec![65535, 65536])
             .with_params(|p: &mut ConcatParams| { p.dim = 0; p.ne_b_d = 16; p.v = 1; })
         };
-        vec![b7(2, "y", [16, 1, 0, 1]), b7(3, "z", [16, 1, 1, 0])]
+        // ne[1] = 2 on the grid.z probe: with ne[1] = ne[2] = 1 the view is contiguous to dim 3,
+        // so concat.cu takes its host loop over ne[3] (65,535 launches of the contiguous kernel)
+        // and grid.z is never reached.
+        vec![b7(2, "y", [16, 1, 0, 1]), b7(3, "z", [16, 2, 1, 0])]
     },
     upstream_line: |c| {
         let p = ConcatParams::of(c);
