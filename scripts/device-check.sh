@@ -488,6 +488,12 @@ part_own-memcheck() {
   local K=${1:-$K} tag=${1:+-$(basename "${1:-}")}
   OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck$tag --alloc exact --sanitize memcheck
 }
+# `own-memcheck-batch@N`: the same with N cases per sanitized worker (`--batch N`; 16 by
+# default), its sweep own-memcheck-batch-N.
+part_own-memcheck-batch() {
+  local n=${1:?own-memcheck-batch@N: cases per worker}
+  OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck-batch-$n --alloc exact --sanitize memcheck --batch "$n"
+}
 
 # The same default suite natively with an earlier build of kedge (KEDGE_BEFORE, a binary of
 # another commit carried beside .bin/kedge) and with this one: every case both have must get the
