@@ -202,8 +202,9 @@ pub(crate) struct ExecArgs {
     /// Extra compute-sanitizer options, overriding kedge's defaults: "--padding 0".
     #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
     pub(crate) sanitizer_args: Option<String>,
-    /// Cases per sanitized worker (its XML is read when it ends).
-    #[arg(long, default_value_t = 16, value_parser = in_range(range::BATCH.0, range::BATCH.1))]
+    /// Cases per memcheck worker (its XML is read when it ends; the other tools run one case
+    /// per worker). Big enough that a batch outlasts the start of the worker after it.
+    #[arg(long, default_value_t = kedge_runner::run::DEFAULT_BATCH, value_parser = in_range(range::BATCH.0, range::BATCH.1))]
     pub(crate) batch: usize,
     /// MiB of sanitizer records one case may write before kedge stops its worker and judges
     /// the records so far (a kernel whose every thread reads out of bounds gets one record per

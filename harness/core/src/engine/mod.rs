@@ -837,6 +837,7 @@ fn judge_sampled(
         .enumerate()
         .filter(|(_, s)| s.role == Role::Output)
         .collect();
+    let made_nonfinite = sample::holds_nonfinite(&plan.made);
     let mut worst: Option<Comparison> = None;
     let mut digests = Vec::new();
     for (k, &(i, s)) in outs.iter().enumerate() {
@@ -857,7 +858,7 @@ fn judge_sampled(
             slices: &plan.slices,
             index: i,
         };
-        let c = sample::judge_output(s, got, r, *scan, at, tol);
+        let c = sample::judge_output(s, got, r, *scan, at, tol, made_nonfinite);
         if worst
             .as_ref()
             .is_none_or(|w| c.verdict.severity() > w.verdict.severity())

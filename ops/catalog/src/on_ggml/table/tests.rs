@@ -1167,6 +1167,49 @@ fn lower_triangular_rows_in_parallel_are_the_sequential_draw() {
     }
 }
 
+/// lightning_indexer f32 `[128,32,64,14528]`, judged on sampled token slices on an H100, was
+/// `nonfinite`: 18,812 non-finite elements over the whole output where its 68 sampled slices'
+/// reference is finite. Judged whole the same case passes. Its mask, made on the host, holds
+/// exactly 18,812 -inf (the output is -inf where the mask is), none of them in a sampled slice:
+/// so the judge must know the made inputs hold non-finite values, and not judge the count.
+#[test]
+fn a_masked_case_whose_sampled_slices_miss_every_masked_block_is_known_to_have_nonfinite_inputs() {
+    use kedge_core::contract::op::Op;
+    use kedge_core::judge::sample::{sample_slices, sampled, slicing_of, Judging};
+    let e = TABLE
+        .iter()
+        .find(|e| e.name == "lightning_indexer")
+        .expect("in the table");
+    let c = Case::new(
+        "lightning_indexer",
+        "ggml:CUDA0",
+        DType::F32,
+        [128, 32, 64, 14528],
+    );
+    assert!(sampled(e, &c, Judging::Auto));
+    let specs = e.tensors(&c).expect("tensors");
+    let made = e.made_inputs(&c, &specs).expect("made");
+    let (_, mask) = made
+        .iter()
+        .find(|(i, _)| *i == 3)
+        .expect("the mask is made");
+    assert_eq!((mask.dtype, mask.ne), (DType::F16, [64, 14528, 1, 1]));
+    let ninf: Vec<bool> = mask
+        .bytes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]) == half::f16::NEG_INFINITY)
+        .collect();
+    assert_eq!(ninf.iter().filter(|&&x| x).count(), 18_812);
+    let sl = slicing_of(e, &c).expect("sliced by token");
+    let slices = sample_slices(&c, &specs, &sl);
+    assert_eq!(slices.len(), 68);
+    for t in &slices {
+        let row = &ninf[*t as usize * 64..(*t as usize + 1) * 64];
+        assert!(!row.iter().any(|&x| x), "token {t} is masked");
+    }
+    assert!(kedge_core::judge::sample::holds_nonfinite(&made));
+}
+
 /// A transpose of one big plane is sampled in runs of its flat result (its rows, x's columns,
 /// are too long to sample whole); one of many small planes by planes; test_cont's slice by its
 /// rows. The widths divide the result and leave 16 runs or more.
