@@ -1210,6 +1210,38 @@ fn a_masked_case_whose_sampled_slices_miss_every_masked_block_is_known_to_have_n
     assert!(kedge_core::judge::sample::holds_nonfinite(&made));
 }
 
+/// The same lightning_indexer case run on ggml's CPU backend and judged on sampled token
+/// slices: its scan counts the 18,812 -inf the mask puts in the output, none in a sampled slice,
+/// and the case passes with the count told, not judged (before, it was `nonfinite`).
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn a_masked_output_judged_on_sampled_slices_passes_with_the_masks_nonfinite_told() {
+    let reg = on_ggml_cpu();
+    let mut slot = DeviceSlot::new(0);
+    let case = reg
+        .validate(&Case::new(
+            "lightning_indexer",
+            "ggml:CPU",
+            DType::F32,
+            [128, 32, 64, 14528],
+        ))
+        .expect("valid");
+    let ex = execute(&reg, &mut slot, &case, &mut ReferenceCache::default());
+    let r = &ex.result;
+    assert!(r.facts.contains_key("judged_on"), "{}", r.detail);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.detail);
+    assert!(
+        r.detail
+            .contains("18812 non-finite elements over the whole output")
+            && r.detail.contains("not judged"),
+        "{}",
+        r.detail
+    );
+}
+
 /// A transpose of one big plane is sampled in runs of its flat result (its rows, x's columns,
 /// are too long to sample whole); one of many small planes by planes; test_cont's slice by its
 /// rows. The widths divide the result and leave 16 runs or more.
