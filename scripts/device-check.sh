@@ -488,7 +488,7 @@ part_own-memcheck() {
   local K=${1:-$K} tag=${1:+-$(basename "${1:-}")}
   OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck$tag --alloc exact --sanitize memcheck
 }
-# `own-memcheck-batch@N`: the same with N cases per sanitized worker (`--batch N`; 16 by
+# `own-memcheck-batch@N`: the same with N cases per sanitized worker (`--batch N`; 64 by
 # default), its sweep own-memcheck-batch-N.
 part_own-memcheck-batch() {
   local n=${1:?own-memcheck-batch@N: cases per worker}
