@@ -704,9 +704,22 @@ pub(crate) struct SampledAt<'a> {
 
 /// Whether any of the inputs an op made (`Op::made_inputs`) holds a non-finite value: a mask's
 /// -inf, which makes the reference non-finite wherever it lies.
+/// Read in parallel and stopped at the first: a made input can be gigabytes.
 pub fn holds_nonfinite(made: &[(usize, HostTensor)]) -> bool {
-    made.iter()
-        .any(|(_, t)| t.dtype.is_float() && Scan::of_bytes(&t.bytes, t.dtype).nonfinite > 0)
+    use crate::model::dtype::DType;
+    use rayon::prelude::*;
+    made.iter().any(|(_, t)| {
+        let nonfinite: fn(&[u8]) -> bool = match t.dtype {
+            DType::F32 => |x| !f32::from_le_bytes([x[0], x[1], x[2], x[3]]).is_finite(),
+            DType::F16 => |x| u16::from_le_bytes([x[0], x[1]]) & 0x7C00 == 0x7C00,
+            DType::Bf16 => |x| u16::from_le_bytes([x[0], x[1]]) & 0x7F80 == 0x7F80,
+            _ => return false,
+        };
+        let e = t.dtype.size() as usize;
+        t.bytes
+            .par_chunks(e << 16)
+            .any(|c| c.chunks_exact(e).any(nonfinite))
+    })
 }
 
 /// An output judged on its sampled slices and its scan: elements never written anywhere in it
@@ -1227,6 +1240,26 @@ mod tests {
         );
         let c = judge_output(&d, &out_rows(&bad, 4), &reference, inf, at, tol, true);
         assert_eq!(c.verdict, Verdict::WrongValues);
+    }
+
+    /// A made input's -inf or NaN is seen in each float type wherever it lies, past the first
+    /// parallel chunk too; finite values and integer inputs are not.
+    #[test]
+    fn made_inputs_holding_a_nonfinite_value_are_told_apart() {
+        let n = (1 << 17) + 5;
+        let finite: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+        for d in [DType::F32, DType::F16, DType::Bf16] {
+            let t = HostTensor::from_f32(d, [n as i64, 1, 1, 1], &finite);
+            assert!(!holds_nonfinite(&[(0, t)]), "{d}");
+            for (at, x) in [(n - 1, f32::NEG_INFINITY), (70_000, f32::NAN)] {
+                let mut v = finite.clone();
+                v[at] = x;
+                let t = HostTensor::from_f32(d, [n as i64, 1, 1, 1], &v);
+                assert!(holds_nonfinite(&[(2, t)]), "{d} {x} at {at}");
+            }
+        }
+        let ints = HostTensor::from_f32(DType::I32, [4, 1, 1, 1], &[1.0, 2.0, 3.0, 4.0]);
+        assert!(!holds_nonfinite(&[(1, ints)]));
     }
 
     #[test]
