@@ -546,14 +546,15 @@ PY
 }
 
 # Sampled judging against whole judging, case by case, on the cases small enough for both
-# (up to JUDGING_MAXE elements, 2^24 by default): kedge's row ops natively, and (after
+# (up to JUDGING_MAXE elements, 2^26 by default: every size `--judge auto` samples below the
+# big cases, from 2^20): kedge's row ops natively, and (after
 # ggml-wait) the build's ops sliced by rows, planes, batches and gathered rows
 # (JUDGING_GGML_OPS). Every case must get the same verdict and detector. JUDGING_MAXTIME bounds
 # each of the two sweeps (the cases both ran are compared).
 judging_pair() { # NAME SWEEP-ARGS...
   local name=$1; shift
   for j in full sampled; do
-    run judging-$name-$j "$K" sweep default "$@" --judge $j --max-elements "${JUDGING_MAXE:-16777216}" \
+    run judging-$name-$j "$K" sweep default "$@" --judge $j --max-elements "${JUDGING_MAXE:-67108864}" \
       ${JUDGING_MAXTIME:+--max-time "$JUDGING_MAXTIME"} --force --out "$W/judging-$name-$j"
   done
   python3 - "$W/judging-$name-full/results.jsonl" "$W/judging-$name-sampled/results.jsonl" <<'PY' | sed "s/^/    judging-$name: /" | tee -a "$SUM"
