@@ -521,6 +521,9 @@ impl Workers {
     fn sanitize_spec(&self, tool: Tool) -> Result<SanitizeSpec, EngineError> {
         let path = san::find_sanitizer()?;
         let mut cfg = SanitizerConfig::new(tool);
+        if san::accepts_option(&path, san::EXCLUDE_OPTION) {
+            cfg.exclude_helpers();
+        }
         if let Some(a) = &self.opts.sanitizer_args {
             cfg.apply_args(a)?;
         }

@@ -15,7 +15,7 @@ mod xml;
 pub use attribute::{
     attribute, case_findings, findings_to_verdict, Attribution, CaseFindings, RecordClass,
 };
-pub(crate) use command::find_sanitizer;
+pub(crate) use command::{accepts_option, find_sanitizer, EXCLUDE_OPTION};
 pub use command::{parse_tools, SanitizerConfig, Tool};
 pub(crate) use run::merge_into_result;
 pub use run::{analyze_run, SanitizedRun};
