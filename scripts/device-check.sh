@@ -90,6 +90,7 @@ part_env() {
   { echo "commit: $(cat .bin/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"; echo "binary: $("$K" --version 2>&1 | head -1)"; date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     compute-sanitizer --version | tail -1; nvcc --version | tail -1
+    echo "compute-sanitizer --kernel-name-exclude: $(compute-sanitizer --help 2>&1 | grep -c -- '--kernel-name-exclude') lines of its help"
     for t in nsys ncu; do echo "$t: $(command -v $t || echo absent)"; done
     # The host's CPU: ggml's CPU reference is most of a ggml sweep's case time.
     echo "host: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g 2>/dev/null | awk '/^Mem:/ {print $2}') GiB"; } > "$W/env.txt" 2>&1
@@ -493,6 +494,13 @@ part_own-memcheck() {
 part_own-memcheck-batch() {
   local n=${1:?own-memcheck-batch@N: cases per worker}
   OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck-batch-$n --alloc exact --sanitize memcheck --batch "$n"
+}
+# `own-memcheck-all-kernels`: the same with kedge's own kernels (draws, scans) instrumented
+# too: a kernel filter no kernel matches in place of kedge's `kns=kedge_`, to measure what
+# leaving them out saves. Its sweep own-memcheck-all-kernels.
+part_own-memcheck-all-kernels() {
+  OWN_MAXTIME=${OWN_MEMCHECK_MAXTIME:-2m} own_sweep memcheck-all-kernels --alloc exact --sanitize memcheck \
+    --sanitizer-args "--kernel-name-exclude kns=no_kernel_is_named_this"
 }
 
 # The same default suite natively with an earlier build of kedge (KEDGE_BEFORE, a binary of
