@@ -104,7 +104,7 @@ impl SanitizerConfig {
         SanitizerConfig { tool, options }
     }
 
-    /// Leave kedge's own kernels ([`HELPER_KERNELS`]) uninstrumented, for every tool but
+    /// Leave kedge's own kernels (`kedge_*`) uninstrumented, for every tool but
     /// initcheck. A user's `--kernel-name-exclude` given after this replaces it.
     pub fn exclude_helpers(&mut self) -> &mut Self {
         if self.tool != Tool::Initcheck {
