@@ -653,8 +653,16 @@ fn run_line(
             )
         })
         .unwrap_or_default();
+    let slots = if row.slot_s.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {:.1} s from sending cases to their verdicts, {:.1} s reading sanitizer reports",
+            row.slot_s.cases_s, row.slot_s.read_out_s
+        )
+    };
     format!(
-        "{}: {} of {of} cases have results ({} run now in {:.1} s on {on}; {} workers{start_up}, {replaced} replaced, {:.1} s of slot time waiting for them): {} failures; results in {}",
+        "{}: {} of {of} cases have results ({} run now in {:.1} s on {on}; {} workers{start_up}, {replaced} replaced, {:.1} s of slot time waiting for them{slots}): {} failures; results in {}",
         row.under,
         row.cases,
         row.ran_now,

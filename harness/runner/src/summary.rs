@@ -49,6 +49,10 @@ pub struct RunSummary {
     /// summed over the slots.
     #[serde(default)]
     pub worker_wait_s: f64,
+    /// What the slots spent, as the supervisor saw it, beside the workers' own case times.
+    /// Absent where nothing was measured (the CPU plan, an older kedge's).
+    #[serde(default, skip_serializing_if = "SlotSeconds::is_empty")]
+    pub slot_s: SlotSeconds,
     /// Workers' start-up (their device opened, their libraries loaded), as each measured it:
     /// the median and the longest, in seconds. Absent when no worker started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +78,50 @@ pub struct RunSummary {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// Where the slots' time went, summed over the slots, in seconds: from sending each case to
+/// its verdict coming back (`cases_s`; beside the workers' own `time.cases_s`, what a case
+/// costs outside its timed phases), and waiting for sanitized workers to exit and reading
+/// their reports (`read_out_s`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlotSeconds {
+    /// Each case sent until its verdict came back.
+    pub cases_s: f64,
+    /// Sanitized workers' exits waited for and their reports read.
+    pub read_out_s: f64,
+}
+
+impl SlotSeconds {
+    /// Nothing measured.
+    pub fn is_empty(&self) -> bool {
+        self.cases_s == 0.0 && self.read_out_s == 0.0
+    }
+
+    /// Rounded to milliseconds, for the summary.
+    pub fn rounded(self) -> SlotSeconds {
+        let r = |x: f64| (x * 1e3).round() / 1e3;
+        SlotSeconds {
+            cases_s: r(self.cases_s),
+            read_out_s: r(self.read_out_s),
+        }
+    }
+}
+
+impl From<crate::run::SlotTime> for SlotSeconds {
+    fn from(t: crate::run::SlotTime) -> SlotSeconds {
+        SlotSeconds {
+            cases_s: t.cases.as_secs_f64(),
+            read_out_s: t.read_out.as_secs_f64(),
+        }
+    }
+}
+
+impl std::ops::AddAssign for SlotSeconds {
+    fn add_assign(&mut self, o: SlotSeconds) {
+        self.cases_s += o.cases_s;
+        self.read_out_s += o.read_out_s;
+    }
 }
 
 /// How long workers took to start.

@@ -450,7 +450,16 @@ impl GpuExecutor {
 struct PoolMarks {
     started: Vec<usize>,
     waited: Duration,
+    slot_time: SlotTime,
     startups: Vec<usize>,
+}
+
+/// The pools' slot time, summed.
+fn slot_time(pools: &[(u32, Supervisor)]) -> SlotTime {
+    pools
+        .iter()
+        .map(|(_, s)| s.slot_time())
+        .fold(SlotTime::default(), |a, b| a + b)
 }
 
 impl PoolMarks {
@@ -458,6 +467,7 @@ impl PoolMarks {
         PoolMarks {
             started: pools.iter().map(|(_, s)| s.workers_started()).collect(),
             waited: pools.iter().map(|(_, s)| s.waited()).sum(),
+            slot_time: slot_time(pools),
             startups: pools.iter().map(|(_, s)| s.startups().len()).collect(),
         }
     }
@@ -486,6 +496,7 @@ impl PoolMarks {
                 .sum::<Duration>()
                 .saturating_sub(self.waited)
                 .as_secs_f64(),
+            slot_time: slot_time(pools).since(self.slot_time).into(),
             worker_start_s: pools
                 .iter()
                 .zip(&self.startups)

@@ -59,6 +59,7 @@ impl Executor for HostExecutor<'_> {
     fn run(&mut self, cases: &[Case], sink: &mut Sink<'_>) -> Result<RunStats, EngineError> {
         let t0 = Instant::now();
         let waited_before = self.sup.waited();
+        let slot_before = self.sup.slot_time();
         let started_before = self.sup.startups().len();
         let progress = Ticker::start(&self.events, Under::Native, cases.len());
         let summary = self
@@ -83,6 +84,7 @@ impl Executor for HostExecutor<'_> {
                 .waited()
                 .saturating_sub(waited_before)
                 .as_secs_f64(),
+            slot_time: self.sup.slot_time().since(slot_before).into(),
             worker_start_s: self.sup.startups()[started_before..].to_vec(),
             per_gpu: Vec::new(),
         })

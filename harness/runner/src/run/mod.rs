@@ -34,8 +34,9 @@ pub(crate) use protocol::BenchSpec;
 pub use protocol::{FatalKind, WorkerMsg, WorkerSpec};
 pub use schedule::DeviceList;
 pub use supervisor::{
-    standbys_per_slot, standbys_wanted, warm_up_cases, SanitizeSpec, StandbyNeed, Supervisor,
-    SupervisorConfig, SupervisorError, MAX_STANDBYS, RECORD_CAP_BYTES, STANDBYS_AT_MOST,
+    standbys_per_slot, standbys_wanted, warm_up_cases, SanitizeSpec, SlotTime, StandbyNeed,
+    Supervisor, SupervisorConfig, SupervisorError, MAX_STANDBYS, RECORD_CAP_BYTES,
+    STANDBYS_AT_MOST,
 };
 
 use crate::exit;
@@ -67,6 +68,9 @@ pub struct RunStats {
     /// over the slots (worker time, like the phases of `TimeSpent`).
     #[serde(default)]
     pub(crate) worker_wait_s: f64,
+    /// Where the slots' time went besides (`summary::SlotSeconds`).
+    #[serde(default)]
+    pub(crate) slot_time: crate::summary::SlotSeconds,
     /// Each worker's start-up in seconds (as it measured it: its device opened, its
     /// libraries loaded), in the order they were taken.
     #[serde(default)]
@@ -83,6 +87,7 @@ impl RunStats {
         self.workers += more.workers;
         self.replaced += more.replaced;
         self.worker_wait_s += more.worker_wait_s;
+        self.slot_time += more.slot_time;
         self.worker_start_s.extend(more.worker_start_s);
         self.per_gpu.extend(more.per_gpu);
     }

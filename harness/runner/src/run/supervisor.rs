@@ -124,6 +124,39 @@ fn huge_pages(current: Option<String>) -> Option<String> {
 /// millisecond a record on the H200, so a case stops within seconds).
 pub const RECORD_CAP_BYTES: u64 = 4 << 20;
 
+/// Where a slot's time went, as the supervisor saw it (the worker's own phases are each
+/// result's `observed.timings`): from sending each case to its verdict coming back, and
+/// waiting for a sanitized worker to exit and reading its report. Beside the case times the
+/// workers measure, these tell what a case costs outside its timed phases (under memcheck,
+/// the tool's own work at each allocation, free and marker) and what reading reports costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SlotTime {
+    /// Sending each case until its verdict came back, summed.
+    pub cases: Duration,
+    /// A sanitized worker's exit waited for and its report read, summed.
+    pub read_out: Duration,
+}
+
+impl std::ops::Add for SlotTime {
+    type Output = SlotTime;
+    fn add(self, o: SlotTime) -> SlotTime {
+        SlotTime {
+            cases: self.cases + o.cases,
+            read_out: self.read_out + o.read_out,
+        }
+    }
+}
+
+impl SlotTime {
+    /// What was spent since `before` (an earlier reading of the same slots).
+    pub fn since(self, before: SlotTime) -> SlotTime {
+        SlotTime {
+            cases: self.cases.saturating_sub(before.cases),
+            read_out: self.read_out.saturating_sub(before.read_out),
+        }
+    }
+}
+
 /// What a supervisor starts its workers from and how long it waits for them.
 pub struct SupervisorConfig {
     /// The kedge binary (workers are `kedge worker`, reading `spec` as their first line).
@@ -323,6 +356,8 @@ pub struct Supervisor {
     upcoming: Vec<Case>,
     /// Time spent waiting for a worker to become ready, with cases waiting.
     waited: Duration,
+    /// Where the slot's time went besides: see [`SlotTime`].
+    slot_time: std::cell::Cell<SlotTime>,
     /// Workers that gave their last verdict and are exiting on their own: reaped when they
     /// have, killed if they still linger when the supervisor ends.
     exiting: Vec<Worker>,
@@ -378,6 +413,7 @@ impl Supervisor {
             startups: Vec::new(),
             upcoming: Vec::new(),
             waited: Duration::ZERO,
+            slot_time: std::cell::Cell::new(SlotTime::default()),
             exiting: Vec::new(),
             reading: None,
             overlap_read_out: true,
@@ -460,6 +496,15 @@ impl Supervisor {
     /// start, or a standby not ready yet).
     pub fn waited(&self) -> Duration {
         self.waited
+    }
+
+    /// Where the slot's time went so far, besides waiting for workers.
+    pub fn slot_time(&self) -> SlotTime {
+        self.slot_time.get()
+    }
+
+    fn add_slot_time(&self, more: SlotTime) {
+        self.slot_time.set(self.slot_time.get() + more);
     }
 
     /// How many standbys to keep: see [`standbys_wanted`].
@@ -755,8 +800,14 @@ impl Supervisor {
         let Some((mut w, turn)) = self.reading.take() else {
             return Ok(());
         };
+        let t = Instant::now();
         w.finish(Duration::from_secs(60));
-        self.read_out(&w, turn, pass)
+        let r = self.read_out(&w, turn, pass);
+        self.add_slot_time(SlotTime {
+            read_out: t.elapsed(),
+            ..SlotTime::default()
+        });
+        r
     }
 
     /// The worker for the next cases: the one kept from the last call, else a ready one
@@ -805,7 +856,12 @@ impl Supervisor {
             }
             let case = &cases[pass.i];
             turn.started += 1;
+            let t = Instant::now();
             let end = self.run_case(w, info, case);
+            self.add_slot_time(SlotTime {
+                cases: t.elapsed(),
+                ..SlotTime::default()
+            });
             turn.worker_gone |= end.gone;
             let mut r = end.result;
             r.under = pass.under;
@@ -920,8 +976,14 @@ impl Supervisor {
             self.reading = Some((w, turn));
             return Ok(true);
         }
+        let t = Instant::now();
         w.finish(Duration::from_secs(60));
-        self.read_out(&w, turn, pass)?;
+        let r = self.read_out(&w, turn, pass);
+        self.add_slot_time(SlotTime {
+            read_out: t.elapsed(),
+            ..SlotTime::default()
+        });
+        r?;
         Ok(true)
     }
 

@@ -762,6 +762,7 @@ fn summarize(
             wall_s: st.wall_s,
             workers: st.workers,
             worker_wait_s: (st.worker_wait_s * 1e3).round() / 1e3,
+            slot_s: st.slot_time.rounded(),
             worker_start_s: StartUp::of(&st.worker_start_s),
             device: fleet
                 .as_ref()

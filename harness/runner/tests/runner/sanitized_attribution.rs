@@ -448,6 +448,16 @@ fn a_sanitized_workers_exit_overlaps_the_next_batch() {
             vec!["waited"; 3]
         };
         assert_eq!(exits, want, "overlap {overlap}");
+        // The slot's time as the supervisor saw it: each exit not overlapped is a second of
+        // waiting (the fake lingers that long), counted as reading out, not as case time.
+        let t = sup.slot_time();
+        let waited_exits = want.iter().filter(|w| **w == "waited").count() as u32;
+        assert!(
+            t.read_out >= Duration::from_millis(950) * waited_exits,
+            "overlap {overlap}: {t:?}"
+        );
+        assert!(t.cases > Duration::ZERO, "{t:?}");
+        assert!(t.cases < Duration::from_millis(950), "{t:?}");
     }
 }
 
