@@ -108,15 +108,6 @@ impl SlotSeconds {
     }
 }
 
-impl From<crate::run::SlotTime> for SlotSeconds {
-    fn from(t: crate::run::SlotTime) -> SlotSeconds {
-        SlotSeconds {
-            cases_s: t.cases.as_secs_f64(),
-            read_out_s: t.read_out.as_secs_f64(),
-        }
-    }
-}
-
 impl std::ops::AddAssign for SlotSeconds {
     fn add_assign(&mut self, o: SlotSeconds) {
         self.cases_s += o.cases_s;

@@ -95,6 +95,15 @@ impl RunStats {
 
 use crate::summary::GpuRun;
 
+impl From<SlotTime> for crate::summary::SlotSeconds {
+    fn from(t: SlotTime) -> Self {
+        crate::summary::SlotSeconds {
+            cases_s: t.cases.as_secs_f64(),
+            read_out_s: t.read_out.as_secs_f64(),
+        }
+    }
+}
+
 /// Where results go as they become final.
 pub type Sink<'a> = dyn FnMut(CaseResult) -> Result<(), OutputError> + 'a;
 
