@@ -271,13 +271,7 @@ impl Scan {
                 s.unwritten += 1;
                 continue;
             }
-            let nonfinite = match dtype {
-                DType::F32 => !f32::from_le_bytes([x[0], x[1], x[2], x[3]]).is_finite(),
-                DType::F16 => u16::from_le_bytes([x[0], x[1]]) & 0x7C00 == 0x7C00,
-                DType::Bf16 => u16::from_le_bytes([x[0], x[1]]) & 0x7F80 == 0x7F80,
-                _ => false,
-            };
-            if nonfinite {
+            if dtype.is_nonfinite(x) {
                 s.nonfinite += 1;
             }
         }

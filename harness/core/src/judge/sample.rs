@@ -706,20 +706,15 @@ pub(crate) struct SampledAt<'a> {
 /// -inf, which makes the reference non-finite wherever it lies.
 /// Read in parallel and stopped at the first: a made input can be gigabytes.
 pub fn holds_nonfinite(made: &[(usize, HostTensor)]) -> bool {
-    use crate::model::dtype::DType;
     use rayon::prelude::*;
-    made.iter().any(|(_, t)| {
-        let nonfinite: fn(&[u8]) -> bool = match t.dtype {
-            DType::F32 => |x| !f32::from_le_bytes([x[0], x[1], x[2], x[3]]).is_finite(),
-            DType::F16 => |x| u16::from_le_bytes([x[0], x[1]]) & 0x7C00 == 0x7C00,
-            DType::Bf16 => |x| u16::from_le_bytes([x[0], x[1]]) & 0x7F80 == 0x7F80,
-            _ => return false,
-        };
-        let e = t.dtype.size() as usize;
-        t.bytes
-            .par_chunks(e << 16)
-            .any(|c| c.chunks_exact(e).any(nonfinite))
-    })
+    made.iter()
+        .filter(|(_, t)| t.dtype.is_float())
+        .any(|(_, t)| {
+            let e = t.dtype.size() as usize;
+            t.bytes
+                .par_chunks(e << 16)
+                .any(|c| c.chunks_exact(e).any(|x| t.dtype.is_nonfinite(x)))
+        })
 }
 
 /// An output judged on its sampled slices and its scan: elements never written anywhere in it

@@ -158,6 +158,16 @@ impl DType {
     pub(crate) const fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::Bf16)
     }
+    /// Whether one element's little-endian bytes `x` are an infinity or a NaN (every bit of
+    /// the exponent set); never for a type that is not a float.
+    pub(crate) fn is_nonfinite(self, x: &[u8]) -> bool {
+        match self {
+            DType::F32 => !f32::from_le_bytes([x[0], x[1], x[2], x[3]]).is_finite(),
+            DType::F16 => u16::from_le_bytes([x[0], x[1]]) & 0x7C00 == 0x7C00,
+            DType::Bf16 => u16::from_le_bytes([x[0], x[1]]) & 0x7F80 == 0x7F80,
+            _ => false,
+        }
+    }
     /// Every known spelling, for error messages.
     fn known() -> String {
         DType::ALL
