@@ -170,6 +170,18 @@ pub enum Event {
         /// Cases of the tier running at once on each GPU.
         per_gpu: usize,
     },
+    /// A tier of the admission is over: where a sweep's wall goes when its big cases run few
+    /// at a time.
+    TierEnded {
+        /// How the cases ran.
+        under: Under,
+        /// Cases of the tier that got a result.
+        ran: usize,
+        /// Cases of the tier running at once on each GPU.
+        per_gpu: usize,
+        /// Seconds from the tier's first case to its last result.
+        wall_s: f64,
+    },
     /// A GPU that could not join the run (it could not start a worker or has other limits).
     GpuLeftOut {
         /// Its ordinal.
@@ -423,6 +435,7 @@ impl Event {
             | Event::HostBackend { .. } => self.setup_line(),
             Event::Resuming { .. }
             | Event::Tier { .. }
+            | Event::TierEnded { .. }
             | Event::GpuLeftOut { .. }
             | Event::GpuLost { .. }
             | Event::BatchAgain { .. }
@@ -512,6 +525,12 @@ impl Event {
                 "{under}: {cases} cases of up to {} each: {per_gpu} at a time per GPU",
                 human_bytes(*largest_bytes)
             ),
+            Event::TierEnded {
+                under,
+                ran,
+                per_gpu,
+                wall_s,
+            } => format!("{under}: {ran} cases {per_gpu} at a time per GPU in {wall_s:.1} s"),
             Event::GpuLeftOut { gpu, why } => format!("gpu {gpu} left out: {why}"),
             Event::GpuLost {
                 under,
@@ -1044,6 +1063,23 @@ mod tests {
             l.contains("1 already in the cache; 1 did not compile"),
             "{l}"
         );
+    }
+
+    #[test]
+    fn a_tier_tells_its_wall_when_it_ends() {
+        let e = Event::TierEnded {
+            under: Under::Native,
+            ran: 852,
+            per_gpu: 2,
+            wall_s: 95.34,
+        };
+        assert_eq!(
+            e.human().expect("a running line"),
+            "native: 852 cases 2 at a time per GPU in 95.3 s"
+        );
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["event"], "tier-ended");
+        assert_eq!(json["wall_s"], 95.34);
     }
 
     #[test]

@@ -258,6 +258,8 @@ impl Executor for GpuExecutor {
         // Cases that ran out of device memory beside others: their verdicts wait for a run
         // alone (`OutOfRoom`).
         let mut again: Vec<Case> = Vec::new();
+        // Each tier's wall is told where there are several, or the one runs fewer at a time.
+        let tiered = tiers.len() > 1 || tiers.first().is_some_and(|t| t.slots < self.jobs);
         for (k, tier) in tiers.into_iter().enumerate() {
             // Out of time: the tiers left (bigger cases) start nothing.
             if self.budget.as_ref().is_some_and(|b| b.exhausted()) {
@@ -275,6 +277,14 @@ impl Executor for GpuExecutor {
             // Alone on its GPU already: one at a time, or the tier's one case.
             let mut room = OutOfRoom::new(tier.slots > 1 && tier_cases.len() > 1);
             let more = self.run_on(&tier_cases, tier.slots * gpus, &mut |r| room.pass(r, sink))?;
+            if tiered {
+                self.events.emit(Event::TierEnded {
+                    under: self.under,
+                    ran: more.ran,
+                    per_gpu: tier.slots,
+                    wall_s: more.wall_s,
+                });
+            }
             stats.add(more);
             stats.ran = stats.ran.saturating_sub(room.held.len());
             again.extend(room.held);
