@@ -676,8 +676,8 @@ fn run_line(
         String::new()
     } else {
         format!(
-            "; {:.1} s from sending cases to their verdicts, {:.1} s reading sanitizer reports",
-            row.slot_s.cases_s, row.slot_s.read_out_s
+            "; {:.1} s from sending cases to their verdicts, {:.1} s reading sanitizer reports, {:.1} s in pulls of cases",
+            row.slot_s.cases_s, row.slot_s.read_out_s, row.slot_s.pulls_s
         )
     };
     format!(

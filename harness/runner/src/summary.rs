@@ -83,19 +83,24 @@ fn is_zero(n: &usize) -> bool {
 /// Where the slots' time went, summed over the slots, in seconds: from sending each case to
 /// its verdict coming back (`cases_s`; beside the workers' own `time.cases_s`, what a case
 /// costs outside its timed phases), and waiting for sanitized workers to exit and reading
-/// their reports (`read_out_s`).
+/// their reports (`read_out_s`). `pulls_s` is the slots' time from taking cases off the queue
+/// to the last of them done: set against the wall times the slots, it is the time a slot had
+/// nothing to take; set against the others, the time a slot spent in a pull on neither.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct SlotSeconds {
     /// Each case sent until its verdict came back.
     pub cases_s: f64,
     /// Sanitized workers' exits waited for and their reports read.
     pub read_out_s: f64,
+    /// Each pull of cases from the queue, from taking it to its last case done.
+    #[serde(default)]
+    pub pulls_s: f64,
 }
 
 impl SlotSeconds {
     /// Nothing measured.
     pub fn is_empty(&self) -> bool {
-        self.cases_s == 0.0 && self.read_out_s == 0.0
+        self.cases_s == 0.0 && self.read_out_s == 0.0 && self.pulls_s == 0.0
     }
 
     /// Rounded to milliseconds, for the summary.
@@ -104,6 +109,7 @@ impl SlotSeconds {
         SlotSeconds {
             cases_s: r(self.cases_s),
             read_out_s: r(self.read_out_s),
+            pulls_s: r(self.pulls_s),
         }
     }
 }
@@ -112,6 +118,7 @@ impl std::ops::AddAssign for SlotSeconds {
     fn add_assign(&mut self, o: SlotSeconds) {
         self.cases_s += o.cases_s;
         self.read_out_s += o.read_out_s;
+        self.pulls_s += o.pulls_s;
     }
 }
 

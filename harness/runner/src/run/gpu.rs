@@ -506,7 +506,10 @@ impl PoolMarks {
                 .sum::<Duration>()
                 .saturating_sub(self.waited)
                 .as_secs_f64(),
-            slot_time: slot_time(pools).since(self.slot_time).into(),
+            slot_time: crate::summary::SlotSeconds {
+                pulls_s: sched.devices.iter().map(|d| d.busy.as_secs_f64()).sum(),
+                ..slot_time(pools).since(self.slot_time).into()
+            },
             worker_start_s: pools
                 .iter()
                 .zip(&self.startups)

@@ -100,6 +100,7 @@ impl From<SlotTime> for crate::summary::SlotSeconds {
         crate::summary::SlotSeconds {
             cases_s: t.cases.as_secs_f64(),
             read_out_s: t.read_out.as_secs_f64(),
+            pulls_s: 0.0,
         }
     }
 }

@@ -95,6 +95,8 @@ pub struct DeviceReport {
     /// Cases it finished.
     pub(crate) ran: usize,
     batches: usize,
+    /// Time in its batches, from taking each off the queue to its last case done.
+    pub(crate) busy: std::time::Duration,
     /// Every failed batch, oldest first (a device can fail and recover).
     failures: Vec<String>,
     /// Why it was given up, if it was.
@@ -107,6 +109,7 @@ impl DeviceReport {
             device,
             ran: 0,
             batches: 0,
+            busy: std::time::Duration::ZERO,
             failures: Vec::new(),
             lost: None,
         }
@@ -443,6 +446,7 @@ fn device_loop<T: Clone, R: Runner<T>>(
     let mut report = DeviceReport::new(id);
     let mut failures_in_row = 0;
     while let Some(batch) = queue.take(opts.batch, opts.least) {
+        let taken = std::time::Instant::now();
         let next: Vec<T> = queue
             .peek(UPCOMING)
             .iter()
@@ -465,6 +469,7 @@ fn device_loop<T: Clone, R: Runner<T>>(
             }
         });
         report.batches += 1;
+        report.busy += taken.elapsed();
         let unfinished: Vec<usize> = batch
             .iter()
             .zip(&finished)
@@ -749,6 +754,28 @@ mod tests {
             assert_eq!(s.devices[d as usize].ran, count(&by_id, d));
         }
         assert!(s.lost().next().is_none());
+    }
+
+    /// Each device's time in its pulls covers the cases it ran (2 ms each here), so the
+    /// slots' time in pulls against the wall shows where a slot had nothing to take.
+    #[test]
+    fn a_device_counts_its_time_in_pulls() {
+        let all = cases(20);
+        let fake = || Fake {
+            pause: Duration::from_millis(2),
+            ..Fake::default()
+        };
+        let mut devs = vec![(0, fake()), (1, fake())];
+        let (_, res) = sweep(&all, &mut devs, Options::default());
+        let s = res.unwrap();
+        for d in &s.devices {
+            assert!(
+                d.busy >= Duration::from_millis(2) * d.ran as u32,
+                "{} cases in {:?}",
+                d.ran,
+                d.busy
+            );
+        }
     }
 
     #[test]
