@@ -675,9 +675,15 @@ fn run_line(
     let slots = if row.slot_s.is_empty() {
         String::new()
     } else {
+        // A run without the queue (the host side) has no pulls to tell.
+        let pulls = if row.slot_s.pulls_s > 0.0 {
+            format!(", {:.1} s in pulls of cases", row.slot_s.pulls_s)
+        } else {
+            String::new()
+        };
         format!(
-            "; {:.1} s from sending cases to their verdicts, {:.1} s reading sanitizer reports, {:.1} s in pulls of cases",
-            row.slot_s.cases_s, row.slot_s.read_out_s, row.slot_s.pulls_s
+            "; {:.1} s from sending cases to their verdicts, {:.1} s reading sanitizer reports{pulls}",
+            row.slot_s.cases_s, row.slot_s.read_out_s
         )
     };
     format!(
