@@ -84,6 +84,19 @@ run() { # run NAME CMD...: time it, keep its output, note its exit status
   return 0
 }
 
+# EVENTS=1: the own-* and ggml-native sweeps also print their JSON events (`--format json`),
+# slimmed by scripts/timeline.py into WORK/NAME.timeline.jsonl: every event's time, so where a
+# sweep's wall went (a tier's tail, idle slots) can be read afterwards
+# (`scripts/timeline.py show FILE`).
+evsweep() { # NAME CMD...: the command, with its events on a timeline when EVENTS=1
+  local name=$1; shift
+  if [ "${EVENTS:-0}" = 1 ]; then
+    ( set -o pipefail; "$@" --format json | python3 scripts/timeline.py slim > "$W/$name.timeline.jsonl" )
+  else
+    "$@"
+  fi
+}
+
 part_env() {
   # The binary's own word for its commit (what every result's run.commit says), beside the
   # checkout's.
@@ -475,7 +488,7 @@ maxe() { [ -n "${SWEEP_MAXE:-}" ] && printf '%s\n' --max-elements "$SWEEP_MAXE";
 own_maxe() { local m=${OWN_MAXE-${SWEEP_MAXE:-}}; [ -n "$m" ] && printf '%s\n' --max-elements "$m"; }
 own_sweep() { # NAME SWEEP-ARGS...
   local name=$1; shift
-  run own-$name "$K" sweep default "$@" $(own_maxe) --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
+  run own-$name evsweep own-$name "$K" sweep default "$@" $(own_maxe) --max-time "${OWN_MAXTIME:-4m}" "$(fresh)" --out "$W/own-$name"
   mkdir -p "$OUT/baselines"
   "$K" gate --write-baseline "$OUT/baselines/kedge-h200-$name.jsonl" "$W/own-$name/results.jsonl" > "$W/own-$name-baseline.log" 2>&1
   say "    baseline kedge-h200-$name: $(tail -1 "$W/own-$name-baseline.log" | cut -c1-200)"
@@ -602,7 +615,7 @@ part_ggml-native() { ggml_native ggml-native "${SWEEP_MAXE:-}"; }
 part_ggml-tier() { GGML_MAXTIME=${GGML_TIER_MAXTIME:-${GGML_MAXTIME:-8m}} ggml_native ggml-tier 268435456; }
 ggml_native() { # NAME MAXE (empty: no element limit)
   local G name=$1 m=$2 base=corpora/baselines/ggml-cuda0-h200-native.jsonl; G=$(abspath "$GGML_CUDA_DIR")
-  run "$name" "$K" sweep default --ggml "$G" -b CUDA0 ${m:+--max-elements "$m"} --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/$name"
+  run "$name" evsweep "$name" "$K" sweep default --ggml "$G" -b CUDA0 ${m:+--max-elements "$m"} --max-time "${GGML_MAXTIME:-8m}" "$(fresh)" --out "$W/$name"
   # The shipped baseline is of the pull-request tier: a sweep of another tier (no element
   # limit: the whole default suite) is not gated against it here, since a baseline updated
   # from its own results would gate nothing.

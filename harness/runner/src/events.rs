@@ -181,6 +181,15 @@ pub enum Event {
         per_gpu: usize,
         /// Seconds from the tier's first case to its last result.
         wall_s: f64,
+        /// Workers that took the tier's cases after the first on each slot: one for each worker
+        /// a case ended (a crash, an abort, a fault) or a sanitizer's batch used up.
+        #[serde(default)]
+        replaced: usize,
+        /// Slot-seconds the tier's cases waited for a worker to be ready (a standby not yet
+        /// started when the one before it ended): with few slots, aborting cases in a row
+        /// cost this.
+        #[serde(default)]
+        waited_s: f64,
     },
     /// A GPU that could not join the run (it could not start a worker or has other limits).
     GpuLeftOut {
@@ -530,7 +539,18 @@ impl Event {
                 ran,
                 per_gpu,
                 wall_s,
-            } => format!("{under}: {ran} cases {per_gpu} at a time per GPU in {wall_s:.1} s"),
+                replaced,
+                waited_s,
+            } => {
+                let workers = if *replaced > 0 || *waited_s >= 0.05 {
+                    format!(
+                        " ({replaced} workers replaced, {waited_s:.1} s of slot time waiting for them)"
+                    )
+                } else {
+                    String::new()
+                };
+                format!("{under}: {ran} cases {per_gpu} at a time per GPU in {wall_s:.1} s{workers}")
+            }
             Event::GpuLeftOut { gpu, why } => format!("gpu {gpu} left out: {why}"),
             Event::GpuLost {
                 under,
@@ -888,9 +908,12 @@ impl<'a> Ticker<'a> {
     }
 }
 
-/// One JSON object a line, for programs.
+/// One JSON object a line, for programs. Each carries `t_s`, the seconds since the stream
+/// began (the command's start), so a program can lay a run's events on a timeline: which
+/// slots were idle when, what a tier's tail cost.
 pub struct JsonLines {
     out: Mutex<Stream<Box<dyn Write + Send>>>,
+    start: std::time::Instant,
 }
 
 impl JsonLines {
@@ -902,6 +925,7 @@ impl JsonLines {
     fn to(w: Box<dyn Write + Send>) -> JsonLines {
         JsonLines {
             out: Mutex::new(Stream::new("stdout", w)),
+            start: std::time::Instant::now(),
         }
     }
 }
@@ -910,9 +934,18 @@ impl Reporter for JsonLines {
     fn report(&self, event: &Event) -> Result<(), OutputError> {
         // Every event serializes (plain data, finite or null numbers); a failure here would
         // be a bug, said on the line rather than lost.
-        let line = serde_json::to_string(event).unwrap_or_else(|e| {
-            serde_json::json!({ "event": "unserializable", "why": e.to_string() }).to_string()
-        });
+        let t_s = (self.start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+        let line = match serde_json::to_value(event) {
+            Ok(serde_json::Value::Object(mut o)) => {
+                o.insert("t_s".to_string(), t_s.into());
+                serde_json::Value::Object(o).to_string()
+            }
+            Ok(v) => v.to_string(),
+            Err(e) => {
+                serde_json::json!({ "event": "unserializable", "why": e.to_string(), "t_s": t_s })
+                    .to_string()
+            }
+        };
         match self.out.lock() {
             Ok(mut o) => o.write(&format!("{line}\n")),
             Err(_) => Ok(()),
@@ -1045,6 +1078,10 @@ mod tests {
         assert_eq!(kinds, ["shard", "run-started", "case-finished", "phase"]);
         assert_eq!(lines[2]["result"]["verdict"], "launch-error");
         assert_eq!(lines[3]["seconds"], 0.5);
+        // Every line carries its time since the stream began, in order.
+        let times: Vec<f64> = lines.iter().filter_map(|l| l["t_s"].as_f64()).collect();
+        assert_eq!(times.len(), lines.len(), "a t_s on every line: {lines:?}");
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     }
 
     #[test]
@@ -1078,6 +1115,8 @@ mod tests {
             ran: 852,
             per_gpu: 2,
             wall_s: 95.34,
+            replaced: 0,
+            waited_s: 0.0,
         };
         assert_eq!(
             e.human().expect("a running line"),
@@ -1086,6 +1125,23 @@ mod tests {
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(json["event"], "tier-ended");
         assert_eq!(json["wall_s"], 95.34);
+        // Workers that cases ended, and the slots' wait for the next: said where there were.
+        let e = Event::TierEnded {
+            under: Under::Native,
+            ran: 586,
+            per_gpu: 1,
+            wall_s: 130.84,
+            replaced: 140,
+            waited_s: 88.27,
+        };
+        assert_eq!(
+            e.human().expect("a running line"),
+            "native: 586 cases 1 at a time per GPU in 130.8 s \
+             (140 workers replaced, 88.3 s of slot time waiting for them)"
+        );
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["replaced"], 140);
+        assert_eq!(json["waited_s"], 88.27);
     }
 
     #[test]
