@@ -9,7 +9,7 @@
 #   ci-kedge ci-ggml-build ci-ggml ci-ggml-pr-build ci-ggml-pr
 # A ggml build's whole space (see each part): ggml-unpack ggml-build-start ggml-wait own-native
 #   own-guard own-memcheck judging-own judging-ggml ggml-native ggml-tier coverage confirm ggml-memcheck
-#   pr-gate scheduled pool-memcheck memcheck-bands leftover pack
+#   pr-gate scheduled pool-memcheck memcheck-bands leftover pack ggml-big
 # timeout-phase: a kernel that never returns, under a short --timeout (HANG_TIMEOUT, default 5 s)
 # A part PART@ARG passes ARG to the part (leftover@DIR).
 # Lanes: a part lane:NAME:P1,P2,... runs those parts in the background, beside the parts after
@@ -760,6 +760,17 @@ print(f"    own-jobs -j {sys.argv[2]:>2}: {s['ran_now']} cases, wall {s['wall_s'
       f"case time {t['cases_s']:.1f} s (setup {t['setup_s']:.1f}, reference {t.get('reference_s', 0):.1f}, compare {t.get('compare_s', 0):.1f})")
 PY
   done
+}
+
+# ggml-big: the default ggml sweep's cases over BIG_OVER elements (default 4294967296: those
+# past 2^32, one per GPU on an H100), within BIG_MAXTIME (default 4m): to compare the big tiers'
+# walls, replacements and waits of two builds in one call. `ggml-big@BIN` runs it with another
+# kedge binary, its sweep ggml-big-BIN (this build's: ggml-big).
+part_ggml-big() {
+  local G bin=${1:-$K} tag=${1:+-$(basename "${1:-}")}; G=$(abspath "$GGML_CUDA_DIR")
+  run ggml-big$tag evsweep ggml-big$tag "$bin" sweep default --ggml "$G" -b CUDA0 --over-elements "${BIG_OVER:-4294967296}" \
+    --max-time "${BIG_MAXTIME:-4m}" --force --out "$W/ggml-big$tag"
+  grep -E "at a time per GPU|have results" "$W/ggml-big$tag.log" | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM"
 }
 
 # Cases that run out of device memory beside others are run again alone on their GPU (the
