@@ -6,12 +6,13 @@
 
 `slim` keeps every event's time (`t_s`) and name, and of each verdict only what a timeline
 needs (op, dtype, shape, verdict, ms), so a whole sweep's stream fits in a report.
-`show` prints where the wall went: the run's phases and tiers with their start and end, and for
-each run the verdicts per interval, the longest gaps between verdicts and the last verdicts'
-times (a tail where few slots were busy). With `--slots N`, the slot-seconds the verdicts'
-case times leave unused in each tier.
+`show` prints where the wall went: the command's phases, and each run of cases (a tier, the
+cases run again alone) with its start and end, its verdicts per tenth of it and the longest
+gaps between verdicts (a tail where few slots were busy), and the slot-seconds its cases' own
+times leave (`--slots N`: the first tier's slots, which has no tier line).
 """
 import json
+import signal
 import sys
 
 
@@ -54,98 +55,81 @@ def show(path, slots):
     if not events:
         print("no events")
         return
-    # Split into runs (run-started .. run-ended) and tiers within them.
-    spans = []  # (label, start, end, verdict times, case ms)
+    if all(e.get("t_s") is None for e in events):
+        print("no event has a time (t_s): a kedge from before events carried it")
+        return
+    # Each executor run (run-started .. run-ended) is a span; a tier or alone-again event
+    # just before it names it, and a tier-ended event after it adds its figures.
+    spans = []
     cur = None
-    tier = None
+    label, per = None, None
     for e in events:
         t = e.get("t_s") or 0.0
         k = e.get("event")
-        if k == "run-started":
-            cur = {"label": f"run {e.get('under')}", "start": t, "end": t, "times": [], "ms": []}
-            tier = dict(cur, label=f"  first tier ({e.get('cases')} cases)", times=[], ms=[])
-        elif k == "tier" and cur is not None:
-            if tier is not None and tier["times"]:
-                tier["end"] = tier["times"][-1]
-                spans.append(tier)
-            tier = {
-                "label": f"  tier {e.get('cases')} cases {e.get('per_gpu')} at a time",
+        if k == "tier":
+            label = f"tier of {e.get('cases')} cases, {e.get('per_gpu')} at a time"
+            per = e.get("per_gpu")
+        elif k == "alone-again":
+            label, per = f"alone again, {e.get('cases')} cases", 1
+        elif k == "run-started":
+            cur = {
+                "label": label or f"run {e.get('under')}, {e.get('cases')} cases",
+                "per": per or slots,
                 "start": t,
                 "end": t,
                 "times": [],
                 "ms": [],
-                "per_gpu": e.get("per_gpu"),
             }
-        elif k == "alone-again" and cur is not None:
-            if tier is not None and tier["times"]:
-                tier["end"] = tier["times"][-1]
-                spans.append(tier)
-            tier = {
-                "label": f"  alone again {e.get('cases')} cases",
-                "start": t,
-                "end": t,
-                "times": [],
-                "ms": [],
-                "per_gpu": 1,
-            }
-        elif k == "tier-ended" and tier is not None:
-            tier["end"] = t
-            tier["note"] = (
-                f"wall {e.get('wall_s', 0):.1f} s, replaced {e.get('replaced', 0)}, "
-                f"waited {e.get('waited_s', 0):.1f} s"
-            )
-            spans.append(tier)
-            tier = None
-        elif k == "case-finished":
-            for s in (cur, tier):
-                if s is not None:
-                    s["times"].append(t)
-                    s["ms"].append(e.get("ms") or 0.0)
+            label, per = None, None
+        elif k == "case-finished" and cur is not None:
+            cur["times"].append(t)
+            cur["ms"].append(e.get("ms") or 0.0)
         elif k == "run-ended" and cur is not None:
             cur["end"] = t
-            if tier is not None and tier["times"]:
-                tier["end"] = tier["times"][-1]
-                spans.append(tier)
-            tier = None
             spans.append(cur)
             cur = None
+        elif k == "tier-ended" and spans:
+            spans[-1]["note"] = (
+                f"tier wall {e.get('wall_s', 0):.1f} s, {e.get('replaced', 0)} workers replaced, "
+                f"{e.get('waited_s', 0):.1f} s waited for them"
+            )
         elif k == "phase":
             print(f"phase {e.get('name')}: {e.get('seconds', 0):.1f} s (ends at {t:.1f} s)")
-    print(f"events: {len(events)}, last at {events[-1].get('t_s', 0):.1f} s")
+    print(f"events: {len(events)}, last at {events[-1].get('t_s') or 0:.1f} s")
     for s in spans:
         n = len(s["times"])
         wall = s["end"] - s["start"]
-        line = f"{s['label']}: {s['start']:.1f} .. {s['end']:.1f} s ({wall:.1f} s), {n} verdicts"
-        if s.get("note"):
-            line += f"; {s['note']}"
         case_s = sum(s["ms"]) / 1000.0
-        line += f"; case time {case_s:.1f} s"
-        per = s.get("per_gpu") or slots
-        if per and wall > 0:
-            line += f", {per * wall - case_s:.1f} of {per * wall:.1f} slot-s outside case time"
+        line = (
+            f"{s['label']}: {s['start']:.1f} .. {s['end']:.1f} s ({wall:.1f} s), {n} verdicts, "
+            f"case time {case_s:.1f} s"
+        )
+        if s["per"] and wall > 0:
+            line += f", {s['per'] * wall - case_s:.1f} of {s['per'] * wall:.1f} slot-s outside it"
         print(line)
-        if not s["label"].startswith("run") or n == 0:
+        if s.get("note"):
+            print(f"    {s['note']}")
+        if n < 10 or wall <= 0:
             continue
-        times = s["times"]
-        # Verdicts per tenth of the run: where the pace falls off.
-        step = max(wall / 10.0, 1e-9)
+        # Verdicts per tenth of the span: where the pace falls off.
+        step = wall / 10.0
         counts = [0] * 10
-        for t in times:
+        for t in s["times"]:
             counts[min(int((t - s["start"]) / step), 9)] += 1
         print(f"    verdicts per {step:.1f} s: {counts}")
+        times = s["times"]
         gaps = sorted(
             ((b - a, a) for a, b in zip([s["start"]] + times, times + [s["end"]])),
             reverse=True,
         )[:5]
         print("    longest gaps: " + ", ".join(f"{g:.1f} s at {a:.1f}" for g, a in gaps))
-        last = times[-min(10, n):]
-        print("    last verdicts at: " + ", ".join(f"{t:.1f}" for t in last))
 
 
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "slim":
         slim(sys.stdin, sys.stdout)
     elif len(sys.argv) >= 3 and sys.argv[1] == "show":
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         slots = None
         if "--slots" in sys.argv:
             slots = int(sys.argv[sys.argv.index("--slots") + 1])

@@ -18,12 +18,6 @@ struct Tier {
     cases: Vec<usize>,
     /// The largest case's tensor bytes.
     largest: u64,
-    /// Each case's tensors fit in half the device's memory: a tier of one slot whose cases run
-    /// alone for want of room beside each other, or for their host work, not because each needs
-    /// the whole GPU. Its slot keeps standbys as a tier of two slots does
-    /// (`standbys_per_slot`): a worker's context is small beside the half left, and its big
-    /// cases are where a build's aborts come in runs.
-    roomy: bool,
 }
 
 /// A case's tensor bytes on the device and what its host side holds of them: as much again
@@ -128,11 +122,7 @@ fn admission_tiers(
     let mut tiers: Vec<Tier> = Vec::new();
     for (i, &b) in bytes.iter().enumerate() {
         let slots = if jobs == 1 { 1 } else { slots_for(b) };
-        let roomy = b.device <= device_bytes / 2;
-        match tiers
-            .iter_mut()
-            .find(|t| t.slots == slots && t.roomy == roomy)
-        {
+        match tiers.iter_mut().find(|t| t.slots == slots) {
             Some(t) => {
                 t.cases.push(i);
                 t.largest = t.largest.max(b.device);
@@ -141,12 +131,10 @@ fn admission_tiers(
                 slots,
                 cases: vec![i],
                 largest: b.device,
-                roomy,
             }),
         }
     }
-    // Most slots first; of one slot, the roomy cases before those that need the whole GPU.
-    tiers.sort_by_key(|t| (std::cmp::Reverse(t.slots), !t.roomy));
+    tiers.sort_by_key(|t| std::cmp::Reverse(t.slots));
     tiers
 }
 
@@ -171,7 +159,7 @@ fn tiers_by_class(tiers: Vec<Tier>, bytes: &[CaseBytes], class: impl Fn(usize) -
                 continue;
             };
             match out.last_mut() {
-                Some(last) if last.slots == t.slots && last.roomy == t.roomy => {
+                Some(last) if last.slots == t.slots => {
                     last.cases.extend(cases);
                     last.largest = last.largest.max(largest);
                 }
@@ -179,7 +167,6 @@ fn tiers_by_class(tiers: Vec<Tier>, bytes: &[CaseBytes], class: impl Fn(usize) -
                     slots: t.slots,
                     cases,
                     largest,
-                    roomy: t.roomy,
                 }),
             }
         }
@@ -289,9 +276,7 @@ impl Executor for GpuExecutor {
             }
             // Alone on its GPU already: one at a time, or the tier's one case.
             let mut room = OutOfRoom::new(tier.slots > 1 && tier_cases.len() > 1);
-            let more = self.run_on(&tier_cases, tier.slots * gpus, tier.roomy, &mut |r| {
-                room.pass(r, sink)
-            })?;
+            let more = self.run_on(&tier_cases, tier.slots * gpus, &mut |r| room.pass(r, sink))?;
             if tiered {
                 self.events.emit(Event::TierEnded {
                     under: self.under,
@@ -313,7 +298,7 @@ impl Executor for GpuExecutor {
                 under: self.under,
                 cases: again.len(),
             });
-            let more = self.run_on(&again, gpus, false, &mut |mut r| {
+            let more = self.run_on(&again, gpus, &mut |mut r| {
                 r.detail.push_str(if r.verdict == Verdict::ResourceLimit {
                     ALONE_SAME_NOTE
                 } else {
@@ -368,13 +353,11 @@ impl OutOfRoom {
 }
 
 impl GpuExecutor {
-    /// Run `cases` on the first `slots` pools; `roomy`: each fits in half the device's memory
-    /// (`Tier::roomy`).
+    /// Run `cases` on the first `slots` pools.
     fn run_on(
         &mut self,
         cases: &[Case],
         slots: usize,
-        roomy: bool,
         sink: &mut Sink<'_>,
     ) -> Result<RunStats, EngineError> {
         if cases.is_empty() {
@@ -382,7 +365,7 @@ impl GpuExecutor {
         }
         let n = slots.min(self.pools.len());
         let under = self.under;
-        let overlap = self.fit_pools(n, roomy);
+        let overlap = self.fit_pools(n);
         let pools = &mut self.pools[..n];
         let t0 = Instant::now();
         let before = PoolMarks::of(pools);
@@ -446,10 +429,9 @@ impl GpuExecutor {
         (self.pools.len() / self.jobs.max(1)).max(1)
     }
 
-    /// Give the first `n` pools (a tier's; `roomy`: see `Tier::roomy`) their threads, standbys
-    /// and whether a sanitized worker's exit overlaps the next batch (returned), and let the
-    /// others' workers go.
-    fn fit_pools(&mut self, n: usize, roomy: bool) -> bool {
+    /// Give the first `n` pools (a tier's) their threads, standbys and whether a sanitized
+    /// worker's exit overlaps the next batch (returned), and let the others' workers go.
+    fn fit_pools(&mut self, n: usize) -> bool {
         // The workers of a tier of big cases share the host's cores, each with its part for
         // its CPU-side work (inputs, reference, comparison). With every slot in use the cases
         // are small and each worker may use every core for its bursts: on the H200 (16 cores,
@@ -460,7 +442,7 @@ impl GpuExecutor {
         let threads = tier_threads(n, self.pools.len(), cores);
         // A tier of fewer slots keeps more standbys each, the GPU's processes as many as with
         // every slot in use: its cases are the big ones, where ggml's aborts come in runs.
-        let standbys = standbys_per_slot(n / self.gpus(), self.jobs, roomy);
+        let standbys = standbys_per_slot(n / self.gpus(), self.jobs);
         let overlap = self.overlaps(n);
         for (k, (_, s)) in self.pools.iter_mut().enumerate() {
             if k < n {

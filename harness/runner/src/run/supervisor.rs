@@ -1366,17 +1366,13 @@ pub const STANDBYS_AT_MOST: usize = 4;
 /// GPU has: the GPU keeps as many processes as when every slot runs with `MAX_STANDBYS` beside
 /// it, so a tier of fewer, bigger cases replaces its workers faster without more processes
 /// opening contexts at once than the full tier has; `STANDBYS_AT_MOST` at most. A slot alone on
-/// its GPU whose cases need the GPU's memory (`roomy` false: more than half of it, or those that
-/// ran out of it beside others, run again alone) keeps `MAX_STANDBYS`, since more contexts
-/// would take that memory. One alone for want of room beside another case, each case in half
-/// the memory, keeps as many as a slot of two: run 38's H100 spent 130.8 s on 586 such cases
-/// one at a time with one standby, where a run of aborting cases ends a worker faster than one
-/// starts (1.4 s).
-pub fn standbys_per_slot(slots: usize, jobs: usize, roomy: bool) -> usize {
-    if slots <= 1 && !roomy {
+/// its GPU keeps `MAX_STANDBYS`: its cases are the ones that need the GPU's memory (those that
+/// ran out of it beside others, run again alone), which more contexts would take.
+pub fn standbys_per_slot(slots: usize, jobs: usize) -> usize {
+    if slots <= 1 {
         return MAX_STANDBYS;
     }
-    (jobs * MAX_STANDBYS / slots.max(1)).clamp(MAX_STANDBYS, STANDBYS_AT_MOST)
+    (jobs * MAX_STANDBYS / slots).clamp(MAX_STANDBYS, STANDBYS_AT_MOST)
 }
 
 /// Up to `n` of `cases`, in order, no two alike in what a warm-up depends on (op, impl,

@@ -289,24 +289,20 @@ fn standbys_are_kept_under_a_sanitizer_and_once_a_worker_was_lost() {
 fn a_tier_of_fewer_slots_keeps_more_standbys_each() {
     use kedge_runner::run::{standbys_per_slot, MAX_STANDBYS, STANDBYS_AT_MOST};
     // Every slot in use: one each (run 14's three a slot slowed guard mode).
-    assert_eq!(standbys_per_slot(8, 8, true), MAX_STANDBYS);
+    assert_eq!(standbys_per_slot(8, 8), MAX_STANDBYS);
     // Fewer slots share the full tier's standbys: the GPU keeps as many processes.
-    assert_eq!(standbys_per_slot(4, 8, true), 2);
-    assert_eq!(standbys_per_slot(3, 8, true), 2);
-    assert_eq!(standbys_per_slot(2, 8, true), STANDBYS_AT_MOST);
+    assert_eq!(standbys_per_slot(4, 8), 2);
+    assert_eq!(standbys_per_slot(3, 8), 2);
+    assert_eq!(standbys_per_slot(2, 8), STANDBYS_AT_MOST);
     assert_eq!(
-        standbys_per_slot(2, 16, true),
+        standbys_per_slot(2, 16),
         STANDBYS_AT_MOST,
         "a few, not eight"
     );
-    // A slot alone on its GPU whose cases need the GPU's memory: one, as before.
-    assert_eq!(standbys_per_slot(1, 8, false), MAX_STANDBYS);
-    assert_eq!(standbys_per_slot(1, 1, false), MAX_STANDBYS);
-    assert_eq!(standbys_per_slot(0, 0, false), MAX_STANDBYS);
-    // Alone for want of room beside each other, each in half the memory: as many as two slots.
-    assert_eq!(standbys_per_slot(1, 8, true), STANDBYS_AT_MOST);
-    // One job: the one slot keeps one, roomy or not.
-    assert_eq!(standbys_per_slot(1, 1, true), MAX_STANDBYS);
+    // A slot alone on its GPU (its cases need the GPU's memory): one, as before.
+    assert_eq!(standbys_per_slot(1, 8), MAX_STANDBYS);
+    assert_eq!(standbys_per_slot(1, 1), MAX_STANDBYS);
+    assert_eq!(standbys_per_slot(0, 0), MAX_STANDBYS);
 }
 
 #[test]
