@@ -543,8 +543,13 @@ impl Event {
                 waited_s,
             } => {
                 let workers = if *replaced > 0 || *waited_s >= 0.05 {
+                    let (n, them) = if *replaced == 1 {
+                        ("worker", "it")
+                    } else {
+                        ("workers", "them")
+                    };
                     format!(
-                        " ({replaced} workers replaced, {waited_s:.1} s of slot time waiting for them)"
+                        " ({replaced} {n} replaced, {waited_s:.1} s of slot time waiting for {them})"
                     )
                 } else {
                     String::new()
@@ -1142,6 +1147,19 @@ mod tests {
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(json["replaced"], 140);
         assert_eq!(json["waited_s"], 88.27);
+        let one = Event::TierEnded {
+            under: Under::Native,
+            ran: 8,
+            per_gpu: 1,
+            wall_s: 191.6,
+            replaced: 1,
+            waited_s: 0.0,
+        };
+        assert_eq!(
+            one.human().expect("a running line"),
+            "native: 8 cases 1 at a time per GPU in 191.6 s \
+             (1 worker replaced, 0.0 s of slot time waiting for it)"
+        );
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl CaseBytes {
 /// so side by side they take as long in all as one after the other (on the H200 a 2^29-element
 /// rms_norm took 2 s alone and 15 to 20 s eight at a time) and hold several times the host
 /// memory.
-const ALONE_FROM_BYTES: u64 = 4 << 30;
+pub(crate) const ALONE_FROM_BYTES: u64 = 4 << 30;
 
 /// Group cases by how many may run at once on one GPU: `slots` cases of `bytes` each must fit
 /// in half the device's memory (the rest is the driver's, cuBLASLt's workspaces and

@@ -13,6 +13,7 @@ pub mod budget;
 mod cpu;
 mod error;
 mod gpu;
+pub(crate) use gpu::ALONE_FROM_BYTES;
 mod host;
 pub mod lifecycle;
 pub(crate) mod protocol;

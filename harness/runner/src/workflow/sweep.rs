@@ -29,6 +29,7 @@ use crate::select::{largest_tensor_elements, order, MaxElements, Selection, Shar
 pub use crate::summary::{RunSummary, SweepSummary};
 use crate::summary::{StartUp, TimeSpent};
 use kedge_core::cuda::nvrtc;
+use kedge_core::judge::sample::{big_and_whole, Judging};
 use kedge_core::{Case, Kernel, LimitsProfile, Registry, SuiteInfo, Tool, Under};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -702,8 +703,8 @@ fn run_one(
     ))
 }
 
-/// The sweep's summary, a row per executor (each said as a line), and the (bytes of tensors,
-/// seconds) of each case run now: what cases not run are costed by.
+/// The sweep's summary, a row per executor (each said as a line), and the cost and seconds of
+/// each case run now: what cases not run are costed by.
 fn summarize(
     req: &SweepRequest,
     reg: &Registry,
@@ -712,7 +713,7 @@ fn summarize(
     runs: Vec<(ExecutorRun, usize)>,
     fleet: Option<crate::run::Fleet>,
     results_path: &std::path::Path,
-) -> (SweepSummary, Vec<(u64, f64)>) {
+) -> (SweepSummary, Costs) {
     let ids: HashSet<String> = cases.iter().map(Case::id).collect();
     let allocs = req
         .selection
@@ -720,7 +721,10 @@ fn summarize(
         .clone()
         .unwrap_or_else(|| "exact".into());
     let mut summary = SweepSummary::default();
-    let mut costs: Vec<(u64, f64)> = Vec::new();
+    let mut costs = Costs {
+        ran: Vec::new(),
+        judging: req.engine.judging,
+    };
     for (x, left) in runs {
         let under = x.under;
         let mine: Vec<_> = set
@@ -736,14 +740,10 @@ fn summarize(
             .collect();
         let time = TimeSpent::of(&now);
         if req.engine.budget.is_some() {
-            costs.extend(now.iter().map(|r| {
-                let b = reg
-                    .op(&r.case.op)
-                    .and_then(|op| op.tensors(&r.case))
-                    .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
-                    .unwrap_or(0);
-                (b, r.ms / 1e3)
-            }));
+            costs.ran.extend(
+                now.iter()
+                    .map(|r| (Cost::of(reg, &r.case, req.engine.judging), r.ms / 1e3)),
+            );
         }
         let st = &x.stats;
         let row = RunSummary {
@@ -861,7 +861,7 @@ fn not_run_list(
     budget: Option<&TimeBudget>,
     summary: &SweepSummary,
     not_run: &[(Under, Case)],
-    costs: &[(u64, f64)],
+    costs: &Costs,
     events: &Events,
 ) -> Result<Option<NotRun>, Error> {
     match budget {
@@ -887,7 +887,7 @@ fn out_of_time(
     budget: &TimeBudget,
     summary: &SweepSummary,
     not_run: &[(Under, Case)],
-    costs: &[(u64, f64)],
+    costs: &Costs,
     events: &Events,
 ) -> Result<Option<NotRun>, Error> {
     let wall_s: f64 = summary.runs.iter().map(|r| r.wall_s).sum();
@@ -916,21 +916,19 @@ fn out_of_time(
         });
     }
     // What the rest would cost: each case not run costs what the case run now nearest to it
-    // in bytes of tensors took (a case's time follows its bytes), scaled by how many ran at
-    // once (this sweep's wall time over its cases' summed time).
-    let bytes = |c: &Case| -> u64 {
-        reg.op(&c.op)
-            .and_then(|op| op.tensors(c))
-            .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
-            .unwrap_or(0)
-    };
-    let left: Vec<u64> = not_run.iter().map(|(_, c)| bytes(c)).collect();
+    // in bytes of tensors took (a case's time follows its bytes), among those that run as it
+    // does (alone, or beside others), scaled by how many ran at once.
+    let left: Vec<Cost> = not_run
+        .iter()
+        .map(|(_, c)| Cost::of(reg, c, costs.judging))
+        .collect();
+    let gpus = summary.runs.iter().map(|r| r.gpus.len()).max().unwrap_or(0);
     events.emit(Event::NotRun {
         why: why.clone(),
         cases: not_run.len(),
         file: file.clone(),
-        bytes: left.iter().fold(0u64, |a, &b| a.saturating_add(b)),
-        estimate_s: estimate_s(costs, wall_s, &left),
+        bytes: left.iter().fold(0u64, |a, c| a.saturating_add(c.bytes)),
+        estimate_s: estimate_s(&costs.ran, wall_s, gpus, &left),
     });
     Ok(Some(NotRun {
         why,
@@ -942,19 +940,65 @@ fn out_of_time(
     }))
 }
 
-/// Roughly how long cases of `left` bytes each would take, in seconds of wall time: each costs
-/// the seconds of the case in `costs` (bytes, seconds: the cases run now) nearest to it in
-/// bytes (by ratio), the sum scaled by `wall_s` over the summed seconds of `costs` (the cases
-/// that ran at once). `None` without costs.
-fn estimate_s(costs: &[(u64, f64)], wall_s: f64, left: &[u64]) -> Option<f64> {
+/// The cases run now, each with its cost and seconds, and how big cases were judged: what the
+/// cases a time limit left are costed by.
+struct Costs {
+    ran: Vec<(Cost, f64)>,
+    judging: Judging,
+}
+
+/// What a case costs, for the estimate of the cases a time limit left: its tensors' bytes (a
+/// case's time follows them), and whether it runs alone on its GPU (judged whole, its tensors
+/// past `ALONE_FROM_BYTES`: a CPU reference of the whole case on every core, one at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cost {
+    bytes: u64,
+    alone: bool,
+}
+
+impl Cost {
+    fn of(reg: &Registry, c: &Case, judging: Judging) -> Cost {
+        let Ok(op) = reg.op(&c.op) else {
+            return Cost {
+                bytes: 0,
+                alone: false,
+            };
+        };
+        let bytes = op
+            .tensors(c)
+            .map(|ts| ts.iter().map(|t| t.bytes).fold(0u64, u64::saturating_add))
+            .unwrap_or(0);
+        Cost {
+            bytes,
+            alone: bytes >= crate::run::ALONE_FROM_BYTES && big_and_whole(op, c, judging),
+        }
+    }
+}
+
+/// Roughly how long cases of `left` costs would take, in seconds of wall time. Each costs the
+/// seconds of the case in `costs` (the cases run now) nearest to it in bytes (by ratio) among
+/// those that run as it does, alone or beside others (any, where none does). Cases beside others
+/// are scaled by `wall_s` over the summed seconds of `costs` (how many ran at once); those alone
+/// run one per GPU of `gpus`. (Costed as the nearest in bytes of any kind and scaled as the
+/// cases beside them, run 39's 270 whole-judged 2^31- and 2^32-element cases left, at 5 to 39 s
+/// each, were "roughly 1m 13s more".) `None` without costs.
+fn estimate_s(costs: &[(Cost, f64)], wall_s: f64, gpus: usize, left: &[Cost]) -> Option<f64> {
     let worker_s: f64 = costs.iter().map(|c| c.1).sum();
     if costs.is_empty() || worker_s <= 0.0 || wall_s <= 0.0 {
         return None;
     }
-    let mut by_size: Vec<(u64, f64)> = costs.to_vec();
-    by_size.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let sorted = |alone: Option<bool>| -> Vec<(u64, f64)> {
+        let mut v: Vec<(u64, f64)> = costs
+            .iter()
+            .filter(|(c, _)| alone.is_none_or(|a| c.alone == a))
+            .map(|(c, s)| (c.bytes, *s))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        v
+    };
+    let (all, alone, shared) = (sorted(None), sorted(Some(true)), sorted(Some(false)));
     let ln = |b: u64| (b.max(1) as f64).ln();
-    let nearest = |b: u64| -> f64 {
+    let nearest = |by_size: &[(u64, f64)], b: u64| -> f64 {
         let i = by_size.partition_point(|c| c.0 < b);
         [i.checked_sub(1), (i < by_size.len()).then_some(i)]
             .into_iter()
@@ -963,8 +1007,24 @@ fn estimate_s(costs: &[(u64, f64)], wall_s: f64, left: &[u64]) -> Option<f64> {
             .min_by(|x, y| (ln(x.0) - ln(b)).abs().total_cmp(&(ln(y.0) - ln(b)).abs()))
             .map_or(0.0, |c| c.1)
     };
-    let sum: f64 = left.iter().map(|&b| nearest(b)).sum();
-    Some(sum * wall_s / worker_s)
+    let like = |c: &Cost| -> &[(u64, f64)] {
+        let same = if c.alone { &alone } else { &shared };
+        if same.is_empty() {
+            &all
+        } else {
+            same
+        }
+    };
+    let (mut beside, mut by_itself) = (0.0, 0.0);
+    for c in left {
+        let s = nearest(like(c), c.bytes);
+        if c.alone {
+            by_itself += s;
+        } else {
+            beside += s;
+        }
+    }
+    Some(beside * wall_s / worker_s + by_itself / gpus.max(1) as f64)
 }
 
 /// report.md (a person reads it first), summary.md (a CI step summary), report.json
@@ -991,17 +1051,58 @@ pub fn write_reports(
 
 #[cfg(test)]
 mod estimate_tests {
-    use super::estimate_s;
+    use super::{estimate_s, Cost};
+
+    fn shared(bytes: u64) -> Cost {
+        Cost {
+            bytes,
+            alone: false,
+        }
+    }
+
+    fn alone(bytes: u64) -> Cost {
+        Cost { bytes, alone: true }
+    }
 
     #[test]
     fn cases_not_run_cost_what_the_nearest_size_took() {
         // Small cases took 0.01 s, a 1 GiB one 2 s; two workers ran at once (wall = half).
-        let costs = [(1 << 10, 0.01), (2 << 10, 0.01), (1 << 30, 2.0)];
+        let costs = [
+            (shared(1 << 10), 0.01),
+            (shared(2 << 10), 0.01),
+            (shared(1 << 30), 2.0),
+        ];
         let wall = (0.01 + 0.01 + 2.0) / 2.0;
-        let got = estimate_s(&costs, wall, &[3 << 10, 2 << 30, 1 << 30]).unwrap();
+        let left = [shared(3 << 10), shared(2 << 30), shared(1 << 30)];
+        let got = estimate_s(&costs, wall, 1, &left).unwrap();
         assert!((got - (0.01 + 2.0 + 2.0) / 2.0).abs() < 1e-9, "{got}");
-        assert_eq!(estimate_s(&[], 1.0, &[1]), None);
-        assert_eq!(estimate_s(&costs, 1.0, &[]), Some(0.0));
+        assert_eq!(estimate_s(&[], 1.0, 1, &[shared(1)]), None);
+        assert_eq!(estimate_s(&costs, 1.0, 1, &[]), Some(0.0));
+    }
+
+    /// A big case judged whole costs what the nearest such case took, not a sampled case of
+    /// its size, and runs one per GPU, not at the sweep's pace beside others.
+    #[test]
+    fn cases_judged_whole_alone_cost_their_kind_one_per_gpu() {
+        const GB: u64 = 1 << 30;
+        // Eight at a time: sampled 16 GiB cases took 0.25 s each, one whole-judged 17 GiB
+        // case 39 s alone; the sweep's wall is an eighth of the shared cases' time plus it.
+        let mut costs: Vec<(Cost, f64)> = (0..64).map(|_| (shared(16 * GB), 0.25)).collect();
+        costs.push((alone(17 * GB), 39.0));
+        let wall = 64.0 * 0.25 / 8.0 + 39.0;
+        // Ten such whole-judged cases left: ten times 39 s on one GPU, 5 times on two.
+        let left = vec![alone(16 * GB); 10];
+        let one = estimate_s(&costs, wall, 1, &left).unwrap();
+        assert!((one - 390.0).abs() < 1e-9, "{one}");
+        let two = estimate_s(&costs, wall, 2, &left).unwrap();
+        assert!((two - 195.0).abs() < 1e-9, "{two}");
+        // Sampled cases left cost the sampled ones' time, at the sweep's pace.
+        let got = estimate_s(&costs, wall, 1, &[shared(17 * GB)]).unwrap();
+        let pace = wall / (64.0 * 0.25 + 39.0);
+        assert!((got - 0.25 * pace).abs() < 1e-9, "{got}");
+        // No whole-judged case ran: the nearest of any kind, one per GPU.
+        let got = estimate_s(&costs[..64], 2.0, 1, &[alone(16 * GB)]).unwrap();
+        assert!((got - 0.25).abs() < 1e-9, "{got}");
     }
 }
 
