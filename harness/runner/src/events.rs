@@ -1115,48 +1115,32 @@ mod tests {
 
     #[test]
     fn a_tier_tells_its_wall_when_it_ends() {
-        let e = Event::TierEnded {
+        let tier = |ran, per_gpu, wall_s, replaced, waited_s| Event::TierEnded {
             under: Under::Native,
-            ran: 852,
-            per_gpu: 2,
-            wall_s: 95.34,
-            replaced: 0,
-            waited_s: 0.0,
+            ran,
+            per_gpu,
+            wall_s,
+            replaced,
+            waited_s,
         };
-        assert_eq!(
-            e.human().expect("a running line"),
-            "native: 852 cases 2 at a time per GPU in 95.3 s"
-        );
+        let line = |e: &Event| e.human().expect("a running line");
+        let e = tier(852, 2, 95.34, 0, 0.0);
+        assert_eq!(line(&e), "native: 852 cases 2 at a time per GPU in 95.3 s");
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(json["event"], "tier-ended");
         assert_eq!(json["wall_s"], 95.34);
         // Workers that cases ended, and the slots' wait for the next: said where there were.
-        let e = Event::TierEnded {
-            under: Under::Native,
-            ran: 586,
-            per_gpu: 1,
-            wall_s: 130.84,
-            replaced: 140,
-            waited_s: 88.27,
-        };
+        let e = tier(586, 1, 130.84, 140, 88.27);
         assert_eq!(
-            e.human().expect("a running line"),
+            line(&e),
             "native: 586 cases 1 at a time per GPU in 130.8 s \
              (140 workers replaced, 88.3 s of slot time waiting for them)"
         );
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(json["replaced"], 140);
         assert_eq!(json["waited_s"], 88.27);
-        let one = Event::TierEnded {
-            under: Under::Native,
-            ran: 8,
-            per_gpu: 1,
-            wall_s: 191.6,
-            replaced: 1,
-            waited_s: 0.0,
-        };
         assert_eq!(
-            one.human().expect("a running line"),
+            line(&tier(8, 1, 191.6, 1, 0.0)),
             "native: 8 cases 1 at a time per GPU in 191.6 s \
              (1 worker replaced, 0.0 s of slot time waiting for it)"
         );
