@@ -765,11 +765,12 @@ PY
 # ggml-big: the default ggml sweep's cases over BIG_OVER elements (default 4294967296: those
 # past 2^32, one per GPU on an H100), within BIG_MAXTIME (default 4m): to compare the big tiers'
 # walls, replacements and waits of two builds in one call. `ggml-big@BIN` runs it with another
-# kedge binary, its sweep ggml-big-BIN (this build's: ggml-big).
+# kedge binary, its sweep ggml-big-BIN (this build's: ggml-big). BIG_ARGS: more sweep flags, one
+# op's cases of some types for an A/B of its reference ("-o set_rows -p type_dst=q4_0,").
 part_ggml-big() {
   local G bin=${1:-$K} tag=${1:+-$(basename "${1:-}")}; G=$(abspath "$GGML_CUDA_DIR")
   run ggml-big$tag evsweep ggml-big$tag "$bin" sweep default --ggml "$G" -b CUDA0 --over-elements "${BIG_OVER:-4294967296}" \
-    --max-time "${BIG_MAXTIME:-4m}" --force --out "$W/ggml-big$tag"
+    ${BIG_ARGS:-} --max-time "${BIG_MAXTIME:-4m}" --force --out "$W/ggml-big$tag"
   grep -E "at a time per GPU|have results" "$W/ggml-big$tag.log" | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM"
 }
 

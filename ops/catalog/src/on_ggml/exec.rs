@@ -159,7 +159,7 @@ pub(crate) fn input_bytes<'a>(
 }
 
 /// `vals` quantized by the build in rows of `s.ne[0]`.
-fn quantize(ggml: Ggml, s: &TensorSpec, vals: &[f32]) -> Result<Vec<u8>, RunError> {
+pub(crate) fn quantize(ggml: Ggml, s: &TensorSpec, vals: &[f32]) -> Result<Vec<u8>, RunError> {
     let ty = ggml_type(s.dtype)?;
     let ones;
     let imatrix = match ggml.requires_imatrix(ty) {
@@ -349,7 +349,11 @@ fn drawn_bytes(
 
 /// A block-format output as the judge reads it: dequantized by the build's own `to_float`
 /// into dense f32, a block still holding its poison bytes as f32 poison (never written).
-fn output_tensor(ggml: Ggml, s: &TensorSpec, bytes: Vec<u8>) -> Result<HostTensor, RunError> {
+pub(crate) fn output_tensor(
+    ggml: Ggml,
+    s: &TensorSpec,
+    bytes: Vec<u8>,
+) -> Result<HostTensor, RunError> {
     if !s.dtype.is_block() {
         return Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes));
     }

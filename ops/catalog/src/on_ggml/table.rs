@@ -253,9 +253,11 @@ pub struct GgmlOpEntry {
 pub(crate) enum Reference {
     /// The same graph on ggml's CPU backend from the same build: test-backend-ops' reference.
     CpuBackend,
-    /// kedge's own in f64, for the cases `applies` accepts (ggml's CPU backend for the rest),
-    /// where the CPU backend's own rounding is not small beside the tolerance or depends on
-    /// the host (its thread count). `source` names it in each result.
+    /// kedge's own on the host, in f64, for the cases `applies` accepts (ggml's CPU backend
+    /// for the rest): where the CPU backend's own rounding is not small beside the tolerance
+    /// or depends on the host (its thread count), or where the CPU backend computes the op on
+    /// one thread and a big case waits seconds for it (SUM; SET_ROWS, with the build's own row
+    /// quantizer, bit for bit). `source` names it in each result.
     F64 {
         applies: fn(&Case) -> bool,
         compute: F64Reference,

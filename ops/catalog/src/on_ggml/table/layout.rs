@@ -2,6 +2,8 @@
 //! DIAG_MASK_INF, DUP, SET, FILL, DIAG, PAD_REFLECT_1D, GET_ROWS_BACK, ARANGE.
 
 use super::*;
+use crate::on_ggml::exec;
+use kedge_core::cuda::RunError;
 use kedge_core::model::shape::dense_strides;
 use kedge_core::OpParams;
 use std::collections::HashMap;
@@ -671,6 +673,86 @@ fn set_rows_gathered(
     Ok((sc, vec![dst_in, src, ids]))
 }
 
+/// The block formats whose rows ggml's CPU backend writes (set_rows' `from_float`) with the
+/// type's reference quantizer, the one `ggml_quantize_chunk` runs without an importance matrix
+/// (ggml-cpu/quants.c calls `quantize_row_*_ref` for these): the same bytes, block for block.
+/// (q8_0's CPU writer is the host's SIMD code, and iq4_nl's chunk quantizer searches further
+/// than its row writer: their references stay the CPU backend's.)
+pub(crate) const SET_ROWS_BY_ROW_QUANTIZER: &[DType] = &[
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q2_0,
+];
+
+/// set_rows into a block format, computed as ggml's CPU backend computes it but on every core:
+/// the source rows quantized by the build's `ggml_quantize_chunk` (in parallel), then written
+/// into the destination's blocks in the CPU backend's order (batch by batch, index by index, a
+/// later index over an earlier one), then dequantized. ggml's CPU backend runs SET_ROWS on
+/// one thread (`n_tasks = 1`): a 2^31-element q4_0 destination took 12 s there, most of a
+/// 17 s case.
+fn set_rows_by_row_quantizer(
+    c: &Case,
+    specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    let ggml = kedge_ggml::Ggml::loaded().ok_or_else(|| {
+        bad(
+            c,
+            "its reference runs the build's quantizer, and no ggml build is loaded (--ggml DIR)",
+        )
+    })?;
+    let (Some(dst), Some(src), Some(ids), Some(dst_in), Some(x), Some(idx)) = (
+        specs.first(),
+        specs.get(1),
+        specs.get(2),
+        inputs.first(),
+        inputs.get(1),
+        inputs.get(2),
+    ) else {
+        return Err(bad(c, "set_rows has a destination, a source and indices"));
+    };
+    let run = |e: RunError| bad(c, format!("the reference quantizer: {e}"));
+    let mut out = exec::input_bytes(ggml, dst, dst_in)
+        .map_err(run)?
+        .into_owned();
+    let vals: &[f32] = bytemuck::try_cast_slice(&x.bytes)
+        .map_err(|e| bad(c, format!("the source's values: {e}")))?;
+    // Each source row quantized as the destination's rows are (rows of ne0 values).
+    let rows = exec::quantize(ggml, dst, vals).map_err(run)?;
+    let (ne0, r) = (src.ne[0] as u64, src.ne[1] as u64);
+    let row = dst.bytes / (dst.nelements() / ne0.max(1)).max(1);
+    let (ne1, ne2, ne3) = (dst.ne[1] as u64, dst.ne[2] as u64, dst.ne[3] as u64);
+    let (ni1, ni2) = (ids.ne[1].max(1) as u64, ids.ne[2].max(1) as u64);
+    let row = row as usize;
+    for i3 in 0..ne3 {
+        for i2 in 0..ne2 {
+            let (i11, i12) = (i2 % ni1, i3 % ni2);
+            for k in 0..r {
+                let at = (k + r * (i11 + ni1 * i12)) as usize;
+                let i1 = index_at(idx, at)
+                    .filter(|&i| i >= 0 && (i as u64) < ne1)
+                    .ok_or_else(|| bad(c, format!("index {at} is not a row of the destination")))?
+                    as u64;
+                let (d, s) = (
+                    (i1 + ne1 * (i2 + ne2 * i3)) as usize * row,
+                    (k + r * (i2 + ne2 * i3)) as usize * row,
+                );
+                let (Some(to), Some(from)) = (out.get_mut(d..d + row), rows.get(s..s + row)) else {
+                    return Err(bad(c, "a row lies past its tensor"));
+                };
+                to.copy_from_slice(from);
+            }
+        }
+    }
+    let Some(dst_out) = specs.get(3) else {
+        return Err(bad(c, "set_rows has an output"));
+    };
+    let values = exec::output_tensor(ggml, dst_out, out).map_err(run)?;
+    Ok(vec![values.to_f64()])
+}
+
 pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
     name: "set_rows",
     upstream: "SET_ROWS",
@@ -765,7 +847,11 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         },
         |_| 1e-7,
     ),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |c| SET_ROWS_BY_ROW_QUANTIZER.contains(&c.dtype),
+        compute: set_rows_by_row_quantizer,
+        source: "into q4_0, q4_1, q5_0, q5_1 and q2_0: ggml's reference row quantizer from the same build (ggml_quantize_chunk, the one ggml's CPU backend writes these rows with), the rows written in the CPU backend's order on every core; otherwise ggml's CPU backend from the same build (test-backend-ops' reference)",
+    },
     rows: Rows::Gathered(set_rows_gathered),
     reach: no_reach,
 };

@@ -1351,6 +1351,133 @@ fn flash_attn_f64_reference_agrees_with_ggml_cpu() {
     );
 }
 
+/// SUM's f64 reference (every core) computes what ggml's CPU backend (one thread) computes: on
+/// every case of the op small enough to run here and one of 2^22 values in rows of 4,096, the
+/// two agree far inside test-backend-ops' 1e-7, and the sum is no zero.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn sum_f64_reference_agrees_with_ggml_cpu() {
+    let reg = on_ggml_cpu();
+    let e = TABLE
+        .iter()
+        .find(|e| e.name == "sum")
+        .expect("in the table");
+    let Reference::F64 {
+        applies, compute, ..
+    } = e.reference
+    else {
+        panic!("sum has an f64 reference");
+    };
+    let mut cases: Vec<(Case, String)> = runnable(RUN_LIMIT)
+        .into_iter()
+        .filter(|(e, ..)| e.name == "sum")
+        .map(|(_, c, origin)| (c, origin))
+        .collect();
+    cases.push((
+        Case::new("sum", "ggml:CPU", DType::F32, [4096, 512, 2, 1]),
+        "2^22 values".into(),
+    ));
+    let mut ran = 0;
+    for (c, origin) in cases {
+        let c = reg.validate(&c).expect("valid");
+        assert!(applies(&c), "{origin}");
+        let specs = (e.tensors)(&c).expect("tensors");
+        let inputs = e.inputs(&c, &specs).expect("inputs");
+        let mine = compute(&c, &specs, &inputs).expect("f64 reference");
+        let cpu = cpu_reference(&c, &specs, &inputs, e.graph).expect("CPU reference");
+        assert!(mine[0][0] != 0.0, "{origin}: a zero sum");
+        let e = nmse(&cpu[0], &mine[0]);
+        assert!(
+            e < 1e-12,
+            "{origin} {}: NMSE {e:.3e} between the f64 sum {} and ggml's CPU backend's {}",
+            c.label(),
+            mine[0][0],
+            cpu[0][0]
+        );
+        ran += 1;
+    }
+    assert!(ran >= 4, "{ran} cases");
+}
+
+/// set_rows into the block formats whose CPU writer is ggml's reference row quantizer has
+/// that quantizer, on every core, for its reference: on every case of the op small enough to
+/// run here (some rows set of many, batches broadcast over the indices, i32 and i64 indices)
+/// and one with a source of 2^20 values, its destination is the CPU backend's, bit for bit, in
+/// each of the five types; the other block formats keep the CPU backend.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn set_rows_row_quantizer_reference_is_the_cpu_backends_bit_for_bit() {
+    let reg = on_ggml_cpu();
+    let e = TABLE
+        .iter()
+        .find(|e| e.name == "set_rows")
+        .expect("in the table");
+    let Reference::F64 {
+        applies, compute, ..
+    } = e.reference
+    else {
+        panic!("set_rows has a reference of its own");
+    };
+    let mut cases: Vec<(Case, String)> = runnable(RUN_LIMIT)
+        .into_iter()
+        .filter(|(e, ..)| e.name == "set_rows")
+        .map(|(_, c, origin)| (c, origin))
+        .collect();
+    for d in layout::SET_ROWS_BY_ROW_QUANTIZER {
+        let c = Case::new("set_rows", "ggml:CPU", *d, [256, 4096, 1, 1]);
+        cases.push((c, "2^20 source values".into()));
+    }
+    let (mut seen, mut shapes) = (BTreeSet::new(), HashSet::new());
+    for (c, origin) in cases {
+        let c = reg.validate(&c).expect("valid");
+        if !applies(&c) {
+            assert!(
+                !layout::SET_ROWS_BY_ROW_QUANTIZER.contains(&c.dtype),
+                "{origin}: {} falls back",
+                c.dtype
+            );
+            continue;
+        }
+        let specs = (e.tensors)(&c).expect("tensors");
+        let inputs = e.inputs(&c, &specs).expect("inputs");
+        let mine = compute(&c, &specs, &inputs).expect("the row quantizer's reference");
+        let cpu = cpu_reference(&c, &specs, &inputs, e.graph).expect("CPU reference");
+        assert_eq!(mine.len(), 1, "{origin}: one output");
+        assert!(
+            mine[0].iter().any(|v| *v != 0.0),
+            "{origin}: an all-zero result"
+        );
+        let same = mine[0].len() == cpu[0].len()
+            && mine[0]
+                .iter()
+                .zip(&cpu[0])
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "{origin} {}: the row quantizer's destination is not the CPU backend's",
+            c.label()
+        );
+        seen.insert(c.dtype);
+        let p = layout::SetRowsParams::of(&c);
+        shapes.insert((p.r != 0 && p.r < c.ne[1], p.nr2 * p.nr3 > 1, p.type_idx));
+    }
+    assert_eq!(
+        seen,
+        layout::SET_ROWS_BY_ROW_QUANTIZER.iter().copied().collect(),
+        "every type the quantizer writes"
+    );
+    assert!(
+        shapes.len() >= 3,
+        "some rows set, broadcast batches, both index types: {shapes:?}"
+    );
+}
+
 /// ggml's CPU backend judges every other entry, with one thread per 8 MiB of a case's tensors
 /// up to the worker's cores: a verdict must not depend on how many cores judged it. Every
 /// entry's cases of 24 to 96 MiB (two each, not block formats), computed with one thread and
