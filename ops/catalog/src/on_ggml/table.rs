@@ -59,6 +59,7 @@ use kedge_core::contract::op::{distinct_rows, permute_into};
 use kedge_core::contract::upstream::ggml_float;
 use kedge_core::model::rng::Rng;
 use kedge_core::*;
+use std::sync::OnceLock;
 
 /// The block formats ggml quantizes only with an importance matrix: its CPU backend has no
 /// `from_float` for them, so no copy or row write produces them there and nothing kedge can use
@@ -247,6 +248,14 @@ pub struct GgmlOpEntry {
     pub(crate) rows: Rows,
     /// Which workload reaches the case's shape, where one is known.
     pub(crate) reach: fn(&Case) -> Option<String>,
+}
+
+/// Whether every entry is judged against ggml's CPU backend, as test-backend-ops judges it
+/// (`KEDGE_GGML_REFERENCE=cpu`), kedge's host references (`Reference::F64`) left aside: to
+/// see a verdict on upstream's own reference, or what a host reference saves.
+fn cpu_backend_everywhere() -> bool {
+    static CPU: OnceLock<bool> = OnceLock::new();
+    *CPU.get_or_init(|| std::env::var("KEDGE_GGML_REFERENCE").is_ok_and(|v| v == "cpu"))
 }
 
 /// What an entry's results are judged against.
@@ -466,16 +475,14 @@ impl Op for GgmlOpEntry {
         match self.reference {
             Reference::F64 {
                 applies, compute, ..
-            } if applies(case) => compute(case, &specs, inputs),
+            } if applies(case) && !cpu_backend_everywhere() => compute(case, &specs, inputs),
             _ => cpu_reference(case, &specs, inputs, self.graph),
         }
     }
     fn reference_source(&self) -> &'static str {
         match self.reference {
-            Reference::F64 { source, .. } => source,
-            Reference::CpuBackend => {
-                "ggml's CPU backend from the same build (test-backend-ops' reference)"
-            }
+            Reference::F64 { source, .. } if !cpu_backend_everywhere() => source,
+            _ => "ggml's CPU backend from the same build (test-backend-ops' reference)",
         }
     }
     fn tolerance(&self, case: &Case) -> Tolerance {
