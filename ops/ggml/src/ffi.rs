@@ -40,6 +40,23 @@ pub(crate) struct TypeTraits {
     pub(crate) from_float_ref: *const c_void,
 }
 
+/// `ggml_from_float_t`: `k` floats of a row into the type's blocks.
+pub(crate) type FromFloat = unsafe extern "C" fn(x: *const f32, y: *mut c_void, k: i64);
+
+/// `struct ggml_type_traits_cpu` (ggml-cpu.h), read through the pointer
+/// `ggml_get_type_traits_cpu` returns: the CPU backend's own row writer for a type
+/// (`from_float`, what its set_rows and copies write with), beside its dot product.
+#[repr(C)]
+pub(crate) struct TypeTraitsCpu {
+    pub(crate) from_float: Option<FromFloat>,
+    pub(crate) vec_dot: *const c_void,
+    pub(crate) vec_dot_type: c_int,
+    pub(crate) nrows: i64,
+}
+
+/// `ggml_get_type_traits_cpu` (ggml-cpu.h).
+pub(crate) type GetTypeTraitsCpu = unsafe extern "C" fn(ty: c_int) -> *const TypeTraitsCpu;
+
 /// `ggml_log_callback`.
 pub(crate) type LogCallback =
     unsafe extern "C" fn(level: c_int, text: *const c_char, user: *mut c_void);

@@ -59,6 +59,9 @@ pub(crate) struct Loaded {
     pub(crate) module_problems: Vec<String>,
     /// The element types the build has (see [`probe_types`]).
     pub(crate) types: Vec<Type>,
+    /// The CPU backend's type traits, found through libggml.so where it links the CPU backend
+    /// (`None` where the CPU backend is a module ggml opened itself): its row writers.
+    pub(crate) cpu_traits: Option<ffi::GetTypeTraitsCpu>,
     /// Kept open for the life of the process (this struct is leaked).
     pub(crate) libs: Vec<Library>,
 }
@@ -325,6 +328,9 @@ fn open(dir: PathBuf, base_path: PathBuf, main_path: PathBuf) -> Result<Loaded, 
     })?;
     // SAFETY: as above; a lookup through libggml.so also finds what libggml-base.so defines.
     let ops = unsafe { Ops::resolve(&mut |name| symbol(main, name)) };
+    // SAFETY: ggml-cpu.h declares it so; found only where libggml.so links the CPU backend.
+    let cpu_traits = symbol(main, "ggml_get_type_traits_cpu")
+        .map(|p| unsafe { std::mem::transmute::<*mut c_void, ffi::GetTypeTraitsCpu>(p) });
     let types = probe_types(&api);
 
     // From here on every message ggml logs passes through the ring.
@@ -359,6 +365,7 @@ fn open(dir: PathBuf, base_path: PathBuf, main_path: PathBuf) -> Result<Loaded, 
         libraries,
         module_problems,
         types,
+        cpu_traits,
         libs,
     })
 }
@@ -610,6 +617,69 @@ impl Ggml {
             )));
         }
         Ok(dst)
+    }
+
+    /// Whether the CPU backend's own row writer for `ty` is reachable ([`Ggml::cpu_write_rows`]).
+    pub fn has_cpu_row_writer(&self, ty: Type) -> bool {
+        self.cpu_row_writer(ty).is_some()
+    }
+
+    /// The CPU backend's `from_float` for `ty`, where this crate found
+    /// `ggml_get_type_traits_cpu` (a build that links its CPU backend) and the type has one.
+    fn cpu_row_writer(&self, ty: Type) -> Option<ffi::FromFloat> {
+        if !self.has_type(ty) {
+            return None;
+        }
+        let get = self.inner.cpu_traits?;
+        // SAFETY: a type the build has; the CPU backend's traits are a static table.
+        let traits = unsafe { get(ty.raw()).as_ref() }?;
+        traits.from_float
+    }
+
+    /// Rows of `n_per_row` f32 values written in `ty` by ggml's CPU backend's own row writer
+    /// (`from_float` of `ggml_get_type_traits_cpu`: what its set_rows writes each row with), on
+    /// every core. The CPU backend writes set_rows on one thread; the bytes are the same, row
+    /// for row. `Ok(None)`: the writer is not reachable (a build whose CPU backend is a module
+    /// ggml opened itself) or the type has none.
+    pub fn cpu_write_rows(
+        &self,
+        ty: Type,
+        src: &[f32],
+        n_per_row: i64,
+    ) -> Result<Option<Vec<u8>>, GraphError> {
+        let Some(write) = self.cpu_row_writer(ty) else {
+            return Ok(None);
+        };
+        let bad = |reason: String| GraphError::Quantize {
+            ty: ty.name(),
+            reason,
+        };
+        let row = self
+            .row_size(ty, n_per_row)
+            .filter(|_| n_per_row > 0)
+            .ok_or_else(|| {
+                bad(format!(
+                    "rows of {n_per_row} values are not whole blocks of {}",
+                    self.block_size(ty)
+                ))
+            })?;
+        if !(src.len() as u64).is_multiple_of(n_per_row as u64) {
+            return Err(bad(format!(
+                "{} values are not whole rows of {n_per_row}",
+                src.len()
+            )));
+        }
+        let (n_per_row, nrows) = (n_per_row as usize, src.len() / n_per_row as usize);
+        let mut dst = vec![0u8; row * nrows];
+        dst.par_chunks_mut(row)
+            .zip(src.par_chunks(n_per_row))
+            .with_min_len(rows_per_chunk(nrows, n_per_row))
+            .for_each(|(d, s)| {
+                // SAFETY: `s` is one row of `n_per_row` floats and `d` its `row` bytes
+                // (ggml_row_size); the writer writes only into `d`.
+                unsafe { write(s.as_ptr(), d.as_mut_ptr() as *mut c_void, n_per_row as i64) };
+            });
+        Ok(Some(dst))
     }
 
     /// Blocks of `ty` decoded to f32 by the type's own `to_float` (ggml's type traits).

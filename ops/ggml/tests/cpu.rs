@@ -61,6 +61,39 @@ fn i32_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The CPU backend's own row writers are reachable in the linked layout: a type whose CPU
+/// writer is its reference quantizer writes what `ggml_quantize_chunk` writes, every type with
+/// a writer writes its row size, and the i-quants that need an importance matrix have none.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn cpu_row_writers_write_whole_rows() {
+    let ggml = ggml("cpu_row_writers_write_whole_rows");
+    let xs = values(256 * 37, 5);
+    for ty in [Type::Q4_0, Type::Q5_1, Type::Q8_0, Type::Q4K, Type::Iq4Nl] {
+        assert!(ggml.has_cpu_row_writer(ty), "{ty:?}");
+        let rows = ggml
+            .cpu_write_rows(ty, &xs, 256)
+            .unwrap()
+            .expect("a writer");
+        assert_eq!(rows.len(), 37 * ggml.row_size(ty, 256).unwrap(), "{ty:?}");
+        assert!(rows.iter().any(|b| *b != 0), "{ty:?}");
+    }
+    let by_chunk = ggml.quantize(Type::Q4_0, &xs, 256, None).unwrap();
+    assert_eq!(
+        ggml.cpu_write_rows(Type::Q4_0, &xs, 256).unwrap(),
+        Some(by_chunk)
+    );
+    assert!(!ggml.has_cpu_row_writer(Type::Iq2Xxs));
+    assert_eq!(ggml.cpu_write_rows(Type::Iq2Xxs, &xs, 256).unwrap(), None);
+    assert!(
+        ggml.cpu_write_rows(Type::Q4_0, &xs[..100], 100).is_err(),
+        "not whole blocks"
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(kedge_have_ggml),

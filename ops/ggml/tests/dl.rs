@@ -66,6 +66,10 @@ fn modules_load_and_run_rms_norm() {
         })
         .collect();
     assert_close(&g.get_f32(y).unwrap(), &want, 1e-5, "rms_norm");
+    // The CPU module's row writers are out of this crate's reach: callers fall back to the
+    // CPU backend itself.
+    assert!(!ggml.has_cpu_row_writer(Type::Q4_0));
+    assert_eq!(ggml.cpu_write_rows(Type::Q4_0, &xs, 32).unwrap(), None);
 }
 
 #[test]

@@ -159,7 +159,7 @@ pub(crate) fn input_bytes<'a>(
 }
 
 /// `vals` quantized by the build in rows of `s.ne[0]`.
-pub(crate) fn quantize(ggml: Ggml, s: &TensorSpec, vals: &[f32]) -> Result<Vec<u8>, RunError> {
+fn quantize(ggml: Ggml, s: &TensorSpec, vals: &[f32]) -> Result<Vec<u8>, RunError> {
     let ty = ggml_type(s.dtype)?;
     let ones;
     let imatrix = match ggml.requires_imatrix(ty) {

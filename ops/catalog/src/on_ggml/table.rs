@@ -265,8 +265,9 @@ pub(crate) enum Reference {
     /// kedge's own on the host, in f64, for the cases `applies` accepts (ggml's CPU backend
     /// for the rest): where the CPU backend's own rounding is not small beside the tolerance
     /// or depends on the host (its thread count), or where the CPU backend computes the op on
-    /// one thread and a big case waits seconds for it (SUM; SET_ROWS, with the build's own row
-    /// quantizer, bit for bit). `source` names it in each result.
+    /// one thread and a big case waits seconds for it (SUM; SET_ROWS into a block format, with
+    /// the CPU backend's own row writer on every core, bit for bit). `source` names it in each
+    /// result.
     F64 {
         applies: fn(&Case) -> bool,
         compute: F64Reference,

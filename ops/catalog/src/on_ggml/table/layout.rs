@@ -673,26 +673,22 @@ fn set_rows_gathered(
     Ok((sc, vec![dst_in, src, ids]))
 }
 
-/// The block formats whose rows ggml's CPU backend writes (set_rows' `from_float`) with the
-/// type's reference quantizer, the one `ggml_quantize_chunk` runs without an importance matrix
-/// (ggml-cpu/quants.c calls `quantize_row_*_ref` for these): the same bytes, block for block.
-/// (q8_0's CPU writer is the host's SIMD code, and iq4_nl's chunk quantizer searches further
-/// than its row writer: their references stay the CPU backend's.)
-pub(crate) const SET_ROWS_BY_ROW_QUANTIZER: &[DType] = &[
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q2_0,
-];
+/// Whether set_rows into the case's dtype is judged on the host with the CPU backend's own row
+/// writer (`set_rows_by_cpu_row_writer`): a block format, where the loaded build links its CPU
+/// backend (its `from_float` is reachable).
+fn set_rows_by_cpu_writer(c: &Case) -> bool {
+    c.dtype.is_block()
+        && kedge_ggml::Ggml::loaded()
+            .is_some_and(|g| exec::ggml_type(c.dtype).is_ok_and(|t| g.has_cpu_row_writer(t)))
+}
 
 /// set_rows into a block format, computed as ggml's CPU backend computes it but on every core:
-/// the source rows quantized by the build's `ggml_quantize_chunk` (in parallel), then written
-/// into the destination's blocks in the CPU backend's order (batch by batch, index by index, a
-/// later index over an earlier one), then dequantized. ggml's CPU backend runs SET_ROWS on
-/// one thread (`n_tasks = 1`): a 2^31-element q4_0 destination took 12 s there, most of a
-/// 17 s case.
-fn set_rows_by_row_quantizer(
+/// each source row written by the CPU backend's own row writer (`from_float`, the function its
+/// set_rows calls per row), rows in parallel, then placed into the destination's blocks in the
+/// CPU backend's order (batch by batch, index by index, a later index over an earlier one),
+/// then dequantized. ggml's CPU backend runs SET_ROWS on one thread (`n_tasks = 1`): a
+/// 2^31-element q4_0 destination took 12 s there, most of a 17 s case.
+fn set_rows_by_cpu_row_writer(
     c: &Case,
     specs: &[TensorSpec],
     inputs: &[HostTensor],
@@ -700,7 +696,7 @@ fn set_rows_by_row_quantizer(
     let ggml = kedge_ggml::Ggml::loaded().ok_or_else(|| {
         bad(
             c,
-            "its reference runs the build's quantizer, and no ggml build is loaded (--ggml DIR)",
+            "its reference runs the build's CPU row writer, and no ggml build is loaded (--ggml DIR)",
         )
     })?;
     let (Some(dst), Some(src), Some(ids), Some(dst_in), Some(x), Some(idx)) = (
@@ -713,14 +709,25 @@ fn set_rows_by_row_quantizer(
     ) else {
         return Err(bad(c, "set_rows has a destination, a source and indices"));
     };
-    let run = |e: RunError| bad(c, format!("the reference quantizer: {e}"));
+    let run = |e: RunError| bad(c, format!("the CPU backend's row writer: {e}"));
     let mut out = exec::input_bytes(ggml, dst, dst_in)
         .map_err(run)?
         .into_owned();
     let vals: &[f32] = bytemuck::try_cast_slice(&x.bytes)
         .map_err(|e| bad(c, format!("the source's values: {e}")))?;
-    // Each source row quantized as the destination's rows are (rows of ne0 values).
-    let rows = exec::quantize(ggml, dst, vals).map_err(run)?;
+    let ty = exec::ggml_type(dst.dtype).map_err(run)?;
+    let rows = ggml
+        .cpu_write_rows(ty, vals, src.ne[0])
+        .map_err(|e| bad(c, format!("the CPU backend's row writer: {e}")))?
+        .ok_or_else(|| {
+            bad(
+                c,
+                format!(
+                    "the build's CPU backend has no row writer for {} that kedge can reach",
+                    dst.dtype
+                ),
+            )
+        })?;
     let (ne0, r) = (src.ne[0] as u64, src.ne[1] as u64);
     let row = dst.bytes / (dst.nelements() / ne0.max(1)).max(1);
     let (ne1, ne2, ne3) = (dst.ne[1] as u64, dst.ne[2] as u64, dst.ne[3] as u64);
@@ -848,9 +855,9 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         |_| 1e-7,
     ),
     reference: Reference::F64 {
-        applies: |c| SET_ROWS_BY_ROW_QUANTIZER.contains(&c.dtype),
-        compute: set_rows_by_row_quantizer,
-        source: "into q4_0, q4_1, q5_0, q5_1 and q2_0: ggml's reference row quantizer from the same build (ggml_quantize_chunk, the one ggml's CPU backend writes these rows with), the rows written in the CPU backend's order on every core; otherwise ggml's CPU backend from the same build (test-backend-ops' reference)",
+        applies: set_rows_by_cpu_writer,
+        compute: set_rows_by_cpu_row_writer,
+        source: "into a block format: the row writer of ggml's CPU backend from the same build (from_float of ggml_get_type_traits_cpu, what the CPU backend's set_rows writes each row with), rows on every core, placed in the CPU backend's order; otherwise (f32, f16, bf16, or a build whose CPU backend is a module) ggml's CPU backend from the same build (test-backend-ops' reference)",
     },
     rows: Rows::Gathered(set_rows_gathered),
     reach: no_reach,
