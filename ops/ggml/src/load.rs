@@ -555,21 +555,7 @@ impl Ggml {
             ty: ty.name(),
             reason,
         };
-        let row = self
-            .row_size(ty, n_per_row)
-            .filter(|_| n_per_row > 0)
-            .ok_or_else(|| {
-                bad(format!(
-                    "rows of {n_per_row} values are not whole blocks of {}",
-                    self.block_size(ty)
-                ))
-            })?;
-        if !(src.len() as u64).is_multiple_of(n_per_row as u64) {
-            return Err(bad(format!(
-                "{} values are not whole rows of {n_per_row}",
-                src.len()
-            )));
-        }
+        let row = self.whole_rows(ty, src.len(), n_per_row)?;
         if let Some(im) = imatrix {
             if im.len() as i64 != n_per_row {
                 return Err(bad(format!(
@@ -619,6 +605,30 @@ impl Ggml {
         Ok(dst)
     }
 
+    /// The bytes of a row of `n_per_row` values of `ty`, where `values` of them are whole rows
+    /// of whole blocks: what `quantize` and `cpu_write_rows` write each row into.
+    fn whole_rows(&self, ty: Type, values: usize, n_per_row: i64) -> Result<usize, GraphError> {
+        let bad = |reason: String| GraphError::Quantize {
+            ty: ty.name(),
+            reason,
+        };
+        let row = self
+            .row_size(ty, n_per_row)
+            .filter(|_| n_per_row > 0)
+            .ok_or_else(|| {
+                bad(format!(
+                    "rows of {n_per_row} values are not whole blocks of {}",
+                    self.block_size(ty)
+                ))
+            })?;
+        if !(values as u64).is_multiple_of(n_per_row as u64) {
+            return Err(bad(format!(
+                "{values} values are not whole rows of {n_per_row}"
+            )));
+        }
+        Ok(row)
+    }
+
     /// Whether the CPU backend's own row writer for `ty` is reachable ([`Ggml::cpu_write_rows`]).
     pub fn has_cpu_row_writer(&self, ty: Type) -> bool {
         self.cpu_row_writer(ty).is_some()
@@ -650,25 +660,7 @@ impl Ggml {
         let Some(write) = self.cpu_row_writer(ty) else {
             return Ok(None);
         };
-        let bad = |reason: String| GraphError::Quantize {
-            ty: ty.name(),
-            reason,
-        };
-        let row = self
-            .row_size(ty, n_per_row)
-            .filter(|_| n_per_row > 0)
-            .ok_or_else(|| {
-                bad(format!(
-                    "rows of {n_per_row} values are not whole blocks of {}",
-                    self.block_size(ty)
-                ))
-            })?;
-        if !(src.len() as u64).is_multiple_of(n_per_row as u64) {
-            return Err(bad(format!(
-                "{} values are not whole rows of {n_per_row}",
-                src.len()
-            )));
-        }
+        let row = self.whole_rows(ty, src.len(), n_per_row)?;
         let (n_per_row, nrows) = (n_per_row as usize, src.len() / n_per_row as usize);
         let mut dst = vec![0u8; row * nrows];
         dst.par_chunks_mut(row)

@@ -1290,6 +1290,26 @@ fn nmse(want: &[f64], got: &[f64]) -> f64 {
     }
 }
 
+/// The entry `name`, and what decides and computes its host reference (`Reference::F64`).
+fn host_reference(name: &str) -> (&'static GgmlOpEntry, fn(&Case) -> bool, F64Reference) {
+    let e = TABLE.iter().find(|e| e.name == name).expect("in the table");
+    match e.reference {
+        Reference::F64 {
+            applies, compute, ..
+        } => (e, applies, compute),
+        Reference::CpuBackend => panic!("{name} has a host reference"),
+    }
+}
+
+/// The cases of `name` that run here (`runnable`), each with where it comes from.
+fn runnable_of(name: &str) -> Vec<(Case, String)> {
+    runnable(RUN_LIMIT)
+        .into_iter()
+        .filter(|(e, ..)| e.name == name)
+        .map(|(_, c, origin)| (c, origin))
+        .collect()
+}
+
 /// flash_attn_ext's f64 reference computes what ggml's CPU backend computes: on every case of
 /// the op small enough to run here, in each type it reads itself (grouped query heads, a V head
 /// size of its own, the mask's -inf blocks, K and V as views of their caches), the two agree
@@ -1301,22 +1321,10 @@ fn nmse(want: &[f64], got: &[f64]) -> f64 {
 )]
 fn flash_attn_f64_reference_agrees_with_ggml_cpu() {
     let reg = on_ggml_cpu();
-    let e = TABLE
-        .iter()
-        .find(|e| e.name == "flash_attn_ext")
-        .expect("in the table");
-    let Reference::F64 {
-        applies, compute, ..
-    } = e.reference
-    else {
-        panic!("flash_attn_ext has an f64 reference");
-    };
+    let (e, applies, compute) = host_reference("flash_attn_ext");
     let mut seen = BTreeSet::new();
     let mut shapes = HashSet::new();
-    for (_, c, origin) in runnable(RUN_LIMIT)
-        .into_iter()
-        .filter(|(e, ..)| e.name == "flash_attn_ext")
-    {
+    for (c, origin) in runnable_of("flash_attn_ext") {
         let c = reg.validate(&c).expect("valid");
         if !applies(&c) {
             assert!(c.dtype.is_block(), "{origin}: {} falls back", c.dtype);
@@ -1361,21 +1369,8 @@ fn flash_attn_f64_reference_agrees_with_ggml_cpu() {
 )]
 fn sum_f64_reference_agrees_with_ggml_cpu() {
     let reg = on_ggml_cpu();
-    let e = TABLE
-        .iter()
-        .find(|e| e.name == "sum")
-        .expect("in the table");
-    let Reference::F64 {
-        applies, compute, ..
-    } = e.reference
-    else {
-        panic!("sum has an f64 reference");
-    };
-    let mut cases: Vec<(Case, String)> = runnable(RUN_LIMIT)
-        .into_iter()
-        .filter(|(e, ..)| e.name == "sum")
-        .map(|(_, c, origin)| (c, origin))
-        .collect();
+    let (e, applies, compute) = host_reference("sum");
+    let mut cases = runnable_of("sum");
     cases.push((
         Case::new("sum", "ggml:CPU", DType::F32, [4096, 512, 2, 1]),
         "2^22 values".into(),
@@ -1414,16 +1409,7 @@ fn sum_f64_reference_agrees_with_ggml_cpu() {
 )]
 fn set_rows_cpu_row_writer_reference_is_the_cpu_backends_bit_for_bit() {
     let reg = on_ggml_cpu();
-    let e = TABLE
-        .iter()
-        .find(|e| e.name == "set_rows")
-        .expect("in the table");
-    let Reference::F64 {
-        applies, compute, ..
-    } = e.reference
-    else {
-        panic!("set_rows has a reference of its own");
-    };
+    let (e, applies, compute) = host_reference("set_rows");
     let allowance = [
         DType::Q4_0,
         DType::Q4_1,
@@ -1433,11 +1419,7 @@ fn set_rows_cpu_row_writer_reference_is_the_cpu_backends_bit_for_bit() {
         DType::Q8_0,
         DType::Iq4Nl,
     ];
-    let mut cases: Vec<(Case, String)> = runnable(RUN_LIMIT)
-        .into_iter()
-        .filter(|(e, ..)| e.name == "set_rows")
-        .map(|(_, c, origin)| (c, origin))
-        .collect();
+    let mut cases = runnable_of("set_rows");
     for d in allowance {
         let c = Case::new("set_rows", "ggml:CPU", d, [256, 4096, 1, 1]);
         cases.push((c, "2^20 source values".into()));
