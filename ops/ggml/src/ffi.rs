@@ -56,6 +56,8 @@ pub(crate) struct TypeTraitsCpu {
 
 /// `ggml_get_type_traits_cpu` (ggml-cpu.h).
 pub(crate) type GetTypeTraitsCpu = unsafe extern "C" fn(ty: c_int) -> *const TypeTraitsCpu;
+/// `ggml_cpu_init` (ggml-cpu.h): the CPU backend's tables, once per process (idempotent).
+pub(crate) type CpuInit = unsafe extern "C" fn();
 
 /// `ggml_log_callback`.
 pub(crate) type LogCallback =

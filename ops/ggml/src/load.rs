@@ -61,7 +61,7 @@ pub(crate) struct Loaded {
     pub(crate) types: Vec<Type>,
     /// The CPU backend's type traits, found through libggml.so where it links the CPU backend
     /// (`None` where the CPU backend is a module ggml opened itself): its row writers.
-    pub(crate) cpu_traits: Option<ffi::GetTypeTraitsCpu>,
+    pub(crate) cpu_traits: Option<(ffi::GetTypeTraitsCpu, ffi::CpuInit)>,
     /// Kept open for the life of the process (this struct is leaked).
     pub(crate) libs: Vec<Library>,
 }
@@ -328,9 +328,15 @@ fn open(dir: PathBuf, base_path: PathBuf, main_path: PathBuf) -> Result<Loaded, 
     })?;
     // SAFETY: as above; a lookup through libggml.so also finds what libggml-base.so defines.
     let ops = unsafe { Ops::resolve(&mut |name| symbol(main, name)) };
-    // SAFETY: ggml-cpu.h declares it so; found only where libggml.so links the CPU backend.
+    // SAFETY: ggml-cpu.h declares both so; found only where libggml.so links the CPU backend.
     let cpu_traits = symbol(main, "ggml_get_type_traits_cpu")
-        .map(|p| unsafe { std::mem::transmute::<*mut c_void, ffi::GetTypeTraitsCpu>(p) });
+        .zip(symbol(main, "ggml_cpu_init"))
+        .map(|(t, i)| unsafe {
+            (
+                std::mem::transmute::<*mut c_void, ffi::GetTypeTraitsCpu>(t),
+                std::mem::transmute::<*mut c_void, ffi::CpuInit>(i),
+            )
+        });
     let types = probe_types(&api);
 
     // From here on every message ggml logs passes through the ring.
@@ -640,7 +646,12 @@ impl Ggml {
         if !self.has_type(ty) {
             return None;
         }
-        let get = self.inner.cpu_traits?;
+        let (get, init) = self.inner.cpu_traits?;
+        // The writers may read the tables the CPU backend sets up when it starts; a reference
+        // can be asked before any CPU backend has.
+        static INIT: std::sync::Once = std::sync::Once::new();
+        // SAFETY: takes nothing, idempotent (ggml guards it itself).
+        INIT.call_once(|| unsafe { init() });
         // SAFETY: a type the build has; the CPU backend's traits are a static table.
         let traits = unsafe { get(ty.raw()).as_ref() }?;
         traits.from_float

@@ -41,9 +41,9 @@ pub(crate) const REACH_LOGITS: Reach = Reach(
 // ---- SUM, SUM_ROWS, MEAN ---------------------------------------------------------------------
 
 /// SUM in f64 on every core: each row's sum, in row order, over the input as it lies. ggml's
-/// CPU backend sums on one thread (`n_tasks = 1`): 2.5 s for 2^29 values on the GPU machine,
-/// and its each row's sum is rounded to f32 before it is added; this one is closer to the sum
-/// itself, far inside test-backend-ops' 1e-7.
+/// CPU backend sums on one thread (`n_tasks = 1`): 2.5 s for 2^29 values on the GPU machine.
+/// It also rounds each row's sum to f32 before adding it; this one keeps f64 throughout, which
+/// differs from it far inside test-backend-ops' 1e-7.
 fn sum_f64(
     c: &Case,
     _specs: &[TensorSpec],
