@@ -1402,6 +1402,37 @@ kedge_core::params! {
     }
 }
 
+/// DIAG_MASK_INF on the host, on every core: x with -inf wherever a column lies more than
+/// n_past past its row (`i0 > n_past + i1`, as ggml's CPU backend masks), in every matrix.
+/// Exact: the values it keeps are x's. A 2^29-element case spent 2.6 s of 5.6 s in ggml's CPU
+/// backend on the GPU machine, reading the input into its buffers and the output back.
+fn diag_mask_inf_host(
+    c: &Case,
+    _specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    use rayon::prelude::*;
+    let Some(x) = inputs.first() else {
+        return Err(bad(c, "diag_mask_inf has an input"));
+    };
+    let n_past = DiagMaskParams::of(c).n_past.max(0) as usize;
+    let [n0, n1, n2, n3] = x.ne.map(|n| n.max(0) as usize);
+    let mut out = kedge_core::model::host::zeroed_f64(n0 * n1 * n2 * n3);
+    if n0 > 0 {
+        out.par_chunks_mut(n0)
+            .with_min_len(1024)
+            .enumerate()
+            .for_each(|(r, row)| {
+                let i1 = r % n1.max(1);
+                x.row_f64(i1, (r / n1.max(1)) % n2.max(1), r / (n1 * n2).max(1), row);
+                for v in row.iter_mut().skip(n_past + i1 + 1) {
+                    *v = f64::NEG_INFINITY;
+                }
+            });
+    }
+    Ok(vec![out])
+}
+
 pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
     name: "diag_mask_inf",
     upstream: "DIAG_MASK_INF",
@@ -1452,7 +1483,11 @@ pub(crate) const DIAG_MASK_INF: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |_| true,
+        compute: diag_mask_inf_host,
+        source: "kedge's mask on the host on every core (exact: the values kept are the input's)",
+    },
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1599,6 +1634,36 @@ fn set_layout(c: &Case) -> Result<(Ne, u64), CaseError> {
     Ok((ne_dst, offset))
 }
 
+/// SET on the host, exact: the destination's values with x's written over the run of them
+/// x's view covers. test_set's view has x's own dense strides, so x lands as one contiguous
+/// run of the destination's elements from the offset on. ggml's CPU backend copies on one
+/// thread (`n_tasks = 1`).
+fn set_host(
+    c: &Case,
+    _specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    let [dst_in, x] = inputs else {
+        return Err(bad(c, "set has a destination and x"));
+    };
+    let (_, offset) = set_layout(c)?;
+    let from = (offset / c.dtype.size()) as usize;
+    let mut out = dst_in.to_f64();
+    let xs = x.to_f64();
+    let Some(run) = out.get_mut(from..from + xs.len()) else {
+        return Err(bad(
+            c,
+            format!(
+                "x's {} values from element {from} run past the destination's {}",
+                xs.len(),
+                out.len()
+            ),
+        ));
+    };
+    run.copy_from_slice(&xs);
+    Ok(vec![out])
+}
+
 pub(crate) const SET: GgmlOpEntry = GgmlOpEntry {
     name: "set",
     upstream: "SET",
@@ -1665,7 +1730,11 @@ pub(crate) const SET: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |_| true,
+        compute: set_host,
+        source: "kedge's copy on the host (exact; ggml's CPU backend, test-backend-ops' reference, copies on one thread)",
+    },
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -1711,6 +1780,32 @@ pub(crate) const FILL: GgmlOpEntry = GgmlOpEntry {
     rows: Rows::Independent,
     reach: no_reach,
 };
+
+/// DIAG on the host, exact: zeros (faulted in on every core) with x's values on each
+/// matrix's diagonal. ggml's CPU backend writes every element on one thread (`n_tasks = 1`),
+/// and a 58,113-wide diagonal is 3.4G elements.
+fn diag_host(
+    c: &Case,
+    _specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    let Some(x) = inputs.first() else {
+        return Err(bad(c, "diag has an input"));
+    };
+    let [n, _, n2, n3] = x.ne.map(|d| d.max(0) as usize);
+    let mut out = kedge_core::model::host::zeroed_f64(n * n * n2 * n3);
+    let mut row = vec![0f64; n];
+    for i3 in 0..n3 {
+        for i2 in 0..n2 {
+            x.row_f64(0, i2, i3, &mut row);
+            let plane = (i3 * n2 + i2) * n * n;
+            for (i, v) in row.iter().enumerate() {
+                out[plane + i * n + i] = *v;
+            }
+        }
+    }
+    Ok(vec![out])
+}
 
 pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
     name: "diag",
@@ -1759,7 +1854,11 @@ pub(crate) const DIAG: GgmlOpEntry = GgmlOpEntry {
     },
     upstream_line: |c| super::elementwise::type_ne_line("test_diag", "DIAG", c),
     nmse: Nmse::Fixed(1e-7),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |_| true,
+        compute: diag_host,
+        source: "kedge's diagonal on the host (exact; ggml's CPU backend, test-backend-ops' reference, writes it on one thread)",
+    },
     rows: Rows::Slices(2),
     reach: no_reach,
 };
@@ -1849,6 +1948,35 @@ pub(crate) const PAD_REFLECT_1D: GgmlOpEntry = GgmlOpEntry {
     reach: no_reach,
 };
 
+/// GET_ROWS_BACK on the host: the destination zeroed (on every core), then each row of grad
+/// added into the row its index names, in index order, in f64. ggml's CPU backend runs it on
+/// one thread (`n_tasks = 1`), zeroing the whole destination there first; sums of more than
+/// one row differ from its f32 ones only in rounding.
+fn get_rows_back_host(
+    c: &Case,
+    _specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    let [grad, rows, _] = inputs else {
+        return Err(bad(c, "get_rows_back has grad, rows and in_forward"));
+    };
+    let [n, m, r, _] = c.ne.map(|x| x.max(0) as usize);
+    let mut out = kedge_core::model::host::zeroed_f64(n * m);
+    let mut g = vec![0f64; n];
+    for i in 0..r {
+        let to = rows.get(i, 0, 0, 0);
+        if !(0.0..m as f64).contains(&to) {
+            return Err(bad(c, format!("row index {to} outside the {m} rows")));
+        }
+        grad.row_f64(i, 0, 0, &mut g);
+        let to = to as usize * n;
+        for (o, v) in out[to..to + n].iter_mut().zip(&g) {
+            *o += v;
+        }
+    }
+    Ok(vec![out])
+}
+
 pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
     name: "get_rows_back",
     upstream: "GET_ROWS_BACK",
@@ -1914,7 +2042,11 @@ pub(crate) const GET_ROWS_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |_| true,
+        compute: get_rows_back_host,
+        source: "kedge's f64 sums of the gathered rows (ggml's CPU backend, test-backend-ops' reference, runs it on one thread)",
+    },
     rows: Rows::Whole,
     reach: no_reach,
 };

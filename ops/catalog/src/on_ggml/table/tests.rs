@@ -1520,3 +1520,138 @@ fn cpu_references_do_not_depend_on_the_thread_count() {
     assert!(checked >= 100, "only {checked} cases of 24 to 96 MiB");
     assert!(far.is_empty(), "{}", far.join("\n"));
 }
+
+/// How a host reference must agree with ggml's CPU backend.
+#[derive(Clone, Copy)]
+enum Agree {
+    /// Bit for bit, -inf included (a copy, a mask, a count).
+    Exactly,
+    /// Within this NMSE (sums in another order or precision).
+    Within(f64),
+}
+
+/// Every case of `name` small enough to run here, and `more`, judged by the entry's host
+/// reference and by ggml's CPU backend: they agree as `agree` says, and the host's result for
+/// each of `more` is no all-zero one (a small case may rightly give zero: one row's loss
+/// against itself, no argmax in common). Returns how many cases were compared and how many
+/// gave a result other than all zeros.
+fn host_reference_agrees(name: &str, more: Vec<(Case, String)>, agree: Agree) -> (usize, usize) {
+    let reg = on_ggml_cpu();
+    let (e, applies, compute) = host_reference(name);
+    let mut cases: Vec<_> = runnable_of(name).into_iter().map(|c| (c, false)).collect();
+    cases.extend(more.into_iter().map(|c| (c, true)));
+    let (mut ran, mut nonzero) = (0, 0);
+    for ((c, origin), chosen) in cases {
+        let c = reg.validate(&c).expect("valid");
+        assert!(applies(&c), "{origin}: {} keeps the CPU backend", c.label());
+        let specs = (e.tensors)(&c).expect("tensors");
+        let inputs = e.inputs(&c, &specs).expect("inputs");
+        let mine = compute(&c, &specs, &inputs).expect("the host reference");
+        let cpu = cpu_reference(&c, &specs, &inputs, e.graph).expect("CPU reference");
+        assert_eq!(mine.len(), cpu.len(), "{origin}: outputs");
+        for (m, g) in mine.iter().zip(&cpu) {
+            assert_eq!(m.len(), g.len(), "{origin} {}: output length", c.label());
+            let any = m.iter().any(|v| *v != 0.0);
+            assert!(any || !chosen, "{origin} {}: an all-zero result", c.label());
+            nonzero += usize::from(any);
+            match agree {
+                Agree::Exactly => {
+                    let first = m
+                        .iter()
+                        .zip(g)
+                        .position(|(a, b)| a.to_bits() != b.to_bits());
+                    assert!(
+                        first.is_none(),
+                        "{origin} {}: element {first:?} differs from the CPU backend's",
+                        c.label()
+                    );
+                }
+                Agree::Within(bound) => {
+                    let e = nmse(g, m);
+                    assert!(
+                        e < bound,
+                        "{origin} {}: NMSE {e:.3e} against the CPU backend (bound {bound:e})",
+                        c.label()
+                    );
+                }
+            }
+        }
+        ran += 1;
+    }
+    (ran, nonzero)
+}
+
+/// count_equal's host count (argmaxes on every core) is the CPU backend's (argmaxes on one
+/// thread), exactly, on every case small enough to run here and one of 2^22 rows.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn count_equal_host_count_is_the_cpu_backends() {
+    let big = Case::new("count_equal", "ggml:CPU", DType::F32, [4, 1 << 22, 1, 1]);
+    let (ran, nonzero) = host_reference_agrees(
+        "count_equal",
+        vec![(big, "2^22 rows".into())],
+        Agree::Exactly,
+    );
+    assert!(
+        ran >= 3 && nonzero >= 2,
+        "{ran} cases, {nonzero} counts above zero"
+    );
+}
+
+/// cross_entropy_loss and its gradient in f64 agree with the CPU backend far inside
+/// test-backend-ops' 1e-7, on every case small enough to run here and one of 2^22 values.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn cross_entropy_f64_references_agree_with_ggml_cpu() {
+    for name in ["cross_entropy_loss", "cross_entropy_loss_back"] {
+        let big = Case::new(name, "ggml:CPU", DType::F32, [1024, 4096, 1, 1]);
+        let (ran, nonzero) = host_reference_agrees(
+            name,
+            vec![(big, "2^22 values".into())],
+            Agree::Within(1e-10),
+        );
+        assert!(
+            ran >= 4 && nonzero >= 3,
+            "{name}: {ran} cases, {nonzero} not zero"
+        );
+    }
+}
+
+/// diag_mask_inf's, set's and diag's host copies are the CPU backend's bit for bit (the -inf
+/// of the mask, i32 values and both set layouts included), and get_rows_back's f64 sums agree with
+/// its f32 ones far inside 1e-7, on every case small enough to run here and a bigger one each.
+#[test]
+#[cfg_attr(
+    not(kedge_have_ggml),
+    ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+)]
+fn copy_and_mask_host_references_are_the_cpu_backends() {
+    let mask = Case::new("diag_mask_inf", "ggml:CPU", DType::F32, [2048, 2048, 1, 1]);
+    let (ran, _) = host_reference_agrees(
+        "diag_mask_inf",
+        vec![(mask, "2^22 values".into())],
+        Agree::Exactly,
+    );
+    assert!(ran >= 3, "diag_mask_inf: {ran} cases");
+    let set = Case::new("set", "ggml:CPU", DType::I32, [64, 4096, 4, 1]).with_param("dim", 2);
+    let (ran, _) =
+        host_reference_agrees("set", vec![(set, "2^20 i32 values".into())], Agree::Exactly);
+    assert!(ran >= 4, "set: {ran} cases");
+    let mut more = Vec::new();
+    for d in [DType::F32, DType::F16] {
+        let c = Case::new("get_rows_back", "ggml:CPU", d, [64, 65536, 4096, 1]);
+        more.push((c, "4,096 rows into 65,536".to_string()));
+    }
+    let diag = Case::new("diag", "ggml:CPU", DType::F32, [2048, 1, 2, 1]);
+    let (ran, _) =
+        host_reference_agrees("diag", vec![(diag, "2^23 values".into())], Agree::Exactly);
+    assert!(ran >= 3, "diag: {ran} cases");
+    let (ran, _) = host_reference_agrees("get_rows_back", more, Agree::Within(1e-12));
+    assert!(ran >= 4, "get_rows_back: {ran} cases");
+}

@@ -10,6 +10,107 @@ fn logits_probe() -> Option<ProbeBase> {
     Some(ProbeBase::rows([64, 1, 1, 1]))
 }
 
+/// Row `r` (of `rows` counted over ne1..ne3) of `x` as f64, into `dst`.
+fn row_at(x: &HostTensor, r: usize, dst: &mut [f64]) {
+    let [_, n1, n2, _] = x.ne.map(|n| n.max(1) as usize);
+    x.row_f64(r % n1, (r / n1) % n2, r / (n1 * n2), dst);
+}
+
+/// `row` made its softmax in place (max subtracted first, as ggml does).
+fn softmax_in_place(row: &mut [f64]) {
+    let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut sum = 0.0;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// The number of rows of a case's logits and their length.
+fn logit_rows(x: &HostTensor) -> (usize, usize) {
+    let n = x.ne.map(|n| n.max(0) as usize);
+    (n[1] * n[2] * n[3], n[0])
+}
+
+/// CROSS_ENTROPY_LOSS in f64 on every core: -(1 / rows) times the sum over rows of
+/// softmax(labels) · log_softmax(logits), the labels' softmax being the graph's. ggml's CPU
+/// backend sums each thread's rows in one f32, so at millions of rows its own rounding is not
+/// small beside test-backend-ops' 1e-7 and depends on its thread count; a case of 2^29 values
+/// spent 6.4 s of 7.6 s in it on the GPU machine.
+fn cross_entropy_loss_f64(
+    c: &Case,
+    _specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    use rayon::prelude::*;
+    let [logits, labels] = inputs else {
+        return Err(bad(c, "cross_entropy_loss has logits and labels"));
+    };
+    let (rows, n0) = logit_rows(logits);
+    let sum = (0..rows)
+        .into_par_iter()
+        .with_min_len(1024)
+        .map_init(
+            || (vec![0f64; n0], vec![0f64; n0]),
+            |(l, y), r| {
+                row_at(logits, r, l);
+                row_at(labels, r, y);
+                softmax_in_place(y);
+                let max = l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let log_sum = l.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+                l.iter()
+                    .zip(y.iter())
+                    .map(|(v, p)| (v - max - log_sum) * p)
+                    .sum::<f64>()
+            },
+        )
+        .sum::<f64>();
+    Ok(vec![vec![-sum / rows.max(1) as f64]])
+}
+
+/// CROSS_ENTROPY_LOSS_BACK in f64 on every core: (softmax(logits) - softmax(labels)) times
+/// grad / rows, row by row.
+fn cross_entropy_loss_back_f64(
+    c: &Case,
+    _specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<Vec<f64>>, CaseError> {
+    use rayon::prelude::*;
+    let [grad, logits, labels] = inputs else {
+        return Err(bad(
+            c,
+            "cross_entropy_loss_back has grad, logits and labels",
+        ));
+    };
+    let (rows, n0) = logit_rows(logits);
+    let scale = grad.get(0, 0, 0, 0) / rows.max(1) as f64;
+    let mut out = kedge_core::model::host::zeroed_f64(rows * n0);
+    if n0 > 0 {
+        out.par_chunks_mut(n0)
+            .with_min_len(1024)
+            .enumerate()
+            .for_each_init(
+                || vec![0f64; n0],
+                |y, (r, d)| {
+                    row_at(logits, r, d);
+                    row_at(labels, r, y);
+                    softmax_in_place(d);
+                    softmax_in_place(y);
+                    for (d, p) in d.iter_mut().zip(y.iter()) {
+                        *d = (*d - p) * scale;
+                    }
+                },
+            );
+    }
+    Ok(vec![out])
+}
+
+/// Each training op's host reference, named in every result it judges.
+const CROSS_ENTROPY_SOURCE: &str = "kedge's f64 cross-entropy on every core (ggml's CPU backend, test-backend-ops' reference, sums each thread's rows in one f32)";
+
 pub(crate) const CROSS_ENTROPY_LOSS: GgmlOpEntry = GgmlOpEntry {
     name: "cross_entropy_loss",
     upstream: "CROSS_ENTROPY_LOSS",
@@ -33,7 +134,11 @@ pub(crate) const CROSS_ENTROPY_LOSS: GgmlOpEntry = GgmlOpEntry {
     boundaries: none,
     upstream_line: |c| type_ne_line("test_cross_entropy_loss", "CROSS_ENTROPY_LOSS", c),
     nmse: Nmse::Fixed(1e-7),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |_| true,
+        compute: cross_entropy_loss_f64,
+        source: CROSS_ENTROPY_SOURCE,
+    },
     rows: Rows::Whole,
     reach: no_reach,
 };
@@ -68,7 +173,11 @@ pub(crate) const CROSS_ENTROPY_LOSS_BACK: GgmlOpEntry = GgmlOpEntry {
         )
     },
     nmse: Nmse::Fixed(1e-7),
-    reference: Reference::CpuBackend,
+    reference: Reference::F64 {
+        applies: |_| true,
+        compute: cross_entropy_loss_back_f64,
+        source: CROSS_ENTROPY_SOURCE,
+    },
     // Every row is scaled by 1 / rows: a case of some rows computes other values.
     rows: Rows::Whole,
     reach: no_reach,
