@@ -127,6 +127,22 @@ pub trait Op: Send + Sync {
     ) -> Result<Vec<(usize, HostTensor)>, CaseError> {
         Ok(by_spec_index(specs, self.inputs(case, specs)?))
     }
+    /// For a scatter (an op whose `RowSampling` is `gathered` and whose indices say where each
+    /// input row is written): the output rows (flat `ne[1..3]` indices) written from its input
+    /// rows at the sampler's crossings (elements 2^31 - 1, 2^31, 2^32 - 1 and 2^32 and byte
+    /// offsets 2^31 and 2^32, with their neighbours, and the first and last rows), from the
+    /// indices the op made (`made`). The sampler's crossings are those of the outputs; a kernel
+    /// that walks its input with a 32-bit index loses the input rows past it, which land on
+    /// output rows anywhere (set_rows: source row k is destination row `rows[k]`). A sampled
+    /// judge reads these rows too. Default: none.
+    fn scattered_rows(
+        &self,
+        _case: &Case,
+        _specs: &[TensorSpec],
+        _made: &[(usize, HostTensor)],
+    ) -> Vec<u64> {
+        Vec::new()
+    }
     /// For an op whose `RowSampling` is `gathered`: the case of just the outputs' rows `rows`
     /// (flat `ne[1..3]` indices of the outputs, ascending) and its inputs, from the indices the
     /// op made (`made`, by spec index) and the rows of its drawn inputs those indices select

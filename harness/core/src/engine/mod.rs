@@ -597,12 +597,17 @@ fn sampled_plan(op: &dyn Op, case: &Case, judging: Judging) -> Option<SampledPla
     let sampling = op.row_sampling(case)?;
     let specs = op.tensors(case).ok()?;
     let slicing = sample::slicing_of(op, case)?;
-    let slices = sample::sample_slices(case, &specs, &slicing);
     let made = if sampling.made {
         op.made_inputs(case, &specs).ok()?
     } else {
         Vec::new()
     };
+    let mut slices = sample::sample_slices(case, &specs, &slicing);
+    // A scatter's input rows at their crossings land on output rows anywhere: those too.
+    slices.extend(op.scattered_rows(case, &specs, &made));
+    slices.retain(|&r| r < slicing.count);
+    slices.sort_unstable();
+    slices.dedup();
     let (sliced, inputs) =
         sample::sampled_case(op, case, &specs, &sampling, &slicing, &slices, &made).ok()?;
     Some(SampledPlan {

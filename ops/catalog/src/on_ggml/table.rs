@@ -301,6 +301,10 @@ pub(crate) enum Rows {
     /// The outputs' rows read the input rows the entry's indices choose (a gather, a
     /// scatter): this builds the case of some output rows alone (`Op::gathered_case`).
     Gathered(GatherFn),
+    /// A scatter: `Gathered`'s case of some output rows (the first), and the output rows its
+    /// input rows at their crossings are written to (the second, `Op::scattered_rows`), so
+    /// those are read as well.
+    Scattered(GatherFn, ScatterFn),
     /// A gather whose output rows are too long to sample whole: its slices are runs of its
     /// flat outputs, as wide as the second fn says for the case's tensors (`None`: judged
     /// whole), and the first builds the case of the sampled runs alone.
@@ -321,6 +325,10 @@ pub(crate) fn run_width(elements: u64) -> u64 {
         .find(|d| elements.is_multiple_of(*d))
         .unwrap_or(1)
 }
+
+/// The output rows a scatter's input rows at their crossings are written to
+/// (`Op::scattered_rows`), from its tensors and the inputs it made.
+pub(crate) type ScatterFn = fn(&Case, &[TensorSpec], &[(usize, HostTensor)]) -> Vec<u64>;
 
 /// The case of some output rows of a gather and its inputs (`Op::gathered_case`).
 pub(crate) type GatherFn = fn(
@@ -356,7 +364,7 @@ impl Rows {
                     .map_or(1, |d| d + 1);
                 (k <= 3).then_some(k)
             }
-            Rows::Gathered(_) | Rows::GatheredRuns(..) => Some(1),
+            Rows::Gathered(_) | Rows::Scattered(..) | Rows::GatheredRuns(..) => Some(1),
             Rows::Whole | Rows::Choose(_) => None,
         }
     }
@@ -450,8 +458,21 @@ impl Op for GgmlOpEntry {
         ranges: &[(f32, f32)],
     ) -> Result<(Case, Vec<HostTensor>), CaseError> {
         match self.rows.of(case) {
-            Rows::Gathered(f) | Rows::GatheredRuns(f, _) => f(case, specs, rows, made, ranges),
+            Rows::Gathered(f) | Rows::Scattered(f, _) | Rows::GatheredRuns(f, _) => {
+                f(case, specs, rows, made, ranges)
+            }
             _ => Err(bad(case, "its rows are not gathered")),
+        }
+    }
+    fn scattered_rows(
+        &self,
+        case: &Case,
+        specs: &[TensorSpec],
+        made: &[(usize, HostTensor)],
+    ) -> Vec<u64> {
+        match self.rows.of(case) {
+            Rows::Scattered(_, f) => f(case, specs, made),
+            _ => Vec::new(),
         }
     }
     /// What `Inputs::Partly` makes; every input for `Made`; none for drawn inputs.
@@ -535,7 +556,7 @@ impl Op for GgmlOpEntry {
         // those rows read (im2col). The host draws a drawn input's rows where the device drew
         // them only if the input is dense: the device draws element after element.
         let gather = match self.rows.of(case) {
-            Rows::Gathered(_) => Some(None),
+            Rows::Gathered(_) | Rows::Scattered(..) => Some(None),
             Rows::GatheredRuns(_, width) => Some(Some(width(&specs)?)),
             _ => None,
         };

@@ -673,6 +673,44 @@ fn set_rows_gathered(
     Ok((sc, vec![dst_in, src, ids]))
 }
 
+/// The destination rows set_rows writes its source rows at their crossings to: the source
+/// rows holding elements 2^31 - 1, 2^31, 2^32 - 1 and 2^32 and byte offsets 2^31 and 2^32
+/// (f32), each with its neighbours, and its first and last rows. Source row `k` of batch `b`
+/// lands on destination row `rows[k]` of that batch, anywhere: ggml's CUDA kernels walk the
+/// source with its flat index cast to 32 bits, so past 2^32 elements its last rows are never
+/// written, and no destination row at the destination's own crossings shows it.
+fn set_rows_scattered(c: &Case, specs: &[TensorSpec], made: &[(usize, HostTensor)]) -> Vec<u64> {
+    let (Some(src), Ok(idx)) = (specs.get(1), made_at(c, made, 2)) else {
+        return Vec::new();
+    };
+    let (r, dst) = set_rows_dims(c);
+    let (r, ne1, d2) = (r.max(1) as u64, c.ne[1] as u64, dst[2].max(1) as u64);
+    let (ne2, ne3) = (c.ne[2].max(1) as u64, c.ne[3].max(1) as u64);
+    let (n0, rows) = (
+        src.ne[0].max(1) as u64,
+        src.nelements() / src.ne[0].max(1) as u64,
+    );
+    let mut at: Vec<u64> = vec![0, rows.saturating_sub(1)];
+    for t in [1u64 << 31, 1u64 << 32] {
+        for e in [t - 1, t, t / src.dtype.size().max(1)] {
+            let s = e / n0;
+            at.extend([s.saturating_sub(1), s, s + 1]);
+        }
+    }
+    at.retain(|&s| s < rows);
+    at.sort_unstable();
+    at.dedup();
+    at.into_iter()
+        .filter_map(|s| {
+            let (k, b) = (s % r, s / r);
+            let (i2, i3) = (b % d2, b / d2);
+            let ir = i2 % ne2 + ne2 * (i3 % ne3);
+            let i1 = index_at(idx, (k + r * ir) as usize)?;
+            (0..ne1 as i64).contains(&i1).then(|| i1 as u64 + ne1 * b)
+        })
+        .collect()
+}
+
 /// Whether set_rows into the case's dtype is judged on the host with the CPU backend's own row
 /// writer (`set_rows_by_cpu_row_writer`): a block format, where the loaded build links its CPU
 /// backend (its `from_float` is reachable).
@@ -859,7 +897,7 @@ pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
         compute: set_rows_by_cpu_row_writer,
         source: "into a block format: the row writer of ggml's CPU backend from the same build (from_float of ggml_get_type_traits_cpu, what the CPU backend's set_rows writes each row with), rows on every core, placed in the CPU backend's order; otherwise (f32, f16, bf16, or a build whose CPU backend is a module) ggml's CPU backend from the same build (test-backend-ops' reference)",
     },
-    rows: Rows::Gathered(set_rows_gathered),
+    rows: Rows::Scattered(set_rows_gathered, set_rows_scattered),
     reach: no_reach,
 };
 

@@ -1655,3 +1655,58 @@ fn copy_and_mask_host_references_are_the_cpu_backends() {
     let (ran, _) = host_reference_agrees("get_rows_back", more, Agree::Within(1e-12));
     assert!(ran >= 4, "get_rows_back: {ran} cases");
 }
+
+/// A sampled judge of set_rows reads the destination rows its source rows at their crossings
+/// land on: in a case of 2^32 + 64 source values, the source row holding element 2^32 (the
+/// last) is written to destination row `rows[last]`, which the destination's own crossings do
+/// not hold. ggml's CUDA set_rows casts the source's flat index to 32 bits, so that row is the
+/// one it never writes; a sampled judge without it passed the case.
+#[test]
+fn set_rows_sampling_reads_where_the_source_rows_at_their_crossings_land() {
+    use kedge_core::judge::sample::{sample_slices, sampled, slicing_of, Judging};
+    let e = TABLE
+        .iter()
+        .find(|e| e.name == "set_rows")
+        .expect("set_rows");
+    let c = Case::new("set_rows", "ggml:CUDA0", DType::F32, [64, 67_108_865, 1, 1]);
+    assert!(sampled(e, &c, Judging::Auto));
+    let specs = e.tensors(&c).expect("tensors");
+    let made = e.made_inputs(&c, &specs).expect("made");
+    let (_, idx) = made
+        .iter()
+        .find(|(i, _)| *i == 2)
+        .expect("the indices are made");
+    let lands = |k: usize| layout::index_at(idx, k).expect("an index") as u64;
+    let scattered = e.scattered_rows(&c, &specs, &made);
+    let last = lands(67_108_864);
+    assert!(
+        scattered.contains(&last),
+        "the last source row's destination"
+    );
+    for k in [0, 33_554_431, 33_554_432, 16_777_216] {
+        assert!(
+            scattered.contains(&lands(k)),
+            "source row {k}'s destination"
+        );
+    }
+    let sl = slicing_of(e, &c).expect("sliced by row");
+    let own = sample_slices(&c, &specs, &sl);
+    assert!(
+        !own.contains(&last),
+        "the destination's own crossings hold row {last} already: pick another seed"
+    );
+    // The sampled case of both sets builds, with every one of those rows set.
+    let mut rows = own;
+    rows.extend(&scattered);
+    rows.sort_unstable();
+    rows.dedup();
+    let (sc, inputs) = e
+        .gathered_case(&c, &specs, &rows, &made, &[(-1.0, 1.0); 3])
+        .expect("the sampled case");
+    assert_eq!(sc.ne[1] as usize, rows.len());
+    assert_eq!(
+        inputs[2].ne[0] as usize,
+        rows.len(),
+        "every sampled row is set"
+    );
+}
