@@ -291,14 +291,22 @@ fn verdict_of(
         )
     } else if nmse > tol.nmse || nmse.is_nan() {
         numbers.first_bad = acc.first_bad;
+        numbers.worst_bad = acc
+            .worst_bad
+            .map(|(_, i)| i)
+            .filter(|&w| Some(w) != acc.first_bad);
         (
             Verdict::WrongValues,
             format!(
-                "{name}: NMSE {nmse:.3e} > {:.1e}, max abs {:.3e}{}",
+                "{name}: NMSE {nmse:.3e} > {:.1e}, max abs {:.3e}{}{}",
                 tol.nmse,
                 acc.max_abs,
                 acc.first_bad
                     .map(|i| format!(", first bad at flat index {i}"))
+                    .unwrap_or_default(),
+                numbers
+                    .worst_bad
+                    .map(|w| format!(", worst at flat index {w}"))
                     .unwrap_or_default()
             ),
         )
@@ -317,6 +325,10 @@ struct Acc {
     max_abs: f64,
     max_rel: f64,
     first_bad: Option<u64>,
+    /// The element past the element tolerance farthest from its reference, and by how much:
+    /// where a few values are far off among many a step off (a row never written among rows
+    /// rounded differently), this names the far ones.
+    worst_bad: Option<(f64, u64)>,
     first_unwritten: Option<u64>,
     first_nonfinite: Option<u64>,
     unwritten: u64,
@@ -331,6 +343,7 @@ impl Acc {
             max_abs: 0.0,
             max_rel: 0.0,
             first_bad: None,
+            worst_bad: None,
             first_unwritten: None,
             first_nonfinite: None,
             unwritten: 0,
@@ -349,6 +362,15 @@ impl Acc {
             max_abs: a.max_abs.max(b.max_abs),
             max_rel: a.max_rel.max(b.max_rel),
             first_bad: min_opt(a.first_bad, b.first_bad),
+            worst_bad: match (a.worst_bad, b.worst_bad) {
+                (Some(x), Some(y)) => Some(if y.0 > x.0 || (y.0 == x.0 && y.1 < x.1) {
+                    y
+                } else {
+                    x
+                }),
+                (x, None) => x,
+                (None, y) => y,
+            },
             first_unwritten: min_opt(a.first_unwritten, b.first_unwritten),
             first_nonfinite: min_opt(a.first_nonfinite, b.first_nonfinite),
             unwritten: a.unwritten + b.unwritten,
@@ -567,6 +589,9 @@ fn step<const E: usize, F: Fn([u8; E]) -> f64>(
     }
     if e > tol.elem_abs + tol.elem_rel * r.abs() {
         a.first_bad.get_or_insert(i);
+        if a.worst_bad.is_none_or(|(w, _)| e > w) {
+            a.worst_bad = Some((e, i));
+        }
     }
 }
 
@@ -823,6 +848,43 @@ mod tests {
             old.first_bad_sentence().as_deref(),
             Some("first bad element at flat index 3")
         );
+    }
+
+    #[test]
+    fn the_worst_element_is_named_where_it_is_not_the_first() {
+        // 4,096 values: many a small step off from element 100 on, and one far off at 4,000
+        // (a row never written among rows rounded differently).
+        let r: Vec<f64> = (0..4096).map(|i| ((i % 97) as f64) * 0.02 - 1.0).collect();
+        let mut vals: Vec<f32> = r.iter().map(|&x| x as f32).collect();
+        for v in vals.iter_mut().skip(100).step_by(50) {
+            *v += 0.01;
+        }
+        vals[4000] = 1.7;
+        let out = HostTensor::from_f32(DType::F32, [64, 64, 1, 1], &vals);
+        let c = compare("dst", &out, &r, Tolerance::F32);
+        assert_eq!(c.verdict, Verdict::WrongValues);
+        assert_eq!(c.numbers.first_bad, Some(100));
+        assert_eq!(c.numbers.worst_bad, Some(4000));
+        assert!(
+            c.detail
+                .ends_with(", first bad at flat index 100, worst at flat index 4000"),
+            "{}",
+            c.detail
+        );
+        // Where the first is the worst, the detail says it once.
+        vals[4000] = r[4000] as f32;
+        vals[100] = 1.7;
+        let c = compare(
+            "dst",
+            &HostTensor::from_f32(DType::F32, [64, 64, 1, 1], &vals),
+            &r,
+            Tolerance::F32,
+        );
+        assert_eq!(
+            (c.numbers.first_bad, c.numbers.worst_bad),
+            (Some(100), None)
+        );
+        assert!(!c.detail.contains("worst"), "{}", c.detail);
     }
 
     #[test]

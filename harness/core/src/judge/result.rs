@@ -19,6 +19,11 @@ pub struct Numbers {
     /// First flat index (in the output's logical order) that failed, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_bad: Option<u64>,
+    /// The flat index of the element farthest from its reference among those past the element
+    /// tolerance, where it is not `first_bad` (a few values far off among many a rounding
+    /// step off: a row never written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_bad: Option<u64>,
     /// The output tensor these numbers are of (the worst one, when the op has several).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,

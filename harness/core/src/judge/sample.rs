@@ -751,6 +751,16 @@ pub(crate) fn judge_output(
             );
         }
     }
+    if let Some(f) = c.numbers.worst_bad {
+        let (j, k) = ((f / per) as usize, f % per);
+        c.numbers.worst_bad = slices.get(j).map(|r| r * per + k);
+        if let Some(w) = c.numbers.worst_bad {
+            c.detail = c.detail.replace(
+                &format!(", worst at flat index {f}"),
+                &format!(", worst at flat index {w} of the whole output"),
+            );
+        }
+    }
     c.numbers.output_ne = Some(spec.ne);
     let sampled = format!(
         "judged on {} of its {} {} (crossings, the ends, a seeded sample), the whole of it scanned for poison and non-finite values",
@@ -1205,6 +1215,17 @@ mod tests {
         assert!(
             c.detail
                 .contains("first bad at flat index 2002 of the whole output"),
+            "{}",
+            c.detail
+        );
+        // A worse one in the last sampled row: both named in the whole output.
+        bad[8 + 1] = -40.0;
+        let c = judge(&out_rows(&bad, 4), all);
+        assert_eq!(c.numbers.worst_bad, Some(999 * 4 + 1));
+        assert!(
+            c.detail.contains(
+                "first bad at flat index 2002 of the whole output, worst at flat index 3997 of the whole output"
+            ),
             "{}",
             c.detail
         );
