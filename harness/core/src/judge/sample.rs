@@ -739,25 +739,20 @@ pub(crate) fn judge_output(
     let name = &spec.name;
     let mut c = compare(name, got_rows, reference, tol);
     let per = sl.chunk_elements(spec, at.index).max(1);
-    if let Some(f) = c.numbers.first_bad {
-        let (j, k) = ((f / per) as usize, f % per);
-        c.numbers.first_bad = slices.get(j).map(|r| r * per + k);
-        // The comparison named the element among the sampled ones; the detail names it in
-        // the whole output, as `numbers` does.
-        if let Some(w) = c.numbers.first_bad {
+    // The comparison named elements among the sampled ones; `numbers` and the detail name
+    // them in the whole output.
+    let whole = |f: u64| slices.get((f / per) as usize).map(|r| r * per + f % per);
+    let (first, worst) = (c.numbers.first_bad, c.numbers.worst_bad);
+    c.numbers.first_bad = first.and_then(whole);
+    c.numbers.worst_bad = worst.and_then(whole);
+    for (said, at, w) in [
+        ("first bad", first, c.numbers.first_bad),
+        ("worst", worst, c.numbers.worst_bad),
+    ] {
+        if let (Some(f), Some(w)) = (at, w) {
             c.detail = c.detail.replace(
-                &format!(", first bad at flat index {f}"),
-                &format!(", first bad at flat index {w} of the whole output"),
-            );
-        }
-    }
-    if let Some(f) = c.numbers.worst_bad {
-        let (j, k) = ((f / per) as usize, f % per);
-        c.numbers.worst_bad = slices.get(j).map(|r| r * per + k);
-        if let Some(w) = c.numbers.worst_bad {
-            c.detail = c.detail.replace(
-                &format!(", worst at flat index {f}"),
-                &format!(", worst at flat index {w} of the whole output"),
+                &format!(", {said} at flat index {f}"),
+                &format!(", {said} at flat index {w} of the whole output"),
             );
         }
     }
