@@ -236,6 +236,14 @@ impl HostTensor {
         }
     }
 
+    /// Row `r` of the tensor's rows counted in logical order (ne1 fastest, then ne2, ne3) as
+    /// f64, into `dst`, as [`HostTensor::row_f64`] decodes it.
+    #[inline]
+    pub fn flat_row_f64(&self, r: usize, dst: &mut [f64]) {
+        let [_, n1, n2, _] = self.ne.map(|n| n.max(1) as usize);
+        self.row_f64(r % n1, (r / n1) % n2, r / (n1 * n2), dst);
+    }
+
     /// All elements in logical (ne0-fastest) order as f64: rows decoded as `row_f64` does, a
     /// group of them per task. A whole-judged big case's reference and outputs pass through
     /// here: element by element on one thread, a 2^28-element result took longer than ggml's
@@ -244,7 +252,7 @@ impl HostTensor {
         use rayon::prelude::*;
         /// Elements a task decodes, at least a row.
         const PER_TASK: usize = 1 << 16;
-        let [n0, n1, n2, _] = self.ne.map(|x| x.max(0) as usize);
+        let n0 = self.ne[0].max(0) as usize;
         let n = self
             .ne
             .iter()
@@ -259,9 +267,7 @@ impl HostTensor {
             .enumerate()
             .for_each(|(task, chunk)| {
                 for (k, dst) in chunk.chunks_mut(n0).enumerate() {
-                    let r = task * rows_per_task + k;
-                    let (i1, i2, i3) = (r % n1, (r / n1) % n2, r / (n1 * n2));
-                    self.row_f64(i1, i2, i3, dst);
+                    self.flat_row_f64(task * rows_per_task + k, dst);
                 }
             });
         out

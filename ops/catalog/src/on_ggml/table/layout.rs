@@ -620,17 +620,15 @@ fn set_rows_gathered(
     made: &[(usize, HostTensor)],
     ranges: &[(f32, f32)],
 ) -> Result<(Case, Vec<HostTensor>), CaseError> {
-    let (r, dst) = set_rows_dims(c);
-    let (r, ne1, d2) = (r as u64, c.ne[1] as u64, dst[2] as u64);
-    let (ne2, ne3) = (c.ne[2] as u64, c.ne[3] as u64);
+    let (r, _) = set_rows_dims(c);
+    let (r, ne1) = (r as u64, c.ne[1] as u64);
     let idx = made_at(c, made, 2)?;
     // Per index row the sampled rows fall in: the destination rows wanted there, then one pass
     // over that index row for the source row that writes each (the last, where two do). Only
     // the wanted rows are looked up: an index row can hold 2^25 indices.
     let place = |p: u64| {
         let (i1, b) = (p % ne1, p / ne1);
-        let (i2, i3) = (b % d2, b / d2);
-        (i1, b, i2 % ne2 + ne2 * (i3 % ne3))
+        (i1, b, set_rows_index_row(c, b))
     };
     let mut writer: HashMap<u64, HashMap<u64, Option<u64>>> = HashMap::new();
     for &p in rows {
@@ -673,6 +671,19 @@ fn set_rows_gathered(
     Ok((sc, vec![dst_in, src, ids]))
 }
 
+/// The row of set_rows' indices that destination batch `b` (flat over its ne2 and ne3) reads:
+/// the indices broadcast over the destination's `nr2` and `nr3` repeats.
+fn set_rows_index_row(c: &Case, b: u64) -> u64 {
+    let (_, dst) = set_rows_dims(c);
+    let (d2, ne2, ne3) = (
+        dst[2].max(1) as u64,
+        c.ne[2].max(1) as u64,
+        c.ne[3].max(1) as u64,
+    );
+    let (i2, i3) = (b % d2, b / d2);
+    i2 % ne2 + ne2 * (i3 % ne3)
+}
+
 /// The destination rows set_rows writes its source rows at their crossings to: the source
 /// rows holding elements 2^31 - 1, 2^31, 2^32 - 1 and 2^32 and byte offsets 2^31 and 2^32
 /// (f32), each with its neighbours, and its first and last rows. Source row `k` of batch `b`
@@ -683,9 +694,8 @@ fn set_rows_scattered(c: &Case, specs: &[TensorSpec], made: &[(usize, HostTensor
     let (Some(src), Ok(idx)) = (specs.get(1), made_at(c, made, 2)) else {
         return Vec::new();
     };
-    let (r, dst) = set_rows_dims(c);
-    let (r, ne1, d2) = (r.max(1) as u64, c.ne[1] as u64, dst[2].max(1) as u64);
-    let (ne2, ne3) = (c.ne[2].max(1) as u64, c.ne[3].max(1) as u64);
+    let (r, _) = set_rows_dims(c);
+    let (r, ne1) = (r.max(1) as u64, c.ne[1] as u64);
     let (n0, rows) = (
         src.ne[0].max(1) as u64,
         src.nelements() / src.ne[0].max(1) as u64,
@@ -703,9 +713,7 @@ fn set_rows_scattered(c: &Case, specs: &[TensorSpec], made: &[(usize, HostTensor
     at.into_iter()
         .filter_map(|s| {
             let (k, b) = (s % r, s / r);
-            let (i2, i3) = (b % d2, b / d2);
-            let ir = i2 % ne2 + ne2 * (i3 % ne3);
-            let i1 = index_at(idx, (k + r * ir) as usize)?;
+            let i1 = index_at(idx, (k + r * set_rows_index_row(c, b)) as usize)?;
             (0..ne1 as i64).contains(&i1).then(|| i1 as u64 + ne1 * b)
         })
         .collect()
@@ -1461,9 +1469,8 @@ fn diag_mask_inf_host(
             .with_min_len(1024)
             .enumerate()
             .for_each(|(r, row)| {
-                let i1 = r % n1.max(1);
-                x.row_f64(i1, (r / n1.max(1)) % n2.max(1), r / (n1 * n2).max(1), row);
-                for v in row.iter_mut().skip(n_past + i1 + 1) {
+                x.flat_row_f64(r, row);
+                for v in row.iter_mut().skip(n_past + r % n1.max(1) + 1) {
                     *v = f64::NEG_INFINITY;
                 }
             });

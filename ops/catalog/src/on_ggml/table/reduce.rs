@@ -61,12 +61,7 @@ fn sum_f64(
         .map_init(
             || vec![0f64; n0],
             |row, r| {
-                x.row_f64(
-                    r % n1.max(1),
-                    (r / n1.max(1)) % n2.max(1),
-                    r / (n1 * n2).max(1),
-                    row.as_mut_slice(),
-                );
+                x.flat_row_f64(r, row);
                 row.iter().sum::<f64>()
             },
         )

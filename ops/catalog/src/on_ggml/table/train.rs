@@ -10,12 +10,6 @@ fn logits_probe() -> Option<ProbeBase> {
     Some(ProbeBase::rows([64, 1, 1, 1]))
 }
 
-/// Row `r` (of `rows` counted over ne1..ne3) of `x` as f64, into `dst`.
-fn row_at(x: &HostTensor, r: usize, dst: &mut [f64]) {
-    let [_, n1, n2, _] = x.ne.map(|n| n.max(1) as usize);
-    x.row_f64(r % n1, (r / n1) % n2, r / (n1 * n2), dst);
-}
-
 /// `row` made its softmax in place (max subtracted first, as ggml does).
 fn softmax_in_place(row: &mut [f64]) {
     let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -56,8 +50,8 @@ fn cross_entropy_loss_f64(
         .map_init(
             || (vec![0f64; n0], vec![0f64; n0]),
             |(l, y), r| {
-                row_at(logits, r, l);
-                row_at(labels, r, y);
+                logits.flat_row_f64(r, l);
+                labels.flat_row_f64(r, y);
                 softmax_in_place(y);
                 let max = l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let log_sum = l.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
@@ -95,8 +89,8 @@ fn cross_entropy_loss_back_f64(
             .for_each_init(
                 || vec![0f64; n0],
                 |y, (r, d)| {
-                    row_at(logits, r, d);
-                    row_at(labels, r, y);
+                    logits.flat_row_f64(r, d);
+                    labels.flat_row_f64(r, y);
                     softmax_in_place(d);
                     softmax_in_place(y);
                     for (d, p) in d.iter_mut().zip(y.iter()) {
