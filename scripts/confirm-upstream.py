@@ -3,7 +3,7 @@
 
     scripts/confirm-upstream.py KEDGE GGML_DIR RESULTS.jsonl OUTDIR [--backend CUDA0] [--max N]
                                 [--memcheck MEMCHECK-RESULTS.jsonl] [--jobs J] [--max-time S]
-                                [--only OP[/DTYPE],...] [--per-op N]
+                                [--only OP[/DTYPE],...] [--per-op N] [--c-repro auto|always]
 
 For every failing case of the sweep (at most N, each op's first ones) and the passing case on
 the other side of its transition (the same case with one dimension or parameter one step
@@ -49,6 +49,10 @@ ap.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) 
 ap.add_argument("--max-time", type=float, help="start no run after this many seconds")
 ap.add_argument("--only", help="OP or OP/DTYPE, comma separated: those failures only")
 ap.add_argument("--per-op", type=int, help="each op's first N failures (default: max(2, N/20))")
+ap.add_argument("--c-repro", choices=("auto", "always"), default="auto",
+                help="auto: the C program where the line cannot express the case or memcheck found"
+                     " it; always: on every row too (a defect test-backend-ops' NMSE bound is too"
+                     " coarse to see at the case's size: one row of 2^26 never written)")
 a = ap.parse_args()
 STARTED = time.monotonic()
 
@@ -367,7 +371,7 @@ def confirm(i, x):
         x["upstream"], x["upstream_tail"] = f"not run (--max-time {a.max_time:g} s)", []
     else:
         x["upstream"], x["upstream_tail"] = run_upstream(x)
-        if (x["layout"] or x["memcheck"]) and not out_of_time():
+        if (x["layout"] or x["memcheck"] or a.c_repro == "always") and not out_of_time():
             x["c_repro"] = run_c(x, os.path.join(a.out, f"c-{i}"))
     x["seconds"] = round(time.monotonic() - t0, 1)
     with JSONL_LOCK, open(JSONL, "a") as f:

@@ -60,6 +60,8 @@ SUM="$OUT/summary${LANE:+-$LANE}.txt"; : > "$SUM"
 #   GGML_CUDA_DIR, GGML_PR_DIR  the ggml CUDA builds (default target/ggml/cuda, target/ggml/cuda-pr;
 #                       resumable: a build cut off by a time limit continues on the next call)
 #   KEDGE_GGML_TARBALL  an archive of the pinned commit, where the machine cannot fetch it
+#   GGML_TBO_SOURCE     that commit's tests/test-backend-ops.cpp, xz-compressed: enough for
+#                       confirm where the archive is not there
 #   CI_SWEEP_ARGS       more sweep flags: the mode of a baseline of another mode ("--alloc guard",
 #                       "--sanitize memcheck"), with its own CI_*_BASELINE
 #   CI_SWEEP_OK         the sweep statuses the workflow lets through (default "0 1")
@@ -463,6 +465,14 @@ part_ggml-unpack() {
     && S=$(scripts/ggml-source.sh ${KEDGE_GGML_TARBALL:+--tarball "$KEDGE_GGML_TARBALL"} "$G/.build/download") \
     && printf '%s\n' "$S" > "$G/.build/config"
   say "ggml-unpack: $G rc=$? ($(head -1 "$G/lib/.kedge-ggml-stamp" 2>/dev/null))"
+  # Without the source archive (too large to carry beside the build), GGML_TBO_SOURCE, the
+  # snapshot's tests/test-backend-ops.cpp compressed with xz, is all confirm needs: it compiles
+  # that one file against the build's include/ and lib/.
+  if [ ! -s "$G/.build/config" ] && [ -f "${GGML_TBO_SOURCE:-}" ]; then
+    mkdir -p "$G/.build/tbo/tests" && xz -dc "$GGML_TBO_SOURCE" > "$G/.build/tbo/tests/test-backend-ops.cpp" \
+      && printf '%s\n' "$G/.build/tbo" > "$G/.build/config"
+    say "ggml-unpack: test-backend-ops.cpp alone from $GGML_TBO_SOURCE rc=$?"
+  fi
   if [ -d "$T/pr/lib" ]; then
     rm -rf "$P" && mkdir -p "$P" && cp -a "$G"/lib "$G"/bin "$G"/include "$P"/ && cp -a "$T"/pr/lib/. "$P"/lib/
     say "ggml-unpack: $P rc=$? (libggml-cuda $(sha256sum "$P"/lib/libggml-cuda.so.0.* | cut -c1-16), base $(sha256sum "$G"/lib/libggml-cuda.so.0.* | cut -c1-16))"
@@ -650,7 +660,9 @@ part_coverage() {
 # a time (default 8), no upstream run started after CONFIRM_MAXTIME seconds (default: none);
 # CONFIRM_FROM=scheduled: the scheduled tier's failures only; CONFIRM_ONLY (OP or OP/DTYPE, comma
 # separated): those ops' failures only; CONFIRM_PER_OP: each op's first N failures; CONFIRM_EXTRA:
-# more results files (an earlier run's, carried), their failures confirmed too.
+# more results files (an earlier run's, carried), their failures confirmed too; CONFIRM_C_REPRO=always:
+# the C program too on every row, not only where the line cannot express the case (a defect
+# test-backend-ops' NMSE bound is too coarse to see at the case's size).
 # What memcheck found is confirmed first (CONFIRM_MEMCHECK_RESULTS), for at most
 # CONFIRM_MEMCHECK_MAXTIME seconds (default: none; run 33's 3 failures and their passing sides took
 # 1,339 s under the tool, and the rest never started). Its rows reach confirm/confirm.jsonl as
@@ -678,7 +690,8 @@ part_confirm() {
   fi
   python3 scripts/confirm-upstream.py "$K" "$G" "$W/ggml-all.jsonl" "$W/confirm" --backend CUDA0 \
     --max "${CONFIRM_MAX:-400}" --jobs "${CONFIRM_JOBS:-8}" ${CONFIRM_MAXTIME:+--max-time "$CONFIRM_MAXTIME"} \
-    ${CONFIRM_ONLY:+--only "$CONFIRM_ONLY"} ${CONFIRM_PER_OP:+--per-op "$CONFIRM_PER_OP"} ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} > "$W/confirm.txt" 2>&1
+    ${CONFIRM_ONLY:+--only "$CONFIRM_ONLY"} ${CONFIRM_PER_OP:+--per-op "$CONFIRM_PER_OP"} ${CONFIRM_MEMCHECK:+--memcheck "$W/ggml-memcheck/results.jsonl"} \
+    ${CONFIRM_C_REPRO:+--c-repro "$CONFIRM_C_REPRO"} > "$W/confirm.txt" 2>&1
   say "confirm rc=$?"; grep -E "failing cases|^test-backend-ops with" "$W/confirm.txt" | sed 's/^/    /' | tee -a "$SUM" > /dev/null
 }
 part_ggml-memcheck() {
