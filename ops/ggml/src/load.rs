@@ -688,6 +688,22 @@ impl Ggml {
     /// Blocks of `ty` decoded to f32 by the type's own `to_float` (ggml's type traits).
     pub fn dequantize(&self, ty: Type, bytes: &[u8]) -> Result<Vec<f32>, GraphError> {
         self.check_type(ty)?;
+        let size = self.type_size(ty).max(1);
+        let mut out = vec![0f32; bytes.len() / size * self.block_size(ty).max(0) as usize];
+        self.dequantize_into(ty, bytes, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Ggml::dequantize`] into `out`, which holds exactly the values of `bytes`' blocks: a
+    /// caller that keeps the values in a buffer of its own (a tensor's bytes, a reused
+    /// scratch) decodes them once, where they are to stay.
+    pub fn dequantize_into(
+        &self,
+        ty: Type,
+        bytes: &[u8],
+        out: &mut [f32],
+    ) -> Result<(), GraphError> {
+        self.check_type(ty)?;
         let bad = |reason: String| GraphError::Quantize {
             ty: ty.name(),
             reason,
@@ -713,7 +729,13 @@ impl Ggml {
             .ok_or_else(|| bad("the type has no to_float".into()))?;
         let block = block as usize;
         let n = bytes.len() / size * block;
-        let mut out = vec![0f32; n];
+        if out.len() != n {
+            return Err(bad(format!(
+                "{} bytes hold {n} values, and {} were asked for",
+                bytes.len(),
+                out.len()
+            )));
+        }
         // Whole blocks on every core, as `quantize` does rows.
         let blocks = rows_per_chunk(n / block, block);
         out.par_chunks_mut(blocks * block)
@@ -722,7 +744,7 @@ impl Ggml {
                 // SAFETY: `b` holds o.len() / block whole blocks, `o` their o.len() floats.
                 unsafe { to_float(b.as_ptr() as *const c_void, o.as_mut_ptr(), o.len() as i64) };
             });
-        Ok(out)
+        Ok(())
     }
 
     /// `ggml_type_size`: bytes per block of `ty`.

@@ -348,7 +348,9 @@ fn drawn_bytes(
 }
 
 /// A block-format output as the judge reads it: dequantized by the build's own `to_float`
-/// into dense f32, a block still holding its poison bytes as f32 poison (never written).
+/// into dense f32, a block still holding its poison bytes as f32 poison (never written). The
+/// values are decoded once, into the tensor's own bytes: at 2^32 values a decode into a vector
+/// and a copy into bytes cost seconds of a case.
 pub(crate) fn output_tensor(
     ggml: Ggml,
     s: &TensorSpec,
@@ -357,25 +359,82 @@ pub(crate) fn output_tensor(
     if !s.dtype.is_block() {
         return Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes));
     }
+    let n = block_values(s, &bytes)?;
+    let mut out = kedge_core::model::host::bytes_to_overwrite(n * 4);
+    match bytemuck::try_cast_slice_mut::<u8, f32>(&mut out) {
+        Ok(vals) => decode_blocks(ggml, s, &bytes, vals, |x| x)?,
+        // A buffer not aligned for f32 (no allocator kedge knows gives one): decoded apart.
+        Err(_) => {
+            let mut vals = vec![0f32; n];
+            decode_blocks(ggml, s, &bytes, &mut vals, |x| x)?;
+            return Ok(HostTensor::from_f32(DType::F32, s.ne, &vals));
+        }
+    }
+    Ok(HostTensor::from_bytes(
+        DType::F32,
+        s.ne,
+        dense_strides(&s.ne, DType::F32),
+        out,
+    ))
+}
+
+/// An output's values as f64, as a reference returns them: a block format decoded as
+/// [`output_tensor`] decodes it, straight into f64, without the f32 tensor between.
+pub(crate) fn output_f64(ggml: Ggml, s: &TensorSpec, bytes: Vec<u8>) -> Result<Vec<f64>, RunError> {
+    if !s.dtype.is_block() {
+        return Ok(HostTensor::from_bytes(s.dtype, s.ne, s.nb, bytes).to_f64());
+    }
+    let n = block_values(s, &bytes)?;
+    let mut out = kedge_core::model::host::zeroed_f64(n);
+    decode_blocks(ggml, s, &bytes, &mut out, f64::from)?;
+    Ok(out)
+}
+
+/// How many values a dense block-format output's bytes hold; a strided one is not read back.
+fn block_values(s: &TensorSpec, bytes: &[u8]) -> Result<usize, RunError> {
     if s.nb != dense_strides(&s.ne, s.dtype) {
         return Err(RunError::Unsupported(format!(
             "output {}: a strided {} output cannot be read back",
             s.name, s.dtype
         )));
     }
+    let (block, size) = (s.dtype.block() as usize, s.dtype.size() as usize);
+    Ok(bytes.len() / size.max(1) * block)
+}
+
+/// `bytes`' blocks decoded by the build's `to_float` into `out` (`conv` of each f32), a block
+/// still holding the poison written before the run as f32 poison, on every core: a task
+/// decodes its blocks into a scratch of its own, checks them for poison and converts them.
+fn decode_blocks<T: Send>(
+    ggml: Ggml,
+    s: &TensorSpec,
+    bytes: &[u8],
+    out: &mut [T],
+    conv: impl Fn(f32) -> T + Sync,
+) -> Result<(), RunError> {
+    use rayon::prelude::*;
+    /// Blocks a task decodes at a time: 64 Ki values of 32-value blocks, in cache.
+    const BLOCKS: usize = 2048;
     let ty = ggml_type(s.dtype)?;
-    let mut vals = ggml
-        .dequantize(ty, &bytes)
-        .map_err(|e| RunError::Unsupported(format!("output {}: {e}", s.name)))?;
     let poison = poison_pattern(s.dtype);
     let (block, size) = (s.dtype.block() as usize, s.dtype.size() as usize);
     let unwritten = f32::from_bits(kedge_core::model::host::POISON_F32);
-    for (k, b) in bytes.chunks_exact(size).enumerate() {
-        if b == poison.as_slice() {
-            vals[k * block..(k + 1) * block].fill(unwritten);
-        }
-    }
-    Ok(HostTensor::from_f32(DType::F32, s.ne, &vals))
+    out.par_chunks_mut(BLOCKS * block)
+        .zip(bytes.par_chunks(BLOCKS * size))
+        .try_for_each_init(Vec::new, |scratch: &mut Vec<f32>, (o, b)| {
+            scratch.resize(o.len(), 0.0);
+            ggml.dequantize_into(ty, b, scratch)
+                .map_err(|e| RunError::Unsupported(format!("output {}: {e}", s.name)))?;
+            for (k, blk) in b.chunks_exact(size).enumerate() {
+                if blk == poison.as_slice() {
+                    scratch[k * block..(k + 1) * block].fill(unwritten);
+                }
+            }
+            for (d, &x) in o.iter_mut().zip(scratch.iter()) {
+                *d = conv(x);
+            }
+            Ok(())
+        })
 }
 
 /// Backends are started once per process (a CUDA backend's start costs a context).
@@ -1179,6 +1238,65 @@ mod tests {
         // Values that are no pool's rows are quantized.
         let other: Vec<f32> = vals.iter().map(|v| v * 0.5).collect();
         assert_eq!(from_pool_rows(&sampled, &other), None);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(kedge_have_ggml),
+        ignore = "needs a ggml build: set KEDGE_GGML_DIR (scripts/build-ggml.sh)"
+    )]
+    fn a_block_output_decodes_once_with_its_unwritten_blocks_as_poison_in_f32_and_f64() {
+        let dir = std::env::var_os("KEDGE_GGML_DIR").expect("KEDGE_GGML_DIR");
+        let ggml = Ggml::load(std::path::Path::new(&dir)).expect("the build loads");
+        // More blocks than one task decodes (2048), and a last task of fewer.
+        let ne = [64, 4099, 1, 1];
+        let s = TensorSpec::dense("dst", Role::Output, DType::Q4_0, ne).expect("a spec");
+        let vals: Vec<f32> = (0..64 * 4099)
+            .map(|i| ((i % 251) as f32 - 125.0) / 128.0)
+            .collect();
+        let mut bytes = ggml
+            .quantize(Type::Q4_0, &vals, ne[0], None)
+            .expect("quantizes");
+        let whole = ggml.dequantize(Type::Q4_0, &bytes).expect("decodes");
+        // Blocks 0, 2049 and the last one still hold the poison written before the run.
+        let (size, nblocks) = (DType::Q4_0.size() as usize, 2 * 4099);
+        let poison = poison_pattern(DType::Q4_0);
+        for k in [0, 2049, nblocks - 1] {
+            bytes[k * size..(k + 1) * size].copy_from_slice(&poison);
+        }
+        let unwritten = f32::from_bits(kedge_core::model::host::POISON_F32);
+        let expect: Vec<f32> = (0..vals.len())
+            .map(|i| match i / 32 {
+                0 | 2049 => unwritten,
+                b if b == nblocks - 1 => unwritten,
+                _ => whole[i],
+            })
+            .collect();
+        let t = output_tensor(ggml, &s, bytes.clone()).expect("read back");
+        assert_eq!((t.dtype, t.ne), (DType::F32, ne));
+        let got: &[f32] = bytemuck::cast_slice(&t.bytes);
+        assert_eq!(
+            got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            expect.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        let f = output_f64(ggml, &s, bytes).expect("read back");
+        assert_eq!(f.len(), expect.len());
+        for (i, (a, b)) in f.iter().zip(&expect).enumerate() {
+            assert!(
+                a.to_bits() == f64::from(*b).to_bits(),
+                "value {i}: {a} against {b}"
+            );
+        }
+        // A strided block output is not read back.
+        let strided = TensorSpec::strided(
+            "dst",
+            Role::Output,
+            DType::Q4_0,
+            [64, 2, 1, 1],
+            dense_strides(&[96, 2, 1, 1], DType::Q4_0),
+        )
+        .expect("a spec of padded rows");
+        assert!(output_f64(ggml, &strided, vec![0; 2 * 54]).is_err());
     }
 
     #[test]

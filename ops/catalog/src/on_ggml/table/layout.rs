@@ -802,8 +802,7 @@ fn set_rows_by_cpu_row_writer(
     let Some(dst_out) = specs.get(3) else {
         return Err(bad(c, "set_rows has an output"));
     };
-    let values = exec::output_tensor(ggml, dst_out, out).map_err(run)?;
-    Ok(vec![values.to_f64()])
+    Ok(vec![exec::output_f64(ggml, dst_out, out).map_err(run)?])
 }
 
 pub(crate) const SET_ROWS: GgmlOpEntry = GgmlOpEntry {
