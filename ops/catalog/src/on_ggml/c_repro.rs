@@ -9,7 +9,8 @@
 //! gives it), outputs are poisoned first, the inputs are kedge's exact values (regenerated from
 //! the seeded SplitMix64 stream, or the bytes, embedded or beside the program, when an op makes
 //! its own), and the graph runs on the chosen backend and on the CPU backend, compared as
-//! test-backend-ops compares them (NaN and infinity checks, then NMSE against the op's bound).
+//! test-backend-ops compares them (NaN and infinity checks, then NMSE against the op's bound),
+//! and names the element where they differ most.
 //! It prints PASS or FAIL with the numbers and exits 0 or 1 (2: it could not run).
 //!
 //! One program holds every side it is given (the case, and the passing side of a transition
@@ -810,6 +811,19 @@ int main(int argc, char **argv) {
         } else {
             printf("  %s: NMSE = %.9g (max %.9g)\n", name, err, s->max_nmse);
         }
+        /* Where the outputs differ most: a few values far off in billions (a row never
+         * written) hardly move the NMSE, and this names them. */
+        size_t worst = 0;
+        double largest = 0.0;
+        for (size_t i = 0; i < n1[o]; i++) {
+            const double d = fabs((double) v1[o][i] - (double) v2[o][i]);
+            if (d > largest) { largest = d; worst = i; }
+        }
+        if (largest > 0.0) {
+            printf("  %s: largest difference %.9g at element %zu (%s = %.9g, CPU = %.9g)\n", name, largest, worst, ggml_backend_dev_name(dev), v1[o][worst], v2[o][worst]);
+        } else {
+            printf("  %s: largest difference 0\n", name);
+        }
         if (bad || err > s->max_nmse) fail = true;
         free(v1[o]);
         free(v2[o]);
@@ -1061,6 +1075,11 @@ mod tests {
                 Ok((n, out)) => {
                     files += n;
                     assert!(out.contains(": NMSE = 0 (max"), "{}:\n{out}", c.label());
+                    assert!(
+                        out.contains(": largest difference 0\n"),
+                        "{}:\n{out}",
+                        c.label()
+                    );
                 }
                 Err(e) => panic!("{e}"),
             }
