@@ -239,6 +239,35 @@ fn seen_by_memcheck(input: &ReproInput<'_>) -> bool {
     failing.is_some_and(|r| r.verdict.is_failure() && r.detector == Detector::Memcheck)
 }
 
+/// A wrong-values failure judged on sampled rows, where its bad values would be too few for
+/// upstream's comparison of the whole output: the NMSE kedge judged is over the values it
+/// compared; spread over all of the output, as test-backend-ops compares it, the same error
+/// weighs `compared / total` as much (every bad value is among those compared where a defect
+/// is local to rows, a row never written for one). `None` where the failure was judged whole,
+/// or its whole-output NMSE would still be over the bound.
+fn sampled_note(r: &CaseResult) -> Option<String> {
+    if r.verdict != kedge_core::Verdict::WrongValues || !r.facts.contains_key("judged_on") {
+        return None;
+    }
+    let n = r.numbers.as_ref()?;
+    let total = n
+        .output_ne?
+        .iter()
+        .map(|&x| x.max(1) as f64)
+        .product::<f64>();
+    let compared = n.compared as f64;
+    if compared <= 0.0 || total <= compared || !n.nmse.is_finite() {
+        return None;
+    }
+    let whole = n.nmse * compared / total;
+    (whole <= n.threshold_nmse).then(|| {
+        format!(
+            "// judged on sampled rows: NMSE {:.3e} over the {} values compared; over the output's {} values, as test-backend-ops compares them, the same errors give about {:.1e}, within its bound of {:.0e}: this line may pass. The C program (e) names the element that differs most.",
+            n.nmse, n.compared, total as u64, whole, n.threshold_nmse
+        )
+    })
+}
+
 fn upstream_section(
     input: &ReproInput<'_>,
     op: &dyn Op,
@@ -262,6 +291,10 @@ fn upstream_section(
             "// memcheck saw this, not a value: test-backend-ops puts the case's tensors in one buffer, where an access past one tensor stays inside the buffer and memcheck reports nothing (this line runs clean under compute-sanitizer). The C program (e) gives each tensor its own buffer: run it under compute-sanitizer."
                 .into(),
         );
+    }
+    let failing = input.transition.map(|t| &t.fail).or(input.result);
+    if let Some(note) = failing.and_then(sampled_note) {
+        lines.push(note);
     }
     let limits = limit_comments(input.reg, case, input.profile);
     if limits.is_empty() {
@@ -1181,6 +1214,40 @@ fn launches(s: &mut String, plan: &Plan, scratch: &[(String, u64)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sampled_failure_too_small_for_the_whole_outputs_nmse_says_the_line_may_pass() {
+        let case = Case::new("set_rows", "ggml:CUDA0", DType::F32, [64, 67_108_865, 1, 1]);
+        let mut r = CaseResult::new(
+            &case,
+            kedge_core::Verdict::WrongValues,
+            Detector::Reference,
+            "dst: NMSE 1.2e-3 > 1e-7",
+        );
+        r.numbers = Some(kedge_core::judge::result::Numbers {
+            nmse: 1.2e-3,
+            output_ne: Some([64, 67_108_865, 1, 1]),
+            compared: 1 << 18,
+            threshold_nmse: 1e-7,
+            ..Default::default()
+        });
+        // Judged whole: no note.
+        assert_eq!(sampled_note(&r), None);
+        r.facts
+            .insert("judged_on".into(), "64 of 67108865 rows".into());
+        let note = sampled_note(&r).expect("a note");
+        assert!(
+            note.contains("about 7.3e-8, within its bound of 1e-7"),
+            "{note}"
+        );
+        // Over the bound even spread over the whole output: no note.
+        r.numbers.as_mut().expect("numbers").nmse = 1.0;
+        assert_eq!(sampled_note(&r), None);
+        // Another verdict: no note.
+        r.numbers.as_mut().expect("numbers").nmse = 1.2e-3;
+        r.verdict = kedge_core::Verdict::DeviceFault;
+        assert_eq!(sampled_note(&r), None);
+    }
 
     #[test]
     fn escaping() {
